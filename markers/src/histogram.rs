@@ -1,0 +1,216 @@
+//! Cumulative latency distribution since start, in an HDR histogram (rule 17).
+
+use hdrhistogram::Histogram;
+
+/// Default upper bounds, in seconds, of the exported Prometheus histogram buckets
+/// (10 µs to 60 s).
+pub const DEFAULT_BUCKETS_SECONDS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Significant decimal digits kept by the histogram: values are exact below 256 ns and within
+/// 1% above.
+const SIGNIFICANT_DIGITS: u8 = 2;
+
+/// Largest value, in nanoseconds, the histogram can hold when created (60 s, the top default
+/// bucket). Larger latencies make it grow, once per doubling of the largest value seen.
+const PRESIZED_MAX_NANOS: u64 = 60_000_000_000;
+
+const NANOS_PER_SECOND: f64 = 1e9;
+
+/// The distribution of all latencies recorded since start, for export as a Prometheus
+/// histogram that can be aggregated across subtasks and time ranges (rule 17).
+///
+/// Values are kept in nanoseconds in an `hdrhistogram::Histogram<u64>` with 2 significant digits
+/// and auto-resize on, so memory stays bounded (about 30 KiB, sized up front for latencies up
+/// to 60 s so that recording does not allocate). Negative samples (clock skew) are recorded as
+/// 0 in the histogram but counted with their real value in [`sum_seconds`](Self::sum_seconds).
+///
+/// ```
+/// use tidemark_markers::LatencyHistogram;
+///
+/// let mut h = LatencyHistogram::new();
+/// h.record(2_000_000); // 2 ms
+/// h.record(-500); // clock skew: recorded as 0
+/// assert_eq!(h.count(), 2);
+/// assert_eq!(h.cumulative_buckets(&[0.001, 0.01]), vec![(0.001, 1), (0.01, 2)]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram {
+    histogram: Histogram<u64>,
+    sum_nanos: i128,
+}
+
+impl LatencyHistogram {
+    /// Creates an empty histogram.
+    pub fn new() -> Self {
+        let mut histogram = Histogram::new_with_bounds(1, PRESIZED_MAX_NANOS, SIGNIFICANT_DIGITS)
+            .expect("constant histogram bounds are valid");
+        histogram.auto(true);
+        Self {
+            histogram,
+            sum_nanos: 0,
+        }
+    }
+
+    /// Records one latency in nanoseconds; a negative value goes into the histogram as 0.
+    pub fn record(&mut self, nanos: i64) {
+        let clamped = u64::try_from(nanos).unwrap_or(0);
+        if self.histogram.record(clamped).is_err() {
+            // Only possible for values beyond the auto-resize limit (about 146 years).
+            self.histogram.saturating_record(clamped);
+        }
+        self.sum_nanos += i128::from(nanos);
+    }
+
+    /// Number of samples recorded.
+    pub fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    /// Exact sum of all recorded samples in seconds, negative samples included with their real
+    /// value.
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_nanos as f64 / NANOS_PER_SECOND
+    }
+
+    /// For each upper bound (in seconds), the number of samples at or below it, as
+    /// `(bound, count)` pairs in the order given.
+    ///
+    /// For ascending `bounds_seconds` the counts are non-decreasing and never exceed
+    /// [`count`](Self::count); an infinite bound counts every sample. Counts are exact below
+    /// 256 ns; above, a sample within the histogram's 1% resolution just above a bound may be
+    /// counted in that bound's bucket.
+    pub fn cumulative_buckets(&self, bounds_seconds: &[f64]) -> Vec<(f64, u64)> {
+        bounds_seconds
+            .iter()
+            .map(|&bound| (bound, self.count_at_or_below(bound)))
+            .collect()
+    }
+
+    /// Number of samples at or below `bound_seconds`.
+    fn count_at_or_below(&self, bound_seconds: f64) -> u64 {
+        if bound_seconds.is_nan() || bound_seconds < 0.0 || self.histogram.is_empty() {
+            return 0;
+        }
+        let bound_nanos = (bound_seconds * NANOS_PER_SECOND).round();
+        if bound_nanos >= self.histogram.max() as f64 {
+            return self.count();
+        }
+        self.histogram.count_between(0, bound_nanos as u64)
+    }
+
+    /// The latency at quantile `q` (0 to 1) of all samples, in seconds, to within the histogram's
+    /// resolution; negative samples count as 0. NaN when nothing has been recorded.
+    pub fn value_at_quantile_seconds(&self, q: f64) -> f64 {
+        if self.histogram.is_empty() {
+            return f64::NAN;
+        }
+        self.histogram.value_at_quantile(q.clamp(0.0, 1.0)) as f64 / NANOS_PER_SECOND
+    }
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram_of(samples: &[i64]) -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for &s in samples {
+            h.record(s);
+        }
+        h
+    }
+
+    #[test]
+    fn default_buckets_are_cumulative_with_known_counts() {
+        // 0, 5 µs, 10 µs, 100 µs, 1 ms, 2 s and a negative sample (recorded as 0).
+        let h = histogram_of(&[0, 5_000, 10_000, 100_000, 1_000_000, 2_000_000_000, -3]);
+        assert_eq!(h.count(), 7);
+        let buckets = h.cumulative_buckets(DEFAULT_BUCKETS_SECONDS);
+        assert_eq!(buckets.len(), DEFAULT_BUCKETS_SECONDS.len());
+        let expected: Vec<u64> = DEFAULT_BUCKETS_SECONDS
+            .iter()
+            .map(|&le| match le {
+                le if le < 0.0001 => 4, // 0, -3, 5 µs, 10 µs (10 µs is <= 10 µs)
+                le if le < 0.001 => 5,  // + 100 µs
+                le if le < 2.5 => 6,    // + 1 ms
+                _ => 7,                 // + 2 s
+            })
+            .collect();
+        let counts: Vec<u64> = buckets.iter().map(|&(_, c)| c).collect();
+        assert_eq!(counts, expected);
+        for (i, &(le, _)) in buckets.iter().enumerate() {
+            assert_eq!(le, DEFAULT_BUCKETS_SECONDS[i]);
+        }
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]));
+        assert!(*counts.last().unwrap() <= h.count());
+    }
+
+    #[test]
+    fn bucket_edges_and_special_bounds() {
+        let h = histogram_of(&[100, 200, 255]);
+        // Exact resolution below 256 ns.
+        assert_eq!(
+            h.cumulative_buckets(&[0.0, 99e-9, 100e-9, 199e-9, 200e-9, 255e-9]),
+            vec![
+                (0.0, 0),
+                (99e-9, 0),
+                (100e-9, 1),
+                (199e-9, 1),
+                (200e-9, 2),
+                (255e-9, 3)
+            ]
+        );
+        assert_eq!(h.cumulative_buckets(&[f64::INFINITY])[0].1, 3);
+        assert_eq!(h.cumulative_buckets(&[-1.0])[0].1, 0);
+        assert_eq!(h.cumulative_buckets(&[f64::NAN])[0].1, 0);
+        assert!(LatencyHistogram::new()
+            .cumulative_buckets(DEFAULT_BUCKETS_SECONDS)
+            .iter()
+            .all(|&(_, c)| c == 0));
+    }
+
+    #[test]
+    fn sum_is_exact_and_keeps_negative_values() {
+        let h = histogram_of(&[0, 5_000, 10_000, 100_000, 1_000_000, 2_000_000_000, -3]);
+        // 2_001_114_997 ns in total.
+        assert!((h.sum_seconds() - 2.001_114_997).abs() < 1e-15);
+        let negative_only = histogram_of(&[-1_500_000_000]);
+        assert_eq!(negative_only.sum_seconds(), -1.5);
+        assert_eq!(negative_only.cumulative_buckets(&[0.0]), vec![(0.0, 1)]);
+    }
+
+    #[test]
+    fn large_values_grow_the_histogram() {
+        // 100 s is beyond the presized range; auto-resize keeps it.
+        let h = histogram_of(&[1_000, 100_000_000_000]);
+        assert_eq!(h.count(), 2);
+        assert_eq!(
+            h.cumulative_buckets(&[60.0, 120.0]),
+            vec![(60.0, 1), (120.0, 2)]
+        );
+        let max = h.value_at_quantile_seconds(1.0);
+        assert!((max - 100.0).abs() / 100.0 < 0.01, "max {max}");
+    }
+
+    #[test]
+    fn quantiles_within_resolution() {
+        let samples: Vec<i64> = (1..=100).map(|ms| ms * 1_000_000).collect();
+        let h = histogram_of(&samples);
+        let median = h.value_at_quantile_seconds(0.5);
+        assert!((median - 0.050).abs() / 0.050 < 0.01, "median {median}");
+        let p99 = h.value_at_quantile_seconds(0.99);
+        assert!((p99 - 0.099).abs() / 0.099 < 0.01, "p99 {p99}");
+        assert!(LatencyHistogram::default()
+            .value_at_quantile_seconds(0.5)
+            .is_nan());
+    }
+}

@@ -1,0 +1,265 @@
+//! A chain: the vertices one task runs, passing batches from one to the next by a function call,
+//! ending in a sink, a terminal operator, or a [`Router`] to the next tasks.
+
+use crate::batch::Event;
+use crate::channel::{Aborted, SendContext};
+use crate::component::{BoxError, Operator, Sink};
+use crate::metrics::SubtaskMetrics;
+use crate::output::Output;
+use crate::partitioner::Router;
+use crate::record::Record;
+use std::sync::Arc;
+use std::time::Instant;
+use tidemark_markers::{Clock, LatencyMarker};
+
+/// Why a chain stopped.
+pub(crate) enum ChainError {
+    /// User code failed in the vertex at this chain position.
+    User {
+        node: Option<usize>,
+        error: BoxError,
+    },
+    /// The job is being aborted.
+    Aborted,
+}
+
+impl From<Aborted> for ChainError {
+    fn from(_: Aborted) -> Self {
+        ChainError::Aborted
+    }
+}
+
+pub(crate) enum NodeKind {
+    Operator(Box<dyn Operator>),
+    Sink(Box<dyn Sink>),
+}
+
+/// One vertex subtask inside a chain.
+pub(crate) struct ChainNode {
+    pub(crate) vertex: usize,
+    pub(crate) kind: NodeKind,
+    out: Output,
+    metrics: Arc<SubtaskMetrics>,
+    records_in: u64,
+    records_out: u64,
+    /// Records end-to-end latency here (terminal vertices, or all with the option).
+    e2e: bool,
+}
+
+impl ChainNode {
+    pub(crate) fn new(
+        vertex: usize,
+        kind: NodeKind,
+        metrics: Arc<SubtaskMetrics>,
+        batch_size: usize,
+        e2e: bool,
+    ) -> Self {
+        ChainNode {
+            vertex,
+            kind,
+            out: Output::with_capacity(batch_size),
+            metrics,
+            records_in: 0,
+            records_out: 0,
+            e2e,
+        }
+    }
+}
+
+/// The chained vertices of one task subtask and where their output goes.
+pub(crate) struct Chain {
+    pub(crate) nodes: Vec<ChainNode>,
+    pub(crate) router: Option<Router>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Wall clock of the current batch, for end-to-end latency.
+    batch_now: i64,
+    /// The vertex whose code runs now, to name the culprit of a panic.
+    pub(crate) current_vertex: usize,
+}
+
+impl Chain {
+    pub(crate) fn new(
+        nodes: Vec<ChainNode>,
+        router: Option<Router>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Chain {
+            nodes,
+            router,
+            clock,
+            batch_now: 0,
+            current_vertex: usize::MAX,
+        }
+    }
+
+    /// Sets the wall clock used for end-to-end latency of the records that follow.
+    pub(crate) fn set_batch_time(&mut self, now_nanos: i64) {
+        self.batch_now = now_nanos;
+    }
+
+    /// Pushes records into the head of the chain (or straight to the router if the chain has
+    /// no vertex, as for a lone source).
+    pub(crate) fn push(
+        &mut self,
+        records: &[Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if self.nodes.is_empty() {
+            if let Some(r) = &mut self.router {
+                r.write(records, cx)?;
+            }
+            return Ok(());
+        }
+        self.process_at(0, records, cx)
+    }
+
+    fn process_at(
+        &mut self,
+        i: usize,
+        input: &[Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let now = self.batch_now;
+        let node = &mut self.nodes[i];
+        self.current_vertex = node.vertex;
+        node.records_in += input.len() as u64;
+        let result = match &mut node.kind {
+            NodeKind::Operator(op) => op.process_batch(input, &mut node.out),
+            NodeKind::Sink(sink) => sink.write_batch(input),
+        };
+        result.map_err(|error| ChainError::User {
+            node: Some(i),
+            error,
+        })?;
+        if node.e2e {
+            // One lock per batch; the clock was read once for the batch.
+            if let Some(stats) = node.metrics.e2e_latency().as_mut() {
+                for r in input {
+                    stats.record(now - r.timestamp);
+                }
+            }
+        }
+        node.records_out += node.out.len() as u64;
+        self.forward_from(i, cx)
+    }
+
+    /// Moves what node `i` emitted to node `i + 1`, or to the router after the last node.
+    fn forward_from(&mut self, i: usize, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
+        if self.nodes[i].out.is_empty() {
+            return Ok(());
+        }
+        let mut out = std::mem::take(&mut self.nodes[i].out);
+        let result = if i + 1 < self.nodes.len() {
+            self.process_at(i + 1, out.records(), cx)
+        } else if let Some(r) = &mut self.router {
+            r.write(out.records(), cx).map_err(ChainError::from)
+        } else {
+            Ok(())
+        };
+        out.clear();
+        self.nodes[i].out = out;
+        result
+    }
+
+    /// A marker arrives at the head: every chained vertex records it (rule 11), then it goes down
+    /// one random channel, or stops at a sink or terminal vertex (rule 12).
+    pub(crate) fn on_marker(&mut self, marker: LatencyMarker) {
+        if !self.nodes.is_empty() {
+            let now = self.clock.now_nanos();
+            for node in &self.nodes {
+                node.metrics.latency().record(&marker, now);
+            }
+        }
+        if let Some(r) = &mut self.router {
+            r.route_marker(Event::Marker(marker));
+        }
+    }
+
+    /// Gives every operator the time, for processing-time timers.
+    pub(crate) fn on_time(
+        &mut self,
+        now_nanos: i64,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        for i in 0..self.nodes.len() {
+            self.current_vertex = self.nodes[i].vertex;
+            let node = &mut self.nodes[i];
+            if let NodeKind::Operator(op) = &mut node.kind {
+                op.on_time(now_nanos, &mut node.out)
+                    .map_err(|error| ChainError::User {
+                        node: Some(i),
+                        error,
+                    })?;
+                node.records_out += node.out.len() as u64;
+                self.forward_from(i, cx)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// End of input: every vertex in order emits what it still holds, sinks flush.
+    pub(crate) fn finish(
+        &mut self,
+        now_nanos: i64,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        for i in 0..self.nodes.len() {
+            self.current_vertex = self.nodes[i].vertex;
+            let node = &mut self.nodes[i];
+            match &mut node.kind {
+                NodeKind::Operator(op) => {
+                    op.finish(now_nanos, &mut node.out)
+                        .map_err(|error| ChainError::User {
+                            node: Some(i),
+                            error,
+                        })?;
+                    node.records_out += node.out.len() as u64;
+                    self.forward_from(i, cx)?;
+                }
+                NodeKind::Sink(sink) => {
+                    sink.finish().map_err(|error| ChainError::User {
+                        node: Some(i),
+                        error,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes the per-batch counters; one relaxed store per counter per batch.
+    pub(crate) fn publish(&mut self) {
+        for node in &mut self.nodes {
+            node.metrics.set_records_in(node.records_in);
+            node.metrics.set_records_out(node.records_out);
+        }
+    }
+
+    pub(crate) fn flush_expired(
+        &mut self,
+        now: Instant,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        if let Some(r) = &mut self.router {
+            r.flush_expired(now, cx)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn flush_all(&mut self, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
+        if let Some(r) = &mut self.router {
+            r.flush_all(cx)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn close(&mut self, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
+        if let Some(r) = &mut self.router {
+            r.close(cx)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! The traits users implement: [`Source`], [`Operator`] and [`Sink`].
+//!
+//! Each subtask gets its own instance, made by a factory closure given the [`SubtaskContext`].
+//! Latency markers and watermarks are handled by the runtime; user code never sees a marker.
+
+use crate::output::Output;
+use crate::record::Record;
+
+/// An error from user code; it fails the job, naming the vertex and subtask.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a subtask knows about itself when it is made.
+#[derive(Clone, Debug)]
+pub struct SubtaskContext {
+    /// The job's name.
+    pub job_name: String,
+    /// The vertex id from the job graph.
+    pub vertex_id: String,
+    /// This subtask's index, `0..parallelism`.
+    pub subtask: usize,
+    /// The vertex's parallelism.
+    pub parallelism: usize,
+    /// A seed for this subtask's random choices: the job's seed mixed with vertex and subtask,
+    /// so runs with the same `--seed` repeat.
+    pub seed: u64,
+}
+
+/// What a source is told each time it is polled.
+#[derive(Clone, Copy, Debug)]
+pub struct PollContext {
+    /// Wall clock, nanoseconds since the Unix epoch, read once for this poll.
+    pub now_nanos: i64,
+    /// The most records the runtime wants from this poll (the batch size).
+    pub max_records: usize,
+}
+
+/// What a source reports after a poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceStatus {
+    /// Records may have been emitted; poll again soon.
+    Ready,
+    /// Nothing to give now. Poll again no later than `until` (wall clock ns), if given.
+    Idle {
+        /// When the source expects to have records again.
+        until: Option<i64>,
+    },
+    /// The source has no more records, ever.
+    Finished,
+}
+
+/// How far a source is behind its input (Kafka KIP-1226). `-1` means unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceLag {
+    /// Records not yet read, or -1.
+    pub records: i64,
+    /// Bytes not yet read, or -1.
+    pub bytes: i64,
+}
+
+impl SourceLag {
+    /// Lag that is not known.
+    pub const UNKNOWN: SourceLag = SourceLag {
+        records: -1,
+        bytes: -1,
+    };
+}
+
+/// A parallel source of records.
+pub trait Source: Send {
+    /// Emits up to `ctx.max_records` records into `out` and says whether there are more.
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError>;
+
+    /// How far behind its input this source is; called once per batch by the runtime.
+    fn lag(&self, _now_nanos: i64) -> SourceLag {
+        SourceLag::UNKNOWN
+    }
+
+    /// Counters a source keeps about its input (malformed lines skipped, invalid timestamps).
+    fn input_errors(&self) -> SourceErrorCounts {
+        SourceErrorCounts::default()
+    }
+}
+
+/// Counts of input a source could not take as it was.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceErrorCounts {
+    /// Lines skipped as malformed (`on_error: skip`).
+    pub malformed: u64,
+    /// Records whose timestamp was out of the allowed range (dropped or clamped).
+    pub invalid_timestamps: u64,
+}
+
+/// A record-at-a-time transformation with optional state and timers.
+pub trait Operator: Send {
+    /// Processes one record, emitting any number of records.
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError>;
+
+    /// Processes a batch. The default calls [`Operator::process`] per record; it is
+    /// monomorphised per operator, so the per-record call inlines.
+    fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
+        for record in records {
+            self.process(*record, out)?;
+        }
+        Ok(())
+    }
+
+    /// Called with the wall clock at least once per batch and regularly while idle, for
+    /// processing-time timers (windows). `now_nanos` is nanoseconds since the Unix epoch.
+    fn on_time(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Called when the operator's event-time watermark advances.
+    fn on_watermark(&mut self, _watermark: i64, _out: &mut Output) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// End of input: emit whatever is still held (open windows, buffers).
+    fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// The end of a path: consumes records.
+pub trait Sink: Send {
+    /// Writes one record.
+    fn write(&mut self, record: &Record) -> Result<(), BoxError>;
+
+    /// Writes a batch; the default calls [`Sink::write`] per record.
+    fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
+        for record in records {
+            self.write(record)?;
+        }
+        Ok(())
+    }
+
+    /// End of input: flush and sync whatever the sink buffers, so nothing is lost.
+    fn finish(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// Makes one source instance per subtask.
+pub type SourceFactory =
+    Box<dyn Fn(&SubtaskContext) -> Result<Box<dyn Source>, BoxError> + Send + Sync>;
+/// Makes one operator instance per subtask.
+pub type OperatorFactory =
+    Box<dyn Fn(&SubtaskContext) -> Result<Box<dyn Operator>, BoxError> + Send + Sync>;
+/// Makes one sink instance per subtask.
+pub type SinkFactory =
+    Box<dyn Fn(&SubtaskContext) -> Result<Box<dyn Sink>, BoxError> + Send + Sync>;

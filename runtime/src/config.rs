@@ -1,0 +1,52 @@
+//! Settings of one job run.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tidemark_markers::{Clock, LatencyConfig, SystemClock};
+
+/// The buffer timeout when neither the job file nor a flag sets one.
+///
+/// A partly filled batch is also sent as soon as its task runs out of input, so at low load
+/// records do not wait for this timeout; it bounds the wait of a channel that fills slowly while
+/// its task stays busy with other channels.
+pub const DEFAULT_BUFFER_TIMEOUT: Duration = Duration::from_millis(1);
+/// Records per batch.
+pub const DEFAULT_BATCH_SIZE: usize = 1024;
+/// Batches a channel holds before its sender blocks (backpressure).
+pub const DEFAULT_CHANNEL_CAPACITY: usize = 8;
+
+/// How a job runs: latency markers, batching, chaining, randomness and the clock.
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    /// Marker interval, granularity and history size.
+    pub latency: LatencyConfig,
+    /// Longest a partly filled batch waits before it is sent.
+    pub buffer_timeout: Duration,
+    /// Records per batch.
+    pub batch_size: usize,
+    /// Batches per channel.
+    pub channel_capacity: usize,
+    /// Chain forward edges into one task (on by default).
+    pub chaining: bool,
+    /// Seed for generators and marker routing; `None` picks one at random.
+    pub seed: Option<u64>,
+    /// The wall clock markers and timestamps are read from.
+    pub clock: Arc<dyn Clock>,
+    /// Record end-to-end latency at every vertex, not only at sources and terminal vertices.
+    pub e2e_latency_everywhere: bool,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            latency: LatencyConfig::default(),
+            buffer_timeout: DEFAULT_BUFFER_TIMEOUT,
+            batch_size: DEFAULT_BATCH_SIZE,
+            channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+            chaining: true,
+            seed: None,
+            clock: Arc::new(SystemClock),
+            e2e_latency_everywhere: false,
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! Starting a job: instantiate every subtask, wire the channels, spawn one thread per task
+//! subtask, and watch them to the end.
+
+use crate::chain::{Chain, ChainNode, NodeKind};
+use crate::channel::{self, ChannelReader, ChannelWriter};
+use crate::component::SubtaskContext;
+use crate::config::JobConfig;
+use crate::graph::{Factory, GraphError, JobGraph, VertexKind};
+use crate::metrics::{
+    MetricsRegistry, SubtaskMetrics, TaskMetrics, TaskMetricsGroup, VertexMetrics,
+};
+use crate::partitioner::{EdgeWriter, Router};
+use crate::plan::ExecutionPlan;
+use crate::task::{Head, JobFlags, Task, TaskEnd};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tidemark_markers::MarkerEmitter;
+
+/// Why a job could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The graph is invalid.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A factory failed to make a subtask's instance (a file that cannot be opened, say).
+    #[error("vertex \"{vertex}\" subtask {subtask}: {message}")]
+    Factory {
+        /// The vertex id.
+        vertex: String,
+        /// The subtask index.
+        subtask: usize,
+        /// What went wrong.
+        message: String,
+    },
+    /// A thread could not be spawned.
+    #[error("cannot start a thread for task \"{task}\": {message}")]
+    Spawn {
+        /// The task name.
+        task: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Which subtask failed and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskFailure {
+    /// The vertex id whose code failed.
+    pub vertex_id: String,
+    /// Its subtask index.
+    pub subtask: usize,
+    /// The error or panic message.
+    pub message: String,
+}
+
+impl std::fmt::Display for TaskFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "vertex \"{}\" subtask {} failed: {}",
+            self.vertex_id, self.subtask, self.message
+        )
+    }
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Every source ended and everything reached the sinks.
+    Finished,
+    /// A stop was requested; the sources stopped and what was in flight was drained.
+    Stopped,
+    /// A subtask failed; the job was aborted.
+    Failed(TaskFailure),
+}
+
+/// The result of a job: its outcome, how long it ran, and its final metrics.
+#[derive(Debug)]
+pub struct JobResult {
+    /// Finished, stopped or failed.
+    pub outcome: JobOutcome,
+    /// Wall time from start to the last task's end.
+    pub elapsed: Duration,
+    /// The metrics as the tasks left them.
+    pub metrics: Arc<MetricsRegistry>,
+}
+
+struct Shared {
+    flags: Arc<JobFlags>,
+    failure: Mutex<Option<TaskFailure>>,
+    live: AtomicUsize,
+    registry: Arc<MetricsRegistry>,
+}
+
+/// Asks a running job to stop: sources stop, in-flight records drain to the sinks.
+#[derive(Clone)]
+pub struct StopHandle {
+    shared: Arc<Shared>,
+}
+
+impl StopHandle {
+    /// Requests the stop. Returns at once.
+    pub fn stop(&self) {
+        self.shared.flags.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for StopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopHandle")
+    }
+}
+
+/// A running job.
+pub struct JobHandle {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    started: Instant,
+    plan: ExecutionPlan,
+}
+
+impl std::fmt::Debug for JobHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("job", &self.plan.job_name)
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+impl JobHandle {
+    /// The live metrics, readable at any moment.
+    pub fn metrics(&self) -> &Arc<MetricsRegistry> {
+        &self.shared.registry
+    }
+
+    /// The plan the job runs.
+    pub fn plan(&self) -> &ExecutionPlan {
+        &self.plan
+    }
+
+    /// A handle another thread can use to stop the job.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Requests a stop (see [`StopHandle::stop`]).
+    pub fn stop(&self) {
+        self.stop_handle().stop()
+    }
+
+    /// True once every task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.shared.live.load(Ordering::Acquire) == 0
+    }
+
+    /// Waits for every task to end.
+    pub fn wait(self) -> JobResult {
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let registry = self.shared.registry.clone();
+        registry.set_running(false);
+        let failure = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let outcome = match failure {
+            Some(f) => JobOutcome::Failed(f),
+            None if self.shared.flags.stop.load(Ordering::Relaxed) => JobOutcome::Stopped,
+            None => JobOutcome::Finished,
+        };
+        JobResult {
+            outcome,
+            elapsed: self.started.elapsed(),
+            metrics: registry,
+        }
+    }
+}
+
+/// Runs `graph` to its end on the calling thread's behalf (spawns tasks, then waits).
+pub fn run(graph: JobGraph, config: JobConfig) -> Result<JobResult, StartError> {
+    Ok(start(graph, config)?.wait())
+}
+
+fn mix_seed(base: u64, vertex: usize, subtask: usize) -> u64 {
+    // SplitMix64 finaliser over the combined inputs.
+    let mut z = base ^ ((vertex as u64) << 32) ^ (subtask as u64) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Starts `graph`: validates and plans it, makes every subtask's instance, wires the channels
+/// and spawns one thread per task subtask.
+pub fn start(graph: JobGraph, config: JobConfig) -> Result<JobHandle, StartError> {
+    let plan = ExecutionPlan::new(&graph, config.chaining)?;
+    let n = graph.vertices.len();
+    let batch_size = config.batch_size.max(1);
+    let base_seed = config.seed.unwrap_or_else(rand::random);
+    let lat = config.latency;
+
+    // Metrics for every vertex subtask and task subtask.
+    let vertices: Vec<VertexMetrics> = graph
+        .vertices
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let terminal = graph.outputs(crate::graph::VertexId(i)).next().is_none();
+            let subtasks = (0..v.parallelism)
+                .map(|_| {
+                    let m = SubtaskMetrics::new(lat.granularity, lat.history_size);
+                    if v.kind() == VertexKind::Source || terminal || config.e2e_latency_everywhere {
+                        m.enable_e2e(lat.history_size);
+                    }
+                    Arc::new(m)
+                })
+                .collect();
+            VertexMetrics {
+                id: v.id.clone(),
+                kind: v.kind(),
+                terminal,
+                subtasks,
+            }
+        })
+        .collect();
+    let tasks_metrics: Vec<TaskMetricsGroup> = plan
+        .tasks
+        .iter()
+        .map(|t| TaskMetricsGroup {
+            name: t.name.clone(),
+            subtasks: (0..t.parallelism)
+                .map(|_| Arc::new(TaskMetrics::default()))
+                .collect(),
+        })
+        .collect();
+    let registry = Arc::new(MetricsRegistry::new(
+        graph.name.clone(),
+        lat.granularity,
+        vertices,
+        tasks_metrics,
+    ));
+
+    // Queues: one per subtask of every task that has channel input.
+    let mut queues: Vec<Vec<Option<(channel_tx, ChannelReader)>>> = plan
+        .tasks
+        .iter()
+        .map(|t| (0..t.parallelism).map(|_| None).collect())
+        .collect();
+    type EdgeWriters = Vec<Vec<ChannelWriter>>; // per upstream subtask
+    let mut edge_writers: Vec<EdgeWriters> = Vec::with_capacity(plan.edges.len());
+    for e in &plan.edges {
+        let p = graph.vertices[e.from.0].parallelism;
+        let q = graph.vertices[e.to.0].parallelism;
+        let mut per_upstream: EdgeWriters = (0..p).map(|_| Vec::new()).collect();
+        for (u, writers) in per_upstream.iter_mut().enumerate() {
+            let targets: Vec<usize> = if e.partitioning == crate::graph::Partitioning::Forward {
+                vec![u]
+            } else {
+                (0..q).collect()
+            };
+            for d in targets {
+                let slot_entry = &mut queues[e.to_task][d];
+                let gauge = registry.vertices()[e.to.0].subtasks[d].clone();
+                let (tx, reader) = slot_entry.get_or_insert_with(|| {
+                    let (tx, rx) = channel::queue(config.channel_capacity.max(1));
+                    (
+                        tx,
+                        ChannelReader {
+                            rx,
+                            returns: Vec::new(),
+                            open: 0,
+                            gauge: gauge.clone(),
+                        },
+                    )
+                });
+                let (pool_tx, pool_rx) = channel::pool(config.channel_capacity.max(1) + 2);
+                let slot = reader.returns.len() as u32;
+                reader.returns.push(pool_tx);
+                reader.open += 1;
+                writers.push(ChannelWriter::new(
+                    tx.clone(),
+                    pool_rx,
+                    slot,
+                    gauge,
+                    batch_size,
+                ));
+            }
+        }
+        edge_writers.push(per_upstream);
+    }
+    // Senders held by the readers' map must go, or a queue would never disconnect.
+    let mut readers: Vec<Vec<Option<ChannelReader>>> = queues
+        .into_iter()
+        .map(|per| per.into_iter().map(|o| o.map(|(_, r)| r)).collect())
+        .collect();
+
+    let flags = Arc::new(JobFlags {
+        stop: Default::default(),
+        abort: Default::default(),
+    });
+    let shared = Arc::new(Shared {
+        flags: flags.clone(),
+        failure: Mutex::new(None),
+        live: AtomicUsize::new(0),
+        registry: registry.clone(),
+    });
+
+    // Instantiate every task subtask.
+    let context = |v: usize, subtask: usize| SubtaskContext {
+        job_name: graph.name.clone(),
+        vertex_id: graph.vertices[v].id.clone(),
+        subtask,
+        parallelism: graph.vertices[v].parallelism,
+        seed: mix_seed(base_seed, v, subtask),
+    };
+    let factory_error =
+        |v: usize, subtask: usize, e: crate::component::BoxError| StartError::Factory {
+            vertex: graph.vertices[v].id.clone(),
+            subtask,
+            message: e.to_string(),
+        };
+    // Writers are taken per (edge, upstream subtask) in order.
+    let mut writers_by_edge: Vec<Vec<Option<Vec<ChannelWriter>>>> = edge_writers
+        .into_iter()
+        .map(|per| per.into_iter().map(Some).collect())
+        .collect();
+    let mut tasks: Vec<(String, usize, Task)> = Vec::new();
+    for (ti, t) in plan.tasks.iter().enumerate() {
+        for s in 0..t.parallelism {
+            let head_vertex = t.vertices[0].0;
+            let mut nodes = Vec::new();
+            let mut head = None;
+            for (pos, v) in t.vertices.iter().enumerate() {
+                let ctx = context(v.0, s);
+                let metrics = registry.vertices()[v.0].subtasks[s].clone();
+                match &graph.vertices[v.0].factory {
+                    Factory::Source(f) => {
+                        debug_assert_eq!(pos, 0);
+                        let source = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        let emitter = MarkerEmitter::new(lat.interval, v.0 as u32, s as u32);
+                        head = Some(Head::Source {
+                            source,
+                            emitter,
+                            metrics,
+                            vertex: v.0,
+                        });
+                    }
+                    Factory::Operator(f) => {
+                        let op = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        let e2e = metrics.e2e_latency().is_some()
+                            && graph.vertices[v.0].kind() != VertexKind::Source;
+                        nodes.push(ChainNode::new(
+                            v.0,
+                            NodeKind::Operator(op),
+                            metrics,
+                            batch_size,
+                            e2e,
+                        ));
+                    }
+                    Factory::Sink(f) => {
+                        let sink = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        let e2e = metrics.e2e_latency().is_some();
+                        nodes.push(ChainNode::new(
+                            v.0,
+                            NodeKind::Sink(sink),
+                            metrics,
+                            batch_size,
+                            e2e,
+                        ));
+                    }
+                }
+            }
+            let head = match head {
+                Some(h) => h,
+                None => Head::Channel(
+                    readers[ti][s]
+                        .take()
+                        .expect("a non-source task has input channels"),
+                ),
+            };
+            let last = *t.vertices.last().expect("a task has a vertex");
+            let mut outs = Vec::new();
+            for (ei, e) in plan.edges.iter().enumerate() {
+                if e.from == last {
+                    let writers = writers_by_edge[ei][s].take().expect("writers taken once");
+                    outs.push(EdgeWriter::new(e.partitioning, writers));
+                }
+            }
+            let router = (!outs.is_empty()).then(|| {
+                Router::new(
+                    outs,
+                    SmallRng::seed_from_u64(mix_seed(base_seed ^ 0x5EED, last.0, s)),
+                    config.buffer_timeout,
+                )
+            });
+            let chain = Chain::new(nodes, router, config.clock.clone());
+            let task = Task::new(
+                head,
+                chain,
+                flags.clone(),
+                config.clock.clone(),
+                registry.tasks()[ti].subtasks[s].clone(),
+                batch_size,
+            );
+            let _ = head_vertex;
+            tasks.push((t.name.clone(), s, task));
+        }
+    }
+    let _ = n;
+
+    let vertex_ids: Arc<Vec<String>> =
+        Arc::new(graph.vertices.iter().map(|v| v.id.clone()).collect());
+    let started = Instant::now();
+    let mut threads = Vec::with_capacity(tasks.len());
+    shared.live.store(tasks.len(), Ordering::Release);
+    for (name, s, mut task) in tasks {
+        let shared2 = shared.clone();
+        let ids = vertex_ids.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("{name}#{s}"))
+            .spawn(move || {
+                let end = catch_unwind(AssertUnwindSafe(|| task.run()));
+                let failure = match end {
+                    Ok(TaskEnd::Done) | Ok(TaskEnd::Aborted) => None,
+                    Ok(TaskEnd::Failed { vertex, message }) => Some((vertex, message)),
+                    Err(panic) => {
+                        let message = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "panic".to_string());
+                        let v = if task.chain.current_vertex == usize::MAX {
+                            task.head_vertex
+                        } else {
+                            task.chain.current_vertex
+                        };
+                        Some((v, format!("panicked: {message}")))
+                    }
+                };
+                if let Some((vertex, message)) = failure {
+                    let mut slot = shared2.failure.lock().unwrap_or_else(|e| e.into_inner());
+                    if slot.is_none() {
+                        *slot = Some(TaskFailure {
+                            vertex_id: ids[vertex].clone(),
+                            subtask: s,
+                            message,
+                        });
+                    }
+                    shared2.flags.abort.store(true, Ordering::Relaxed);
+                }
+                // Drop the task (and its channel ends) before counting it out.
+                drop(task);
+                shared2.live.fetch_sub(1, Ordering::AcqRel);
+            });
+        match spawned {
+            Ok(h) => threads.push(h),
+            Err(e) => {
+                flags.abort.store(true, Ordering::Relaxed);
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(StartError::Spawn {
+                    task: name,
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(JobHandle {
+        shared,
+        threads,
+        started,
+        plan,
+    })
+}
+
+#[allow(non_camel_case_types)]
+type channel_tx = crossbeam_channel::Sender<channel::Message>;

@@ -1,0 +1,261 @@
+//! The metrics registry: what every subtask and task has done so far, readable from any thread
+//! at any moment while the job runs.
+//!
+//! Each counter is written by the one thread that owns it, once per batch (a relaxed store of a
+//! thread-local count), and lives on its own cache line, so the per-record path takes no lock and
+//! shares no cache line. Latency statistics change once per marker and sit behind a mutex that
+//! only the owning task and a scrape ever take.
+
+use crate::graph::VertexKind;
+use crossbeam_utils::CachePadded;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+use tidemark_markers::{Granularity, LatencyStats, LatencyTracker};
+
+/// Counters of one vertex subtask.
+#[derive(Debug)]
+pub struct SubtaskMetrics {
+    counters: CachePadded<OwnedCounters>,
+    input_queue: CachePadded<AtomicI64>,
+    latency: Mutex<LatencyTracker>,
+    e2e: Mutex<Option<LatencyStats>>,
+}
+
+#[derive(Debug, Default)]
+struct OwnedCounters {
+    records_in: AtomicU64,
+    records_out: AtomicU64,
+    markers_emitted: AtomicU64,
+    lag_records: AtomicI64,
+    lag_bytes: AtomicI64,
+    malformed: AtomicU64,
+    invalid_timestamps: AtomicU64,
+    late_dropped: AtomicU64,
+    watermark: AtomicI64,
+}
+
+macro_rules! counter_accessors {
+    ($($(#[$doc:meta])* $get:ident, $set:ident, $field:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $get(&self) -> $ty {
+                self.counters.$field.load(Ordering::Relaxed)
+            }
+            /// Sets the value; called by the owning task once per batch.
+            pub fn $set(&self, value: $ty) {
+                self.counters.$field.store(value, Ordering::Relaxed)
+            }
+        )*
+    };
+}
+
+impl SubtaskMetrics {
+    pub(crate) fn new(granularity: Granularity, history_size: NonZeroUsize) -> Self {
+        let counters = OwnedCounters {
+            lag_records: AtomicI64::new(-1),
+            lag_bytes: AtomicI64::new(-1),
+            watermark: AtomicI64::new(i64::MIN),
+            ..Default::default()
+        };
+        SubtaskMetrics {
+            counters: CachePadded::new(counters),
+            input_queue: CachePadded::new(AtomicI64::new(0)),
+            latency: Mutex::new(LatencyTracker::new(granularity, history_size)),
+            e2e: Mutex::new(None),
+        }
+    }
+
+    counter_accessors! {
+        /// Records this subtask received.
+        records_in, set_records_in, records_in: u64;
+        /// Records this subtask emitted.
+        records_out, set_records_out, records_out: u64;
+        /// Latency markers this (source) subtask emitted.
+        markers_emitted, set_markers_emitted, markers_emitted: u64;
+        /// Source lag in records, -1 when unknown.
+        lag_records, set_lag_records, lag_records: i64;
+        /// Source lag in bytes, -1 when unknown.
+        lag_bytes, set_lag_bytes, lag_bytes: i64;
+        /// Input lines skipped as malformed.
+        malformed_records, set_malformed_records, malformed: u64;
+        /// Records with an out-of-range timestamp.
+        invalid_timestamp_records, set_invalid_timestamp_records, invalid_timestamps: u64;
+        /// Records a window dropped as late.
+        late_records_dropped, set_late_records_dropped, late_dropped: u64;
+        /// The current event-time watermark (ns), `i64::MIN` before the first.
+        watermark, set_watermark, watermark: i64;
+    }
+
+    /// Records waiting in this subtask's input channels.
+    pub fn input_queue_records(&self) -> i64 {
+        self.input_queue.load(Ordering::Relaxed).max(0)
+    }
+
+    pub(crate) fn enable_e2e(&self, history_size: NonZeroUsize) {
+        *self.e2e_latency() = Some(LatencyStats::new(history_size));
+    }
+
+    pub(crate) fn input_queue(&self) -> &AtomicI64 {
+        &self.input_queue
+    }
+
+    /// The marker latency statistics of this subtask, per key. Hold the guard briefly.
+    pub fn latency(&self) -> MutexGuard<'_, LatencyTracker> {
+        self.latency.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record end-to-end latency statistics, if this subtask records them.
+    pub fn e2e_latency(&self) -> MutexGuard<'_, Option<LatencyStats>> {
+        self.e2e.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Time counters of one task subtask (a thread).
+#[derive(Debug, Default)]
+pub struct TaskMetrics {
+    busy_ns: AtomicU64,
+    backpressured_ns: AtomicU64,
+    idle_ns: AtomicU64,
+}
+
+impl TaskMetrics {
+    /// Seconds the task spent working.
+    pub fn busy_seconds(&self) -> f64 {
+        self.busy_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+    /// Seconds the task spent blocked on a full output channel.
+    pub fn backpressured_seconds(&self) -> f64 {
+        self.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+    /// Seconds the task spent waiting for input.
+    pub fn idle_seconds(&self) -> f64 {
+        self.idle_ns.load(Ordering::Relaxed) as f64 / 1e9
+    }
+    pub(crate) fn store(&self, busy: u64, backpressured: u64, idle: u64) {
+        self.busy_ns.store(busy, Ordering::Relaxed);
+        self.backpressured_ns
+            .store(backpressured, Ordering::Relaxed);
+        self.idle_ns.store(idle, Ordering::Relaxed);
+    }
+}
+
+/// One vertex and its subtasks' metrics.
+#[derive(Debug)]
+pub struct VertexMetrics {
+    /// Vertex id.
+    pub id: String,
+    /// Source, operator or sink.
+    pub kind: VertexKind,
+    /// True when the vertex has no outgoing edge (a sink or a terminal operator).
+    pub terminal: bool,
+    /// One entry per subtask.
+    pub subtasks: Vec<Arc<SubtaskMetrics>>,
+}
+
+/// One task (a chain) and its subtasks' time counters.
+#[derive(Debug)]
+pub struct TaskMetricsGroup {
+    /// Vertex ids joined with `+`.
+    pub name: String,
+    /// One entry per subtask.
+    pub subtasks: Vec<Arc<TaskMetrics>>,
+}
+
+/// Everything the job measures. Shared by the tasks (writers) and the exporter and report
+/// (readers).
+#[derive(Debug)]
+pub struct MetricsRegistry {
+    job_name: String,
+    granularity: Granularity,
+    started: SystemTime,
+    vertices: Vec<VertexMetrics>,
+    tasks: Vec<TaskMetricsGroup>,
+    running: AtomicBool,
+}
+
+impl MetricsRegistry {
+    pub(crate) fn new(
+        job_name: String,
+        granularity: Granularity,
+        vertices: Vec<VertexMetrics>,
+        tasks: Vec<TaskMetricsGroup>,
+    ) -> Self {
+        MetricsRegistry {
+            job_name,
+            granularity,
+            started: SystemTime::now(),
+            vertices,
+            tasks,
+            running: AtomicBool::new(true),
+        }
+    }
+
+    /// The job's name (label `job_name`).
+    pub fn job_name(&self) -> &str {
+        &self.job_name
+    }
+
+    /// The latency granularity in force.
+    pub fn granularity(&self) -> Granularity {
+        self.granularity
+    }
+
+    /// When the job started.
+    pub fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    /// All vertices in graph order; a marker's `source_id` indexes this list.
+    pub fn vertices(&self) -> &[VertexMetrics] {
+        &self.vertices
+    }
+
+    /// All tasks.
+    pub fn tasks(&self) -> &[TaskMetricsGroup] {
+        &self.tasks
+    }
+
+    /// The vertex with this id.
+    pub fn vertex(&self, id: &str) -> Option<&VertexMetrics> {
+        self.vertices.iter().find(|v| v.id == id)
+    }
+
+    /// The id of the vertex at `index` (a marker's `source_id`).
+    pub fn vertex_id(&self, index: u32) -> &str {
+        self.vertices
+            .get(index as usize)
+            .map(|v| v.id.as_str())
+            .unwrap_or("unknown")
+    }
+
+    /// True while the job runs.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Relaxed)
+    }
+
+    /// Markers emitted by all sources together.
+    pub fn markers_emitted(&self) -> u64 {
+        self.vertices
+            .iter()
+            .filter(|v| v.kind == VertexKind::Source)
+            .flat_map(|v| v.subtasks.iter())
+            .map(|s| s.markers_emitted())
+            .sum()
+    }
+
+    /// Markers recorded by all sinks together (summed over every key).
+    pub fn markers_received_by_sinks(&self) -> u64 {
+        self.vertices
+            .iter()
+            .filter(|v| v.kind == VertexKind::Sink)
+            .flat_map(|v| v.subtasks.iter())
+            .map(|s| s.latency().total_count())
+            .sum()
+    }
+}

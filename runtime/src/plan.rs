@@ -1,0 +1,246 @@
+//! The execution plan: how a job graph becomes tasks (chains of vertices) joined by channels.
+//!
+//! An edge is chained (its two vertices run in one thread, passing batches by a function call)
+//! when chaining is on, the edge is the upstream vertex's only output and the downstream vertex's
+//! only input, both sides have the same parallelism, and the edge is `forward` or joins two
+//! vertices of parallelism 1 (where no partitioning has anything to exchange).
+
+use crate::graph::{GraphError, JobGraph, Partitioning, VertexId};
+use std::fmt::{self, Write as _};
+
+/// One task: a chain of vertices run by one thread per subtask.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskPlan {
+    /// Vertex ids joined with `+` in chain order, the `task` metric label.
+    pub name: String,
+    /// The chained vertices, head first.
+    pub vertices: Vec<VertexId>,
+    /// Parallelism shared by the chained vertices.
+    pub parallelism: usize,
+}
+
+/// One edge between two tasks, exchanged over channels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EdgePlan {
+    /// Upstream vertex (the last of its task's chain).
+    pub from: VertexId,
+    /// Downstream vertex (the head of its task's chain).
+    pub to: VertexId,
+    /// Upstream task index.
+    pub from_task: usize,
+    /// Downstream task index.
+    pub to_task: usize,
+    /// Partitioning of the edge.
+    pub partitioning: Partitioning,
+    /// Number of channels: one per (upstream subtask, downstream subtask) pair that can talk.
+    pub channels: usize,
+}
+
+/// Tasks, chains and exchanges of a job graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecutionPlan {
+    /// The job's name.
+    pub job_name: String,
+    /// Whether chaining was on.
+    pub chaining: bool,
+    /// Tasks in topological order.
+    pub tasks: Vec<TaskPlan>,
+    /// Exchanges between tasks.
+    pub edges: Vec<EdgePlan>,
+    /// Chained edges (from, to) inside tasks.
+    pub chained: Vec<(VertexId, VertexId, Partitioning)>,
+    pub(crate) vertex_ids: Vec<String>,
+    pub(crate) vertex_kinds: Vec<&'static str>,
+}
+
+impl ExecutionPlan {
+    /// Plans `graph` after validating it.
+    pub fn new(graph: &JobGraph, chaining: bool) -> Result<Self, GraphError> {
+        graph.validate()?;
+        let order = graph.topological_order()?;
+        let n = graph.vertices.len();
+        let chains_into = |from: VertexId| -> Option<(VertexId, Partitioning)> {
+            if !chaining {
+                return None;
+            }
+            let mut outs = graph.outputs(from);
+            let e = outs.next()?;
+            if outs.next().is_some() || graph.inputs(e.to).count() != 1 {
+                return None;
+            }
+            let (p, q) = (
+                graph.vertex(e.from).parallelism,
+                graph.vertex(e.to).parallelism,
+            );
+            let exchange_free = e.partitioning == Partitioning::Forward || (p == 1 && q == 1);
+            (p == q && exchange_free).then_some((e.to, e.partitioning))
+        };
+        let mut chained_into_something = vec![false; n];
+        let mut chained = Vec::new();
+        for &v in &order {
+            if let Some((to, p)) = chains_into(v) {
+                chained_into_something[to.0] = true;
+                chained.push((v, to, p));
+            }
+        }
+        let mut task_of = vec![usize::MAX; n];
+        let mut tasks = Vec::new();
+        for &v in &order {
+            if chained_into_something[v.0] {
+                continue;
+            }
+            let mut vertices = vec![v];
+            let mut cur = v;
+            while let Some((next, _)) = chains_into(cur) {
+                vertices.push(next);
+                cur = next;
+            }
+            for u in &vertices {
+                task_of[u.0] = tasks.len();
+            }
+            tasks.push(TaskPlan {
+                name: vertices
+                    .iter()
+                    .map(|u| graph.vertex(*u).id.as_str())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                vertices,
+                parallelism: graph.vertex(v).parallelism,
+            });
+        }
+        let mut edges = Vec::new();
+        for e in &graph.edges {
+            if chained.iter().any(|(a, b, _)| *a == e.from && *b == e.to) {
+                continue;
+            }
+            let (p, q) = (
+                graph.vertex(e.from).parallelism,
+                graph.vertex(e.to).parallelism,
+            );
+            edges.push(EdgePlan {
+                from: e.from,
+                to: e.to,
+                from_task: task_of[e.from.0],
+                to_task: task_of[e.to.0],
+                partitioning: e.partitioning,
+                channels: if e.partitioning == Partitioning::Forward {
+                    p
+                } else {
+                    p * q
+                },
+            });
+        }
+        Ok(ExecutionPlan {
+            job_name: graph.name.clone(),
+            chaining,
+            tasks,
+            edges,
+            chained,
+            vertex_ids: graph.vertices.iter().map(|v| v.id.clone()).collect(),
+            vertex_kinds: graph.vertices.iter().map(|v| v.kind().as_str()).collect(),
+        })
+    }
+
+    /// The id of a vertex.
+    pub fn vertex_id(&self, v: VertexId) -> &str {
+        &self.vertex_ids[v.0]
+    }
+
+    /// Total number of threads the job runs.
+    pub fn subtask_count(&self) -> usize {
+        self.tasks.iter().map(|t| t.parallelism).sum()
+    }
+
+    /// The plan as Graphviz DOT: one cluster per task, one node per vertex.
+    pub fn to_dot(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "digraph \"{}\" {{", self.job_name);
+        let _ = writeln!(s, "  rankdir=LR;\n  node [shape=box];");
+        for (i, t) in self.tasks.iter().enumerate() {
+            let _ = writeln!(s, "  subgraph cluster_{i} {{");
+            let _ = writeln!(s, "    label=\"task {} x{}\";", t.name, t.parallelism);
+            for v in &t.vertices {
+                let _ = writeln!(
+                    s,
+                    "    \"{}\" [label=\"{}\\n{} x{}\"];",
+                    self.vertex_id(*v),
+                    self.vertex_id(*v),
+                    self.vertex_kinds[v.0],
+                    t.parallelism
+                );
+            }
+            let _ = writeln!(s, "  }}");
+        }
+        for (a, b, p) in &self.chained {
+            let _ = writeln!(
+                s,
+                "  \"{}\" -> \"{}\" [label=\"{} (chained)\", style=dashed];",
+                self.vertex_id(*a),
+                self.vertex_id(*b),
+                p
+            );
+        }
+        for e in &self.edges {
+            let _ = writeln!(
+                s,
+                "  \"{}\" -> \"{}\" [label=\"{} ({} channels)\"];",
+                self.vertex_id(e.from),
+                self.vertex_id(e.to),
+                e.partitioning,
+                e.channels
+            );
+        }
+        s.push_str("}\n");
+        s
+    }
+}
+
+impl fmt::Display for ExecutionPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "job {}: {} vertices in {} tasks, {} subtasks (threads), chaining {}",
+            self.job_name,
+            self.vertex_ids.len(),
+            self.tasks.len(),
+            self.subtask_count(),
+            if self.chaining { "on" } else { "off" }
+        )?;
+        writeln!(f, "tasks:")?;
+        for t in &self.tasks {
+            let members: Vec<String> = t
+                .vertices
+                .iter()
+                .map(|v| format!("{} {}", self.vertex_kinds[v.0], self.vertex_id(*v)))
+                .collect();
+            writeln!(
+                f,
+                "  {} x{}: {}",
+                t.name,
+                t.parallelism,
+                members.join(" -> ")
+            )?;
+        }
+        writeln!(f, "edges:")?;
+        for (a, b, p) in &self.chained {
+            writeln!(
+                f,
+                "  {} -> {}: {} (chained)",
+                self.vertex_id(*a),
+                self.vertex_id(*b),
+                p
+            )?;
+        }
+        for e in &self.edges {
+            writeln!(
+                f,
+                "  {} -> {}: {}, {} channels",
+                self.vertex_id(e.from),
+                self.vertex_id(e.to),
+                e.partitioning,
+                e.channels
+            )?;
+        }
+        Ok(())
+    }
+}

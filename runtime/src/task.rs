@@ -1,0 +1,287 @@
+//! Tasks: the loop one thread runs for one task subtask, with a source or a channel at its head.
+
+use crate::batch::Event;
+use crate::chain::{Chain, ChainError};
+use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
+use crate::component::{PollContext, Source, SourceStatus};
+use crate::metrics::{SubtaskMetrics, TaskMetrics};
+use crate::output::Output;
+use crossbeam_channel::{RecvTimeoutError, TryRecvError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tidemark_markers::{Clock, MarkerEmitter};
+
+/// How often an idle task wakes to run operator timers, emit markers and watch for a stop.
+const IDLE_TICK: Duration = Duration::from_millis(2);
+
+/// Flags shared by all tasks of a job.
+pub(crate) struct JobFlags {
+    pub stop: AtomicBool,
+    pub abort: AtomicBool,
+}
+
+/// Where a task's input comes from.
+pub(crate) enum Head {
+    Source {
+        source: Box<dyn Source>,
+        emitter: MarkerEmitter,
+        metrics: Arc<SubtaskMetrics>,
+        vertex: usize,
+    },
+    Channel(ChannelReader),
+}
+
+/// How a task ended.
+pub(crate) enum TaskEnd {
+    Done,
+    /// User code failed in this vertex.
+    Failed {
+        vertex: usize,
+        message: String,
+    },
+    Aborted,
+}
+
+/// One task subtask: a head, a chain, and its time accounting.
+pub(crate) struct Task {
+    pub head: Head,
+    pub chain: Chain,
+    pub flags: Arc<JobFlags>,
+    pub clock: Arc<dyn Clock>,
+    pub batch_size: usize,
+    times: TaskTimes,
+    /// The source vertex, or the head vertex of the chain.
+    pub head_vertex: usize,
+}
+
+impl Task {
+    pub(crate) fn new(
+        head: Head,
+        chain: Chain,
+        flags: Arc<JobFlags>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<TaskMetrics>,
+        batch_size: usize,
+    ) -> Self {
+        let head_vertex = match &head {
+            Head::Source { vertex, .. } => *vertex,
+            Head::Channel(_) => chain.nodes.first().map(|n| n.vertex).unwrap_or(0),
+        };
+        Task {
+            head,
+            chain,
+            flags,
+            clock,
+            batch_size,
+            times: TaskTimes {
+                metrics,
+                started: Instant::now(),
+                idle: Duration::ZERO,
+                backpressured: Duration::ZERO,
+            },
+            head_vertex,
+        }
+    }
+
+    /// Runs the task to its end.
+    pub(crate) fn run(&mut self) -> TaskEnd {
+        self.times.started = Instant::now();
+        let result = match &self.head {
+            Head::Source { .. } => self.run_source(),
+            Head::Channel(_) => self.run_channel(),
+        };
+        self.times.publish();
+        self.chain.publish();
+        match result {
+            Ok(()) => TaskEnd::Done,
+            Err(ChainError::Aborted) => TaskEnd::Aborted,
+            Err(ChainError::User { node, error }) => TaskEnd::Failed {
+                vertex: node
+                    .map(|n| self.chain.nodes[n].vertex)
+                    .unwrap_or(self.head_vertex),
+                message: error.to_string(),
+            },
+        }
+    }
+
+    fn run_source(&mut self) -> Result<(), ChainError> {
+        let Head::Source {
+            source,
+            emitter,
+            metrics,
+            ..
+        } = &mut self.head
+        else {
+            unreachable!("run_source on a channel task")
+        };
+        let flags = &*self.flags;
+        let mut out = Output::with_capacity(self.batch_size);
+        let mut records_out = 0u64;
+        loop {
+            let mut cx = SendContext {
+                abort: &flags.abort,
+                backpressured: &mut self.times.backpressured,
+            };
+            if flags.abort.load(Ordering::Relaxed) {
+                return Err(ChainError::Aborted);
+            }
+            let now = self.clock.now_nanos();
+            if let Some(marker) = emitter.poll(now) {
+                metrics.set_markers_emitted(emitter.emitted());
+                self.chain.on_marker(marker);
+            }
+            if flags.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            self.chain.set_batch_time(now);
+            self.chain.on_time(now, &mut cx)?;
+            let ctx = PollContext {
+                now_nanos: now,
+                max_records: self.batch_size,
+            };
+            self.chain.current_vertex = self.head_vertex;
+            let status = source
+                .poll(&ctx, &mut out)
+                .map_err(|error| ChainError::User { node: None, error })?;
+            records_out += out.len() as u64;
+            if !out.is_empty() {
+                // Kafka KIP-613: latency as the record enters the job, one lock per batch.
+                if let Some(stats) = metrics.e2e_latency().as_mut() {
+                    for r in out.records() {
+                        stats.record(now - r.timestamp);
+                    }
+                }
+            }
+            self.chain.push(out.records(), &mut cx)?;
+            out.clear();
+            metrics.set_records_out(records_out);
+            let lag = source.lag(now);
+            metrics.set_lag_records(lag.records);
+            metrics.set_lag_bytes(lag.bytes);
+            let errors = source.input_errors();
+            metrics.set_malformed_records(errors.malformed);
+            metrics.set_invalid_timestamp_records(errors.invalid_timestamps);
+            match status {
+                SourceStatus::Ready => {
+                    self.chain.flush_expired(Instant::now(), &mut cx)?;
+                }
+                SourceStatus::Finished => break,
+                SourceStatus::Idle { until } => {
+                    self.chain.flush_all(&mut cx)?;
+                    let mut wait = IDLE_TICK;
+                    if let Some(until) = until {
+                        wait =
+                            wait.min(Duration::from_nanos(until.saturating_sub(now).max(0) as u64));
+                    }
+                    if let Some(due) = emitter.next_due() {
+                        wait =
+                            wait.min(Duration::from_nanos(due.saturating_sub(now).max(0) as u64));
+                    }
+                    if !wait.is_zero() {
+                        let t = Instant::now();
+                        std::thread::sleep(wait);
+                        self.times.idle += t.elapsed();
+                    }
+                }
+            }
+            self.chain.publish();
+            self.times.publish();
+        }
+        self.end_of_input()
+    }
+
+    fn run_channel(&mut self) -> Result<(), ChainError> {
+        let Head::Channel(reader) = &mut self.head else {
+            unreachable!("run_channel on a source task")
+        };
+        let flags = &*self.flags;
+        while reader.open > 0 {
+            let mut cx = SendContext {
+                abort: &flags.abort,
+                backpressured: &mut self.times.backpressured,
+            };
+            if flags.abort.load(Ordering::Relaxed) {
+                return Err(ChainError::Aborted);
+            }
+            let message = match reader.rx.try_recv() {
+                Ok(m) => Some(m),
+                Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
+                Err(TryRecvError::Empty) => {
+                    // The input ran dry: send what is pending now rather than wait for the
+                    // buffer timeout, so latency stays low at low load.
+                    self.chain.flush_all(&mut cx)?;
+                    self.chain.publish();
+                    let t = Instant::now();
+                    let m = match reader.rx.recv_timeout(IDLE_TICK.min(ABORT_POLL)) {
+                        Ok(m) => Some(m),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => return Err(ChainError::Aborted),
+                    };
+                    self.times.idle += t.elapsed();
+                    m
+                }
+            };
+            let now = self.clock.now_nanos();
+            self.chain.set_batch_time(now);
+            match message {
+                Some(Message::Data { slot, batch }) => {
+                    reader.note_received(batch.records.len());
+                    let mut start = 0usize;
+                    for &(pos, event) in &batch.events {
+                        let pos = pos as usize;
+                        self.chain.push(&batch.records[start..pos], &mut cx)?;
+                        start = pos;
+                        match event {
+                            Event::Marker(marker) => self.chain.on_marker(marker),
+                            Event::Watermark(_) => {}
+                        }
+                    }
+                    self.chain.push(&batch.records[start..], &mut cx)?;
+                    reader.recycle(slot, batch);
+                    self.chain.publish();
+                }
+                Some(Message::End { .. }) => reader.open -= 1,
+                None => {}
+            }
+            self.chain.on_time(now, &mut cx)?;
+            self.chain.flush_expired(Instant::now(), &mut cx)?;
+            self.times.publish();
+        }
+        self.end_of_input()
+    }
+
+    fn end_of_input(&mut self) -> Result<(), ChainError> {
+        let mut cx = SendContext {
+            abort: &self.flags.abort,
+            backpressured: &mut self.times.backpressured,
+        };
+        let now = self.clock.now_nanos();
+        self.chain.set_batch_time(now);
+        self.chain.finish(now, &mut cx)?;
+        self.chain.close(&mut cx)?;
+        self.chain.publish();
+        Ok(())
+    }
+}
+
+/// Where a task's time went: busy, blocked on output (backpressured), or waiting for input.
+pub(crate) struct TaskTimes {
+    metrics: Arc<TaskMetrics>,
+    started: Instant,
+    idle: Duration,
+    backpressured: Duration,
+}
+
+impl TaskTimes {
+    /// Publishes the times; busy time is what is neither idle nor backpressured.
+    fn publish(&self) {
+        let total = self.started.elapsed();
+        let busy = total.saturating_sub(self.idle + self.backpressured);
+        self.metrics.store(
+            busy.as_nanos() as u64,
+            self.backpressured.as_nanos() as u64,
+            self.idle.as_nanos() as u64,
+        );
+    }
+}
