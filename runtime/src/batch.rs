@@ -14,6 +14,8 @@ pub enum Event {
     Marker(LatencyMarker),
     /// An event-time watermark, nanoseconds since the Unix epoch.
     Watermark(i64),
+    /// The sender's input is idle: do not wait for its watermark until it sends one again.
+    Idle,
 }
 
 /// Records plus positioned events.

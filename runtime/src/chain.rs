@@ -178,6 +178,40 @@ impl Chain {
         }
     }
 
+    /// The watermark advanced to `wm`: every chained operator sees it in order, then it goes
+    /// down every channel.
+    pub(crate) fn on_watermark(
+        &mut self,
+        wm: i64,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        for i in 0..self.nodes.len() {
+            self.current_vertex = self.nodes[i].vertex;
+            let node = &mut self.nodes[i];
+            node.metrics.set_watermark(wm);
+            if let NodeKind::Operator(op) = &mut node.kind {
+                op.on_watermark(wm, &mut node.out)
+                    .map_err(|error| ChainError::User {
+                        node: Some(i),
+                        error,
+                    })?;
+                node.records_out += node.out.len() as u64;
+                self.forward_from(i, cx)?;
+            }
+        }
+        if let Some(r) = &mut self.router {
+            r.broadcast_event(Event::Watermark(wm));
+        }
+        Ok(())
+    }
+
+    /// Every input of this task is idle: tell the tasks downstream.
+    pub(crate) fn on_idle(&mut self) {
+        if let Some(r) = &mut self.router {
+            r.broadcast_event(Event::Idle);
+        }
+    }
+
     /// Gives every operator the time, for processing-time timers.
     pub(crate) fn on_time(
         &mut self,
@@ -235,6 +269,10 @@ impl Chain {
         for node in &mut self.nodes {
             node.metrics.set_records_in(node.records_in);
             node.metrics.set_records_out(node.records_out);
+            if let NodeKind::Operator(op) = &node.kind {
+                node.metrics
+                    .set_late_records_dropped(op.late_records_dropped());
+            }
         }
     }
 

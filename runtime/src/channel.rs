@@ -22,10 +22,7 @@ pub(crate) enum Message {
     /// A batch from the writer with this slot.
     Data { slot: u32, batch: Batch },
     /// The writer with this slot has no more input.
-    End {
-        #[allow(dead_code)] // read once watermarks track their inputs
-        slot: u32,
-    },
+    End { slot: u32 },
 }
 
 /// The job was aborted while this task waited.

@@ -119,6 +119,11 @@ pub trait Operator: Send {
     fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
         Ok(())
     }
+
+    /// Records this operator dropped as late (event-time windows); read once per batch.
+    fn late_records_dropped(&self) -> u64 {
+        0
+    }
 }
 
 /// The end of a path: consumes records.

@@ -3,6 +3,7 @@
 use crate::component::{
     BoxError, Operator, OperatorFactory, Sink, SinkFactory, Source, SourceFactory, SubtaskContext,
 };
+use crate::event_time::SourceOptions;
 use std::fmt;
 
 /// A vertex's position in its [`JobGraph`].
@@ -101,6 +102,7 @@ pub struct Vertex {
     pub(crate) id: String,
     pub(crate) parallelism: usize,
     pub(crate) factory: Factory,
+    pub(crate) source_options: SourceOptions,
 }
 
 impl Vertex {
@@ -273,6 +275,7 @@ impl JobGraph {
             id: id.to_string(),
             parallelism,
             factory,
+            source_options: SourceOptions::default(),
         });
         Ok(VertexId(self.vertices.len() - 1))
     }
@@ -314,6 +317,11 @@ impl JobGraph {
         F: Fn(&SubtaskContext) -> Result<Box<dyn Sink>, BoxError> + Send + Sync + 'static,
     {
         self.add(id, parallelism, Factory::Sink(Box::new(factory)))
+    }
+
+    /// Sets a source's event-time options: timestamp range check and watermarks.
+    pub fn set_source_options(&mut self, source: VertexId, options: SourceOptions) {
+        self.vertices[source.0].source_options = options;
     }
 
     /// Connects `from` to `to`. A vertex with several inputs receives their union.

@@ -5,6 +5,7 @@ use crate::chain::{Chain, ChainNode, NodeKind};
 use crate::channel::{self, ChannelReader, ChannelWriter};
 use crate::component::SubtaskContext;
 use crate::config::JobConfig;
+use crate::event_time::WatermarkGenerator;
 use crate::graph::{Factory, GraphError, JobGraph, VertexKind};
 use crate::metrics::{
     MetricsRegistry, SubtaskMetrics, TaskMetrics, TaskMetricsGroup, VertexMetrics,
@@ -348,11 +349,14 @@ pub fn start(graph: JobGraph, config: JobConfig) -> Result<JobHandle, StartError
                         debug_assert_eq!(pos, 0);
                         let source = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
                         let emitter = MarkerEmitter::new(lat.interval, v.0 as u32, s as u32);
+                        let options = graph.vertices[v.0].source_options;
                         head = Some(Head::Source {
                             source,
                             emitter,
                             metrics,
                             vertex: v.0,
+                            timestamp_check: options.timestamp_check,
+                            watermarks: options.watermarks.map(WatermarkGenerator::new),
                         });
                     }
                     Factory::Operator(f) => {

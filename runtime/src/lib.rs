@@ -12,6 +12,7 @@
 //! | [`component`] | the traits users implement: [`Source`], [`Operator`], [`Sink`] |
 //! | [`output`] | [`Output`], the reusable buffer components emit into |
 //! | [`graph`] | [`JobGraph`] builder, [`Partitioning`], validation |
+//! | [`event_time`] | per-source timestamp checks and watermarks ([`SourceOptions`]) |
 //! | [`plan`] | [`ExecutionPlan`]: chaining vertices into tasks, channels between them |
 //! | [`config`] | [`JobConfig`]: markers, buffer timeout, batch size, seed, clock |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
@@ -46,6 +47,7 @@ mod chain;
 mod channel;
 pub mod component;
 pub mod config;
+pub mod event_time;
 pub mod exporter;
 pub mod graph;
 pub mod job;
@@ -63,6 +65,7 @@ pub use component::{
     SubtaskContext,
 };
 pub use config::JobConfig;
+pub use event_time::{InvalidTimestampPolicy, SourceOptions, TimestampCheck, WatermarkStrategy};
 pub use graph::{Edge, GraphError, JobGraph, Partitioning, VertexId, VertexKind};
 pub use job::{run, start, JobHandle, JobOutcome, JobResult, StartError, StopHandle, TaskFailure};
 pub use metrics::{MetricsRegistry, SubtaskMetrics, TaskMetrics};

@@ -45,6 +45,10 @@ impl Output {
         &self.records
     }
 
+    pub(crate) fn records_mut(&mut self) -> &mut Vec<Record> {
+        &mut self.records
+    }
+
     /// Forgets the emitted records, keeping the buffer.
     pub fn clear(&mut self) {
         self.records.clear();

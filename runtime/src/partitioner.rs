@@ -109,7 +109,6 @@ impl Router {
     }
 
     /// Sends an event (a watermark) on every channel of every edge.
-    #[allow(dead_code)] // used by watermarks
     pub(crate) fn broadcast_event(&mut self, event: Event) {
         for e in &mut self.edges {
             for c in &mut e.channels {

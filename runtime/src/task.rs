@@ -4,6 +4,7 @@ use crate::batch::Event;
 use crate::chain::{Chain, ChainError};
 use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
 use crate::component::{PollContext, Source, SourceStatus};
+use crate::event_time::{InputWatermarks, TimestampCheck, WatermarkAction, WatermarkGenerator};
 use crate::metrics::{SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
 use crossbeam_channel::{RecvTimeoutError, TryRecvError};
@@ -28,6 +29,8 @@ pub(crate) enum Head {
         emitter: MarkerEmitter,
         metrics: Arc<SubtaskMetrics>,
         vertex: usize,
+        timestamp_check: Option<TimestampCheck>,
+        watermarks: Option<WatermarkGenerator>,
     },
     Channel(ChannelReader),
 }
@@ -110,6 +113,8 @@ impl Task {
             source,
             emitter,
             metrics,
+            timestamp_check,
+            watermarks,
             ..
         } = &mut self.head
         else {
@@ -118,6 +123,7 @@ impl Task {
         let flags = &*self.flags;
         let mut out = Output::with_capacity(self.batch_size);
         let mut records_out = 0u64;
+        let mut invalid_timestamps = 0u64;
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -144,6 +150,14 @@ impl Task {
             let status = source
                 .poll(&ctx, &mut out)
                 .map_err(|error| ChainError::User { node: None, error })?;
+            if let Some(check) = timestamp_check {
+                invalid_timestamps += check
+                    .apply(out.records_mut(), now)
+                    .map_err(|error| ChainError::User { node: None, error })?;
+            }
+            if let Some(w) = watermarks.as_mut() {
+                w.observe(out.records(), now);
+            }
             records_out += out.len() as u64;
             if !out.is_empty() {
                 // Kafka KIP-613: latency as the record enters the job, one lock per batch.
@@ -155,13 +169,23 @@ impl Task {
             }
             self.chain.push(out.records(), &mut cx)?;
             out.clear();
+            if let Some(w) = watermarks.as_mut() {
+                match w.poll(now) {
+                    WatermarkAction::Emit(wm) => {
+                        metrics.set_watermark(wm);
+                        self.chain.on_watermark(wm, &mut cx)?;
+                    }
+                    WatermarkAction::GoIdle => self.chain.on_idle(),
+                    WatermarkAction::None => {}
+                }
+            }
             metrics.set_records_out(records_out);
             let lag = source.lag(now);
             metrics.set_lag_records(lag.records);
             metrics.set_lag_bytes(lag.bytes);
             let errors = source.input_errors();
             metrics.set_malformed_records(errors.malformed);
-            metrics.set_invalid_timestamp_records(errors.invalid_timestamps);
+            metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
             match status {
                 SourceStatus::Ready => {
                     self.chain.flush_expired(Instant::now(), &mut cx)?;
@@ -196,6 +220,7 @@ impl Task {
             unreachable!("run_channel on a source task")
         };
         let flags = &*self.flags;
+        let mut watermarks = InputWatermarks::new(reader.returns.len());
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -234,14 +259,31 @@ impl Task {
                         start = pos;
                         match event {
                             Event::Marker(marker) => self.chain.on_marker(marker),
-                            Event::Watermark(_) => {}
+                            Event::Watermark(wm) => {
+                                if let Some(wm) = watermarks.on_watermark(slot as usize, wm) {
+                                    self.chain.on_watermark(wm, &mut cx)?;
+                                }
+                            }
+                            Event::Idle => {
+                                if let Some(wm) = watermarks.on_idle(slot as usize) {
+                                    self.chain.on_watermark(wm, &mut cx)?;
+                                }
+                                if watermarks.all_idle() {
+                                    self.chain.on_idle();
+                                }
+                            }
                         }
                     }
                     self.chain.push(&batch.records[start..], &mut cx)?;
                     reader.recycle(slot, batch);
                     self.chain.publish();
                 }
-                Some(Message::End { .. }) => reader.open -= 1,
+                Some(Message::End { slot }) => {
+                    reader.open -= 1;
+                    if let Some(wm) = watermarks.on_end(slot as usize) {
+                        self.chain.on_watermark(wm, &mut cx)?;
+                    }
+                }
                 None => {}
             }
             self.chain.on_time(now, &mut cx)?;

@@ -1,0 +1,241 @@
+//! Watermarks across tasks: minimum over inputs, idleness, and timestamp checks at sources.
+
+mod common;
+
+use common::wait_or_fail;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tidemark_runtime::testing::DiscardSink;
+use tidemark_runtime::{
+    start, BoxError, InvalidTimestampPolicy, JobConfig, JobGraph, JobOutcome, Operator, Output,
+    Partitioning, PollContext, Record, Source, SourceOptions, SourceStatus, TimestampCheck,
+    WatermarkStrategy,
+};
+
+/// Emits `n` records with event timestamps `base + i * step`, one small batch per poll, with a
+/// pause between polls; then stays open (idle) for `linger` polls before finishing.
+struct EventSource {
+    base: i64,
+    step: i64,
+    n: i64,
+    i: i64,
+    linger: u32,
+}
+
+impl Source for EventSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if self.i < self.n {
+            for _ in 0..10.min(self.n - self.i) {
+                out.emit(Record::new(
+                    self.i as u64,
+                    1.0,
+                    self.base + self.i * self.step,
+                ));
+                self.i += 1;
+            }
+            return Ok(SourceStatus::Idle {
+                until: Some(ctx.now_nanos + 200_000),
+            });
+        }
+        if self.linger == 0 {
+            return Ok(SourceStatus::Finished);
+        }
+        self.linger -= 1;
+        Ok(SourceStatus::Idle {
+            until: Some(ctx.now_nanos + 1_000_000),
+        })
+    }
+}
+
+/// Records every watermark it is given.
+struct WatermarkLog(Arc<Mutex<Vec<i64>>>);
+
+impl Operator for WatermarkLog {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        out.emit(record);
+        Ok(())
+    }
+    fn on_watermark(&mut self, wm: i64, _out: &mut Output) -> Result<(), BoxError> {
+        self.0.lock().unwrap().push(wm);
+        Ok(())
+    }
+}
+
+fn strategy(idleness: Option<Duration>) -> SourceOptions {
+    SourceOptions {
+        watermarks: Some(WatermarkStrategy {
+            max_out_of_orderness: Duration::from_nanos(5),
+            interval: Duration::from_micros(100),
+            idleness,
+        }),
+        timestamp_check: None,
+    }
+}
+
+#[test]
+fn the_watermark_is_the_minimum_over_inputs_and_never_goes_back() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut g = JobGraph::new("wm");
+    let fast = g
+        .add_source("fast", 1, |_| {
+            Ok(Box::new(EventSource {
+                base: 1_000_000,
+                step: 100,
+                n: 400,
+                i: 0,
+                linger: 0,
+            }))
+        })
+        .unwrap();
+    let slow = g
+        .add_source("slow", 1, |_| {
+            Ok(Box::new(EventSource {
+                base: 1_000,
+                step: 1,
+                n: 400,
+                i: 0,
+                linger: 0,
+            }))
+        })
+        .unwrap();
+    g.set_source_options(fast, strategy(None));
+    g.set_source_options(slow, strategy(None));
+    let l2 = log.clone();
+    let op = g
+        .add_operator("union", 1, move |_| Ok(Box::new(WatermarkLog(l2.clone()))))
+        .unwrap();
+    let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+    g.connect(fast, op, Partitioning::Rebalance).unwrap();
+    g.connect(slow, op, Partitioning::Rebalance).unwrap();
+    g.connect(op, k, Partitioning::Forward).unwrap();
+    let result = wait_or_fail(
+        start(g, JobConfig::default()).unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(result.outcome, JobOutcome::Finished);
+    let log = log.lock().unwrap();
+    assert!(!log.is_empty());
+    assert!(
+        log.windows(2).all(|w| w[0] < w[1]),
+        "strictly increasing: {log:?}"
+    );
+    // While both run, the slow source (timestamps 1000..1400) holds the watermark back: the
+    // fast one's timestamps start at 1_000_000.
+    let slow_max = 1_000 + 399 - 5 - 1;
+    assert!(
+        log[0] <= slow_max,
+        "first watermark {} held back by the slow input",
+        log[0]
+    );
+    // The sink (chained after the operator) saw the same watermarks.
+    let sink_wm = result.metrics.vertex("k").unwrap().subtasks[0].watermark();
+    assert_eq!(sink_wm, *log.last().unwrap());
+}
+
+#[test]
+fn an_idle_input_does_not_hold_the_watermark_back() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut g = JobGraph::new("idle");
+    // `busy` makes progress; `quiet` sends 10 records then lingers for a while without any.
+    let busy = g
+        .add_source("busy", 1, |_| {
+            Ok(Box::new(EventSource {
+                base: 1_000_000,
+                step: 1_000,
+                n: 2_000,
+                i: 0,
+                linger: 0,
+            }))
+        })
+        .unwrap();
+    let quiet = g
+        .add_source("quiet", 1, |_| {
+            Ok(Box::new(EventSource {
+                base: 0,
+                step: 1,
+                n: 10,
+                i: 0,
+                linger: 300,
+            }))
+        })
+        .unwrap();
+    g.set_source_options(busy, strategy(None));
+    g.set_source_options(quiet, strategy(Some(Duration::from_millis(2))));
+    let l2 = log.clone();
+    let op = g
+        .add_operator("union", 1, move |_| Ok(Box::new(WatermarkLog(l2.clone()))))
+        .unwrap();
+    let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+    g.connect(busy, op, Partitioning::Rebalance).unwrap();
+    g.connect(quiet, op, Partitioning::Rebalance).unwrap();
+    g.connect(op, k, Partitioning::Forward).unwrap();
+    let result = wait_or_fail(
+        start(g, JobConfig::default()).unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(result.outcome, JobOutcome::Finished);
+    let log = log.lock().unwrap();
+    // Without idleness the watermark could not pass the quiet source's 9 - 5 - 1 = 3 until it
+    // ended; with it, the busy source's event time shows through while `quiet` still runs.
+    assert!(
+        log.iter().any(|&w| w >= 1_000_000),
+        "the watermark advanced past the quiet input: {:?}",
+        &log[..log.len().min(10)]
+    );
+}
+
+#[test]
+fn timestamp_checks_drop_and_count_at_the_source() {
+    struct Old;
+    impl Source for Old {
+        fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+            // One record an hour old, one current.
+            out.emit(Record::new(1, 1.0, ctx.now_nanos - 3_600_000_000_000));
+            out.emit(Record::new(2, 1.0, ctx.now_nanos));
+            Ok(SourceStatus::Finished)
+        }
+    }
+    for (policy, sink_records, outcome_failed) in [
+        (InvalidTimestampPolicy::Drop, 1, false),
+        (InvalidTimestampPolicy::Clamp, 2, false),
+        (InvalidTimestampPolicy::Fail, 0, true),
+    ] {
+        let mut g = JobGraph::new("ts");
+        let s = g.add_source("s", 1, |_| Ok(Box::new(Old))).unwrap();
+        g.set_source_options(
+            s,
+            SourceOptions {
+                timestamp_check: Some(TimestampCheck {
+                    before_max: Some(Duration::from_secs(60)),
+                    after_max: None,
+                    on_invalid: policy,
+                }),
+                watermarks: None,
+            },
+        );
+        let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+        g.connect(s, k, Partitioning::Rebalance).unwrap();
+        let result = wait_or_fail(
+            start(g, JobConfig::default()).unwrap(),
+            Duration::from_secs(60),
+        );
+        let m = &result.metrics;
+        match (&result.outcome, outcome_failed) {
+            (JobOutcome::Failed(f), true) => {
+                assert_eq!(f.vertex_id, "s");
+                assert!(f.message.contains("key 1"), "{}", f.message);
+            }
+            (JobOutcome::Finished, false) => {
+                assert_eq!(
+                    m.vertex("k").unwrap().subtasks[0].records_in(),
+                    sink_records
+                );
+                assert_eq!(
+                    m.vertex("s").unwrap().subtasks[0].invalid_timestamp_records(),
+                    1
+                );
+            }
+            (other, _) => panic!("{policy:?}: {other:?}"),
+        }
+    }
+}
