@@ -74,3 +74,8 @@ pub use partitioner::hash_channel;
 pub use plan::ExecutionPlan;
 pub use record::{Record, TimestampType};
 pub use tidemark_markers as markers;
+
+/// The library guide (`docs/library.md`), compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+pub struct LibraryGuide;
