@@ -55,6 +55,16 @@ impl LatencyHistogram {
     }
 
     /// Records one latency in nanoseconds; a negative value goes into the histogram as 0.
+    /// Records `n` samples of the same value.
+    pub fn record_n(&mut self, nanos: i64, n: u64) {
+        let clamped = u64::try_from(nanos).unwrap_or(0);
+        if self.histogram.record_n(clamped, n).is_err() {
+            self.histogram.saturating_record_n(clamped, n);
+        }
+        self.sum_nanos += i128::from(nanos) * i128::from(n);
+    }
+
+    /// Records one sample; a negative one counts as 0 in the buckets but exactly in the sum.
     pub fn record(&mut self, nanos: i64) {
         let clamped = u64::try_from(nanos).unwrap_or(0);
         if self.histogram.record(clamped).is_err() {

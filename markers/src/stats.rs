@@ -31,6 +31,39 @@ impl LatencyStats {
 
     /// Records one latency in nanoseconds; a negative latency is also counted in
     /// [`negative_count`](Self::negative_count).
+    /// Records `n` samples of the same latency.
+    pub fn record_n(&mut self, latency_nanos: i64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.window.record_n(latency_nanos, n);
+        self.histogram.record_n(latency_nanos, n);
+        if latency_nanos < 0 {
+            self.negative_count += n;
+        }
+    }
+
+    /// Records `now - timestamp` for a batch of records read at `now`, one histogram update
+    /// per run of equal timestamps (a source stamps a whole batch with one time).
+    pub fn record_batch<I: IntoIterator<Item = i64>>(&mut self, now_nanos: i64, timestamps: I) {
+        let mut iter = timestamps.into_iter();
+        let Some(mut current) = iter.next() else {
+            return;
+        };
+        let mut run = 1u64;
+        for ts in iter {
+            if ts == current {
+                run += 1;
+            } else {
+                self.record_n(now_nanos - current, run);
+                current = ts;
+                run = 1;
+            }
+        }
+        self.record_n(now_nanos - current, run);
+    }
+
+    /// Records one latency sample (not clamped; a negative one is also counted).
     pub fn record(&mut self, latency_nanos: i64) {
         self.window.record(latency_nanos);
         self.histogram.record(latency_nanos);
@@ -272,5 +305,27 @@ mod tests {
         assert_eq!(tracker.history_size().get(), 4);
         let w = tracker.get(&key(Some(1), Some(1))).unwrap().window_stats();
         assert_eq!((w.count, w.window_len, w.min, w.max), (10, 4, 7.0, 10.0));
+    }
+
+    #[test]
+    fn record_batch_equals_recording_one_by_one() {
+        let h = NonZeroUsize::new(8).unwrap();
+        let (mut batched, mut single) = (LatencyStats::new(h), LatencyStats::new(h));
+        let now = 1_000;
+        let ts = [
+            10, 10, 10, 500, 500, 2_000, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+        ];
+        batched.record_batch(now, ts.iter().copied());
+        for t in ts {
+            single.record(now - t);
+        }
+        assert_eq!(batched.count(), 16);
+        assert_eq!(batched.negative_count(), 1);
+        assert_eq!(batched.window_stats(), single.window_stats());
+        assert_eq!(batched.sum_seconds(), single.sum_seconds());
+        assert_eq!(batched.histogram().count(), single.histogram().count());
+        let samples: Vec<i64> = batched.window().samples().collect();
+        let expected: Vec<i64> = single.window().samples().collect();
+        assert_eq!(samples, expected);
     }
 }

@@ -84,6 +84,17 @@ impl SlidingWindow {
     }
 
     /// Adds one sample, evicting the oldest one if the window is full.
+    /// Records `n` samples of the same value (a batch of records with one timestamp).
+    pub fn record_n(&mut self, value: i64, n: u64) {
+        // Only the last `history_size` copies can stay in the window.
+        let copies = n.min(self.history_size.get() as u64);
+        for _ in 0..copies {
+            self.record(value);
+        }
+        self.count = self.count.saturating_add(n - copies);
+    }
+
+    /// Records one sample, evicting the oldest once the window is full.
     pub fn record(&mut self, value: i64) {
         if self.samples.len() < self.history_size.get() {
             self.samples.push(value);
@@ -110,6 +121,25 @@ impl SlidingWindow {
     /// Whether no sample has been recorded yet.
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
+    }
+
+    /// The samples currently in the window, oldest first (what [`stats`](Self::stats) is
+    /// computed over). Does not allocate.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tidemark_markers::SlidingWindow;
+    ///
+    /// let mut w = SlidingWindow::new(NonZeroUsize::new(3).unwrap());
+    /// for v in [5, 1, 9, 7] {
+    ///     w.record(v);
+    /// }
+    /// assert_eq!(w.samples().collect::<Vec<_>>(), vec![1, 9, 7]);
+    /// ```
+    pub fn samples(&self) -> impl Iterator<Item = i64> + '_ {
+        // Until the buffer is full, `next` stays 0 and the buffer is in recording order.
+        let (newer, older) = self.samples.split_at(self.next);
+        older.iter().chain(newer).copied()
     }
 
     /// The maximum number of samples the window keeps.
@@ -332,6 +362,25 @@ mod tests {
         assert_eq!((s.count, s.window_len), (6, 3));
         assert_eq!((s.min, s.max), (-50.0, 4.0));
         assert_eq!(s.mean, -43.0 / 3.0);
+    }
+
+    #[test]
+    fn samples_are_the_window_oldest_first() {
+        let mut w = window(4);
+        assert_eq!(w.samples().count(), 0);
+        for v in 0..3 {
+            w.record(v);
+        }
+        assert_eq!(w.samples().collect::<Vec<_>>(), vec![0, 1, 2]);
+        for v in 3..10 {
+            w.record(v);
+            let expected: Vec<i64> = ((v - 3).max(0)..=v).collect();
+            assert_eq!(w.samples().collect::<Vec<_>>(), expected, "after {v}");
+        }
+        // The statistics are computed over exactly these samples.
+        let mut sorted: Vec<f64> = w.samples().map(|v| v as f64).collect();
+        sorted.sort_unstable_by(f64::total_cmp);
+        assert_eq!(w.stats().quantile(0.5), Some(legacy_quantile(&sorted, 0.5)));
     }
 
     #[test]

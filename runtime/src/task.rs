@@ -162,9 +162,7 @@ impl Task {
             if !out.is_empty() {
                 // Kafka KIP-613: latency as the record enters the job, one lock per batch.
                 if let Some(stats) = metrics.e2e_latency().as_mut() {
-                    for r in out.records() {
-                        stats.record(now - r.timestamp);
-                    }
+                    stats.record_batch(now, out.records().iter().map(|r| r.timestamp));
                 }
             }
             self.chain.push(out.records(), &mut cx)?;
