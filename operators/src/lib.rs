@@ -1,1 +1,85 @@
-//! placeholder
+//! # tidemark-operators
+//!
+//! Tidemark's built-in sources, operators and sinks, each found by its job-file `type` name in
+//! one [registry](crate::registry).
+//!
+//! ## Map of the crate
+//! | module | holds |
+//! |---|---|
+//! | [`registry`] | [`components`], [`find`], [`build`]: settings → [`Built`] factory; [`ConfigError`] |
+//! | [`sources`] | [`generator`](sources::generator), [`file`](sources::file), [`stdin`](sources::stdin) |
+//! | [`operators`] | [`map`](operators::map), [`filter`](operators::filter), [`delay`](operators::delay), [`reduce`](operators::reduce), [`window`](operators::window) |
+//! | [`sinks`] | [`discard`](sinks::discard), [`stdout`](sinks::stdout), [`file`](sinks::file) |
+//! | [`config`] | settings several components share ([`Timestamps`](config::Timestamps), [`OnError`](config::OnError), [`Aggregate`](config::Aggregate), …) |
+//!
+//! Each component is one file holding its settings struct (`serde`, unknown fields rejected),
+//! its registry entry and its code; the module docs say what it does, edge cases included.
+//! Internally, `json_lines` holds the record format of files and standard input/output and
+//! `aggregate` the per-key state `reduce` and `window` share.
+//!
+//! ## Settings
+//! [`build`] takes a vertex's settings as a JSON object without the keys the job file handles
+//! (`type`, `input`, `parallelism`, `partition`). Durations are strings such as `"2us"`,
+//! `"200ms"`, `"1s"` or bare numbers of milliseconds, read by
+//! [`tidemark_markers::parse_duration`]. Errors name the field: ``unknown field `rat`, expected
+//! one of `count`, `rate`, …`` or ``cost: invalid duration "fast": …``. Relative paths resolve
+//! against [`BuildEnv::job_dir`].
+//!
+//! ## Records in files
+//! The `file` and `stdin` sources read, and the `stdout` and `file` sinks write, one JSON object
+//! per line: `{"key": 7, "value": 1.5, "timestamp": 1700000000000}` with `key` an unsigned
+//! integer (required), `value` a number (default 0; `null` reads as NaN, and NaN or infinite
+//! values are written as `null`), and `timestamp` in milliseconds since the Unix epoch
+//! (optional when reading; written rounded down from the record's nanoseconds). Other fields
+//! are ignored and blank lines skipped.
+//!
+//! ## Example
+//! A generator of 10,000 records over two subtasks, a `map`, a running sum per key behind a
+//! `hash` edge, and a `discard` sink:
+//! ```
+//! use serde_json::json;
+//! use tidemark_operators::{build, BuildEnv, Built, ComponentKind};
+//! use tidemark_runtime::{run, JobConfig, JobGraph, JobOutcome, Partitioning};
+//!
+//! let env = BuildEnv::new(".");
+//! let mut graph = JobGraph::new("example");
+//! let Built::Source(generator) =
+//!     build(ComponentKind::Source, "generator", json!({"count": 10_000, "keys": 100}), &env)?
+//! else { unreachable!() };
+//! let Built::Operator(map) =
+//!     build(ComponentKind::Operator, "map", json!({"scale": 2, "offset": 1}), &env)?
+//! else { unreachable!() };
+//! let Built::Operator(sum) =
+//!     build(ComponentKind::Operator, "reduce", json!({"aggregate": "sum"}), &env)?
+//! else { unreachable!() };
+//! let Built::Sink(discard) = build(ComponentKind::Sink, "discard", json!({}), &env)?
+//! else { unreachable!() };
+//!
+//! let src = graph.add_source("numbers", 2, generator)?;
+//! let map = graph.add_operator("double", 2, map)?;
+//! let sum = graph.add_operator("sum", 2, sum)?;
+//! let out = graph.add_sink("out", 1, discard)?;
+//! graph.connect(src, map, Partitioning::Forward)?;
+//! graph.connect(map, sum, Partitioning::Hash)?;
+//! graph.connect(sum, out, Partitioning::Rebalance)?;
+//!
+//! let result = run(graph, JobConfig::default())?;
+//! assert_eq!(result.outcome, JobOutcome::Finished);
+//! assert_eq!(result.metrics.vertex("out").unwrap().subtasks[0].records_in(), 10_000);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod aggregate;
+pub mod config;
+mod json_lines;
+pub mod operators;
+pub mod registry;
+pub mod sinks;
+pub mod sources;
+#[cfg(test)]
+mod test_util;
+
+pub use registry::{
+    build, components, find, type_names, BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError,
+};

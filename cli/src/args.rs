@@ -1,0 +1,216 @@
+//! The command line, as clap derives it.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+use tidemark_markers::Granularity;
+
+/// Tidemark: a streaming dataflow runtime with latency markers.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tidemark",
+    version,
+    about = "Tidemark: run, validate and plan streaming dataflow jobs",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a job until its sources end, --duration passes, or SIGINT/SIGTERM.
+    Run(RunArgs),
+    /// Check a job file and print its execution plan.
+    Validate(ValidateArgs),
+    /// Print the execution graph: vertices, subtasks, chains, edges.
+    Plan(PlanArgs),
+}
+
+/// `tidemark run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file (YAML).
+    #[arg(value_name = "JOB.yaml")]
+    pub job: PathBuf,
+    /// Settings that override the job file.
+    #[command(flatten)]
+    pub settings: SettingFlags,
+    /// Address of the Prometheus endpoint (GET /metrics); port 0 picks a free port
+    /// [default: 127.0.0.1:9249]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// Stop the job after this long (sources stop, in-flight records drain)
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Write the final report as JSON to this file
+    #[arg(long, value_name = "PATH")]
+    pub report_file: Option<PathBuf>,
+    /// Keep serving /metrics this long after the job ends
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0")]
+    pub linger: Duration,
+    /// Seed for generators and marker routing, for repeatable runs [default: random]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Override a setting by its key (repeatable); the matching flag wins over -D.
+    /// Keys: metrics.latency.interval, metrics.latency.granularity,
+    /// metrics.latency.history-size, execution.buffer-timeout, parallelism.default,
+    /// metrics.reporter.prom.port, pipeline.operator-chaining.enabled
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
+    pub defines: Vec<(String, String)>,
+}
+
+/// Settings that may also come from the job file or `-D`.
+#[derive(Debug, Default, Args)]
+pub struct SettingFlags {
+    /// Latency marker interval; 0 disables markers [default: job file, else 0]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub latency_interval: Option<Duration>,
+    /// Latency series per: single | operator | subtask [default: job file, else operator]
+    #[arg(long, value_name = "G", value_parser = parse_granularity)]
+    pub latency_granularity: Option<Granularity>,
+    /// Samples in each latency series' sliding window [default: job file, else 128]
+    #[arg(long, value_name = "N", value_parser = parse_history_size)]
+    pub latency_history_size: Option<NonZeroUsize>,
+    /// Longest a partly filled batch waits before it is sent [default: job file, else 1ms]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub buffer_timeout: Option<Duration>,
+    /// Default parallelism of every vertex [default: job file, else 1]
+    #[arg(long, value_name = "N", value_parser = parse_parallelism)]
+    pub parallelism: Option<NonZeroUsize>,
+    /// Run every vertex in its own task (Flink's disableOperatorChaining) [default: job file,
+    /// else chaining on]
+    #[arg(long)]
+    pub no_chaining: bool,
+}
+
+/// `tidemark validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The job file (YAML).
+    #[arg(value_name = "JOB.yaml")]
+    pub job: PathBuf,
+}
+
+/// `tidemark plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The job file (YAML).
+    #[arg(value_name = "JOB.yaml")]
+    pub job: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
+    pub format: PlanFormat,
+    /// Default parallelism of every vertex, as `run --parallelism`
+    #[arg(long, value_name = "N", value_parser = parse_parallelism)]
+    pub parallelism: Option<NonZeroUsize>,
+    /// Plan without chaining, as `run --no-chaining`
+    #[arg(long)]
+    pub no_chaining: bool,
+}
+
+/// How `plan` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// Human-readable text.
+    Text,
+    /// Graphviz DOT.
+    Dot,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    tidemark_markers::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_granularity(s: &str) -> Result<Granularity, String> {
+    s.parse()
+        .map_err(|e: tidemark_markers::ConfigError| e.to_string())
+}
+
+fn parse_history_size(s: &str) -> Result<NonZeroUsize, String> {
+    tidemark_markers::parse_history_size(s).map_err(|e| e.to_string())
+}
+
+/// A parallelism: a whole number of at least 1.
+pub fn parse_parallelism(s: &str) -> Result<NonZeroUsize, String> {
+    s.trim()
+        .parse::<NonZeroUsize>()
+        .map_err(|_| format!("invalid parallelism \"{s}\": expected a whole number of at least 1"))
+}
+
+fn parse_define(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, found \"{s}\"")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_run_with_everything() {
+        let cli = Cli::try_parse_from([
+            "tidemark",
+            "run",
+            "job.yaml",
+            "--latency-interval",
+            "100ms",
+            "--latency-granularity",
+            "subtask",
+            "--parallelism",
+            "4",
+            "-D",
+            "metrics.latency.history-size=16",
+            "-Dexecution.buffer-timeout=2ms",
+            "--duration",
+            "3s",
+            "--no-chaining",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(
+            run.settings.latency_interval,
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(run.settings.latency_granularity, Some(Granularity::Subtask));
+        assert_eq!(run.settings.parallelism, NonZeroUsize::new(4));
+        assert!(run.settings.no_chaining);
+        assert_eq!(run.duration, Some(Duration::from_secs(3)));
+        assert_eq!(run.linger, Duration::ZERO);
+        assert_eq!(
+            run.defines,
+            vec![
+                ("metrics.latency.history-size".to_string(), "16".to_string()),
+                ("execution.buffer-timeout".to_string(), "2ms".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_flag_values_are_usage_errors() {
+        for args in [
+            &["tidemark", "run", "j.yaml", "--latency-interval", "soon"][..],
+            &["tidemark", "run", "j.yaml", "--parallelism", "0"][..],
+            &["tidemark", "run", "j.yaml", "--latency-history-size", "0"][..],
+            &["tidemark", "run", "j.yaml", "-D", "novalue"][..],
+            &["tidemark", "plan", "j.yaml", "--format", "svg"][..],
+        ] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,1095 @@
+//! The job file: its model, and parsing it from YAML with errors that name file, line, vertex
+//! and what is expected.
+//!
+//! Parsing checks everything a single field can tell (types, names, durations, parallelism,
+//! partitions, `input` presence). What needs the whole graph or the component catalogue (types,
+//! component fields, inputs, cycles) is checked in [`crate::build`].
+
+use crate::error::{JobFileError, JobFileErrors, Problem, VertexRef};
+use crate::locate::{Pos, SourceMap};
+use crate::suggest::did_you_mean;
+use anyhow::Context as _;
+use serde_yaml_ng::{Mapping, Value};
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tidemark_markers::{parse_duration, parse_history_size, Granularity};
+use tidemark_operators::{self as operators, ComponentKind};
+use tidemark_runtime::{Partitioning, VertexKind};
+
+/// The top-level fields of a job file.
+pub const TOP_LEVEL_FIELDS: [&str; 8] = [
+    "name",
+    "parallelism",
+    "buffer_timeout",
+    "chaining",
+    "latency",
+    "sources",
+    "operators",
+    "sinks",
+];
+/// The fields of the `latency` section.
+pub const LATENCY_FIELDS: [&str; 3] = ["interval", "granularity", "history_size"];
+/// The fields every vertex has, besides its component's own.
+pub const VERTEX_FIELDS: [&str; 4] = ["type", "input", "parallelism", "partition"];
+/// The three vertex sections, in the order their vertices are added to the graph.
+pub const SECTIONS: [(&str, VertexKind); 3] = [
+    ("sources", VertexKind::Source),
+    ("operators", VertexKind::Operator),
+    ("sinks", VertexKind::Sink),
+];
+
+/// A parsed job file.
+#[derive(Debug, Clone)]
+pub struct JobFile {
+    /// The file name as given, used in error messages.
+    pub file: String,
+    /// The directory relative paths in component configs are resolved against.
+    pub dir: PathBuf,
+    /// The job's name.
+    pub name: String,
+    /// The default parallelism of every vertex.
+    pub parallelism: Option<NonZeroUsize>,
+    /// The buffer timeout.
+    pub buffer_timeout: Option<Duration>,
+    /// Whether forward edges are chained into one task.
+    pub chaining: Option<bool>,
+    /// The `latency` section.
+    pub latency: LatencySection,
+    /// Sources, operators and sinks, each section in file order.
+    pub vertices: Vec<VertexSpec>,
+    /// Key positions, to locate errors found later.
+    pub source_map: SourceMap,
+}
+
+/// The `latency` section; absent fields fall back to flags or defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LatencySection {
+    /// Marker interval; 0 disables markers.
+    pub interval: Option<Duration>,
+    /// `single`, `operator` or `subtask`.
+    pub granularity: Option<Granularity>,
+    /// Samples in each key's sliding window.
+    pub history_size: Option<NonZeroUsize>,
+}
+
+/// One source, operator or sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VertexSpec {
+    /// The vertex id (its key in its section).
+    pub id: String,
+    /// Which section it is in.
+    pub kind: VertexKind,
+    /// The component type, e.g. `generator`.
+    pub type_name: String,
+    /// The ids it reads from (empty for sources).
+    pub inputs: Vec<String>,
+    /// Its own parallelism, overriding the job's default.
+    pub parallelism: Option<NonZeroUsize>,
+    /// The partitioning of its input edges.
+    pub partition: Option<Partitioning>,
+    /// Every other field, for the component to interpret.
+    pub config: serde_json::Map<String, serde_json::Value>,
+}
+
+impl VertexSpec {
+    /// The reference used in error messages.
+    pub fn vref(&self) -> VertexRef {
+        VertexRef {
+            kind: self.kind,
+            id: self.id.clone(),
+        }
+    }
+}
+
+/// The section name of a vertex kind.
+pub fn section_of(kind: VertexKind) -> &'static str {
+    match kind {
+        VertexKind::Source => "sources",
+        VertexKind::Operator => "operators",
+        VertexKind::Sink => "sinks",
+    }
+}
+
+/// The component catalogue's kind for a vertex kind.
+pub fn component_kind(kind: VertexKind) -> ComponentKind {
+    match kind {
+        VertexKind::Source => ComponentKind::Source,
+        VertexKind::Operator => ComponentKind::Operator,
+        VertexKind::Sink => ComponentKind::Sink,
+    }
+}
+
+/// The built-in type names of a section, in catalogue order.
+pub fn known_types(kind: VertexKind) -> Vec<String> {
+    let ck = component_kind(kind);
+    operators::components()
+        .iter()
+        .filter(|c| c.kind == ck)
+        .map(|c| c.type_name.to_string())
+        .collect()
+}
+
+impl JobFile {
+    /// Reads and parses the job file at `path`. An unreadable file is an error without a
+    /// position; everything else comes back as [`JobFileErrors`].
+    pub fn load(path: &Path) -> anyhow::Result<JobFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read job file {}", path.display()))?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut job = JobFile::parse(&text, &path.display().to_string())?;
+        job.dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        Ok(job)
+    }
+
+    /// Parses a job file's text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<JobFile, JobFileErrors> {
+        let map = SourceMap::new(text);
+        let mut p = Parser {
+            file: file.to_string(),
+            map,
+            errors: Vec::new(),
+        };
+        let job = p.parse(text);
+        if p.errors.is_empty() {
+            Ok(job.expect("a job when there is no error"))
+        } else {
+            p.errors
+                .sort_by_key(|e| e.pos.map_or(usize::MAX, |p| p.line));
+            Err(JobFileErrors(p.errors))
+        }
+    }
+
+    /// Where the key at `path` is written, falling back to its closest written parent.
+    pub fn pos(&self, path: &[&str]) -> Option<Pos> {
+        locate(&self.source_map, path)
+    }
+
+    /// An error about the key at `path` (parents first), about `vertex` if given.
+    pub fn error(
+        &self,
+        path: &[&str],
+        vertex: Option<VertexRef>,
+        problem: Problem,
+    ) -> JobFileError {
+        JobFileError {
+            file: self.file.clone(),
+            pos: self.pos(path),
+            vertex,
+            problem,
+        }
+    }
+
+    /// The vertex with this id.
+    pub fn vertex(&self, id: &str) -> Option<&VertexSpec> {
+        self.vertices.iter().find(|v| v.id == id)
+    }
+}
+
+fn locate(map: &SourceMap, path: &[&str]) -> Option<Pos> {
+    (1..=path.len()).rev().find_map(|n| map.find(&path[..n]))
+}
+
+struct Parser {
+    file: String,
+    map: SourceMap,
+    errors: Vec<JobFileError>,
+}
+
+/// A short description of a YAML value for "found …".
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "nothing (null)".into(),
+        Value::Bool(b) => format!("{b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string \"{s}\""),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(t) => format!("a value tagged {}", t.tag),
+    }
+}
+
+/// A mapping key as text (ids and fields may be written as numbers or booleans in YAML).
+fn key_text(k: &Value) -> Option<String> {
+    match k {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// The text of a scalar, for the markers' parsers (a bare number means milliseconds).
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+impl Parser {
+    fn err(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) {
+        self.errors.push(JobFileError {
+            file: self.file.clone(),
+            pos: locate(&self.map, path),
+            vertex,
+            problem,
+        });
+    }
+
+    fn syntax(&mut self, e: serde_yaml_ng::Error) {
+        let message = e.to_string();
+        // A duplicate key inside one mapping is caught by the YAML parser: say which, where.
+        const DUPLICATE: &str = "duplicate entry with key \"";
+        if let Some(key) = message
+            .find(DUPLICATE)
+            .and_then(|i| message[i + DUPLICATE.len()..].split('"').next())
+        {
+            if let Some((path, first, second)) = self.map.first_duplicate(key) {
+                let section = SECTIONS.iter().find(|(s, _)| *s == path[0]).map(|s| s.1);
+                let (problem, vertex) = match section {
+                    Some(kind) if path.len() == 2 => (
+                        Problem::DuplicateId {
+                            id: key.to_string(),
+                            first_kind: kind.as_str(),
+                            first_line: first.line,
+                        },
+                        None,
+                    ),
+                    _ => (
+                        Problem::DuplicateKey {
+                            key: key.to_string(),
+                            first_line: first.line,
+                        },
+                        section.filter(|_| path.len() == 3).map(|kind| VertexRef {
+                            kind,
+                            id: path[1].clone(),
+                        }),
+                    ),
+                };
+                self.errors.push(JobFileError {
+                    file: self.file.clone(),
+                    pos: Some(second),
+                    vertex,
+                    problem,
+                });
+                return;
+            }
+        }
+        let pos = e.location().map(|l| Pos {
+            line: l.line(),
+            column: l.column(),
+        });
+        // The location is ours to print; drop the parser's " at line L column C".
+        let message = match message.find(" at line ") {
+            Some(i) => message[..i].to_string(),
+            None => message,
+        };
+        self.errors.push(JobFileError {
+            file: self.file.clone(),
+            pos,
+            vertex: None,
+            problem: Problem::Syntax(message),
+        });
+    }
+
+    fn parse(&mut self, text: &str) -> Option<JobFile> {
+        // Merge keys (`<<: *defaults`) are applied, so shared settings can be written once.
+        let root: Value = match serde_yaml_ng::from_str(text).and_then(|mut v: Value| {
+            v.apply_merge()?;
+            Ok(v)
+        }) {
+            Ok(v) => v,
+            Err(e) => {
+                self.syntax(e);
+                return None;
+            }
+        };
+        let root = match root {
+            Value::Mapping(m) => m,
+            Value::Null => {
+                self.err(&[], None, Problem::Empty);
+                return None;
+            }
+            other => {
+                self.err(
+                    &[],
+                    None,
+                    Problem::NotAMapping {
+                        what: "a mapping of fields (name, sources, operators, sinks, …)",
+                        found: describe(&other),
+                    },
+                );
+                return None;
+            }
+        };
+
+        let mut name = None;
+        let mut parallelism = None;
+        let mut buffer_timeout = None;
+        let mut chaining = None;
+        let mut latency = LatencySection::default();
+        let mut sections: HashMap<&str, Mapping> = HashMap::new();
+        for (k, v) in &root {
+            let Some(key) = key_text(k) else {
+                self.err(
+                    &[],
+                    None,
+                    Problem::WrongType {
+                        field: "(a key)".into(),
+                        expected: "a field name",
+                        found: describe(k),
+                    },
+                );
+                continue;
+            };
+            match key.as_str() {
+                "name" => match v {
+                    Value::String(s) if valid_name(s) => name = Some(s.clone()),
+                    Value::String(s) => self.err(&["name"], None, Problem::InvalidName(s.clone())),
+                    other => self.err(
+                        &["name"],
+                        None,
+                        Problem::WrongType {
+                            field: "name".into(),
+                            expected: "the job's name (letters, digits, '.', '_' or '-')",
+                            found: describe(other),
+                        },
+                    ),
+                },
+                "parallelism" => parallelism = self.parallelism(&["parallelism"], None, v),
+                "buffer_timeout" => buffer_timeout = self.duration(&["buffer_timeout"], None, v),
+                "chaining" => match v {
+                    Value::Bool(b) => chaining = Some(*b),
+                    other => self.err(
+                        &["chaining"],
+                        None,
+                        Problem::WrongType {
+                            field: "chaining".into(),
+                            expected: "true or false",
+                            found: describe(other),
+                        },
+                    ),
+                },
+                "latency" => latency = self.latency(v),
+                "sources" | "operators" | "sinks" => match v {
+                    Value::Mapping(m) => {
+                        let s = SECTIONS.iter().find(|(s, _)| *s == key).unwrap().0;
+                        sections.insert(s, m.clone());
+                    }
+                    Value::Null => {}
+                    other => self.err(
+                        &[key.as_str()],
+                        None,
+                        Problem::NotAMapping {
+                            what: "a mapping of vertex ids to vertices",
+                            found: describe(other),
+                        },
+                    ),
+                },
+                _ => {
+                    let suggestion = did_you_mean(&key, TOP_LEVEL_FIELDS);
+                    self.err(
+                        &[key.as_str()],
+                        None,
+                        Problem::UnknownField {
+                            field: key.clone(),
+                            expected: TOP_LEVEL_FIELDS.iter().map(|s| s.to_string()).collect(),
+                            suggestion,
+                        },
+                    )
+                }
+            }
+        }
+        if name.is_none() && !root.contains_key("name") {
+            self.err(
+                &[],
+                None,
+                Problem::MissingField {
+                    field: "name",
+                    expected: "the job's name (letters, digits, '.', '_' or '-')".into(),
+                },
+            );
+        }
+
+        let mut vertices = Vec::new();
+        let mut seen: HashMap<String, (VertexKind, usize)> = HashMap::new();
+        for (section, kind) in SECTIONS {
+            let Some(m) = sections.get(section) else {
+                continue;
+            };
+            for (k, v) in m {
+                let Some(id) = key_text(k) else {
+                    self.err(
+                        &[section],
+                        None,
+                        Problem::WrongType {
+                            field: "(a vertex id)".into(),
+                            expected: "a vertex id",
+                            found: describe(k),
+                        },
+                    );
+                    continue;
+                };
+                let vref = VertexRef {
+                    kind,
+                    id: id.clone(),
+                };
+                if !valid_name(&id) {
+                    self.err(&[section, &id], Some(vref), Problem::InvalidId(id.clone()));
+                    continue;
+                }
+                let line = self.map.find(&[section, &id]).map_or(0, |p| p.line);
+                if let Some((first_kind, first_line)) = seen.get(&id) {
+                    self.err(
+                        &[section, &id],
+                        Some(vref),
+                        Problem::DuplicateId {
+                            id: id.clone(),
+                            first_kind: first_kind.as_str(),
+                            first_line: *first_line,
+                        },
+                    );
+                    continue;
+                }
+                seen.insert(id.clone(), (kind, line));
+                if let Some(vertex) = self.vertex(section, kind, &id, v) {
+                    vertices.push(vertex);
+                }
+            }
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        Some(JobFile {
+            file: self.file.clone(),
+            dir: PathBuf::from("."),
+            name: name?,
+            parallelism,
+            buffer_timeout,
+            chaining,
+            latency,
+            vertices,
+            source_map: std::mem::take(&mut self.map),
+        })
+    }
+
+    fn parallelism(
+        &mut self,
+        path: &[&str],
+        vertex: Option<VertexRef>,
+        v: &Value,
+    ) -> Option<NonZeroUsize> {
+        let field = path.last().copied().unwrap_or("parallelism").to_string();
+        match v.as_u64() {
+            Some(0) => {
+                self.err(path, vertex, Problem::ZeroParallelism { field });
+                None
+            }
+            Some(n) => NonZeroUsize::new(n as usize),
+            None => {
+                self.err(
+                    path,
+                    vertex,
+                    Problem::WrongType {
+                        field,
+                        expected: "a whole number of at least 1",
+                        found: describe(v),
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    fn duration(
+        &mut self,
+        path: &[&str],
+        vertex: Option<VertexRef>,
+        v: &Value,
+    ) -> Option<Duration> {
+        let field = path.join(".");
+        let Some(text) = scalar_text(v) else {
+            self.err(
+                path,
+                vertex,
+                Problem::WrongType {
+                    field,
+                    expected: "a duration like 200ms, 1s, 5us (a bare number means milliseconds)",
+                    found: describe(v),
+                },
+            );
+            return None;
+        };
+        match parse_duration(&text) {
+            Ok(d) => Some(d),
+            Err(error) => {
+                self.err(path, vertex, Problem::Setting { field, error });
+                None
+            }
+        }
+    }
+
+    fn latency(&mut self, v: &Value) -> LatencySection {
+        let mut out = LatencySection::default();
+        let m = match v {
+            Value::Mapping(m) => m,
+            Value::Null => return out,
+            other => {
+                self.err(
+                    &["latency"],
+                    None,
+                    Problem::NotAMapping {
+                        what: "a mapping with interval, granularity, history_size",
+                        found: describe(other),
+                    },
+                );
+                return out;
+            }
+        };
+        for (k, v) in m {
+            let key = key_text(k).unwrap_or_default();
+            match key.as_str() {
+                "interval" => out.interval = self.duration(&["latency", "interval"], None, v),
+                "granularity" => {
+                    let path = ["latency", "granularity"];
+                    match v {
+                        Value::String(s) => match s.parse::<Granularity>() {
+                            Ok(g) => out.granularity = Some(g),
+                            Err(error) => self.err(
+                                &path,
+                                None,
+                                Problem::Setting {
+                                    field: "latency.granularity".into(),
+                                    error,
+                                },
+                            ),
+                        },
+                        other => self.err(
+                            &path,
+                            None,
+                            Problem::WrongType {
+                                field: "latency.granularity".into(),
+                                expected: "one of single, operator, subtask",
+                                found: describe(other),
+                            },
+                        ),
+                    }
+                }
+                "history_size" => {
+                    let path = ["latency", "history_size"];
+                    let text = scalar_text(v).unwrap_or_else(|| describe(v));
+                    match parse_history_size(&text) {
+                        Ok(n) => out.history_size = Some(n),
+                        Err(error) => self.err(
+                            &path,
+                            None,
+                            Problem::Setting {
+                                field: "latency.history_size".into(),
+                                error,
+                            },
+                        ),
+                    }
+                }
+                _ => {
+                    let suggestion = did_you_mean(&key, LATENCY_FIELDS);
+                    self.err(
+                        &["latency", &key],
+                        None,
+                        Problem::UnknownField {
+                            field: key.clone(),
+                            expected: LATENCY_FIELDS.iter().map(|s| s.to_string()).collect(),
+                            suggestion,
+                        },
+                    )
+                }
+            }
+        }
+        out
+    }
+
+    fn vertex(
+        &mut self,
+        section: &'static str,
+        kind: VertexKind,
+        id: &str,
+        v: &Value,
+    ) -> Option<VertexSpec> {
+        let vref = VertexRef {
+            kind,
+            id: id.to_string(),
+        };
+        let m = match v {
+            Value::Mapping(m) => m,
+            other => {
+                self.err(
+                    &[section, id],
+                    Some(vref),
+                    Problem::NotAMapping {
+                        what: "a mapping with at least \"type\"",
+                        found: describe(other),
+                    },
+                );
+                return None;
+            }
+        };
+        let before = self.errors.len();
+        let mut type_name = None;
+        let mut inputs = Vec::new();
+        let mut has_input = false;
+        let mut parallelism = None;
+        let mut partition = None;
+        let mut config = serde_json::Map::new();
+        for (k, v) in m {
+            let Some(key) = key_text(k) else {
+                self.err(
+                    &[section, id],
+                    Some(vref.clone()),
+                    Problem::WrongType {
+                        field: "(a key)".into(),
+                        expected: "a field name",
+                        found: describe(k),
+                    },
+                );
+                continue;
+            };
+            let path = [section, id, key.as_str()];
+            match key.as_str() {
+                "type" => match v {
+                    Value::String(s) => type_name = Some(s.clone()),
+                    other => self.err(
+                        &path,
+                        Some(vref.clone()),
+                        Problem::WrongType {
+                            field: "type".into(),
+                            expected: "the component type as a string",
+                            found: describe(other),
+                        },
+                    ),
+                },
+                "input" => {
+                    has_input = true;
+                    if kind == VertexKind::Source {
+                        self.err(&path, Some(vref.clone()), Problem::InputOnSource);
+                        continue;
+                    }
+                    match v {
+                        Value::Sequence(items) if !items.is_empty() => {
+                            for item in items {
+                                match key_text(item) {
+                                    Some(s) => inputs.push(s),
+                                    None => self.err(
+                                        &path,
+                                        Some(vref.clone()),
+                                        Problem::WrongType {
+                                            field: "input".into(),
+                                            expected: "a vertex id",
+                                            found: describe(item),
+                                        },
+                                    ),
+                                }
+                            }
+                        }
+                        other => match key_text(other) {
+                            Some(s) => inputs.push(s),
+                            None => self.err(
+                                &path,
+                                Some(vref.clone()),
+                                Problem::WrongType {
+                                    field: "input".into(),
+                                    expected: "a vertex id or a non-empty list of vertex ids",
+                                    found: describe(other),
+                                },
+                            ),
+                        },
+                    }
+                }
+                "parallelism" => parallelism = self.parallelism(&path, Some(vref.clone()), v),
+                "partition" => {
+                    if kind == VertexKind::Source {
+                        self.err(&path, Some(vref.clone()), Problem::PartitionOnSource);
+                        continue;
+                    }
+                    match v {
+                        Value::String(s) => match s.parse::<Partitioning>() {
+                            Ok(p) => partition = Some(p),
+                            Err(_) => {
+                                let suggestion =
+                                    did_you_mean(s, Partitioning::ALL.iter().map(|p| p.as_str()));
+                                self.err(
+                                    &path,
+                                    Some(vref.clone()),
+                                    Problem::UnknownPartition {
+                                        value: s.clone(),
+                                        suggestion,
+                                    },
+                                )
+                            }
+                        },
+                        other => self.err(
+                            &path,
+                            Some(vref.clone()),
+                            Problem::WrongType {
+                                field: "partition".into(),
+                                expected: "one of forward, rebalance, hash, broadcast",
+                                found: describe(other),
+                            },
+                        ),
+                    }
+                }
+                _ => match to_json(v) {
+                    Ok(j) => {
+                        config.insert(key.clone(), j);
+                    }
+                    Err(expected) => self.err(
+                        &path,
+                        Some(vref.clone()),
+                        Problem::WrongType {
+                            field: key.clone(),
+                            expected,
+                            found: describe(v),
+                        },
+                    ),
+                },
+            }
+        }
+        if type_name.is_none() && !m.contains_key("type") {
+            let known = known_types(kind).join(", ");
+            self.err(
+                &[section, id],
+                Some(vref.clone()),
+                Problem::MissingField {
+                    field: "type",
+                    expected: format!("the component type, one of {known}"),
+                },
+            );
+        }
+        if kind != VertexKind::Source && !has_input {
+            self.err(
+                &[section, id],
+                Some(vref.clone()),
+                Problem::MissingInput(kind.as_str()),
+            );
+        }
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(VertexSpec {
+            id: id.to_string(),
+            kind,
+            type_name: type_name?,
+            inputs,
+            parallelism,
+            partition,
+            config,
+        })
+    }
+}
+
+/// Converts a YAML value of a component's configuration to JSON, or says what is expected.
+fn to_json(v: &Value) -> Result<serde_json::Value, &'static str> {
+    use serde_json::Value as J;
+    Ok(match v {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                J::from(u)
+            } else if let Some(i) = n.as_i64() {
+                J::from(i)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                J::Number(serde_json::Number::from_f64(f).ok_or("a finite number")?)
+            }
+        }
+        Value::String(s) => J::String(s.clone()),
+        Value::Sequence(items) => J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        Value::Mapping(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in m {
+                let k = key_text(k).ok_or("a mapping with text keys")?;
+                out.insert(k, to_json(v)?);
+            }
+            J::Object(out)
+        }
+        Value::Tagged(_) => return Err("a plain value (YAML tags are not supported)"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses and returns the errors' display lines.
+    pub(crate) fn errors(text: &str) -> Vec<String> {
+        match JobFile::parse(text, "job.yaml") {
+            Ok(_) => vec![],
+            Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    fn one_error(text: &str) -> String {
+        let errs = errors(text);
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        errs.into_iter().next().unwrap()
+    }
+
+    const GOOD: &str = "\
+name: clicks-per-user
+parallelism: 2
+buffer_timeout: 5ms
+latency:
+  interval: 200
+  granularity: subtask
+  history_size: 64
+sources:
+  clicks:
+    type: generator
+    parallelism: 1
+    rate: 50000
+operators:
+  work:
+    type: map
+    input: clicks
+    cost: 2us
+  both:
+    type: map
+    input: [clicks, work]
+    partition: hash
+sinks:
+  out:
+    type: discard
+    input: both
+";
+
+    #[test]
+    fn parses_a_full_job() {
+        let job = JobFile::parse(GOOD, "job.yaml").unwrap();
+        assert_eq!(job.name, "clicks-per-user");
+        assert_eq!(job.parallelism, NonZeroUsize::new(2));
+        assert_eq!(job.buffer_timeout, Some(Duration::from_millis(5)));
+        assert_eq!(
+            job.latency,
+            LatencySection {
+                interval: Some(Duration::from_millis(200)),
+                granularity: Some(Granularity::Subtask),
+                history_size: NonZeroUsize::new(64),
+            }
+        );
+        let ids: Vec<_> = job.vertices.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["clicks", "work", "both", "out"]);
+        let clicks = job.vertex("clicks").unwrap();
+        assert_eq!(clicks.kind, VertexKind::Source);
+        assert_eq!(clicks.parallelism, NonZeroUsize::new(1));
+        assert_eq!(clicks.config["rate"], serde_json::json!(50000));
+        assert!(!clicks.config.contains_key("type"));
+        let work = job.vertex("work").unwrap();
+        assert_eq!(work.inputs, ["clicks"]);
+        assert_eq!(work.config["cost"], serde_json::json!("2us"));
+        let both = job.vertex("both").unwrap();
+        assert_eq!(both.inputs, ["clicks", "work"]);
+        assert_eq!(both.partition, Some(Partitioning::Hash));
+        assert_eq!(job.pos(&["operators", "work", "cost"]).unwrap().line, 17);
+    }
+
+    #[test]
+    fn unknown_top_level_field_suggests() {
+        let e = one_error("name: x\nparalelism: 2\nsources: {}\n");
+        assert_eq!(
+            e,
+            "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
+             buffer_timeout, chaining, latency, sources, operators, sinks; did you mean \"parallelism\"?"
+        );
+    }
+
+    #[test]
+    fn unknown_latency_field_suggests() {
+        let e = one_error("name: x\nlatency:\n  intervall: 1s\n");
+        assert!(
+            e.starts_with("job.yaml:3:3: unknown field \"intervall\""),
+            "{e}"
+        );
+        assert!(e.ends_with("did you mean \"interval\"?"), "{e}");
+    }
+
+    #[test]
+    fn missing_name() {
+        let e = one_error("sources:\n  a:\n    type: generator\n");
+        assert!(e.contains("missing field \"name\""), "{e}");
+    }
+
+    #[test]
+    fn invalid_name() {
+        let e = one_error("name: my job\n");
+        assert_eq!(
+            e,
+            "job.yaml:1:1: invalid job name \"my job\": expected letters, digits, '.', '_' or '-'"
+        );
+    }
+
+    #[test]
+    fn zero_parallelism_names_vertex_and_line() {
+        let e = one_error("name: x\nsources:\n  gen:\n    type: generator\n    parallelism: 0\n");
+        assert_eq!(
+            e,
+            "job.yaml:5:5: source \"gen\": field \"parallelism\": parallelism must be at least 1, found 0"
+        );
+        let e = one_error("name: x\nparallelism: 0\n");
+        assert!(e.starts_with("job.yaml:2:1: field \"parallelism\""), "{e}");
+    }
+
+    #[test]
+    fn bad_durations_use_the_markers_message() {
+        let e = one_error("name: x\nbuffer_timeout: 5 days\n");
+        assert!(
+            e.starts_with("job.yaml:2:1: field \"buffer_timeout\": invalid duration \"5 days\""),
+            "{e}"
+        );
+        let e = one_error("name: x\nlatency:\n  interval: -5ms\n");
+        assert!(
+            e.contains("job.yaml:3:3: field \"latency.interval\""),
+            "{e}"
+        );
+        assert!(e.contains("cannot be negative"), "{e}");
+    }
+
+    #[test]
+    fn bad_granularity_and_history() {
+        let e = one_error("name: x\nlatency:\n  granularity: opertor\n");
+        assert_eq!(
+            e,
+            "job.yaml:3:3: field \"latency.granularity\": unknown latency granularity \
+             \"opertor\": expected one of single, operator, subtask"
+        );
+        let e = one_error("name: x\nlatency:\n  history_size: 0\n");
+        assert!(
+            e.starts_with(
+                "job.yaml:3:3: field \"latency.history_size\": invalid latency history size \"0\""
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn input_rules() {
+        let e = one_error("name: x\nsources:\n  gen:\n    type: generator\n    input: other\n");
+        assert!(
+            e.starts_with("job.yaml:5:5: source \"gen\": a source reads no input"),
+            "{e}"
+        );
+        let e = one_error("name: x\nsinks:\n  out:\n    type: discard\n");
+        assert_eq!(
+            e,
+            "job.yaml:3:3: sink \"out\": missing field \"input\": every sink needs the id (or a \
+             list of ids) of the vertices it reads from"
+        );
+    }
+
+    #[test]
+    fn unknown_partition_suggests() {
+        let e = one_error(
+            "name: x\noperators:\n  w:\n    type: map\n    input: a\n    partition: hsah\n",
+        );
+        assert!(
+            e.starts_with("job.yaml:6:5: operator \"w\": unknown partition \"hsah\""),
+            "{e}"
+        );
+        assert!(e.ends_with("did you mean \"hash\"?"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_ids_across_sections() {
+        let e = one_error(
+            "name: x\nsources:\n  a:\n    type: generator\noperators:\n  a:\n    type: map\n    input: a\n",
+        );
+        assert_eq!(
+            e,
+            "job.yaml:6:3: operator \"a\": duplicate vertex id \"a\": already used by the source \
+             at line 3; ids must be unique across sources, operators and sinks"
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_within_a_section() {
+        let e =
+            one_error("name: x\nsources:\n  a:\n    type: generator\n  a:\n    type: generator\n");
+        assert!(
+            e.starts_with("job.yaml:5:3: duplicate vertex id \"a\""),
+            "{e}"
+        );
+        assert!(e.contains("at line 3"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_fields_in_a_vertex() {
+        let e =
+            one_error("name: x\nsources:\n  a:\n    type: generator\n    rate: 1\n    rate: 2\n");
+        assert_eq!(
+            e,
+            "job.yaml:6:5: source \"a\": duplicate field \"rate\" (first at line 5)"
+        );
+    }
+
+    #[test]
+    fn merge_keys_apply() {
+        let text = "\
+name: x
+sources:
+  a: &gen
+    type: generator
+    rate: 10
+  b:
+    <<: *gen
+    keys: 5
+";
+        let job = JobFile::parse(text, "job.yaml").unwrap();
+        let b = job.vertex("b").unwrap();
+        assert_eq!(b.type_name, "generator");
+        assert_eq!(b.config["rate"], serde_json::json!(10));
+        assert_eq!(b.config["keys"], serde_json::json!(5));
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let e = one_error("name: x\nsources:\n  a: [\n");
+        assert!(e.starts_with("job.yaml:"), "{e}");
+        assert!(!e.contains(" at line "), "{e}");
+        assert!(e.split(':').nth(1).unwrap().parse::<usize>().is_ok(), "{e}");
+    }
+
+    #[test]
+    fn empty_and_wrong_shapes() {
+        assert!(one_error("").contains("the job file is empty"));
+        assert!(one_error("- a\n").contains("expected a mapping of fields"));
+        let e = one_error("name: x\nsources:\n  a: 5\n");
+        assert!(
+            e.starts_with("job.yaml:3:3: source \"a\": expected a mapping"),
+            "{e}"
+        );
+        let e = one_error("name: x\nsources:\n  gen:\n    rate: 5\n");
+        assert!(
+            e.starts_with("job.yaml:3:3: source \"gen\": missing field \"type\": expected the component type, one of"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn several_errors_are_reported_in_file_order() {
+        let errs = errors("name: x\nparalelism: 2\nlatency:\n  interval: soon\n");
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert!(errs[0].starts_with("job.yaml:2:1"));
+        assert!(errs[1].starts_with("job.yaml:4:3"));
+    }
+}

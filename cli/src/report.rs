@@ -1,0 +1,568 @@
+//! The final report of a run: a JSON document (`--report-file`) and a compact table for
+//! standard error, both read from the job's [`MetricsRegistry`] after it ended.
+
+use crate::settings::Settings;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tidemark_markers::{format_duration, LatencyKey};
+use tidemark_runtime::{JobOutcome, MetricsRegistry, VertexKind};
+
+/// The final report. Times are RFC 3339 in UTC with milliseconds; latencies are milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The job's name.
+    pub job_name: String,
+    /// `finished`, `stopped` or `failed`.
+    pub outcome: &'static str,
+    /// Which subtask failed and why, when the outcome is `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureReport>,
+    /// When the job started (RFC 3339, UTC).
+    pub start_time: String,
+    /// When the job ended (RFC 3339, UTC).
+    pub end_time: String,
+    /// Wall time from start to the end of the last task.
+    pub elapsed_seconds: f64,
+    /// The settings the run used.
+    pub settings: SettingsReport,
+    /// Records emitted by all sources and received by all sinks.
+    pub records: RecordTotals,
+    /// Per vertex, per subtask record counts, in graph order.
+    pub vertices: Vec<VertexReport>,
+    /// Marker latency per key, with the labels of the metrics, in graph order.
+    pub latency: Vec<LatencyReport>,
+    /// Markers emitted per source subtask.
+    pub markers_emitted: Vec<MarkersEmitted>,
+}
+
+/// Which subtask failed.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureReport {
+    /// The vertex.
+    pub vertex_id: String,
+    /// The subtask index.
+    pub subtask: usize,
+    /// The error or panic message.
+    pub message: String,
+}
+
+/// The settings in force.
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsReport {
+    /// Marker interval (`0` when markers are off).
+    pub latency_interval: String,
+    /// single, operator or subtask.
+    pub latency_granularity: String,
+    /// Samples per latency window.
+    pub latency_history_size: usize,
+    /// Buffer timeout.
+    pub buffer_timeout: String,
+    /// Default parallelism.
+    pub parallelism: usize,
+    /// Whether chaining was on.
+    pub chaining: bool,
+}
+
+/// Record totals over the job.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordTotals {
+    /// Sum of `records_out` over the sources' subtasks.
+    pub emitted_by_sources: u64,
+    /// Sum of `records_in` over the sinks' subtasks.
+    pub received_by_sinks: u64,
+}
+
+/// One vertex's counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct VertexReport {
+    /// Vertex id.
+    pub id: String,
+    /// source, operator or sink.
+    pub kind: &'static str,
+    /// Sum over subtasks.
+    pub records_in: u64,
+    /// Sum over subtasks.
+    pub records_out: u64,
+    /// Per subtask.
+    pub subtasks: Vec<SubtaskReport>,
+}
+
+/// One vertex subtask's counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubtaskReport {
+    /// Subtask index.
+    pub subtask: usize,
+    /// Records received.
+    pub records_in: u64,
+    /// Records emitted.
+    pub records_out: u64,
+}
+
+/// Marker latency of one key. Window statistics are over the last `history_size` markers;
+/// `count` is over all markers. A window with no sample gives `null`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyReport {
+    /// Source vertex (at operator and subtask granularity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
+    /// Source subtask (at subtask granularity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_subtask_index: Option<u32>,
+    /// The recording vertex.
+    pub operator_id: String,
+    /// Its subtask.
+    pub operator_subtask_index: usize,
+    /// operator or sink (not a metric label: lets a reader pick the sinks).
+    pub operator_kind: &'static str,
+    /// Markers recorded since start.
+    pub count: u64,
+    /// Window minimum.
+    pub min_ms: f64,
+    /// Window maximum.
+    pub max_ms: f64,
+    /// Window mean.
+    pub mean_ms: f64,
+    /// Window sample standard deviation.
+    pub stddev_ms: f64,
+    /// Window quantile 0.5.
+    pub p50_ms: f64,
+    /// Window quantile 0.75.
+    pub p75_ms: f64,
+    /// Window quantile 0.95.
+    pub p95_ms: f64,
+    /// Window quantile 0.98.
+    pub p98_ms: f64,
+    /// Window quantile 0.99.
+    pub p99_ms: f64,
+    /// Window quantile 0.999.
+    pub p999_ms: f64,
+    /// Negative samples (clock skew) since start.
+    pub negative_count: u64,
+}
+
+/// Markers one source subtask emitted.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkersEmitted {
+    /// Source vertex.
+    pub source_id: String,
+    /// Source subtask.
+    pub source_subtask_index: usize,
+    /// Markers emitted.
+    pub count: u64,
+}
+
+/// What the run's report needs besides the registry.
+#[derive(Debug, Clone)]
+pub struct RunSummary<'a> {
+    /// How the job ended.
+    pub outcome: &'a JobOutcome,
+    /// Wall time of the job.
+    pub elapsed: Duration,
+    /// When it ended.
+    pub ended: SystemTime,
+    /// The settings used.
+    pub settings: &'a Settings,
+}
+
+impl Report {
+    /// Reads the report from the registry of an ended job.
+    pub fn collect(registry: &MetricsRegistry, run: &RunSummary<'_>) -> Report {
+        let (outcome, failure) = match run.outcome {
+            JobOutcome::Finished => ("finished", None),
+            JobOutcome::Stopped => ("stopped", None),
+            JobOutcome::Failed(f) => (
+                "failed",
+                Some(FailureReport {
+                    vertex_id: f.vertex_id.clone(),
+                    subtask: f.subtask,
+                    message: f.message.clone(),
+                }),
+            ),
+        };
+        let mut vertices = Vec::new();
+        let mut latency = Vec::new();
+        let mut markers_emitted = Vec::new();
+        let (mut emitted, mut received) = (0, 0);
+        for v in registry.vertices() {
+            let subtasks: Vec<SubtaskReport> = v
+                .subtasks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| SubtaskReport {
+                    subtask: i,
+                    records_in: s.records_in(),
+                    records_out: s.records_out(),
+                })
+                .collect();
+            let records_in = subtasks.iter().map(|s| s.records_in).sum();
+            let records_out = subtasks.iter().map(|s| s.records_out).sum();
+            match v.kind {
+                VertexKind::Source => emitted += records_out,
+                VertexKind::Sink => received += records_in,
+                VertexKind::Operator => {}
+            }
+            vertices.push(VertexReport {
+                id: v.id.clone(),
+                kind: v.kind.as_str(),
+                records_in,
+                records_out,
+                subtasks,
+            });
+            for (i, s) in v.subtasks.iter().enumerate() {
+                if v.kind == VertexKind::Source {
+                    markers_emitted.push(MarkersEmitted {
+                        source_id: v.id.clone(),
+                        source_subtask_index: i,
+                        count: s.markers_emitted(),
+                    });
+                    continue;
+                }
+                let tracker = s.latency();
+                for (key, stats) in tracker.iter() {
+                    latency.push(latency_report(registry, key, &v.id, v.kind, i, stats));
+                }
+            }
+        }
+        Report {
+            job_name: registry.job_name().to_string(),
+            outcome,
+            failure,
+            start_time: rfc3339(registry.started()),
+            end_time: rfc3339(run.ended),
+            elapsed_seconds: run.elapsed.as_secs_f64(),
+            settings: SettingsReport {
+                latency_interval: format_duration(run.settings.latency.interval),
+                latency_granularity: run.settings.latency.granularity.to_string(),
+                latency_history_size: run.settings.latency.history_size.get(),
+                buffer_timeout: format_duration(run.settings.buffer_timeout),
+                parallelism: run.settings.parallelism.get(),
+                chaining: run.settings.chaining,
+            },
+            records: RecordTotals {
+                emitted_by_sources: emitted,
+                received_by_sinks: received,
+            },
+            vertices,
+            latency,
+            markers_emitted,
+        }
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes") + "\n"
+    }
+
+    /// A compact human-readable summary: per vertex records, per sink key marker latency.
+    pub fn table(&self) -> String {
+        /// Most latency rows shown; the report file has them all.
+        const MAX_LATENCY_ROWS: usize = 16;
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "tidemark: job \"{}\" {} after {:.2}s",
+            self.job_name, self.outcome, self.elapsed_seconds
+        );
+        let _ = writeln!(
+            s,
+            "; {} records from sources, {} to sinks",
+            self.records.emitted_by_sources, self.records.received_by_sinks
+        );
+        let id_w = self
+            .vertices
+            .iter()
+            .map(|v| v.id.len())
+            .max()
+            .unwrap_or(0)
+            .max("vertex".len());
+        let _ = writeln!(
+            s,
+            "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}",
+            "vertex", "kind", "par", "records in", "records out"
+        );
+        for v in &self.vertices {
+            let _ = writeln!(
+                s,
+                "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}",
+                v.id,
+                v.kind,
+                v.subtasks.len(),
+                v.records_in,
+                v.records_out
+            );
+        }
+        let sinks: Vec<&LatencyReport> = self
+            .latency
+            .iter()
+            .filter(|l| l.operator_kind == "sink")
+            .collect();
+        if !sinks.is_empty() {
+            let label = |l: &LatencyReport| {
+                let mut k = format!("{}#{}", l.operator_id, l.operator_subtask_index);
+                if let Some(src) = &l.source_id {
+                    let _ = write!(k, " <- {src}");
+                    if let Some(i) = l.source_subtask_index {
+                        let _ = write!(k, "#{i}");
+                    }
+                }
+                k
+            };
+            let key_w = sinks
+                .iter()
+                .map(|l| label(l).len())
+                .max()
+                .unwrap_or(0)
+                .max("marker latency (ms)".len());
+            let _ = writeln!(
+                s,
+                "  {:<key_w$}  {:>8}  {:>9}  {:>9}  {:>9}",
+                "marker latency (ms)", "count", "p50", "p99", "max"
+            );
+            for l in sinks.iter().take(MAX_LATENCY_ROWS) {
+                let _ = writeln!(
+                    s,
+                    "  {:<key_w$}  {:>8}  {:>9}  {:>9}  {:>9}",
+                    label(l),
+                    l.count,
+                    ms(l.p50_ms),
+                    ms(l.p99_ms),
+                    ms(l.max_ms)
+                );
+            }
+            if sinks.len() > MAX_LATENCY_ROWS {
+                let _ = writeln!(
+                    s,
+                    "  … {} more latency series (all of them are in --report-file)",
+                    sinks.len() - MAX_LATENCY_ROWS
+                );
+            }
+        }
+        s
+    }
+}
+
+/// Milliseconds with about three significant digits (sub-microsecond latencies are common in
+/// chained tasks); `-` for no value.
+pub fn ms(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() {
+        "-".to_string()
+    } else if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else {
+        // Digits after the point so that three significant digits show (at most 6).
+        let digits = (2 - a.log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{v:.digits$}")
+    }
+}
+
+fn latency_report(
+    registry: &MetricsRegistry,
+    key: &LatencyKey,
+    operator_id: &str,
+    kind: VertexKind,
+    subtask: usize,
+    stats: &tidemark_markers::LatencyStats,
+) -> LatencyReport {
+    let w = stats.window_stats();
+    let ms = |ns: f64| ns / 1e6;
+    let q = |p: f64| ms(w.quantile(p).unwrap_or(f64::NAN));
+    LatencyReport {
+        source_id: key.source_id.map(|i| registry.vertex_id(i).to_string()),
+        source_subtask_index: key.source_subtask,
+        operator_id: operator_id.to_string(),
+        operator_subtask_index: subtask,
+        operator_kind: kind.as_str(),
+        count: stats.count(),
+        min_ms: ms(w.min),
+        max_ms: ms(w.max),
+        mean_ms: ms(w.mean),
+        stddev_ms: ms(w.stddev),
+        p50_ms: q(0.5),
+        p75_ms: q(0.75),
+        p95_ms: q(0.95),
+        p98_ms: q(0.98),
+        p99_ms: q(0.99),
+        p999_ms: q(0.999),
+        negative_count: stats.negative_count(),
+    }
+}
+
+/// `t` as RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T08:15:02.123Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{resolve, FileSettings};
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tidemark_runtime::testing::{CountingSource, DiscardSink, MapOperator};
+    use tidemark_runtime::{run, JobConfig, JobGraph, Partitioning};
+
+    #[test]
+    fn milliseconds_keep_three_significant_digits() {
+        assert_eq!(ms(0.000411), "0.000411");
+        assert_eq!(ms(0.0123), "0.0123");
+        assert_eq!(ms(1.5), "1.50");
+        assert_eq!(ms(12.345), "12.3");
+        assert_eq!(ms(250.4), "250");
+        assert_eq!(ms(0.0), "0");
+        assert_eq!(ms(f64::NAN), "-");
+    }
+
+    #[test]
+    fn rfc3339_formats_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_764_403_200_123); // 2025-11-29
+        assert_eq!(rfc3339(t), "2025-11-29T08:00:00.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    fn finished_registry() -> (Arc<MetricsRegistry>, Duration) {
+        let mut graph = JobGraph::new("report-test");
+        let src = graph
+            .add_source("numbers", 2, |_| Ok(Box::new(CountingSource::new(500))))
+            .unwrap();
+        let op = graph
+            .add_operator("double", 2, |_| Ok(Box::new(MapOperator(|v| v * 2.0))))
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
+            .unwrap();
+        graph.connect(src, op, Partitioning::Forward).unwrap();
+        graph.connect(op, sink, Partitioning::Rebalance).unwrap();
+        let mut config = JobConfig::default();
+        config.latency.interval = Duration::from_millis(1);
+        let result = run(graph, config).unwrap();
+        assert_eq!(result.outcome, JobOutcome::Finished);
+        (result.metrics, result.elapsed)
+    }
+
+    #[test]
+    fn report_json_has_the_documented_shape() {
+        let (registry, elapsed) = finished_registry();
+        let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
+        let outcome = JobOutcome::Finished;
+        let report = Report::collect(
+            &registry,
+            &RunSummary {
+                outcome: &outcome,
+                elapsed,
+                ended: SystemTime::now(),
+                settings: &settings,
+            },
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["job_name"], "report-test");
+        assert_eq!(json["outcome"], "finished");
+        assert!(json.get("failure").is_none());
+        assert!(json["start_time"].as_str().unwrap().ends_with('Z'));
+        assert!(json["end_time"].as_str().unwrap().ends_with('Z'));
+        assert!(json["elapsed_seconds"].as_f64().unwrap() >= 0.0);
+        assert_eq!(json["records"]["emitted_by_sources"], 1000);
+        assert_eq!(json["records"]["received_by_sinks"], 1000);
+        let vertices = json["vertices"].as_array().unwrap();
+        assert_eq!(vertices.len(), 3);
+        assert_eq!(vertices[0]["id"], "numbers");
+        assert_eq!(vertices[0]["kind"], "source");
+        assert_eq!(vertices[0]["subtasks"].as_array().unwrap().len(), 2);
+        assert_eq!(vertices[0]["subtasks"][1]["subtask"], 1);
+        assert_eq!(vertices[0]["subtasks"][1]["records_out"], 500);
+        assert_eq!(vertices[2]["subtasks"][0]["records_in"], 1000);
+        let markers = json["markers_emitted"].as_array().unwrap();
+        assert_eq!(markers.len(), 2);
+        assert_eq!(markers[0]["source_id"], "numbers");
+        assert_eq!(markers[0]["source_subtask_index"], 0);
+        assert!(markers[0]["count"].as_u64().unwrap() >= 1);
+        let latency = json["latency"].as_array().unwrap();
+        let sink_rows: Vec<_> = latency
+            .iter()
+            .filter(|l| l["operator_kind"] == "sink")
+            .collect();
+        assert!(!sink_rows.is_empty());
+        let row = sink_rows[0];
+        assert_eq!(row["operator_id"], "out");
+        assert_eq!(row["operator_subtask_index"], 0);
+        assert_eq!(row["source_id"], "numbers");
+        assert!(
+            row.get("source_subtask_index").is_none(),
+            "operator granularity"
+        );
+        for field in [
+            "count",
+            "min_ms",
+            "max_ms",
+            "mean_ms",
+            "stddev_ms",
+            "p50_ms",
+            "p75_ms",
+            "p95_ms",
+            "p98_ms",
+            "p99_ms",
+            "p999_ms",
+            "negative_count",
+        ] {
+            assert!(row.get(field).is_some(), "{field} missing in {row}");
+        }
+        let sink_markers: u64 = sink_rows.iter().map(|r| r["count"].as_u64().unwrap()).sum();
+        let emitted: u64 = markers.iter().map(|m| m["count"].as_u64().unwrap()).sum();
+        assert_eq!(sink_markers, emitted);
+
+        let table = report.table();
+        assert!(
+            table.starts_with("tidemark: job \"report-test\" finished after"),
+            "{table}"
+        );
+        assert!(table.contains("marker latency (ms)"), "{table}");
+        assert!(table.contains("out#0 <- numbers"), "{table}");
+    }
+
+    #[test]
+    fn failed_outcome_names_the_subtask() {
+        let (registry, elapsed) = finished_registry();
+        let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
+        let outcome = JobOutcome::Failed(tidemark_runtime::TaskFailure {
+            vertex_id: "double".into(),
+            subtask: 1,
+            message: "boom".into(),
+        });
+        let report = Report::collect(
+            &registry,
+            &RunSummary {
+                outcome: &outcome,
+                elapsed,
+                ended: SystemTime::now(),
+                settings: &settings,
+            },
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["outcome"], "failed");
+        assert_eq!(json["failure"]["vertex_id"], "double");
+        assert_eq!(json["failure"]["subtask"], 1);
+        assert_eq!(json["failure"]["message"], "boom");
+    }
+}

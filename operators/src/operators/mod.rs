@@ -1,0 +1,7 @@
+//! Operators: `map`, `filter`, `delay`, `reduce`, `window`.
+
+pub mod delay;
+pub mod filter;
+pub mod map;
+pub mod reduce;
+pub mod window;

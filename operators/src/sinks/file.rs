@@ -1,0 +1,185 @@
+//! The `file` sink: writes each record as a JSON line to a file.
+//!
+//! ```yaml
+//! sinks:
+//!   out:
+//!     type: file
+//!     input: per_user
+//!     path: out/results.jsonl    # relative to the job file's folder
+//! ```
+//!
+//! - Lines are as for the `stdout` sink (the format the `file` source reads).
+//! - The file is created (or truncated) when the job starts, so a path that cannot be written
+//!   fails the start, naming it; missing folders are not created.
+//! - With parallelism `p`, subtask 0 writes `path` and subtask `i > 0` writes `path.i`
+//!   (`results.jsonl`, `results.jsonl.1`, …).
+//! - Writes go through a 64 KiB buffer; `finish` flushes it and syncs the file to disk
+//!   (`File::sync_all`), so a finished job's output is complete.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
+
+use crate::config;
+use crate::json_lines::write_record;
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+
+/// The registry entry.
+pub(crate) const INFO: ComponentInfo = ComponentInfo {
+    type_name: "file",
+    kind: ComponentKind::Sink,
+    fields: &["path"],
+    summary: "writes JSON lines {\"key\", \"value\", \"timestamp\" (ms)} to a file (path.i for subtask i > 0)",
+    build,
+};
+
+/// Settings of the `file` sink.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSinkConfig {
+    /// The file to write; relative paths resolve against the job file's folder.
+    pub path: PathBuf,
+}
+
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
+    let config: FileSinkConfig = config::parse(INFO.type_name, config)?;
+    if config.path.as_os_str().is_empty() {
+        return Err(config::invalid(INFO.type_name, "path: must not be empty"));
+    }
+    let path = Arc::new(env.job_dir.join(&config.path));
+    Ok(Built::Sink(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(FileSink::create(&subtask_path(&path, ctx.subtask))?) as Box<dyn Sink>)
+    })))
+}
+
+/// The file subtask `subtask` writes: `path`, or `path.i` for `i > 0`.
+pub fn subtask_path(path: &Path, subtask: usize) -> PathBuf {
+    if subtask == 0 {
+        path.to_path_buf()
+    } else {
+        let mut name = OsString::from(path.as_os_str());
+        name.push(format!(".{subtask}"));
+        PathBuf::from(name)
+    }
+}
+
+/// One subtask of the `file` sink.
+#[derive(Debug)]
+pub struct FileSink {
+    name: String,
+    writer: BufWriter<File>,
+}
+
+impl FileSink {
+    /// Creates (or truncates) `path`.
+    pub fn create(path: &Path) -> Result<Self, BoxError> {
+        let name = path.display().to_string();
+        let file = File::create(path).map_err(|e| format!("cannot create file \"{name}\": {e}"))?;
+        Ok(FileSink {
+            name,
+            writer: BufWriter::with_capacity(64 * 1024, file),
+        })
+    }
+
+    fn error(&self, e: std::io::Error) -> BoxError {
+        format!("cannot write to file \"{}\": {e}", self.name).into()
+    }
+}
+
+impl Sink for FileSink {
+    fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        write_record(&mut self.writer, record).map_err(|e| self.error(e))
+    }
+
+    fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
+        for record in records {
+            write_record(&mut self.writer, record).map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BoxError> {
+        self.writer.flush().map_err(|e| self.error(e))?;
+        self.writer.get_ref().sync_all().map_err(|e| self.error(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{ctx, TempDir};
+    use serde_json::json;
+
+    fn sink(dir: &TempDir, subtask: usize) -> Box<dyn Sink> {
+        let built = build(json!({"path": "out.jsonl"}), &BuildEnv::new(dir.path())).unwrap();
+        let Built::Sink(factory) = built else {
+            panic!("not a sink")
+        };
+        factory(&ctx(subtask, 2, 0)).unwrap()
+    }
+
+    #[test]
+    fn writes_everything_it_got_by_finish() {
+        let dir = TempDir::new("file-sink");
+        let mut s0 = sink(&dir, 0);
+        let mut s1 = sink(&dir, 1);
+        let records: Vec<Record> = (0..10_000)
+            .map(|k| Record::new(k, k as f64 / 4.0, k as i64 * 1_000_000))
+            .collect();
+        for chunk in records.chunks(1000) {
+            s0.write_batch(chunk).unwrap();
+        }
+        s1.write(&Record::new(7, 1.0, 0)).unwrap();
+        s0.finish().unwrap();
+        s1.finish().unwrap();
+
+        let text = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 10_000);
+        assert!(text.ends_with('\n'));
+        for (k, line) in lines.iter().enumerate() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                v,
+                json!({"key": k, "value": k as f64 / 4.0, "timestamp": k})
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out.jsonl.1")).unwrap(),
+            "{\"key\":7,\"value\":1.0,\"timestamp\":0}\n"
+        );
+    }
+
+    #[test]
+    fn an_unwritable_path_fails_at_start() {
+        let dir = TempDir::new("file-sink-bad");
+        let built = build(
+            json!({"path": "missing/dir/out.jsonl"}),
+            &BuildEnv::new(dir.path()),
+        )
+        .unwrap();
+        let Built::Sink(factory) = built else {
+            panic!("not a sink")
+        };
+        let err = factory(&ctx(0, 1, 0)).err().unwrap().to_string();
+        assert!(err.starts_with("cannot create file \""), "{err}");
+        assert!(err.contains("missing/dir/out.jsonl"), "{err}");
+    }
+
+    #[test]
+    fn subtask_paths() {
+        assert_eq!(
+            subtask_path(Path::new("a/b.jsonl"), 0),
+            Path::new("a/b.jsonl")
+        );
+        assert_eq!(
+            subtask_path(Path::new("a/b.jsonl"), 3),
+            Path::new("a/b.jsonl.3")
+        );
+    }
+}

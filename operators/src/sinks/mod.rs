@@ -1,0 +1,5 @@
+//! Sinks: `discard`, `stdout`, `file`.
+
+pub mod discard;
+pub mod file;
+pub mod stdout;

@@ -1,0 +1,135 @@
+//! The `stdout` sink: writes each record as a JSON line to standard output.
+//!
+//! ```yaml
+//! sinks:
+//!   out:
+//!     type: stdout
+//!     input: per_user
+//! ```
+//!
+//! Lines are `{"key":7,"value":1.5,"timestamp":1700000000000}`, the format the `file` and
+//! `stdin` sources read: the timestamp in whole milliseconds since the Unix epoch (rounded
+//! down), NaN and infinite values as `null`. Each batch is formatted into a buffer kept by the
+//! subtask and written with standard output locked once, so lines of parallel subtasks never
+//! interleave; `finish` flushes. A closed standard output (a broken pipe) fails the job.
+
+use std::io::Write;
+
+use serde::Deserialize;
+use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
+
+use crate::config;
+use crate::json_lines::write_record;
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+
+/// The registry entry.
+pub(crate) const INFO: ComponentInfo = ComponentInfo {
+    type_name: "stdout",
+    kind: ComponentKind::Sink,
+    fields: &[],
+    summary: "writes JSON lines {\"key\", \"value\", \"timestamp\" (ms)} to standard output",
+    build,
+};
+
+/// Settings of the `stdout` sink: none.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdoutConfig {}
+
+fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+    let StdoutConfig {} = config::parse(INFO.type_name, config)?;
+    Ok(Built::Sink(Box::new(|_: &SubtaskContext| {
+        Ok(Box::new(WriterSink::new(std::io::stdout(), "standard output")) as Box<dyn Sink>)
+    })))
+}
+
+/// Writes JSON lines to a shared writer such as standard output, one `write_all` per batch.
+#[derive(Debug)]
+pub struct WriterSink<W> {
+    writer: W,
+    name: &'static str,
+    buf: Vec<u8>,
+}
+
+impl<W: Write + Send> WriterSink<W> {
+    /// A sink writing to `writer`; errors name it `name`.
+    pub fn new(writer: W, name: &'static str) -> Self {
+        WriterSink {
+            writer,
+            name,
+            buf: Vec::with_capacity(64 * 1024),
+        }
+    }
+
+    /// The writer.
+    pub fn get_ref(&self) -> &W {
+        &self.writer
+    }
+
+    fn error(&self, e: std::io::Error) -> BoxError {
+        format!("cannot write to {}: {e}", self.name).into()
+    }
+}
+
+impl<W: Write + Send> Sink for WriterSink<W> {
+    fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        self.write_batch(std::slice::from_ref(record))
+    }
+
+    fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
+        self.buf.clear();
+        for record in records {
+            write_record(&mut self.buf, record).expect("writing to a Vec does not fail");
+        }
+        // `Stdout::write_all` holds the lock for the whole buffer.
+        let result = self.writer.write_all(&self.buf);
+        result.map_err(|e| self.error(e))
+    }
+
+    fn finish(&mut self) -> Result<(), BoxError> {
+        let result = self.writer.flush();
+        result.map_err(|e| self.error(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_json_lines_per_batch() {
+        let mut sink = WriterSink::new(Vec::new(), "memory");
+        sink.write_batch(&[
+            Record::new(1, 0.5, 2_000_000),
+            Record::new(2, -1.0, 3_999_999),
+        ])
+        .unwrap();
+        sink.write(&Record::new(3, f64::INFINITY, 0)).unwrap();
+        sink.finish().unwrap();
+        assert_eq!(
+            String::from_utf8(sink.get_ref().clone()).unwrap(),
+            "{\"key\":1,\"value\":0.5,\"timestamp\":2}\n\
+             {\"key\":2,\"value\":-1.0,\"timestamp\":3}\n\
+             {\"key\":3,\"value\":null,\"timestamp\":0}\n"
+        );
+    }
+
+    #[test]
+    fn write_errors_name_the_output() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut sink = WriterSink::new(Closed, "standard output");
+        let err = sink.write(&Record::new(1, 1.0, 1)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("cannot write to standard output: "),
+            "{err}"
+        );
+    }
+}

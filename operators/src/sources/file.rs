@@ -1,0 +1,407 @@
+//! The `file` source: reads JSON lines from a file, once, to its end.
+//!
+//! ```yaml
+//! sources:
+//!   events:
+//!     type: file
+//!     path: data/events.jsonl     # relative to the job file's folder
+//!     on_error: skip              # fail (default) | skip
+//!     timestamps: create          # create (default): the line's `timestamp` | ingestion
+//!     timestamp_before_max: 1h    # optional bounds on create timestamps (Kafka KIP-937)
+//!     timestamp_after_max: 1s
+//!     invalid_timestamp: clamp    # fail (default) | drop | clamp
+//! ```
+//!
+//! - Each line is `{"key": 7, "value": 1.5, "timestamp": 1700000000000}` (see the crate docs):
+//!   `key` required, `value` default 0, `timestamp` in milliseconds since the Unix epoch.
+//!   Other fields are ignored; blank lines are skipped.
+//! - `timestamps: create` takes the line's `timestamp`, or stamps the record with the ingestion
+//!   time (type `ingestion`) when the line has none; `ingestion` always stamps the poll's time.
+//! - A malformed line fails the job with the file's path, the 1-based line (and column) and what
+//!   is expected; with `on_error: skip` it is skipped and counted
+//!   (`tidemark_source_malformed_records_total`).
+//! - Create timestamps further than `timestamp_before_max` before or `timestamp_after_max` after
+//!   the ingestion time are invalid: `fail` fails the job naming the line, `drop` drops and
+//!   `clamp` restamps the record with the ingestion time; both count it
+//!   (`tidemark_invalid_timestamp_records_total`). Without bounds nothing is checked.
+//! - With parallelism `p`, every subtask reads the whole file and subtask `i` keeps the lines
+//!   whose 0-based index `n` has `n % p == i` (subtask 0 takes lines 1, p+1, 2p+1, …).
+//! - Lag: the bytes not yet read (the file's size when opened, less what this subtask has read)
+//!   in `tidemark_source_lag_bytes`; records are -1 (unknown).
+//! - The file is opened when the job starts (a missing file fails the start, naming it).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tidemark_runtime::{
+    BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
+    SubtaskContext,
+};
+
+use crate::config::{self, duration, InvalidTimestamp, OnError, Timestamps};
+use crate::json_lines::{parse_line, Stamping};
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+
+/// The registry entry.
+pub(crate) const INFO: ComponentInfo = ComponentInfo {
+    type_name: "file",
+    kind: ComponentKind::Source,
+    fields: &[
+        "path",
+        "on_error",
+        "timestamps",
+        "timestamp_before_max",
+        "timestamp_after_max",
+        "invalid_timestamp",
+    ],
+    summary: "reads JSON lines {\"key\", \"value\", \"timestamp\" (ms)} from a file",
+    build,
+};
+
+/// Settings of the `file` source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSourceConfig {
+    /// The file to read; relative paths resolve against the job file's folder.
+    pub path: PathBuf,
+    /// What to do with a malformed line.
+    #[serde(default)]
+    pub on_error: OnError,
+    /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
+    #[serde(default)]
+    pub timestamps: Timestamps,
+    /// Longest a create timestamp may lie before the ingestion time; unbounded if absent.
+    #[serde(default, deserialize_with = "duration::option")]
+    pub timestamp_before_max: Option<Duration>,
+    /// Longest a create timestamp may lie after the ingestion time; unbounded if absent.
+    #[serde(default, deserialize_with = "duration::option")]
+    pub timestamp_after_max: Option<Duration>,
+    /// What to do with a create timestamp outside the bounds.
+    #[serde(default)]
+    pub invalid_timestamp: InvalidTimestamp,
+}
+
+impl FileSourceConfig {
+    /// Checks the settings and resolves `path` against `job_dir`.
+    pub fn resolve(mut self, job_dir: &Path) -> Result<Self, String> {
+        if self.path.as_os_str().is_empty() {
+            return Err("path: must not be empty".to_owned());
+        }
+        self.path = job_dir.join(&self.path);
+        Ok(self)
+    }
+
+    fn stamping(&self) -> Stamping {
+        Stamping::new(
+            self.timestamps,
+            self.timestamp_before_max,
+            self.timestamp_after_max,
+            self.invalid_timestamp,
+        )
+    }
+}
+
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
+    let config: FileSourceConfig = config::parse(INFO.type_name, config)?;
+    let config = Arc::new(
+        config
+            .resolve(&env.job_dir)
+            .map_err(|m| config::invalid(INFO.type_name, m))?,
+    );
+    Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(FileSource::open(&config, ctx)?) as Box<dyn Source>)
+    })))
+}
+
+/// One subtask of the `file` source.
+#[derive(Debug)]
+pub struct FileSource {
+    name: String,
+    reader: BufReader<File>,
+    line: Vec<u8>,
+    /// Lines read so far (the 1-based number of the last one).
+    lines_read: u64,
+    size: u64,
+    consumed: u64,
+    subtask: u64,
+    parallelism: u64,
+    on_error: OnError,
+    stamping: Stamping,
+    errors: SourceErrorCounts,
+    finished: bool,
+}
+
+impl FileSource {
+    /// Opens `config.path` (already resolved) for subtask `ctx.subtask`.
+    pub fn open(config: &FileSourceConfig, ctx: &SubtaskContext) -> Result<Self, BoxError> {
+        let name = config.path.display().to_string();
+        let file =
+            File::open(&config.path).map_err(|e| format!("cannot open file \"{name}\": {e}"))?;
+        let size = file
+            .metadata()
+            .map_err(|e| format!("cannot read the size of \"{name}\": {e}"))?
+            .len();
+        Ok(FileSource {
+            name,
+            reader: BufReader::with_capacity(64 * 1024, file),
+            line: Vec::with_capacity(256),
+            lines_read: 0,
+            size,
+            consumed: 0,
+            subtask: ctx.subtask as u64,
+            parallelism: ctx.parallelism.max(1) as u64,
+            on_error: config.on_error,
+            stamping: config.stamping(),
+            errors: SourceErrorCounts::default(),
+            finished: false,
+        })
+    }
+}
+
+impl Source for FileSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if self.finished {
+            return Ok(SourceStatus::Finished);
+        }
+        let mut emitted = 0;
+        while emitted < ctx.max_records {
+            self.line.clear();
+            let n = self.reader.read_until(b'\n', &mut self.line).map_err(|e| {
+                format!(
+                    "{}: line {}: cannot read: {e}",
+                    self.name,
+                    self.lines_read + 1
+                )
+            })?;
+            if n == 0 {
+                self.finished = true;
+                return Ok(SourceStatus::Finished);
+            }
+            self.consumed += n as u64;
+            self.lines_read += 1;
+            if (self.lines_read - 1) % self.parallelism != self.subtask {
+                continue;
+            }
+            match parse_line(&self.line) {
+                Ok(None) => {}
+                Ok(Some(parsed)) => {
+                    if let Some(record) = self.stamping.stamp(
+                        parsed,
+                        ctx.now_nanos,
+                        &mut self.errors.invalid_timestamps,
+                        &self.name,
+                        self.lines_read,
+                    )? {
+                        out.emit(record);
+                        emitted += 1;
+                    }
+                }
+                Err(e) => match self.on_error {
+                    OnError::Fail => return Err(e.describe(&self.name, self.lines_read).into()),
+                    OnError::Skip => self.errors.malformed += 1,
+                },
+            }
+        }
+        Ok(SourceStatus::Ready)
+    }
+
+    fn lag(&self, _now_nanos: i64) -> SourceLag {
+        SourceLag {
+            records: -1,
+            bytes: self.size.saturating_sub(self.consumed) as i64,
+        }
+    }
+
+    fn input_errors(&self) -> SourceErrorCounts {
+        self.errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{ctx, poll, TempDir};
+    use serde_json::json;
+    use tidemark_runtime::{Record, TimestampType};
+
+    const MS: i64 = 1_000_000;
+
+    fn source(
+        dir: &TempDir,
+        body: &str,
+        settings: serde_json::Value,
+        i: usize,
+        p: usize,
+    ) -> FileSource {
+        std::fs::write(dir.path().join("in.jsonl"), body).unwrap();
+        let mut settings = settings;
+        settings["path"] = json!("in.jsonl");
+        let config: FileSourceConfig = config::parse("file", settings).unwrap();
+        let config = config.resolve(dir.path()).unwrap();
+        FileSource::open(&config, &ctx(i, p, 0)).unwrap()
+    }
+
+    fn read_all(s: &mut FileSource, now: i64) -> Result<Vec<Record>, BoxError> {
+        let mut all = Vec::new();
+        loop {
+            let mut out = Output::default();
+            let status = s.poll(
+                &PollContext {
+                    now_nanos: now,
+                    max_records: 2,
+                },
+                &mut out,
+            )?;
+            all.extend_from_slice(out.records());
+            if status == SourceStatus::Finished {
+                return Ok(all);
+            }
+        }
+    }
+
+    const BODY: &str = "{\"key\":1,\"value\":1.5,\"timestamp\":1000}\n\
+                        {\"key\":2}\n\
+                        \n\
+                        {\"key\":3,\"value\":-2,\"timestamp\":3000,\"note\":\"x\"}\r\n\
+                        {\"key\":4,\"value\":4,\"timestamp\":null}";
+
+    #[test]
+    fn reads_records_and_their_timestamps() {
+        let dir = TempDir::new("file-source-read");
+        let mut s = source(&dir, BODY, json!({}), 0, 1);
+        let now = 9_000 * MS;
+        let records = read_all(&mut s, now).unwrap();
+        let expected = [
+            (1, 1.5, 1_000 * MS, TimestampType::Create),
+            (2, 0.0, now, TimestampType::Ingestion),
+            (3, -2.0, 3_000 * MS, TimestampType::Create),
+            (4, 4.0, now, TimestampType::Ingestion),
+        ];
+        let got: Vec<_> = records
+            .iter()
+            .map(|r| (r.key, r.value, r.timestamp, r.timestamp_type))
+            .collect();
+        assert_eq!(got, expected);
+        assert_eq!(s.input_errors(), SourceErrorCounts::default());
+        assert_eq!(
+            s.lag(now),
+            SourceLag {
+                records: -1,
+                bytes: 0
+            }
+        );
+
+        let mut s = source(&dir, BODY, json!({"timestamps": "ingestion"}), 0, 1);
+        let records = read_all(&mut s, now).unwrap();
+        assert!(records
+            .iter()
+            .all(|r| r.timestamp == now && r.timestamp_type == TimestampType::Ingestion));
+    }
+
+    #[test]
+    fn byte_lag_counts_what_is_not_read_yet() {
+        let dir = TempDir::new("file-source-lag");
+        let mut s = source(&dir, BODY, json!({}), 0, 1);
+        assert_eq!(s.lag(0).bytes, BODY.len() as i64);
+        let (status, records) = poll(&mut s, 0, 1);
+        assert_eq!((status, records.len()), (SourceStatus::Ready, 1));
+        let first_line = BODY.find('\n').unwrap() + 1;
+        assert_eq!(s.lag(0).bytes, (BODY.len() - first_line) as i64);
+    }
+
+    #[test]
+    fn a_malformed_line_fails_naming_file_and_line() {
+        let dir = TempDir::new("file-source-fail");
+        let body = "{\"key\":1}\n{\"key\":2}\n{\"value\":3}\n{\"key\":4}\n";
+        let mut s = source(&dir, body, json!({}), 0, 1);
+        let err = read_all(&mut s, 0).unwrap_err().to_string();
+        let path = dir.path().join("in.jsonl").display().to_string();
+        assert!(
+            err.starts_with(&format!("{path}: line 3, column 11: malformed record: missing field `key`; expected a JSON object")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn on_error_skip_counts_malformed_lines() {
+        let dir = TempDir::new("file-source-skip");
+        let body = "{\"key\":1}\nnope\n{\"key\":-2}\n{\"key\":3}\n{\"key\":4,\"value\":\"x\"}\n";
+        let mut s = source(&dir, body, json!({"on_error": "skip"}), 0, 1);
+        let keys: Vec<u64> = read_all(&mut s, 0).unwrap().iter().map(|r| r.key).collect();
+        assert_eq!(keys, [1, 3]);
+        assert_eq!(s.input_errors().malformed, 3);
+    }
+
+    #[test]
+    fn subtasks_split_the_lines() {
+        let dir = TempDir::new("file-source-split");
+        let body: String = (1..=10).map(|k| format!("{{\"key\":{k}}}\n")).collect();
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            let mut s = source(&dir, &body, json!({}), i, 3);
+            let keys: Vec<u64> = read_all(&mut s, 0).unwrap().iter().map(|r| r.key).collect();
+            assert!(
+                keys.iter().all(|k| (k - 1) % 3 == i as u64),
+                "{i}: {keys:?}"
+            );
+            seen.extend(keys);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (1..=10).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn invalid_timestamps_are_dropped_clamped_or_fail() {
+        let dir = TempDir::new("file-source-ts");
+        let now = 100_000 * MS;
+        let body = "{\"key\":1,\"timestamp\":99500}\n{\"key\":2,\"timestamp\":1000}\n{\"key\":3,\"timestamp\":100200}\n";
+        let bounds = |policy: &str| json!({"timestamp_before_max": "1s", "timestamp_after_max": 100, "invalid_timestamp": policy});
+        let mut s = source(&dir, body, bounds("drop"), 0, 1);
+        let keys: Vec<u64> = read_all(&mut s, now)
+            .unwrap()
+            .iter()
+            .map(|r| r.key)
+            .collect();
+        assert_eq!(keys, [1]);
+        assert_eq!(s.input_errors().invalid_timestamps, 2);
+
+        let mut s = source(&dir, body, bounds("clamp"), 0, 1);
+        let records = read_all(&mut s, now).unwrap();
+        assert_eq!(records.len(), 3);
+        assert_eq!(
+            (records[1].timestamp, records[1].timestamp_type),
+            (now, TimestampType::Ingestion)
+        );
+        assert_eq!(records[0].timestamp, 99_500 * MS);
+        assert_eq!(s.input_errors().invalid_timestamps, 2);
+
+        let mut s = source(&dir, body, bounds("fail"), 0, 1);
+        let err = read_all(&mut s, now).unwrap_err().to_string();
+        assert!(err.contains("in.jsonl: line 2: record with key 2"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_file_fails_at_start_naming_it() {
+        let built = build(
+            json!({"path": "no/such/file.jsonl"}),
+            &BuildEnv::new("/nonexistent-dir"),
+        )
+        .unwrap();
+        let Built::Source(factory) = built else {
+            panic!("not a source")
+        };
+        let err = factory(&ctx(0, 1, 0)).err().unwrap().to_string();
+        assert!(
+            err.starts_with("cannot open file \"/nonexistent-dir/no/such/file.jsonl\""),
+            "{err}"
+        );
+        let err = build(json!({}), &BuildEnv::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing field `path`"), "{err}");
+    }
+}

@@ -1,0 +1,662 @@
+//! The `generator` source: synthetic records, as many and as fast as asked.
+//!
+//! ```yaml
+//! sources:
+//!   clicks:
+//!     type: generator
+//!     parallelism: 2
+//!     count: 1000000            # in total over all subtasks; absent = unbounded
+//!     rate: 50000               # records per second in total; absent = as fast as possible
+//!     keys: 1000                # keys 0..keys-1 (default 1024)
+//!     key_distribution: zipf    # uniform (default) | zipf
+//!     zipf_exponent: 1.2        # default 1.0; only with zipf
+//!     value: counter            # counter (default) | random
+//!     timestamps: create        # create (default) | ingestion
+//! ```
+//!
+//! - **Count.** Subtask `i` of `p` makes the records numbered `i, i+p, i+2p, …` below `count`,
+//!   so the shares sum to `count` exactly and differ by at most one.
+//! - **Values.** `counter`: a record's value is its number (above), so the values of a bounded
+//!   run are exactly `0..count` over all subtasks. `random`: uniform in `[0, 1)`.
+//! - **Keys.** Every subtask draws from all of `0..keys` with a [`SmallRng`] seeded from the
+//!   subtask's seed (so `--seed` repeats a run). `uniform` maps a 64-bit draw onto the range by
+//!   a multiply-shift (bias below `keys / 2^64`); `zipf` gives key `k` a weight
+//!   `1 / (k+1)^zipf_exponent`, sampled from a cumulative table built once (up to 2^20 keys)
+//!   or, above that, by rejection-inversion without a table.
+//! - **Timestamps.** Both kinds carry the poll's wall clock (`PollContext::now_nanos`, read once
+//!   per poll, never per record); `create` or `ingestion` only sets the type.
+//! - **Pacing.** With `rate`, each subtask makes `rate / parallelism` records a second on a
+//!   fixed schedule from its first poll: record `n` is due `n / rate_per_subtask` seconds after
+//!   it. A poll emits the records due by then (at most the batch size) and, once caught up,
+//!   returns [`SourceStatus::Idle`] until the next one is due, so the rate neither drifts nor
+//!   bursts; a subtask held back by backpressure catches up at full speed.
+//! - **Lag.** With `rate`: the records due but not yet emitted (backpressure made visible).
+//!   With `count` and no `rate`: the records not yet emitted. Otherwise -1 (unknown).
+
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde::Deserialize;
+use tidemark_runtime::{
+    BoxError, Output, PollContext, Record, Source, SourceLag, SourceStatus, SubtaskContext,
+    TimestampType,
+};
+
+use crate::config::{self, Timestamps};
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+
+/// The registry entry.
+pub(crate) const INFO: ComponentInfo = ComponentInfo {
+    type_name: "generator",
+    kind: ComponentKind::Source,
+    fields: &[
+        "count",
+        "rate",
+        "keys",
+        "key_distribution",
+        "zipf_exponent",
+        "value",
+        "timestamps",
+    ],
+    summary: "synthetic records: count, rate, keys (uniform or zipf), counter or random values",
+    build,
+};
+
+/// Keys at most this many get a cumulative table for `zipf`; more use rejection sampling.
+pub const ZIPF_TABLE_MAX_KEYS: u64 = 1 << 20;
+
+/// Settings of the `generator` source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorConfig {
+    /// Records in total over all subtasks; `None` is unbounded.
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// Records per second in total over all subtasks; `None` is as fast as possible.
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Keys are `0..keys`.
+    #[serde(default = "default_keys")]
+    pub keys: u64,
+    /// How keys are drawn.
+    #[serde(default)]
+    pub key_distribution: KeyDistribution,
+    /// The exponent of the `zipf` distribution (default 1.0).
+    #[serde(default)]
+    pub zipf_exponent: Option<f64>,
+    /// What a record's value is.
+    #[serde(default)]
+    pub value: ValueKind,
+    /// Which timestamp type records carry.
+    #[serde(default)]
+    pub timestamps: Timestamps,
+}
+
+fn default_keys() -> u64 {
+    1024
+}
+
+/// How the generator draws keys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyDistribution {
+    /// Every key equally likely.
+    #[default]
+    Uniform,
+    /// Key `k` with weight `1 / (k+1)^zipf_exponent`: small keys are hot.
+    Zipf,
+}
+
+/// What the generator puts in a record's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueKind {
+    /// The record's number: subtask `i` of `p` counts `i, i+p, i+2p, …`.
+    #[default]
+    Counter,
+    /// Uniform in `[0, 1)`.
+    Random,
+}
+
+impl GeneratorConfig {
+    /// Checks the settings; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(format!(
+                    "rate: {rate} is not a positive number of records per second"
+                ));
+            }
+        }
+        if self.keys == 0 {
+            return Err("keys: must be at least 1".to_owned());
+        }
+        match (self.key_distribution, self.zipf_exponent) {
+            (KeyDistribution::Uniform, Some(_)) => Err(
+                "zipf_exponent: only applies with key_distribution: zipf (the distribution is \
+                 uniform)"
+                    .to_owned(),
+            ),
+            (KeyDistribution::Zipf, Some(s)) if !(s.is_finite() && s >= 0.0) => {
+                Err(format!("zipf_exponent: {s} is not a number of at least 0"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How keys are drawn, prepared once per vertex and shared by its subtasks.
+#[derive(Clone, Debug)]
+enum KeySampler {
+    Uniform {
+        keys: u64,
+    },
+    /// Cumulative probabilities of keys `0..n`; the last is 1.
+    ZipfTable(Arc<[f64]>),
+    ZipfRejection(rand_distr::Zipf<f64>),
+}
+
+impl KeySampler {
+    fn new(config: &GeneratorConfig) -> Result<Self, String> {
+        if config.key_distribution == KeyDistribution::Uniform {
+            return Ok(KeySampler::Uniform { keys: config.keys });
+        }
+        let s = config.zipf_exponent.unwrap_or(1.0);
+        if config.keys <= ZIPF_TABLE_MAX_KEYS {
+            let mut cdf: Vec<f64> = (1..=config.keys)
+                .scan(0.0, |acc, k| {
+                    *acc += (k as f64).powf(-s);
+                    Some(*acc)
+                })
+                .collect();
+            let total = *cdf.last().expect("keys >= 1");
+            for c in &mut cdf {
+                *c /= total;
+            }
+            *cdf.last_mut().expect("keys >= 1") = 1.0;
+            Ok(KeySampler::ZipfTable(cdf.into()))
+        } else {
+            rand_distr::Zipf::new(config.keys as f64, s)
+                .map(KeySampler::ZipfRejection)
+                .map_err(|e| format!("zipf_exponent: {e}"))
+        }
+    }
+}
+
+/// The checked settings and prepared key sampler, shared by all subtasks of a vertex.
+#[derive(Debug)]
+pub struct GeneratorPlan {
+    config: GeneratorConfig,
+    keys: KeySampler,
+}
+
+impl GeneratorPlan {
+    /// Checks `config` and prepares the key distribution.
+    pub fn new(config: GeneratorConfig) -> Result<Self, String> {
+        config.validate()?;
+        let keys = KeySampler::new(&config)?;
+        Ok(GeneratorPlan { config, keys })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &GeneratorConfig {
+        &self.config
+    }
+}
+
+fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+    let config: GeneratorConfig = config::parse(INFO.type_name, config)?;
+    let plan = Arc::new(GeneratorPlan::new(config).map_err(|m| config::invalid("generator", m))?);
+    Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(GeneratorSource::new(plan.clone(), ctx)) as Box<dyn Source>)
+    })))
+}
+
+/// The fixed schedule of a paced subtask.
+#[derive(Clone, Copy, Debug)]
+struct Pace {
+    /// Nanoseconds between two records of this subtask.
+    period_nanos: f64,
+    /// The first poll's wall clock.
+    start: Option<i64>,
+}
+
+impl Pace {
+    /// Records due by `now`: record `n` is due at `start + n * period`.
+    fn due(&self, start: i64, now: i64) -> u64 {
+        let elapsed = now.saturating_sub(start).max(0) as f64;
+        ((elapsed / self.period_nanos).floor() as u64).saturating_add(1)
+    }
+
+    /// When record `n` is due, rounded up to the nanosecond.
+    fn due_at(&self, start: i64, n: u64) -> i64 {
+        start.saturating_add((n as f64 * self.period_nanos).ceil() as i64)
+    }
+}
+
+/// One subtask of the `generator` source.
+#[derive(Debug)]
+pub struct GeneratorSource {
+    plan: Arc<GeneratorPlan>,
+    rng: SmallRng,
+    /// This subtask's share of `count`.
+    share: Option<u64>,
+    emitted: u64,
+    /// The next counter value.
+    counter: u64,
+    step: u64,
+    pace: Option<Pace>,
+    timestamp_type: TimestampType,
+}
+
+impl GeneratorSource {
+    /// Subtask `ctx.subtask` of `ctx.parallelism`.
+    pub fn new(plan: Arc<GeneratorPlan>, ctx: &SubtaskContext) -> Self {
+        let p = ctx.parallelism.max(1) as u64;
+        let i = ctx.subtask as u64;
+        let config = &plan.config;
+        let share = config.count.map(|n| n / p + u64::from(i < n % p));
+        let pace = config.rate.map(|rate| Pace {
+            period_nanos: 1e9 * p as f64 / rate,
+            start: None,
+        });
+        GeneratorSource {
+            rng: SmallRng::seed_from_u64(ctx.seed),
+            share,
+            emitted: 0,
+            counter: i,
+            step: p,
+            pace,
+            timestamp_type: config.timestamps.timestamp_type(),
+            plan,
+        }
+    }
+
+    /// How many records this subtask makes in all, if bounded.
+    pub fn share(&self) -> Option<u64> {
+        self.share
+    }
+
+    /// Records emitted so far.
+    pub fn emitted(&self) -> u64 {
+        self.emitted
+    }
+
+    fn emit(&mut self, n: u64, now: i64, out: &mut Output) {
+        if n == 0 {
+            return;
+        }
+        let plan = self.plan.clone();
+        match &plan.keys {
+            KeySampler::Uniform { keys } => {
+                let keys = *keys;
+                self.emit_with(n, now, out, move |rng| {
+                    ((rng.next_u64() as u128 * keys as u128) >> 64) as u64
+                })
+            }
+            KeySampler::ZipfTable(cdf) => {
+                let last = cdf.len() - 1;
+                self.emit_with(n, now, out, |rng| {
+                    let u = unit_f64(rng);
+                    cdf.partition_point(|&c| c <= u).min(last) as u64
+                })
+            }
+            KeySampler::ZipfRejection(zipf) => self.emit_with(n, now, out, |rng| {
+                (rng.sample(zipf) as u64).saturating_sub(1)
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn emit_with<K: FnMut(&mut SmallRng) -> u64>(
+        &mut self,
+        n: u64,
+        now: i64,
+        out: &mut Output,
+        mut key: K,
+    ) {
+        let timestamp_type = self.timestamp_type;
+        // A local copy of the generator state stays in registers through the loop.
+        let mut rng = self.rng.clone();
+        let template = Record {
+            key: 0,
+            value: 0.0,
+            timestamp: now,
+            timestamp_type,
+        };
+        // Records are built in a small array on the stack and copied out in chunks, which
+        // keeps the per-record work free of the output buffer's capacity checks.
+        let mut chunk = [template; CHUNK];
+        let mut left = n;
+        match self.plan.config.value {
+            ValueKind::Counter => {
+                let step = self.step;
+                let mut counter = self.counter;
+                while left > 0 {
+                    let m = left.min(CHUNK as u64) as usize;
+                    for slot in &mut chunk[..m] {
+                        slot.key = key(&mut rng);
+                        slot.value = counter as f64;
+                        counter += step;
+                    }
+                    out.emit_all(&chunk[..m]);
+                    left -= m as u64;
+                }
+                self.counter = counter;
+            }
+            ValueKind::Random => {
+                while left > 0 {
+                    let m = left.min(CHUNK as u64) as usize;
+                    for slot in &mut chunk[..m] {
+                        slot.key = key(&mut rng);
+                        slot.value = unit_f64(&mut rng);
+                    }
+                    out.emit_all(&chunk[..m]);
+                    left -= m as u64;
+                }
+            }
+        }
+        self.rng = rng;
+    }
+}
+
+/// Records built on the stack before they are copied to the output.
+const CHUNK: usize = 64;
+
+/// Uniform in `[0, 1)` with 53 random bits.
+#[inline(always)]
+fn unit_f64(rng: &mut SmallRng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+impl Source for GeneratorSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        let now = ctx.now_nanos;
+        let remaining = self.share.map_or(u64::MAX, |s| s - self.emitted);
+        if remaining == 0 {
+            return Ok(SourceStatus::Finished);
+        }
+        let mut n = (ctx.max_records as u64).min(remaining);
+        let mut schedule = None;
+        if let Some(pace) = &mut self.pace {
+            let start = *pace.start.get_or_insert(now);
+            let due = pace.due(start, now);
+            n = n.min(due.saturating_sub(self.emitted));
+            schedule = Some((*pace, start, due));
+        }
+        self.emit(n, now, out);
+        self.emitted += n;
+        if n == remaining {
+            return Ok(SourceStatus::Finished);
+        }
+        if let Some((pace, start, due)) = schedule {
+            if self.emitted >= due {
+                let next = pace.due_at(start, self.emitted);
+                return Ok(SourceStatus::Idle {
+                    until: Some(next.max(now.saturating_add(1))),
+                });
+            }
+        }
+        Ok(SourceStatus::Ready)
+    }
+
+    fn lag(&self, now_nanos: i64) -> SourceLag {
+        let records = match (&self.pace, self.share) {
+            (Some(pace), share) => {
+                let due = pace.start.map_or(0, |start| pace.due(start, now_nanos));
+                let due = share.map_or(due, |s| due.min(s));
+                due.saturating_sub(self.emitted) as i64
+            }
+            (None, Some(share)) => (share - self.emitted) as i64,
+            (None, None) => -1,
+        };
+        SourceLag { records, bytes: -1 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{ctx, poll};
+    use serde_json::json;
+
+    fn plan(config: serde_json::Value) -> Arc<GeneratorPlan> {
+        let config: GeneratorConfig = config::parse("generator", config).unwrap();
+        Arc::new(GeneratorPlan::new(config).unwrap())
+    }
+
+    fn drain(source: &mut GeneratorSource, max: usize) -> Vec<Record> {
+        let mut all = Vec::new();
+        loop {
+            let (status, records) = poll(source, 1_000, max);
+            all.extend(records);
+            match status {
+                SourceStatus::Finished => return all,
+                SourceStatus::Ready => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn count_is_split_over_subtasks_exactly() {
+        let plan = plan(json!({"count": 10_007, "keys": 13}));
+        let mut values = Vec::new();
+        let mut shares = Vec::new();
+        for i in 0..3 {
+            let mut s = GeneratorSource::new(plan.clone(), &ctx(i, 3, 7));
+            let records = drain(&mut s, 1000);
+            assert_eq!(Some(records.len() as u64), s.share());
+            assert_eq!(s.lag(0).records, 0);
+            shares.push(records.len());
+            for r in &records {
+                assert!(r.key < 13, "key {} out of range", r.key);
+                assert_eq!(r.timestamp, 1_000);
+                assert_eq!(r.timestamp_type, TimestampType::Create);
+            }
+            values.extend(records.iter().map(|r| r.value as u64));
+        }
+        assert_eq!(shares, [3336, 3336, 3335]);
+        values.sort_unstable();
+        assert_eq!(values, (0..10_007).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn count_lag_is_records_not_yet_emitted() {
+        let plan = plan(json!({"count": 100, "timestamps": "ingestion"}));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 1));
+        assert_eq!(s.lag(0).records, 100);
+        let (status, records) = poll(&mut s, 5, 30);
+        assert_eq!((status, records.len()), (SourceStatus::Ready, 30));
+        assert_eq!(records[0].timestamp_type, TimestampType::Ingestion);
+        assert_eq!(
+            s.lag(0),
+            SourceLag {
+                records: 70,
+                bytes: -1
+            }
+        );
+        let unbounded = GeneratorSource::new(
+            Arc::new(GeneratorPlan::new(config::parse("generator", json!({})).unwrap()).unwrap()),
+            &ctx(0, 1, 1),
+        );
+        assert_eq!(unbounded.lag(0), SourceLag::UNKNOWN);
+    }
+
+    #[test]
+    fn uniform_keys_cover_the_range_and_repeat_with_the_seed() {
+        let plan = plan(json!({"count": 20_000, "keys": 10, "value": "random"}));
+        let a = drain(
+            &mut GeneratorSource::new(plan.clone(), &ctx(0, 1, 42)),
+            1024,
+        );
+        let b = drain(
+            &mut GeneratorSource::new(plan.clone(), &ctx(0, 1, 42)),
+            1024,
+        );
+        let c = drain(&mut GeneratorSource::new(plan, &ctx(0, 1, 43)), 1024);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let mut hits = [0u32; 10];
+        for r in &a {
+            hits[r.key as usize] += 1;
+            assert!((0.0..1.0).contains(&r.value));
+        }
+        // Each key expects 2000 hits; 1500 is more than 11 standard deviations away.
+        assert!(hits.iter().all(|&h| h > 1500), "{hits:?}");
+    }
+
+    #[test]
+    fn zipf_skews_toward_small_keys() {
+        for keys in [100u64, ZIPF_TABLE_MAX_KEYS + 1] {
+            let plan = plan(json!({"count": 50_000, "keys": keys, "key_distribution": "zipf"}));
+            let records = drain(&mut GeneratorSource::new(plan, &ctx(0, 1, 3)), 1024);
+            let count = |k: u64| records.iter().filter(|r| r.key == k).count();
+            assert!(records.iter().all(|r| r.key < keys));
+            // With exponent 1, key 0 is twice as likely as key 1 and ten times key 9.
+            let (c0, c1, c9) = (count(0), count(1), count(9));
+            assert!(c0 > c1 * 3 / 2 && c1 > c9 * 3, "{keys}: {c0} {c1} {c9}");
+            let low_half = records.iter().filter(|r| r.key < keys / 2).count();
+            assert!(low_half > records.len() * 3 / 4, "{keys}: {low_half}");
+        }
+        // A steeper exponent concentrates further.
+        let plan = plan(
+            json!({"count": 10_000, "keys": 100, "key_distribution": "zipf", "zipf_exponent": 3.0}),
+        );
+        let records = drain(&mut GeneratorSource::new(plan, &ctx(0, 1, 3)), 1024);
+        let zeros = records.iter().filter(|r| r.key == 0).count();
+        assert!(zeros > 7_500, "{zeros}"); // 1/zeta(3) = 0.83
+    }
+
+    #[test]
+    fn pacing_emits_exactly_the_due_records() {
+        // 2000/s over 2 subtasks: 1000/s each, one record per millisecond.
+        let plan = plan(json!({"rate": 2000, "keys": 4}));
+        let mut s = GeneratorSource::new(plan, &ctx(1, 2, 9));
+        let ms = 1_000_000i64;
+        let t0 = 1_700_000_000_000 * ms;
+        // The first record is due at the first poll.
+        let (status, r) = poll(&mut s, t0, 100);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].value, 1.0); // subtask 1 of 2 counts 1, 3, 5, ...
+        assert_eq!(
+            status,
+            SourceStatus::Idle {
+                until: Some(t0 + ms)
+            }
+        );
+        // Nothing new is due half a millisecond later.
+        let (status, r) = poll(&mut s, t0 + ms / 2, 100);
+        assert_eq!(
+            (r.len(), status),
+            (
+                0,
+                SourceStatus::Idle {
+                    until: Some(t0 + ms)
+                }
+            )
+        );
+        // Exactly on time for the second record.
+        let (status, r) = poll(&mut s, t0 + ms, 100);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            status,
+            SourceStatus::Idle {
+                until: Some(t0 + 2 * ms)
+            }
+        );
+        assert_eq!(s.lag(t0 + ms).records, 0);
+        // 10.5 ms in: records 0..=10 are due, 2 were emitted.
+        let (status, r) = poll(&mut s, t0 + 10 * ms + ms / 2, 100);
+        assert_eq!(r.len(), 9);
+        assert!(r.iter().all(|r| r.timestamp == t0 + 10 * ms + ms / 2));
+        assert_eq!(
+            status,
+            SourceStatus::Idle {
+                until: Some(t0 + 11 * ms)
+            }
+        );
+        // A poll one second late: 1001 due, 11 emitted; the batch size caps the catch-up.
+        let late = t0 + 1000 * ms;
+        assert_eq!(s.lag(late).records, 990);
+        let (status, r) = poll(&mut s, late, 100);
+        assert_eq!((r.len(), status), (100, SourceStatus::Ready));
+        assert_eq!(s.lag(late).records, 890);
+        for _ in 0..8 {
+            poll(&mut s, late, 100);
+        }
+        let (status, r) = poll(&mut s, late, 100);
+        assert_eq!(r.len(), 90);
+        assert_eq!(
+            status,
+            SourceStatus::Idle {
+                until: Some(late + ms)
+            }
+        );
+        assert_eq!(s.lag(late).records, 0);
+        assert_eq!(s.emitted(), 1001);
+    }
+
+    #[test]
+    fn paced_count_finishes_and_lag_counts_only_its_share() {
+        let plan = plan(json!({"rate": 1000, "count": 5}));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 0));
+        let ms = 1_000_000i64;
+        assert_eq!(s.lag(0).records, 0); // not started
+        let (status, r) = poll(&mut s, 0, 100);
+        assert_eq!(
+            (r.len(), status),
+            (1, SourceStatus::Idle { until: Some(ms) })
+        );
+        assert_eq!(s.lag(60 * ms).records, 4); // 61 due, but only 5 exist
+        let (status, r) = poll(&mut s, 60 * ms, 100);
+        assert_eq!((r.len(), status), (4, SourceStatus::Finished));
+    }
+
+    #[test]
+    fn fractional_rates_schedule_to_the_nanosecond() {
+        // 3 records per second: due at 0, 333_333_334 ns (rounded up), 666_666_667 ns, 1 s.
+        let plan = plan(json!({"rate": 3}));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 0));
+        let (status, _) = poll(&mut s, 0, 10);
+        assert_eq!(
+            status,
+            SourceStatus::Idle {
+                until: Some(333_333_334)
+            }
+        );
+        let (status, r) = poll(&mut s, 333_333_334, 10);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            status,
+            SourceStatus::Idle {
+                until: Some(666_666_667)
+            }
+        );
+    }
+
+    #[test]
+    fn invalid_settings_are_named() {
+        let cases = [
+            (json!({"rate": 0}), "rate: 0 is not a positive number"),
+            (json!({"keys": 0}), "keys: must be at least 1"),
+            (json!({"zipf_exponent": 2}), "zipf_exponent: only applies"),
+            (
+                json!({"key_distribution": "zipf", "zipf_exponent": -1}),
+                "zipf_exponent: -1 is not a number of at least 0",
+            ),
+            (json!({"count": -3}), "count: invalid value: integer `-3`"),
+            (
+                json!({"key_distribution": "pareto"}),
+                "key_distribution: unknown variant `pareto`, expected `uniform` or `zipf`",
+            ),
+        ];
+        for (config, expected) in cases {
+            let err = build(config.clone(), &BuildEnv::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "{config}: {err}");
+        }
+    }
+}

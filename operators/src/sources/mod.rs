@@ -1,0 +1,5 @@
+//! Sources: `generator`, `file`, `stdin`.
+
+pub mod file;
+pub mod generator;
+pub mod stdin;

@@ -1,0 +1,469 @@
+//! The `stdin` source: reads JSON lines from standard input until it closes.
+//!
+//! ```yaml
+//! sources:
+//!   input:
+//!     type: stdin
+//!     on_error: skip              # fail (default) | skip
+//!     timestamps: create          # create (default) | ingestion
+//!     timestamp_before_max: 1h    # optional, as for the file source
+//!     timestamp_after_max: 1s
+//!     invalid_timestamp: drop     # fail (default) | drop | clamp
+//! ```
+//!
+//! Lines, errors and timestamps work as in the [`file`](super::file) source; errors name
+//! `<stdin>` and the 1-based line. A reader thread reads and parses the lines and hands them over
+//! in batches through a bounded channel, so a poll never blocks: when nothing has arrived it
+//! returns [`SourceStatus::Idle`] and latency markers keep flowing while the input is quiet. A
+//! batch is handed over when it is full or as soon as the next read could block, so single lines
+//! typed or piped slowly go through at once. Only subtask 0 reads; other subtasks finish at once.
+//! Lag is unknown (-1).
+//!
+//! If the job ends while standard input stays open, the reader thread stays blocked in its read
+//! until the input closes or the process exits; it exits at its next line.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tidemark_runtime::{
+    BoxError, Output, PollContext, Source, SourceErrorCounts, SourceStatus, SubtaskContext,
+};
+
+use crate::config::{self, duration, InvalidTimestamp, OnError, Timestamps};
+use crate::json_lines::{parse_line, LineRecord, Stamping};
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+
+/// The registry entry.
+pub(crate) const INFO: ComponentInfo = ComponentInfo {
+    type_name: "stdin",
+    kind: ComponentKind::Source,
+    fields: &[
+        "on_error",
+        "timestamps",
+        "timestamp_before_max",
+        "timestamp_after_max",
+        "invalid_timestamp",
+    ],
+    summary: "reads JSON lines {\"key\", \"value\", \"timestamp\" (ms)} from standard input",
+    build,
+};
+
+/// Lines per batch handed from the reader thread.
+const LINES_PER_BATCH: usize = 1024;
+/// Batches the channel holds before the reader thread waits.
+const CHANNEL_BATCHES: usize = 16;
+
+/// Settings of the `stdin` source.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdinSourceConfig {
+    /// What to do with a malformed line.
+    #[serde(default)]
+    pub on_error: OnError,
+    /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
+    #[serde(default)]
+    pub timestamps: Timestamps,
+    /// Longest a create timestamp may lie before the ingestion time; unbounded if absent.
+    #[serde(default, deserialize_with = "duration::option")]
+    pub timestamp_before_max: Option<Duration>,
+    /// Longest a create timestamp may lie after the ingestion time; unbounded if absent.
+    #[serde(default, deserialize_with = "duration::option")]
+    pub timestamp_after_max: Option<Duration>,
+    /// What to do with a create timestamp outside the bounds.
+    #[serde(default)]
+    pub invalid_timestamp: InvalidTimestamp,
+}
+
+fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+    let config: Arc<StdinSourceConfig> = Arc::new(config::parse(INFO.type_name, config)?);
+    Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
+        let source = if ctx.subtask == 0 {
+            StdinSource::spawn(std::io::stdin(), "<stdin>", &config)?
+        } else {
+            StdinSource::inactive()
+        };
+        Ok(Box::new(source) as Box<dyn Source>)
+    })))
+}
+
+enum Message {
+    /// Parsed lines with their 1-based numbers.
+    Lines(Vec<(u64, LineRecord)>),
+    /// Reading failed or a line was malformed with `on_error: fail`.
+    Failed(String),
+}
+
+struct Reading {
+    rx: Receiver<Message>,
+    pending: Vec<(u64, LineRecord)>,
+    next: usize,
+    malformed: Arc<AtomicU64>,
+}
+
+/// One subtask of the `stdin` source (or any line reader run on its own thread).
+pub struct StdinSource {
+    reading: Option<Reading>,
+    origin: String,
+    stamping: Stamping,
+    invalid_timestamps: u64,
+}
+
+impl std::fmt::Debug for StdinSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdinSource")
+            .field("origin", &self.origin)
+            .field("active", &self.reading.is_some())
+            .finish()
+    }
+}
+
+impl StdinSource {
+    /// Starts a thread reading JSON lines from `input`; errors name `origin`.
+    pub fn spawn<R: Read + Send + 'static>(
+        input: R,
+        origin: &str,
+        config: &StdinSourceConfig,
+    ) -> Result<Self, BoxError> {
+        let (tx, rx) = sync_channel(CHANNEL_BATCHES);
+        let malformed = Arc::new(AtomicU64::new(0));
+        let thread = ReaderThread {
+            origin: origin.to_owned(),
+            on_error: config.on_error,
+            malformed: malformed.clone(),
+            tx,
+        };
+        std::thread::Builder::new()
+            .name("tidemark-stdin".to_owned())
+            .spawn(move || thread.run(input))
+            .map_err(|e| format!("cannot start the thread reading {origin}: {e}"))?;
+        Ok(StdinSource {
+            reading: Some(Reading {
+                rx,
+                pending: Vec::new(),
+                next: 0,
+                malformed,
+            }),
+            origin: origin.to_owned(),
+            stamping: Stamping::new(
+                config.timestamps,
+                config.timestamp_before_max,
+                config.timestamp_after_max,
+                config.invalid_timestamp,
+            ),
+            invalid_timestamps: 0,
+        })
+    }
+
+    /// A subtask that reads nothing and finishes at once.
+    pub fn inactive() -> Self {
+        StdinSource {
+            reading: None,
+            origin: String::new(),
+            stamping: Stamping::new(
+                Timestamps::Ingestion,
+                None,
+                None,
+                InvalidTimestamp::default(),
+            ),
+            invalid_timestamps: 0,
+        }
+    }
+}
+
+impl Source for StdinSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        let Some(reading) = &mut self.reading else {
+            return Ok(SourceStatus::Finished);
+        };
+        let mut emitted = 0;
+        loop {
+            while emitted < ctx.max_records && reading.next < reading.pending.len() {
+                let (line, parsed) = reading.pending[reading.next];
+                reading.next += 1;
+                if let Some(record) = self.stamping.stamp(
+                    parsed,
+                    ctx.now_nanos,
+                    &mut self.invalid_timestamps,
+                    &self.origin,
+                    line,
+                )? {
+                    out.emit(record);
+                    emitted += 1;
+                }
+            }
+            if emitted >= ctx.max_records {
+                return Ok(SourceStatus::Ready);
+            }
+            match reading.rx.try_recv() {
+                Ok(Message::Lines(lines)) => {
+                    reading.pending = lines;
+                    reading.next = 0;
+                }
+                Ok(Message::Failed(message)) => return Err(message.into()),
+                Err(TryRecvError::Empty) => return Ok(SourceStatus::Idle { until: None }),
+                Err(TryRecvError::Disconnected) => return Ok(SourceStatus::Finished),
+            }
+        }
+    }
+
+    fn input_errors(&self) -> SourceErrorCounts {
+        SourceErrorCounts {
+            malformed: self
+                .reading
+                .as_ref()
+                .map_or(0, |r| r.malformed.load(Ordering::Relaxed)),
+            invalid_timestamps: self.invalid_timestamps,
+        }
+    }
+}
+
+struct ReaderThread {
+    origin: String,
+    on_error: OnError,
+    malformed: Arc<AtomicU64>,
+    tx: SyncSender<Message>,
+}
+
+impl ReaderThread {
+    /// Reads to the end of `input` (or the first failure), handing over batches of lines. Ends
+    /// early when the source is gone.
+    fn run<R: Read>(self, input: R) {
+        let mut reader = BufReader::with_capacity(64 * 1024, input);
+        let mut buf = Vec::with_capacity(256);
+        let mut batch = Vec::with_capacity(LINES_PER_BATCH);
+        let mut line = 0u64;
+        loop {
+            // Hand over what we have before a read that may block.
+            let next_read_may_block = !reader.buffer().contains(&b'\n');
+            if !batch.is_empty() && (batch.len() >= LINES_PER_BATCH || next_read_may_block) {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(LINES_PER_BATCH));
+                if self.tx.send(Message::Lines(full)).is_err() {
+                    return;
+                }
+            }
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.fail(
+                        batch,
+                        format!("{}: line {}: cannot read: {e}", self.origin, line + 1),
+                    );
+                    return;
+                }
+            }
+            line += 1;
+            match parse_line(&buf) {
+                Ok(None) => {}
+                Ok(Some(parsed)) => batch.push((line, parsed)),
+                Err(e) => match self.on_error {
+                    OnError::Skip => {
+                        self.malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    OnError::Fail => {
+                        self.fail(batch, e.describe(&self.origin, line));
+                        return;
+                    }
+                },
+            }
+        }
+        if !batch.is_empty() {
+            let _ = self.tx.send(Message::Lines(batch));
+        }
+    }
+
+    fn fail(&self, batch: Vec<(u64, LineRecord)>, message: String) {
+        if !batch.is_empty() && self.tx.send(Message::Lines(batch)).is_err() {
+            return;
+        }
+        let _ = self.tx.send(Message::Failed(message));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::{ctx, poll};
+    use std::io::Cursor;
+    use std::sync::mpsc::{channel, Sender};
+    use std::time::Instant;
+    use tidemark_runtime::{Record, TimestampType};
+
+    /// A reader that blocks until the test sends it bytes; closing the sender is end of input.
+    struct Pipe {
+        rx: std::sync::mpsc::Receiver<Vec<u8>>,
+        held: Cursor<Vec<u8>>,
+    }
+
+    impl Read for Pipe {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            loop {
+                let n = self.held.read(buf)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+                match self.rx.recv() {
+                    Ok(bytes) => self.held = Cursor::new(bytes),
+                    Err(_) => return Ok(0),
+                }
+            }
+        }
+    }
+
+    fn pipe() -> (Sender<Vec<u8>>, Pipe) {
+        let (tx, rx) = channel();
+        (
+            tx,
+            Pipe {
+                rx,
+                held: Cursor::new(Vec::new()),
+            },
+        )
+    }
+
+    fn config(settings: serde_json::Value) -> StdinSourceConfig {
+        config::parse("stdin", settings).unwrap()
+    }
+
+    /// Polls until a poll returns records or the source ends; a stuck test fails after 10 s.
+    fn poll_until_records(s: &mut StdinSource, now: i64) -> (SourceStatus, Vec<Record>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, records) = poll(s, now, 100);
+            if !records.is_empty() || status == SourceStatus::Finished {
+                return (status, records);
+            }
+            assert!(Instant::now() < deadline, "no records arrived");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn polls_do_not_block_while_input_is_quiet() {
+        let (tx, input) = pipe();
+        let mut s = StdinSource::spawn(input, "<stdin>", &config(serde_json::json!({}))).unwrap();
+        // Nothing written yet: the poll returns at once.
+        let (status, records) = poll(&mut s, 5, 100);
+        assert_eq!(
+            (status, records.len()),
+            (SourceStatus::Idle { until: None }, 0)
+        );
+        // One line arrives without the input closing: it is handed over at once.
+        tx.send(b"{\"key\":1,\"value\":2,\"timestamp\":3}\n{\"key\":2".to_vec())
+            .unwrap();
+        let (status, records) = poll_until_records(&mut s, 5);
+        assert_eq!(status, SourceStatus::Idle { until: None });
+        assert_eq!(records, [Record::new(1, 2.0, 3_000_000)]);
+        // The rest of the second line, then end of input.
+        tx.send(b"}\n".to_vec()).unwrap();
+        let (_, records) = poll_until_records(&mut s, 7);
+        assert_eq!(records.len(), 1);
+        assert_eq!(
+            (
+                records[0].key,
+                records[0].timestamp,
+                records[0].timestamp_type
+            ),
+            (2, 7, TimestampType::Ingestion)
+        );
+        drop(tx);
+        let (status, records) = poll_until_records(&mut s, 8);
+        assert_eq!((status, records.len()), (SourceStatus::Finished, 0));
+    }
+
+    #[test]
+    fn reads_everything_in_batches_up_to_the_poll_size() {
+        let body: String = (0..2500).map(|k| format!("{{\"key\":{k}}}\n")).collect();
+        let mut s = StdinSource::spawn(
+            Cursor::new(body.into_bytes()),
+            "<stdin>",
+            &config(serde_json::json!({"timestamps": "ingestion"})),
+        )
+        .unwrap();
+        let mut keys = Vec::new();
+        loop {
+            let (status, records) = poll_until_records(&mut s, 1);
+            assert!(records.len() <= 100);
+            keys.extend(records.iter().map(|r| r.key));
+            if status == SourceStatus::Finished {
+                break;
+            }
+        }
+        assert_eq!(keys, (0..2500).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn malformed_lines_fail_or_are_counted() {
+        let body = "{\"key\":1}\n{\"key\":\"one\"}\n{\"key\":3}\n";
+        let mut s = StdinSource::spawn(
+            Cursor::new(body.as_bytes().to_vec()),
+            "<stdin>",
+            &config(serde_json::json!({})),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let err = loop {
+            match s.poll(
+                &PollContext {
+                    now_nanos: 0,
+                    max_records: 10,
+                },
+                &mut Output::default(),
+            ) {
+                Err(e) => break e.to_string(),
+                Ok(SourceStatus::Finished) => panic!("finished without the error"),
+                Ok(_) => assert!(Instant::now() < deadline),
+            }
+        };
+        assert!(
+            err.starts_with(
+                "<stdin>: line 2, column 12: malformed record: invalid type: string \"one\", \
+                 expected u64; expected a JSON object"
+            ),
+            "{err}"
+        );
+
+        let mut s = StdinSource::spawn(
+            Cursor::new(body.as_bytes().to_vec()),
+            "<stdin>",
+            &config(serde_json::json!({"on_error": "skip"})),
+        )
+        .unwrap();
+        let mut keys = Vec::new();
+        loop {
+            let (status, records) = poll_until_records(&mut s, 0);
+            keys.extend(records.iter().map(|r| r.key));
+            if status == SourceStatus::Finished {
+                break;
+            }
+        }
+        assert_eq!(keys, [1, 3]);
+        assert_eq!(s.input_errors().malformed, 1);
+    }
+
+    #[test]
+    fn only_subtask_zero_reads() {
+        let built = build(serde_json::json!({}), &BuildEnv::default()).unwrap();
+        let Built::Source(factory) = built else {
+            panic!("not a source")
+        };
+        let mut other = factory(&ctx(1, 2, 0)).unwrap();
+        let mut out = Output::default();
+        let status = other
+            .poll(
+                &PollContext {
+                    now_nanos: 0,
+                    max_records: 10,
+                },
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!((status, out.len()), (SourceStatus::Finished, 0));
+    }
+}

@@ -1,0 +1,73 @@
+//! Helpers for the unit tests.
+
+use std::path::{Path, PathBuf};
+
+use tidemark_runtime::{
+    Operator, Output, PollContext, Record, Source, SourceStatus, SubtaskContext,
+};
+
+use crate::registry::{BuildEnv, Built, ComponentInfo};
+
+/// The context of subtask `subtask` of `parallelism`.
+pub(crate) fn ctx(subtask: usize, parallelism: usize, seed: u64) -> SubtaskContext {
+    SubtaskContext {
+        job_name: "test".to_owned(),
+        vertex_id: "v".to_owned(),
+        subtask,
+        parallelism,
+        seed,
+    }
+}
+
+/// One poll at `now` for at most `max` records.
+pub(crate) fn poll(source: &mut dyn Source, now: i64, max: usize) -> (SourceStatus, Vec<Record>) {
+    let mut out = Output::with_capacity(max);
+    let status = source
+        .poll(
+            &PollContext {
+                now_nanos: now,
+                max_records: max,
+            },
+            &mut out,
+        )
+        .unwrap();
+    (status, out.records().to_vec())
+}
+
+/// Subtask 0 of 1 of the operator `info` built from `settings`.
+pub(crate) fn operator(info: &ComponentInfo, settings: serde_json::Value) -> Box<dyn Operator> {
+    match info.build(settings, &BuildEnv::default()).unwrap() {
+        Built::Operator(factory) => factory(&ctx(0, 1, 0)).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Runs `records` through `op` as one batch.
+pub(crate) fn process(op: &mut dyn Operator, records: &[Record]) -> Vec<Record> {
+    let mut out = Output::default();
+    op.process_batch(records, &mut out).unwrap();
+    out.records().to_vec()
+}
+
+/// A fresh folder, removed when dropped.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(name: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("tidemark-operators-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
