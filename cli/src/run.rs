@@ -3,7 +3,7 @@
 
 use crate::args::RunArgs;
 use crate::build::{build_graph, job_config};
-use crate::endpoint::{EndpointError, MetricsServer};
+use crate::endpoint::MetricsServer;
 use crate::error::{JobFailed, RunError, EXIT_OK};
 use crate::jobfile::JobFile;
 use crate::progress::Progress;
@@ -13,7 +13,6 @@ use crate::signals;
 use anyhow::Context as _;
 use std::fs::File;
 use std::io::Write as _;
-use std::net::{TcpListener, ToSocketAddrs};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 use tidemark_markers::format_duration;
@@ -42,22 +41,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         ),
         None => None,
     };
-    check_bindable(&settings.metrics_addr)?;
     let signals = signals::install()?;
 
-    let handle = tidemark_runtime::start(graph, config).map_err(|e| match e {
+    // Make and wire every subtask first, so the endpoint serves the job's registry before the
+    // first record flows; a taken address stops us before any thread runs.
+    let prepared = tidemark_runtime::prepare(graph, config).map_err(|e| match e {
         StartError::Graph(e) => anyhow::Error::new(e),
         other => RunError(anyhow::Error::new(other).context("the job could not start")).into(),
     })?;
-    let registry = handle.metrics().clone();
-    let server = match MetricsServer::start(&settings.metrics_addr, registry.clone()) {
-        Ok(server) => server,
-        Err(e) => {
-            handle.stop();
-            handle.wait();
-            return Err(e.into());
-        }
-    };
+    let registry = prepared.metrics().clone();
+    let server = MetricsServer::start(&settings.metrics_addr, registry.clone())?;
+    let handle = prepared
+        .start()
+        .map_err(|e| RunError(anyhow::Error::new(e).context("the job could not start")))?;
     let subtasks = handle.plan().subtask_count();
     eprintln!(
         "tidemark: job \"{}\" running ({subtasks} {}); metrics at {}",
@@ -154,43 +150,4 @@ fn wait(
         p.finish();
     }
     interrupted
-}
-
-/// Fails early, before the job starts, when the metrics address cannot be bound.
-///
-/// The endpoint needs the job's registry, which exists only once the job has started; checking
-/// the address first keeps a taken port from starting (and at once stopping) the job.
-fn check_bindable(addr: &str) -> Result<(), EndpointError> {
-    let invalid = |reason: String| EndpointError::InvalidAddress {
-        addr: addr.to_owned(),
-        reason,
-    };
-    let candidates: Vec<_> = addr
-        .to_socket_addrs()
-        .map_err(|e| invalid(os_reason(&e)))?
-        .collect();
-    let mut last = None;
-    for candidate in candidates {
-        match TcpListener::bind(candidate) {
-            Ok(_) => return Ok(()),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(match last {
-        Some(error) => EndpointError::Bind {
-            addr: addr.to_owned(),
-            reason: os_reason(&error),
-            error,
-        },
-        None => invalid("it resolves to no address".to_owned()),
-    })
-}
-
-/// An I/O error's message without the ` (os error N)` suffix.
-fn os_reason(error: &std::io::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" (os error ") {
-        Some(i) => text[..i].to_owned(),
-        None => text,
-    }
 }

@@ -201,11 +201,15 @@ fn mix_seed(base: u64, vertex: usize, subtask: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Starts `graph`: validates and plans it, makes every subtask's instance, wires the channels
-/// and spawns one thread per task subtask.
+/// Starts `graph`: [`prepare`] then [`PreparedJob::start`].
 pub fn start(graph: JobGraph, config: JobConfig) -> Result<JobHandle, StartError> {
+    prepare(graph, config)?.start()
+}
+
+/// Validates and plans `graph`, makes every subtask's instance and wires the channels, without
+/// starting any thread. [`PreparedJob::start`] runs it.
+pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartError> {
     let plan = ExecutionPlan::new(&graph, config.chaining)?;
-    let n = graph.vertices.len();
     let batch_size = config.batch_size.max(1);
     let base_seed = config.seed.unwrap_or_else(rand::random);
     let lat = config.latency;
@@ -252,7 +256,7 @@ pub fn start(graph: JobGraph, config: JobConfig) -> Result<JobHandle, StartError
     ));
 
     // Queues: one per subtask of every task that has channel input.
-    let mut queues: Vec<Vec<Option<(channel_tx, ChannelReader)>>> = plan
+    let mut queues: Vec<Vec<Option<(QueueSender, ChannelReader)>>> = plan
         .tasks
         .iter()
         .map(|t| (0..t.parallelism).map(|_| None).collect())
@@ -338,7 +342,6 @@ pub fn start(graph: JobGraph, config: JobConfig) -> Result<JobHandle, StartError
     let mut tasks: Vec<(String, usize, Task)> = Vec::new();
     for (ti, t) in plan.tasks.iter().enumerate() {
         for s in 0..t.parallelism {
-            let head_vertex = t.vertices[0].0;
             let mut nodes = Vec::new();
             let mut head = None;
             for (pos, v) in t.vertices.iter().enumerate() {
@@ -416,77 +419,120 @@ pub fn start(graph: JobGraph, config: JobConfig) -> Result<JobHandle, StartError
                 registry.tasks()[ti].subtasks[s].clone(),
                 batch_size,
             );
-            let _ = head_vertex;
             tasks.push((t.name.clone(), s, task));
         }
     }
-    let _ = n;
 
-    let vertex_ids: Arc<Vec<String>> =
-        Arc::new(graph.vertices.iter().map(|v| v.id.clone()).collect());
-    let started = Instant::now();
-    let mut threads = Vec::with_capacity(tasks.len());
-    shared.live.store(tasks.len(), Ordering::Release);
-    for (name, s, mut task) in tasks {
-        let shared2 = shared.clone();
-        let ids = vertex_ids.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("{name}#{s}"))
-            .spawn(move || {
-                let end = catch_unwind(AssertUnwindSafe(|| task.run()));
-                let failure = match end {
-                    Ok(TaskEnd::Done) | Ok(TaskEnd::Aborted) => None,
-                    Ok(TaskEnd::Failed { vertex, message }) => Some((vertex, message)),
-                    Err(panic) => {
-                        let message = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "panic".to_string());
-                        let v = if task.chain.current_vertex == usize::MAX {
-                            task.head_vertex
-                        } else {
-                            task.chain.current_vertex
-                        };
-                        Some((v, format!("panicked: {message}")))
-                    }
-                };
-                if let Some((vertex, message)) = failure {
-                    let mut slot = shared2.failure.lock().unwrap_or_else(|e| e.into_inner());
-                    if slot.is_none() {
-                        *slot = Some(TaskFailure {
-                            vertex_id: ids[vertex].clone(),
-                            subtask: s,
-                            message,
-                        });
-                    }
-                    shared2.flags.abort.store(true, Ordering::Relaxed);
-                }
-                // Drop the task (and its channel ends) before counting it out.
-                drop(task);
-                shared2.live.fetch_sub(1, Ordering::AcqRel);
-            });
-        match spawned {
-            Ok(h) => threads.push(h),
-            Err(e) => {
-                flags.abort.store(true, Ordering::Relaxed);
-                for t in threads {
-                    let _ = t.join();
-                }
-                return Err(StartError::Spawn {
-                    task: name,
-                    message: e.to_string(),
-                });
-            }
-        }
-    }
-    Ok(JobHandle {
+    Ok(PreparedJob {
         shared,
-        threads,
-        started,
+        tasks,
         plan,
+        vertex_ids: Arc::new(graph.vertices.iter().map(|v| v.id.clone()).collect()),
     })
 }
 
-#[allow(non_camel_case_types)]
-type channel_tx = crossbeam_channel::Sender<channel::Message>;
+/// A job whose subtasks are made and wired but not yet running: its metrics registry exists,
+/// so an endpoint can serve it before the first record flows.
+pub struct PreparedJob {
+    shared: Arc<Shared>,
+    tasks: Vec<(String, usize, Task)>,
+    plan: ExecutionPlan,
+    vertex_ids: Arc<Vec<String>>,
+}
+
+impl std::fmt::Debug for PreparedJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedJob")
+            .field("job", &self.plan.job_name)
+            .field("subtasks", &self.tasks.len())
+            .finish()
+    }
+}
+
+impl PreparedJob {
+    /// The metrics registry the job will write to.
+    pub fn metrics(&self) -> &Arc<MetricsRegistry> {
+        &self.shared.registry
+    }
+
+    /// The plan the job will run.
+    pub fn plan(&self) -> &ExecutionPlan {
+        &self.plan
+    }
+
+    /// Spawns one thread per task subtask.
+    pub fn start(self) -> Result<JobHandle, StartError> {
+        let PreparedJob {
+            shared,
+            tasks,
+            plan,
+            vertex_ids,
+        } = self;
+        let flags = shared.flags.clone();
+        let started = Instant::now();
+        let mut threads = Vec::with_capacity(tasks.len());
+        shared.live.store(tasks.len(), Ordering::Release);
+        for (name, s, mut task) in tasks {
+            let shared2 = shared.clone();
+            let ids = vertex_ids.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{name}#{s}"))
+                .spawn(move || {
+                    let end = catch_unwind(AssertUnwindSafe(|| task.run()));
+                    let failure = match end {
+                        Ok(TaskEnd::Done) | Ok(TaskEnd::Aborted) => None,
+                        Ok(TaskEnd::Failed { vertex, message }) => Some((vertex, message)),
+                        Err(panic) => {
+                            let message = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "panic".to_string());
+                            let v = if task.chain.current_vertex == usize::MAX {
+                                task.head_vertex
+                            } else {
+                                task.chain.current_vertex
+                            };
+                            Some((v, format!("panicked: {message}")))
+                        }
+                    };
+                    if let Some((vertex, message)) = failure {
+                        let mut slot = shared2.failure.lock().unwrap_or_else(|e| e.into_inner());
+                        if slot.is_none() {
+                            *slot = Some(TaskFailure {
+                                vertex_id: ids[vertex].clone(),
+                                subtask: s,
+                                message,
+                            });
+                        }
+                        shared2.flags.abort.store(true, Ordering::Relaxed);
+                    }
+                    // Drop the task (and its channel ends) before counting it out.
+                    drop(task);
+                    shared2.live.fetch_sub(1, Ordering::AcqRel);
+                });
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    flags.abort.store(true, Ordering::Relaxed);
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(StartError::Spawn {
+                        task: name,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(JobHandle {
+            shared,
+            threads,
+            started,
+            plan,
+        })
+    }
+}
+
+/// The sending end of a queue, kept while wiring so each writer can clone it.
+type QueueSender = crossbeam_channel::Sender<channel::Message>;

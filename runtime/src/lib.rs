@@ -67,7 +67,10 @@ pub use component::{
 pub use config::JobConfig;
 pub use event_time::{InvalidTimestampPolicy, SourceOptions, TimestampCheck, WatermarkStrategy};
 pub use graph::{Edge, GraphError, JobGraph, Partitioning, VertexId, VertexKind};
-pub use job::{run, start, JobHandle, JobOutcome, JobResult, StartError, StopHandle, TaskFailure};
+pub use job::{
+    prepare, run, start, JobHandle, JobOutcome, JobResult, PreparedJob, StartError, StopHandle,
+    TaskFailure,
+};
 pub use metrics::{MetricsRegistry, SubtaskMetrics, TaskMetrics};
 pub use output::Output;
 pub use partitioner::hash_channel;

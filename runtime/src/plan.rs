@@ -199,11 +199,11 @@ impl fmt::Display for ExecutionPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "job {}: {} vertices in {} tasks, {} subtasks (threads), chaining {}",
+            "job {}: {} in {}, {} (threads), chaining {}",
             self.job_name,
-            self.vertex_ids.len(),
-            self.tasks.len(),
-            self.subtask_count(),
+            plural(self.vertex_ids.len(), "vertex", "vertices"),
+            plural(self.tasks.len(), "task", "tasks"),
+            plural(self.subtask_count(), "subtask", "subtasks"),
             if self.chaining { "on" } else { "off" }
         )?;
         writeln!(f, "tasks:")?;
@@ -243,4 +243,8 @@ impl fmt::Display for ExecutionPlan {
         }
         Ok(())
     }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
