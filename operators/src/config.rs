@@ -103,9 +103,18 @@ pub(crate) fn parse<T: DeserializeOwned>(
             })
         }
     };
-    serde_path_to_error::deserialize(config).map_err(|e| ConfigError::Invalid {
-        type_name: type_name.to_owned(),
-        message: e.to_string(),
+    serde_path_to_error::deserialize(config).map_err(|e| {
+        // An unknown field's message names it already; the path would repeat it.
+        let inner = e.inner().to_string();
+        let message = if inner.starts_with("unknown field") {
+            inner
+        } else {
+            e.to_string()
+        };
+        ConfigError::Invalid {
+            type_name: type_name.to_owned(),
+            message,
+        }
     })
 }
 

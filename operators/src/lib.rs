@@ -1,7 +1,7 @@
 //! # tidemark-operators
 //!
 //! Tidemark's built-in sources, operators and sinks, each found by its job-file `type` name in
-//! one [registry](crate::registry).
+//! one [`registry`].
 //!
 //! ## Map of the crate
 //! | module | holds |

@@ -201,19 +201,15 @@ fn unknown_type_message(kind: ComponentKind, type_name: &str, known: &[&str]) ->
         "unknown {kind} type \"{type_name}\": expected one of {}",
         known.join(", ")
     );
-    if let Some(other) = components()
-        .iter()
-        .find(|c| c.kind != kind && c.type_name == type_name)
-    {
+    let elsewhere: Vec<&str> = ComponentKind::ALL
+        .into_iter()
+        .filter(|&k| k != kind && find(k, type_name).is_some())
+        .map(ComponentKind::section)
+        .collect();
+    if !elsewhere.is_empty() {
         message.push_str(&format!(
-            " (\"{type_name}\" is {} {}, to be listed under {})",
-            if other.kind == ComponentKind::Operator {
-                "an"
-            } else {
-                "a"
-            },
-            other.kind,
-            other.kind.section()
+            " (\"{type_name}\" is listed under {})",
+            elsewhere.join(" and ")
         ));
     }
     message
@@ -331,7 +327,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            err.ends_with("(\"map\" is an operator, to be listed under operators)"),
+            err.ends_with("(\"map\" is listed under operators)"),
+            "{err}"
+        );
+        let err = build(
+            ComponentKind::Operator,
+            "file",
+            json!({}),
+            &BuildEnv::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.ends_with("(\"file\" is listed under sources and sinks)"),
             "{err}"
         );
     }
@@ -346,8 +354,10 @@ mod tests {
         )
         .unwrap_err();
         let text = err.to_string();
-        assert!(text.starts_with("invalid generator settings: "), "{text}");
-        assert!(text.contains("unknown field `rat`"), "{text}");
+        assert!(
+            text.starts_with("invalid generator settings: unknown field `rat`, expected one of"),
+            "{text}"
+        );
         assert!(text.contains("`rate`"), "{text}");
     }
 

@@ -21,8 +21,9 @@
 //! - **Keys.** Every subtask draws from all of `0..keys` with a [`SmallRng`] seeded from the
 //!   subtask's seed (so `--seed` repeats a run). `uniform` maps a 64-bit draw onto the range by
 //!   a multiply-shift (bias below `keys / 2^64`); `zipf` gives key `k` a weight
-//!   `1 / (k+1)^zipf_exponent`, sampled from a cumulative table built once (up to 2^20 keys)
-//!   or, above that, by rejection-inversion without a table.
+//!   `1 / (k+1)^zipf_exponent`, sampled from an alias table built once per vertex (12 bytes a
+//!   key, up to 2^20 keys: one random number and no search per record) or, above that, by
+//!   rejection-inversion without a table (`rand_distr::Zipf`).
 //! - **Timestamps.** Both kinds carry the poll's wall clock (`PollContext::now_nanos`, read once
 //!   per poll, never per record); `create` or `ingestion` only sets the type.
 //! - **Pacing.** With `rate`, each subtask makes `rate / parallelism` records a second on a
@@ -63,7 +64,7 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
     build,
 };
 
-/// Keys at most this many get a cumulative table for `zipf`; more use rejection sampling.
+/// Keys at most this many get an alias table for `zipf`; more use rejection sampling.
 pub const ZIPF_TABLE_MAX_KEYS: u64 = 1 << 20;
 
 /// Settings of the `generator` source.
@@ -152,8 +153,8 @@ enum KeySampler {
     Uniform {
         keys: u64,
     },
-    /// Cumulative probabilities of keys `0..n`; the last is 1.
-    ZipfTable(Arc<[f64]>),
+    /// An alias table over the keys.
+    ZipfTable(Arc<AliasTable>),
     ZipfRejection(rand_distr::Zipf<f64>),
 }
 
@@ -164,18 +165,8 @@ impl KeySampler {
         }
         let s = config.zipf_exponent.unwrap_or(1.0);
         if config.keys <= ZIPF_TABLE_MAX_KEYS {
-            let mut cdf: Vec<f64> = (1..=config.keys)
-                .scan(0.0, |acc, k| {
-                    *acc += (k as f64).powf(-s);
-                    Some(*acc)
-                })
-                .collect();
-            let total = *cdf.last().expect("keys >= 1");
-            for c in &mut cdf {
-                *c /= total;
-            }
-            *cdf.last_mut().expect("keys >= 1") = 1.0;
-            Ok(KeySampler::ZipfTable(cdf.into()))
+            let weights: Vec<f64> = (1..=config.keys).map(|k| (k as f64).powf(-s)).collect();
+            Ok(KeySampler::ZipfTable(Arc::new(AliasTable::new(&weights))))
         } else {
             rand_distr::Zipf::new(config.keys as f64, s)
                 .map(KeySampler::ZipfRejection)
@@ -183,6 +174,55 @@ impl KeySampler {
         }
     }
 }
+
+/// Walker's alias table (Vose's construction) over `0..n`: a draw picks a column uniformly and
+/// either keeps it or takes its alias, so sampling costs one random number and no search.
+#[derive(Debug)]
+struct AliasTable {
+    /// Column `i` keeps `i` when the draw's fraction is below `keep[i] / 2^64`.
+    keep: Vec<u64>,
+    /// Otherwise it gives `alias[i]`.
+    alias: Vec<u32>,
+}
+
+impl AliasTable {
+    /// A table for `weights` (not all zero, at most `u32::MAX` of them).
+    fn new(weights: &[f64]) -> Self {
+        let n = weights.len();
+        let total: f64 = weights.iter().sum();
+        let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
+        let mut keep = vec![u64::MAX; n];
+        let mut alias: Vec<u32> = (0..n as u32).collect();
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+            (0..n).partition(|&i| scaled[i] < 1.0);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            keep[s] = (scaled[s] * TWO_POW_64) as u64;
+            alias[s] = l as u32;
+            scaled[l] -= 1.0 - scaled[s];
+            if scaled[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        // What is left has (up to rounding) weight 1: it keeps itself.
+        AliasTable { keep, alias }
+    }
+
+    /// A key for the 64 random bits `x`: its high part picks the column, the low part is the
+    /// fraction compared with the column's threshold.
+    #[inline(always)]
+    fn sample(&self, x: u64) -> u64 {
+        let wide = x as u128 * self.keep.len() as u128;
+        let (column, fraction) = ((wide >> 64) as usize, wide as u64);
+        if fraction < self.keep[column] {
+            column as u64
+        } else {
+            self.alias[column] as u64
+        }
+    }
+}
+
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
 /// The checked settings and prepared key sampler, shared by all subtasks of a vertex.
 #[derive(Debug)]
@@ -295,12 +335,8 @@ impl GeneratorSource {
                     ((rng.next_u64() as u128 * keys as u128) >> 64) as u64
                 })
             }
-            KeySampler::ZipfTable(cdf) => {
-                let last = cdf.len() - 1;
-                self.emit_with(n, now, out, |rng| {
-                    let u = unit_f64(rng);
-                    cdf.partition_point(|&c| c <= u).min(last) as u64
-                })
+            KeySampler::ZipfTable(table) => {
+                self.emit_with(n, now, out, |rng| table.sample(rng.next_u64()))
             }
             KeySampler::ZipfRejection(zipf) => self.emit_with(n, now, out, |rng| {
                 (rng.sample(zipf) as u64).saturating_sub(1)
@@ -527,6 +563,36 @@ mod tests {
         let records = drain(&mut GeneratorSource::new(plan, &ctx(0, 1, 3)), 1024);
         let zeros = records.iter().filter(|r| r.key == 0).count();
         assert!(zeros > 7_500, "{zeros}"); // 1/zeta(3) = 0.83
+    }
+
+    #[test]
+    fn the_alias_table_gives_each_key_its_zipf_probability() {
+        for s in [0.0, 1.0, 2.5] {
+            let keys = 257;
+            let plan = plan(json!({"keys": keys, "key_distribution": "zipf", "zipf_exponent": s}));
+            let KeySampler::ZipfTable(table) = &plan.keys else {
+                panic!("expected a table")
+            };
+            // The probability each key gets: its column's kept share plus the columns aliasing
+            // to it, each column drawn with probability 1/keys.
+            let mut mass = vec![0.0; keys];
+            for i in 0..keys {
+                let kept = table.keep[i] as f64 / TWO_POW_64;
+                mass[i] += kept / keys as f64;
+                mass[table.alias[i] as usize] += (1.0 - kept) / keys as f64;
+            }
+            let total: f64 = (1..=keys).map(|k| (k as f64).powf(-s)).sum();
+            for (k, m) in mass.iter().enumerate() {
+                let expected = ((k + 1) as f64).powf(-s) / total;
+                assert!(
+                    (m - expected).abs() < 1e-12,
+                    "s={s} key {k}: {m} vs {expected}"
+                );
+            }
+            // The extremes of the draw map into range.
+            assert!(table.sample(0) < keys as u64);
+            assert!(table.sample(u64::MAX) < keys as u64);
+        }
     }
 
     #[test]
