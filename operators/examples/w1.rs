@@ -1,60 +1,27 @@
-//! The W1 throughput workload without the CLI: generator → map → hash → keyed sum → discard.
+//! Workload W1 (throughput) of the workloads spec, built with the library API.
 //!
-//! `cargo run --release -p tidemark-operators --example w1 -- [RECORDS] [PARALLELISM]`
+//! ```text
+//! cargo run --release -p tidemark-operators --example w1 -- [RECORDS] [PARALLELISM] [INTERVAL_US] [GRANULARITY]
+//! ```
+//! Defaults: 200,000,000 records, parallelism 1, markers off, granularity operator.
+//! Prints one line: `workload=W1 parallelism=… records=… seconds=… rec_per_s=… …`.
 
-use serde_json::json;
-use tidemark_operators::{build, BuildEnv, Built, ComponentKind};
-use tidemark_runtime::{run, JobConfig, JobGraph, Partitioning};
+mod common;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+use std::time::Duration;
+
+fn main() {
     let mut args = std::env::args().skip(1);
-    let records: u64 = args.next().map_or(Ok(50_000_000), |a| a.parse())?;
-    let p: usize = args.next().map_or(Ok(1), |a| a.parse())?;
-    let env = BuildEnv::default();
-    let mut g = JobGraph::new("w1");
-    let Built::Source(gen) = build(
-        ComponentKind::Source,
-        "generator",
-        json!({"count": records, "keys": 1024}),
-        &env,
-    )?
-    else {
-        unreachable!()
-    };
-    let Built::Operator(map) = build(
-        ComponentKind::Operator,
-        "map",
-        json!({"scale": 2, "offset": 1}),
-        &env,
-    )?
-    else {
-        unreachable!()
-    };
-    let Built::Operator(sum) = build(
-        ComponentKind::Operator,
-        "reduce",
-        json!({"aggregate": "sum"}),
-        &env,
-    )?
-    else {
-        unreachable!()
-    };
-    let Built::Sink(discard) = build(ComponentKind::Sink, "discard", json!({}), &env)? else {
-        unreachable!()
-    };
-    let src = g.add_source("gen", p, gen)?;
-    let map = g.add_operator("map", p, map)?;
-    let sum = g.add_operator("sum", p, sum)?;
-    let out = g.add_sink("out", p, discard)?;
-    g.connect(src, map, Partitioning::Forward)?;
-    g.connect(map, sum, Partitioning::Hash)?;
-    g.connect(sum, out, Partitioning::Forward)?;
-    let result = run(g, JobConfig::default())?;
-    let secs = result.elapsed.as_secs_f64();
-    println!(
-        "workload=W1 parallelism={p} records={records} seconds={secs:.3} rec_per_s={:.0} outcome={:?}",
-        records as f64 / secs,
-        result.outcome
-    );
-    Ok(())
+    let records: u64 = args
+        .next()
+        .map_or(200_000_000, |a| a.parse().expect("RECORDS"));
+    let p: usize = args.next().map_or(1, |a| a.parse().expect("PARALLELISM"));
+    let interval_us: u64 = args.next().map_or(0, |a| a.parse().expect("INTERVAL_US"));
+    let granularity = args
+        .next()
+        .map_or(Ok(Default::default()), |a| a.parse())
+        .expect("GRANULARITY");
+    let config = common::config(Duration::from_micros(interval_us), granularity);
+    let result = common::run_job(common::w1_graph(records, p, None), config);
+    common::print_line("W1", p, &result, "");
 }
