@@ -176,6 +176,25 @@ impl Chain {
         }
     }
 
+    /// Calls `f` on every chained vertex in order, forwarding what each emits downstream.
+    fn each_node(
+        &mut self,
+        cx: &mut SendContext<'_>,
+        mut f: impl FnMut(&mut ChainNode) -> Result<(), BoxError>,
+    ) -> Result<(), ChainError> {
+        for i in 0..self.nodes.len() {
+            self.current_vertex = self.nodes[i].vertex;
+            f(&mut self.nodes[i]).map_err(|error| ChainError::User {
+                node: Some(i),
+                error,
+            })?;
+            let node = &mut self.nodes[i];
+            node.records_out += node.out.len() as u64;
+            self.forward_from(i, cx)?;
+        }
+        Ok(())
+    }
+
     /// The watermark advanced to `wm`: every chained operator sees it in order, then it goes
     /// down every channel.
     pub(crate) fn on_watermark(
@@ -183,20 +202,13 @@ impl Chain {
         wm: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        for i in 0..self.nodes.len() {
-            self.current_vertex = self.nodes[i].vertex;
-            let node = &mut self.nodes[i];
+        self.each_node(cx, |node| {
             node.metrics.set_watermark(wm);
-            if let NodeKind::Operator(op) = &mut node.kind {
-                op.on_watermark(wm, &mut node.out)
-                    .map_err(|error| ChainError::User {
-                        node: Some(i),
-                        error,
-                    })?;
-                node.records_out += node.out.len() as u64;
-                self.forward_from(i, cx)?;
+            match &mut node.kind {
+                NodeKind::Operator(op) => op.on_watermark(wm, &mut node.out),
+                NodeKind::Sink(_) => Ok(()),
             }
-        }
+        })?;
         if let Some(r) = &mut self.router {
             r.broadcast_event(Event::Watermark(wm));
         }
@@ -216,20 +228,10 @@ impl Chain {
         now_nanos: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        for i in 0..self.nodes.len() {
-            self.current_vertex = self.nodes[i].vertex;
-            let node = &mut self.nodes[i];
-            if let NodeKind::Operator(op) = &mut node.kind {
-                op.on_time(now_nanos, &mut node.out)
-                    .map_err(|error| ChainError::User {
-                        node: Some(i),
-                        error,
-                    })?;
-                node.records_out += node.out.len() as u64;
-                self.forward_from(i, cx)?;
-            }
-        }
-        Ok(())
+        self.each_node(cx, |node| match &mut node.kind {
+            NodeKind::Operator(op) => op.on_time(now_nanos, &mut node.out),
+            NodeKind::Sink(_) => Ok(()),
+        })
     }
 
     /// End of input: every vertex in order emits what it still holds, sinks flush.
@@ -238,28 +240,10 @@ impl Chain {
         now_nanos: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        for i in 0..self.nodes.len() {
-            self.current_vertex = self.nodes[i].vertex;
-            let node = &mut self.nodes[i];
-            match &mut node.kind {
-                NodeKind::Operator(op) => {
-                    op.finish(now_nanos, &mut node.out)
-                        .map_err(|error| ChainError::User {
-                            node: Some(i),
-                            error,
-                        })?;
-                    node.records_out += node.out.len() as u64;
-                    self.forward_from(i, cx)?;
-                }
-                NodeKind::Sink(sink) => {
-                    sink.finish().map_err(|error| ChainError::User {
-                        node: Some(i),
-                        error,
-                    })?;
-                }
-            }
-        }
-        Ok(())
+        self.each_node(cx, |node| match &mut node.kind {
+            NodeKind::Operator(op) => op.finish(now_nanos, &mut node.out),
+            NodeKind::Sink(sink) => sink.finish(),
+        })
     }
 
     /// Publishes the per-batch counters; one relaxed store per counter per batch.
