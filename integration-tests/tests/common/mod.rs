@@ -1,0 +1,780 @@
+//! Shared helpers of the end-to-end tests: find (build) the `tidemark` binary, write job files to
+//! a temporary folder, run the binary with a guard that kills it on drop, wait with timeouts,
+//! scrape `/metrics` over plain HTTP and parse it with `prometheus-parse`.
+//!
+//! Nothing here waits without a deadline: a test that would hang fails after [`TIMEOUT`].
+
+// Each test binary uses a different subset of the helpers.
+#![allow(dead_code)]
+
+use prometheus_parse::{Labels, Sample, Scrape, Value};
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The longest any single wait in a test may take before the test fails.
+pub const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The longest building the binary may take (other builds may hold the target dir's lock).
+const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// How long bounded jobs keep serving `/metrics` after they end. Tests end the lingering early
+/// with SIGTERM once they have scraped, so this only bounds a test that fails half-way.
+pub const LINGER: &str = "300s";
+
+/// Polling period of the waits.
+const POLL: Duration = Duration::from_millis(20);
+
+// ---------------------------------------------------------------------------------------------
+// The binary
+
+/// Path of the `tidemark` binary, built once per test binary.
+///
+/// `env!("CARGO_BIN_EXE_tidemark")` exists only for binaries of the package under test, and
+/// `tidemark` belongs to tidemark-cli. So: `$TIDEMARK_BIN` if set; else `cargo build -p
+/// tidemark-cli --bin tidemark` into the target dir and profile this test binary was built in
+/// (found from the test executable's own path, so `CARGO_TARGET_DIR` and `--release` work).
+pub fn tidemark_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("TIDEMARK_BIN") {
+            return PathBuf::from(bin);
+        }
+        // <target>/<profile>/deps/<test>-<hash>
+        let exe = std::env::current_exe().expect("path of the test executable");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test executable lives in <target>/<profile>/deps")
+            .to_path_buf();
+        let target_dir = profile_dir
+            .parent()
+            .expect("profile dir has a parent")
+            .to_path_buf();
+        let profile = profile_dir
+            .file_name()
+            .and_then(OsStr::to_str)
+            .expect("profile dir name")
+            .to_owned();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "tidemark-cli",
+            "--bin",
+            "tidemark",
+        ])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        match profile.as_str() {
+            "debug" => {}
+            "release" => {
+                cmd.arg("--release");
+            }
+            other => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        let out = run_command(cmd, BUILD_TIMEOUT, "cargo build -p tidemark-cli");
+        assert!(
+            out.status.success(),
+            "building the tidemark binary failed ({:?}):\n{}",
+            out.status,
+            out.stderr
+        );
+        let bin = profile_dir.join(format!("tidemark{}", std::env::consts::EXE_SUFFIX));
+        assert!(bin.is_file(), "no binary at {}", bin.display());
+        bin
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary folders
+
+/// A fresh folder under the system temp dir, removed on drop (kept when the test panicked, and
+/// its path printed, to look at the job files and outputs).
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!(
+            "tidemark-it-{label}-{}-{n}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `contents` to `name` in the folder; returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.path.join(name);
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        path
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        let path = self.path.join(name);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!("test files kept in {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+/// The output of a finished command.
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// The exit code; panics when the process was killed by a signal.
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or_else(|| {
+            panic!(
+                "process killed by a signal ({:?}); stderr:\n{}",
+                self.status, self.stderr
+            )
+        })
+    }
+}
+
+/// Runs a prepared command to its end, killing it and panicking after `timeout`.
+pub fn run_command(mut cmd: Command, timeout: Duration, what: &str) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut proc = Proc::from_child(child, what.to_owned());
+    let status = proc.wait_for(timeout);
+    Output {
+        status,
+        stdout: proc.stdout(),
+        stderr: proc.stderr(),
+    }
+}
+
+/// Runs `tidemark ARGS` in `dir` to its end (at most [`TIMEOUT`]).
+pub fn tidemark<I, S>(dir: &Path, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut proc = Proc::spawn(dir, args);
+    let status = proc.wait();
+    Output {
+        status,
+        stdout: proc.stdout(),
+        stderr: proc.stderr(),
+    }
+}
+
+/// A running child process: killed (and reaped) on drop unless it has been waited for; its
+/// standard output and error are read by threads into buffers, so it never blocks on a pipe.
+pub struct Proc {
+    child: Child,
+    what: String,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+fn pump(mut from: impl Read + Send + 'static, into: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+    thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => into.lock().unwrap().extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+}
+
+impl Proc {
+    /// Starts `tidemark ARGS` in `dir`, standard input closed.
+    pub fn spawn<I, S>(dir: &Path, args: I) -> Proc
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<_> = args
+            .into_iter()
+            .map(|a| a.as_ref().to_os_string())
+            .collect();
+        let what = format!(
+            "tidemark {}",
+            args.iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let child = Command::new(tidemark_bin())
+            .args(&args)
+            .current_dir(dir)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Proc::from_child(child, what)
+    }
+
+    fn from_child(mut child: Child, what: String) -> Proc {
+        let stdout = Arc::new(Mutex::new(Vec::new()));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(pump(out, stdout.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(pump(err, stderr.clone()));
+        }
+        Proc {
+            child,
+            what,
+            stdout,
+            stderr,
+            readers,
+            status: None,
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Standard output so far (all of it once the process has been waited for).
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    /// Standard error so far (all of it once the process has been waited for).
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Whether the process has exited (reaping it if so).
+    pub fn has_exited(&mut self) -> bool {
+        if self.status.is_none() {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                self.status = Some(status);
+            }
+        }
+        self.status.is_some()
+    }
+
+    /// Waits for the process to exit, at most [`TIMEOUT`].
+    pub fn wait(&mut self) -> ExitStatus {
+        self.wait_for(TIMEOUT)
+    }
+
+    /// Waits for the process to exit, at most `timeout`; then kills it and panics.
+    pub fn wait_for(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        while !self.has_exited() {
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{} did not exit within {timeout:?}; stderr:\n{}",
+                    self.what,
+                    self.stderr()
+                );
+            }
+            thread::sleep(POLL);
+        }
+        // The pipes close when the process exits: the readers end, and the buffers are whole.
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        self.status.expect("exited")
+    }
+
+    /// Waits for the exit and returns its code; panics if killed by a signal.
+    pub fn wait_code(&mut self) -> i32 {
+        let status = self.wait();
+        status.code().unwrap_or_else(|| {
+            panic!(
+                "{} was killed by a signal ({status:?}); stderr:\n{}",
+                self.what,
+                self.stderr()
+            )
+        })
+    }
+
+    /// Waits until standard error contains `needle`; returns standard error. Panics after
+    /// [`TIMEOUT`] or when the process exits without having written it.
+    pub fn wait_for_stderr(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let text = self.stderr();
+            if text.contains(needle) {
+                return text;
+            }
+            if self.has_exited() {
+                // Read what is left in the pipe before giving up.
+                for reader in self.readers.drain(..) {
+                    let _ = reader.join();
+                }
+                let text = self.stderr();
+                if text.contains(needle) {
+                    return text;
+                }
+                panic!(
+                    "{} exited ({:?}) without writing {needle:?} to stderr:\n{text}",
+                    self.what, self.status
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not write {needle:?} to stderr within {TIMEOUT:?}:\n{text}",
+                self.what
+            );
+            thread::sleep(POLL);
+        }
+    }
+
+    /// Waits for the start line (`...; metrics at http://ADDR/metrics`) and returns ADDR.
+    pub fn metrics_addr(&mut self) -> SocketAddr {
+        let text = self.wait_for_stderr("/metrics\n");
+        find_url_addr(&text, "metrics at http://")
+            .unwrap_or_else(|| panic!("no metrics address in stderr:\n{text}"))
+    }
+
+    /// Waits until the job has ended and the endpoint lingers (`--linger`); returns the metrics
+    /// address. The numbers scraped from then on are final.
+    pub fn wait_lingering(&mut self) -> SocketAddr {
+        let text = self.wait_for_stderr("tidemark: job ended; serving http://");
+        find_url_addr(&text, "tidemark: job ended; serving http://")
+            .unwrap_or_else(|| panic!("no lingering address in stderr:\n{text}"))
+    }
+
+    /// Sends SIGTERM.
+    #[cfg(unix)]
+    pub fn terminate(&mut self) {
+        assert!(!self.has_exited(), "{} has already exited", self.what);
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
+        // SAFETY: kill(2) with a valid signal number on our own child's pid, not yet reaped.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(
+            rc,
+            0,
+            "kill(SIGTERM) failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Ends the lingering of a job that has finished (SIGTERM ends it at once) and expects
+    /// exit code 0.
+    #[cfg(unix)]
+    pub fn end_lingering(&mut self) {
+        self.terminate();
+        let code = self.wait_code();
+        assert_eq!(
+            code,
+            0,
+            "{} exit code; stderr:\n{}",
+            self.what,
+            self.stderr()
+        );
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The `HOST:PORT` in the first `PREFIX HOST:PORT/...` of `text`.
+fn find_url_addr(text: &str, prefix: &str) -> Option<SocketAddr> {
+    let start = text.find(prefix)? + prefix.len();
+    let rest = &text[start..];
+    let end = rest.find('/')?;
+    rest[..end].parse().ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `METHOD PATH` to `addr` over a fresh connection and reads the whole response (every
+/// step at most [`TIMEOUT`]). Understands `Content-Length`, chunked bodies and bodiless `HEAD`.
+pub fn http(addr: SocketAddr, method: &str, path: &str) -> Response {
+    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT)
+        .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    stream.set_write_timeout(Some(TIMEOUT)).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .and_then(|()| stream.flush())
+    .unwrap_or_else(|e| panic!("cannot send the request to {addr}: {e}"));
+
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let read_line = |reader: &mut BufReader<TcpStream>, line: &mut String| {
+        line.clear();
+        reader
+            .read_line(line)
+            .unwrap_or_else(|e| panic!("reading {method} {path} from {addr}: {e}"));
+    };
+    read_line(&mut reader, &mut line);
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        read_line(&mut reader, &mut line);
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (name, value) = l
+            .split_once(':')
+            .unwrap_or_else(|| panic!("bad header line {l:?}"));
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+    }
+    let mut response = Response {
+        status,
+        headers,
+        body: String::new(),
+    };
+    if method.eq_ignore_ascii_case("HEAD") || status == 204 || status == 304 {
+        return response;
+    }
+    let mut body = Vec::new();
+    let chunked = response
+        .header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    if chunked {
+        loop {
+            read_line(&mut reader, &mut line);
+            let size_text = line.trim().split(';').next().unwrap_or("");
+            let size = usize::from_str_radix(size_text, 16)
+                .unwrap_or_else(|_| panic!("bad chunk size line {line:?}"));
+            if size == 0 {
+                // Trailers, up to the empty line (or the end of the stream).
+                loop {
+                    read_line(&mut reader, &mut line);
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                }
+                break;
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            reader
+                .read_exact(&mut body[start..])
+                .unwrap_or_else(|e| panic!("reading a chunk from {addr}: {e}"));
+            read_line(&mut reader, &mut line); // the CRLF after the chunk
+        }
+    } else if let Some(len) = response.header("content-length") {
+        let len: usize = len.parse().expect("content-length");
+        body.resize(len, 0);
+        reader
+            .read_exact(&mut body)
+            .unwrap_or_else(|e| panic!("reading the body from {addr}: {e}"));
+    } else {
+        reader
+            .read_to_end(&mut body)
+            .unwrap_or_else(|e| panic!("reading the body from {addr}: {e}"));
+    }
+    response.body = String::from_utf8(body).expect("body is UTF-8");
+    response
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+/// One scrape of `/metrics`: the text and its parse.
+pub struct Metrics {
+    pub body: String,
+    pub scrape: Scrape,
+}
+
+/// `GET /metrics`, expecting 200 and the Prometheus text format.
+pub fn scrape(addr: SocketAddr) -> Metrics {
+    let response = http(addr, "GET", "/metrics");
+    assert_eq!(
+        response.status, 200,
+        "GET /metrics answered {}: {}",
+        response.status, response.body
+    );
+    Metrics::parse(response.body)
+}
+
+/// Scrapes until `ready` holds for a scrape (at most [`TIMEOUT`]); returns that scrape.
+pub fn scrape_until(addr: SocketAddr, what: &str, ready: impl Fn(&Metrics) -> bool) -> Metrics {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let m = scrape(addr);
+        if ready(&m) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not seen within {TIMEOUT:?}; last scrape:\n{}",
+            m.body
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Metrics {
+    pub fn parse(body: String) -> Metrics {
+        let scrape = Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
+            .expect("the body parses as the Prometheus text format");
+        Metrics { body, scrape }
+    }
+
+    /// The parsed samples named exactly `metric`. (prometheus-parse gathers a summary's quantile
+    /// lines into one sample named after the family and a histogram's `_bucket` lines into one
+    /// sample named after the family; `_count` and `_sum` lines stay samples of their own.)
+    pub fn samples<'a>(&'a self, metric: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
+        self.scrape
+            .samples
+            .iter()
+            .filter(move |s| s.metric == metric)
+    }
+
+    /// Sum of the scalar samples named `metric` whose labels pass `keep`.
+    pub fn sum(&self, metric: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
+        self.samples(metric)
+            .filter(|s| keep(&s.labels))
+            .map(|s| scalar(&s.value).unwrap_or_else(|| panic!("{metric} is not a scalar: {s:?}")))
+            .sum()
+    }
+
+    /// Sum of all samples named `metric`.
+    pub fn total(&self, metric: &str) -> f64 {
+        self.sum(metric, |_| true)
+    }
+
+    /// Whether any sample is named `metric`.
+    pub fn has(&self, metric: &str) -> bool {
+        self.samples(metric).next().is_some()
+    }
+
+    /// The value of the only sample named `metric` with exactly these labels (besides
+    /// `job_name`), if any.
+    pub fn value(&self, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.samples(metric)
+            .filter(|s| {
+                s.labels.len() == labels.len() + 1
+                    && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+            })
+            .map(|s| scalar(&s.value).expect("scalar"))
+            .next()
+    }
+
+    /// The series lines of the text (no comments), split into name, labels and value.
+    pub fn raw_series(&self) -> Vec<RawSeries> {
+        self.body
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(RawSeries::parse)
+            .collect()
+    }
+}
+
+/// A sample's value when it is a counter, gauge or untyped value.
+pub fn scalar(value: &Value) -> Option<f64> {
+    match value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => Some(*v),
+        Value::Histogram(_) | Value::Summary(_) => None,
+    }
+}
+
+/// The names of a sample's labels.
+pub fn label_names(labels: &Labels) -> BTreeSet<String> {
+    labels.keys().cloned().collect()
+}
+
+/// A set of label names.
+pub fn names(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// One series line of the text format, parsed by hand (label values may hold escapes).
+#[derive(Debug, Clone)]
+pub struct RawSeries {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: String,
+}
+
+impl RawSeries {
+    pub fn parse(line: &str) -> RawSeries {
+        RawSeries::try_parse(line).unwrap_or_else(|| panic!("bad series line {line:?}"))
+    }
+
+    fn try_parse(line: &str) -> Option<RawSeries> {
+        let name_end = line.find(|c: char| c == '{' || c.is_whitespace())?;
+        let name = line[..name_end].to_owned();
+        let mut labels = Vec::new();
+        let mut rest = &line[name_end..];
+        if let Some(inner) = rest.strip_prefix('{') {
+            let mut chars = inner.char_indices().peekable();
+            let end;
+            loop {
+                // Skip separators.
+                while chars.next_if(|&(_, c)| c == ',' || c == ' ').is_some() {}
+                let &(i, c) = chars.peek()?;
+                if c == '}' {
+                    end = i + 1;
+                    break;
+                }
+                let mut key = String::new();
+                for (_, c) in chars.by_ref() {
+                    if c == '=' {
+                        break;
+                    }
+                    key.push(c);
+                }
+                if chars.next()?.1 != '"' {
+                    return None;
+                }
+                let mut value = String::new();
+                loop {
+                    match chars.next()?.1 {
+                        '\\' => match chars.next()?.1 {
+                            'n' => value.push('\n'),
+                            c => value.push(c),
+                        },
+                        '"' => break,
+                        c => value.push(c),
+                    }
+                }
+                labels.push((key, value));
+            }
+            rest = &inner[end..];
+        }
+        let value = rest.split_whitespace().next()?.to_owned();
+        Some(RawSeries {
+            name,
+            labels,
+            value,
+        })
+    }
+
+    pub fn label_names(&self) -> BTreeSet<String> {
+        self.labels.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+
+/// Reads and parses a `--report-file`.
+pub fn read_report(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read the report {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the report {} is not JSON: {e}\n{text}", path.display()))
+}
+
+/// A JSON value as u64, or a panic naming `what`.
+pub fn as_u64(v: &serde_json::Value, what: &str) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{what} is not a whole number: {v}"))
+}
+
+/// Sum of the report's `markers_emitted[].count`.
+pub fn report_markers_emitted(report: &serde_json::Value) -> u64 {
+    report["markers_emitted"]
+        .as_array()
+        .expect("markers_emitted is an array")
+        .iter()
+        .map(|m| as_u64(&m["count"], "markers_emitted[].count"))
+        .sum()
+}
+
+/// Sum of the report's `latency[].count` over the objects of `operator_kind` "sink".
+pub fn report_sink_marker_count(report: &serde_json::Value) -> u64 {
+    report["latency"]
+        .as_array()
+        .expect("latency is an array")
+        .iter()
+        .filter(|l| l["operator_kind"] == "sink")
+        .map(|l| as_u64(&l["count"], "latency[].count"))
+        .sum()
+}
