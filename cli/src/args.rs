@@ -59,7 +59,8 @@ pub struct RunArgs {
     /// Override a setting by its key (repeatable); the matching flag wins over -D.
     /// Keys: metrics.latency.interval, metrics.latency.granularity,
     /// metrics.latency.history-size, execution.buffer-timeout, parallelism.default,
-    /// metrics.reporter.prom.port, pipeline.operator-chaining.enabled
+    /// metrics.reporter.prom.port, pipeline.operator-chaining.enabled,
+    /// metrics.e2e-latency.everywhere
     #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
     pub defines: Vec<(String, String)>,
 }
@@ -86,6 +87,10 @@ pub struct SettingFlags {
     /// else chaining on]
     #[arg(long)]
     pub no_chaining: bool,
+    /// Record end-to-end latency at every vertex, not only at sources and terminal vertices
+    /// [default: job file, else off]
+    #[arg(long)]
+    pub e2e_latency_everywhere: bool,
 }
 
 /// `tidemark validate`.

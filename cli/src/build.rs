@@ -3,7 +3,10 @@
 //! each error located in the file.
 
 use crate::error::{JobFileError, JobFileErrors, Problem};
-use crate::jobfile::{component_kind, known_types, section_of, JobFile, VertexSpec, VERTEX_FIELDS};
+use crate::jobfile::{
+    component_kind, known_types, section_of, JobFile, VertexSpec, SOURCE_EVENT_TIME_FIELDS,
+    VERTEX_FIELDS,
+};
 use crate::settings::Settings;
 use crate::suggest::did_you_mean;
 use std::collections::HashMap;
@@ -18,15 +21,19 @@ pub fn job_config(settings: &Settings, seed: Option<u64>) -> JobConfig {
         buffer_timeout: settings.buffer_timeout,
         chaining: settings.chaining,
         seed,
+        e2e_latency_everywhere: settings.e2e_latency_everywhere,
         ..JobConfig::default()
     }
 }
 
 /// The fields a vertex of `kind` accepts besides its component's own.
-fn common_fields(kind: VertexKind) -> &'static [&'static str] {
+fn common_fields(kind: VertexKind) -> Vec<&'static str> {
     match kind {
-        VertexKind::Source => &["type", "parallelism"],
-        _ => &VERTEX_FIELDS,
+        VertexKind::Source => ["type", "parallelism"]
+            .into_iter()
+            .chain(SOURCE_EVENT_TIME_FIELDS)
+            .collect(),
+        _ => VERTEX_FIELDS.to_vec(),
     }
 }
 
@@ -153,7 +160,11 @@ pub fn build_graph(
             Built::Operator(f) => graph.add_operator(&v.id, p, f),
             Built::Sink(f) => graph.add_sink(&v.id, p, f),
         };
-        ids.push(added.map_err(|e| graph_error(Some(v), e))?);
+        let id = added.map_err(|e| graph_error(Some(v), e))?;
+        if v.kind == VertexKind::Source {
+            graph.set_source_options(id, v.source_options);
+        }
+        ids.push(id);
     }
     for (from, to, partitioning) in edges {
         graph
@@ -197,7 +208,7 @@ fn component(
         .fields
         .iter()
         .copied()
-        .chain(common_fields(v.kind).iter().copied())
+        .chain(common_fields(v.kind))
         .collect();
     let before = errors.len();
     for field in v.config.keys() {
@@ -245,15 +256,29 @@ fn component(
             if let Some(suggestion) = variant_suggestion(&message) {
                 message.push_str(&format!("; did you mean \"{suggestion}\"?"));
             }
-            // Point at the field the message is about, if it names one.
+            // Point at the field the message is about, if it names one, and at the key inside
+            // it for a nested one (`disorder.fraction: …`).
             let field = v.config.keys().find(|k| {
-                [format!("`{k}`"), format!("\"{k}\""), format!("{k}:")]
-                    .iter()
-                    .any(|p| message.contains(p.as_str()))
+                [
+                    format!("`{k}`"),
+                    format!("\"{k}\""),
+                    format!("{k}:"),
+                    format!(": {k}."),
+                ]
+                .iter()
+                .any(|p| message.contains(p.as_str()))
             });
-            let path: Vec<&str> = match field {
-                Some(f) => vec![section, &v.id, f],
-                None => vec![section, &v.id],
+            let nested = field.and_then(|f| {
+                let at = [format!(": {f}."), format!("{f}: unknown field `")]
+                    .iter()
+                    .find_map(|p| message.find(p.as_str()).map(|at| at + p.len()))?;
+                let tail = &message[at..];
+                Some(tail[..tail.find([':', ' ', '`'])?].to_string())
+            });
+            let path: Vec<&str> = match (field, &nested) {
+                (Some(f), Some(sub)) => vec![section, &v.id, f, sub.as_str()],
+                (Some(f), None) => vec![section, &v.id, f],
+                _ => vec![section, &v.id],
             };
             errors.push(job.error(&path, Some(v.vref()), Problem::Component(message)));
             None
@@ -261,10 +286,13 @@ fn component(
     }
 }
 
-/// For serde's ``unknown variant `summ`, expected one of `count`, `sum`, …``: the closest
-/// expected variant.
+/// For serde's ``unknown variant `summ`, expected one of `count`, `sum`, …`` (or ``unknown
+/// field `…`, …`` in a nested mapping): the closest expected name.
 fn variant_suggestion(message: &str) -> Option<String> {
-    let rest = &message[message.find("unknown variant `")? + "unknown variant `".len()..];
+    let (at, prefix) = ["unknown variant `", "unknown field `"]
+        .into_iter()
+        .find_map(|p| message.find(p).map(|at| (at, p)))?;
+    let rest = &message[at + prefix.len()..];
     let (value, rest) = rest.split_once('`')?;
     let expected = &rest[rest.find("expected ")?..];
     let variants: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
@@ -549,5 +577,97 @@ sinks:
             .replace("type: map", "type: mapp")
             .replace("input: work", "input: wrok");
         assert_eq!(errors(&text).len(), 2);
+    }
+
+    #[test]
+    fn source_unknown_fields_list_the_event_time_fields() {
+        let e = one_error(&GOOD.replace("    rate: 1000", "    rate: 1000\n    watermark: {}"));
+        assert!(
+            e.starts_with(
+                "job.yaml:6:5: source \"gen\": unknown field \"watermark\", expected one of "
+            ),
+            "{e}"
+        );
+        for field in [
+            "count",
+            "disorder",
+            "type",
+            "parallelism",
+            "timestamp_before_max",
+            "timestamp_after_max",
+            "invalid_timestamp",
+            "watermarks",
+        ] {
+            assert!(
+                e.contains(&format!(" {field},")) || e.contains(&format!(" {field};")),
+                "{field}: {e}"
+            );
+        }
+        assert!(e.ends_with("did you mean \"watermarks\"?"), "{e}");
+        // Operators do not list them.
+        let e = one_error(&GOOD.replace("    cost: 2us", "    cost: 2us\n    watermark: {}"));
+        assert!(!e.contains("watermarks"), "{e}");
+    }
+
+    #[test]
+    fn nested_component_errors_point_at_the_nested_key() {
+        let text = GOOD.replace(
+            "    rate: 1000",
+            "    rate: 1000\n    disorder:\n      fraction: 2\n      delay: 1h",
+        );
+        let e = one_error(&text);
+        assert_eq!(
+            e,
+            "job.yaml:7:7: source \"gen\": invalid generator settings: disorder.fraction: 2 is \
+             not a fraction from 0 to 1"
+        );
+        let text = GOOD.replace(
+            "    rate: 1000",
+            "    rate: 1000\n    disorder:\n      fractoin: 0.1\n      delay: 1h",
+        );
+        let e = one_error(&text);
+        assert!(
+            e.starts_with("job.yaml:7:7: source \"gen\": invalid generator settings: disorder: unknown field `fractoin`"),
+            "{e}"
+        );
+        assert!(e.ends_with("did you mean \"fraction\"?"), "{e}");
+        let text = GOOD.replace(
+            "    rate: 1000",
+            "    rate: 1000\n    disorder:\n      fraction: 0.1\n      delay: 1h\n      distribution: expnential",
+        );
+        let e = one_error(&text);
+        assert!(e.starts_with("job.yaml:9:7: source \"gen\": invalid generator settings: disorder.distribution: unknown variant `expnential`"), "{e}");
+        assert!(e.ends_with("did you mean \"exponential\"?"), "{e}");
+    }
+
+    #[test]
+    fn window_event_time_settings() {
+        let text = "\
+name: w
+sources:
+  gen:
+    type: generator
+    watermarks: {}
+operators:
+  w:
+    type: window
+    input: gen
+    size: 1s
+    aggregate: count
+    time: event
+    allowed_lateness: 5s
+sinks:
+  out:
+    type: discard
+    input: w
+";
+        assert!(errors(text).is_empty(), "{:?}", errors(text));
+        let e = one_error(&text.replace("    time: event\n", ""));
+        assert!(
+            e.starts_with("job.yaml:12:5: operator \"w\": invalid window settings: allowed_lateness: only applies with time: event"),
+            "{e}"
+        );
+        let e = one_error(&text.replace("time: event", "time: evnet"));
+        assert!(e.ends_with("did you mean \"event\"?"), "{e}");
     }
 }

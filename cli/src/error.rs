@@ -66,6 +66,35 @@ pub enum Problem {
     /// A vertex id has characters outside the allowed set.
     #[error("invalid vertex id \"{0}\": expected letters, digits, '.', '_' or '-'")]
     InvalidId(String),
+    /// A value outside the field's set of names.
+    #[error(
+        "field \"{field}\": unknown value \"{value}\", expected one of {expected}{}",
+        hint(suggestion)
+    )]
+    UnknownValue {
+        /// The field.
+        field: String,
+        /// As written.
+        value: String,
+        /// The accepted values, comma-separated.
+        expected: String,
+        /// The closest accepted value.
+        suggestion: Option<String>,
+    },
+    /// A value that is well-formed but not allowed here.
+    #[error("field \"{field}\": {message}")]
+    Invalid {
+        /// The field.
+        field: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// An event-time field of sources on an operator or sink.
+    #[error(
+        "field \"{0}\" belongs on a source: timestamps are checked and watermarks made where \
+             records enter the job; set it on the sources this vertex reads from"
+    )]
+    SourceOnlyField(String),
     /// A duration, granularity or history size that does not parse.
     #[error("field \"{field}\": {error}")]
     Setting {

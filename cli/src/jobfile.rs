@@ -16,14 +16,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tidemark_markers::{parse_duration, parse_history_size, Granularity};
 use tidemark_operators::{self as operators, ComponentKind};
-use tidemark_runtime::{Partitioning, VertexKind};
+use tidemark_runtime::{
+    InvalidTimestampPolicy, Partitioning, SourceOptions, TimestampCheck, VertexKind,
+    WatermarkStrategy,
+};
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 8] = [
+pub const TOP_LEVEL_FIELDS: [&str; 9] = [
     "name",
     "parallelism",
     "buffer_timeout",
     "chaining",
+    "e2e_latency_everywhere",
     "latency",
     "sources",
     "operators",
@@ -33,6 +37,18 @@ pub const TOP_LEVEL_FIELDS: [&str; 8] = [
 pub const LATENCY_FIELDS: [&str; 3] = ["interval", "granularity", "history_size"];
 /// The fields every vertex has, besides its component's own.
 pub const VERTEX_FIELDS: [&str; 4] = ["type", "input", "parallelism", "partition"];
+/// The event-time fields every source has, besides its component's own: applied by the
+/// runtime to whatever the source emits ([`SourceOptions`]).
+pub const SOURCE_EVENT_TIME_FIELDS: [&str; 4] = [
+    "timestamp_before_max",
+    "timestamp_after_max",
+    "invalid_timestamp",
+    "watermarks",
+];
+/// The fields of a source's `watermarks` mapping.
+pub const WATERMARK_FIELDS: [&str; 3] = ["max_out_of_orderness", "interval", "idleness"];
+/// The values of `invalid_timestamp`.
+pub const INVALID_TIMESTAMP_POLICIES: [&str; 3] = ["drop", "clamp", "fail"];
 /// The three vertex sections, in the order their vertices are added to the graph.
 pub const SECTIONS: [(&str, VertexKind); 3] = [
     ("sources", VertexKind::Source),
@@ -55,6 +71,8 @@ pub struct JobFile {
     pub buffer_timeout: Option<Duration>,
     /// Whether forward edges are chained into one task.
     pub chaining: Option<bool>,
+    /// Whether record end-to-end latency is recorded at every vertex.
+    pub e2e_latency_everywhere: Option<bool>,
     /// The `latency` section.
     pub latency: LatencySection,
     /// Sources, operators and sinks, each section in file order.
@@ -89,6 +107,8 @@ pub struct VertexSpec {
     pub parallelism: Option<NonZeroUsize>,
     /// The partitioning of its input edges.
     pub partition: Option<Partitioning>,
+    /// A source's timestamp check and watermarks (default for other vertices).
+    pub source_options: SourceOptions,
     /// Every other field, for the component to interpret.
     pub config: serde_json::Map<String, serde_json::Value>,
 }
@@ -340,6 +360,7 @@ impl Parser {
         let mut parallelism = None;
         let mut buffer_timeout = None;
         let mut chaining = None;
+        let mut e2e_latency_everywhere = None;
         let mut latency = LatencySection::default();
         let mut sections: HashMap<&str, Mapping> = HashMap::new();
         for (k, v) in &root {
@@ -371,18 +392,15 @@ impl Parser {
                 },
                 "parallelism" => parallelism = self.parallelism(&["parallelism"], None, v),
                 "buffer_timeout" => buffer_timeout = self.duration(&["buffer_timeout"], None, v),
-                "chaining" => match v {
-                    Value::Bool(b) => chaining = Some(*b),
-                    other => self.err(
-                        &["chaining"],
+                "chaining" => chaining = self.boolean(&["chaining"], None, "chaining", v),
+                "e2e_latency_everywhere" => {
+                    e2e_latency_everywhere = self.boolean(
+                        &["e2e_latency_everywhere"],
                         None,
-                        Problem::WrongType {
-                            field: "chaining".into(),
-                            expected: "true or false",
-                            found: describe(other),
-                        },
-                    ),
-                },
+                        "e2e_latency_everywhere",
+                        v,
+                    )
+                }
                 "latency" => latency = self.latency(v),
                 "sources" | "operators" | "sinks" => match v {
                     Value::Mapping(m) => {
@@ -480,6 +498,7 @@ impl Parser {
             parallelism,
             buffer_timeout,
             chaining,
+            e2e_latency_everywhere,
             latency,
             vertices,
             source_map: std::mem::take(&mut self.map),
@@ -514,13 +533,47 @@ impl Parser {
         }
     }
 
+    fn boolean(
+        &mut self,
+        path: &[&str],
+        vertex: Option<VertexRef>,
+        field: &str,
+        v: &Value,
+    ) -> Option<bool> {
+        match v {
+            Value::Bool(b) => Some(*b),
+            other => {
+                self.err(
+                    path,
+                    vertex,
+                    Problem::WrongType {
+                        field: field.into(),
+                        expected: "true or false",
+                        found: describe(other),
+                    },
+                );
+                None
+            }
+        }
+    }
+
     fn duration(
         &mut self,
         path: &[&str],
         vertex: Option<VertexRef>,
         v: &Value,
     ) -> Option<Duration> {
-        let field = path.join(".");
+        self.duration_named(path, vertex, path.join("."), v)
+    }
+
+    /// A duration whose field is called `field` in messages.
+    fn duration_named(
+        &mut self,
+        path: &[&str],
+        vertex: Option<VertexRef>,
+        field: String,
+        v: &Value,
+    ) -> Option<Duration> {
         let Some(text) = scalar_text(v) else {
             self.err(
                 path,
@@ -620,6 +673,119 @@ impl Parser {
         out
     }
 
+    /// A source's `invalid_timestamp`.
+    fn invalid_timestamp(
+        &mut self,
+        path: &[&str],
+        vref: &VertexRef,
+        v: &Value,
+    ) -> Option<InvalidTimestampPolicy> {
+        let Value::String(s) = v else {
+            self.err(
+                path,
+                Some(vref.clone()),
+                Problem::WrongType {
+                    field: "invalid_timestamp".into(),
+                    expected: "one of drop, clamp, fail",
+                    found: describe(v),
+                },
+            );
+            return None;
+        };
+        match s.parse::<InvalidTimestampPolicy>() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                self.err(
+                    path,
+                    Some(vref.clone()),
+                    Problem::UnknownValue {
+                        field: "invalid_timestamp".into(),
+                        value: s.clone(),
+                        expected: INVALID_TIMESTAMP_POLICIES.join(", "),
+                        suggestion: did_you_mean(s, INVALID_TIMESTAMP_POLICIES),
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    /// A source's `watermarks`: a mapping (empty or `null` for the defaults) or `true` turns
+    /// them on, `false` leaves them off. `Some(None)` is off.
+    fn watermarks(
+        &mut self,
+        path: &[&str],
+        vref: &VertexRef,
+        v: &Value,
+    ) -> Option<Option<WatermarkStrategy>> {
+        let mut strategy = WatermarkStrategy::default();
+        let m = match v {
+            Value::Mapping(m) => m,
+            Value::Null | Value::Bool(true) => return Some(Some(strategy)),
+            Value::Bool(false) => return Some(None),
+            other => {
+                self.err(
+                    path,
+                    Some(vref.clone()),
+                    Problem::WrongType {
+                        field: "watermarks".into(),
+                        expected: "a mapping with max_out_of_orderness, interval, idleness \
+                                   (empty for the defaults), or true or false",
+                        found: describe(other),
+                    },
+                );
+                return None;
+            }
+        };
+        let before = self.errors.len();
+        for (k, v) in m {
+            let key = key_text(k).unwrap_or_default();
+            let mut sub: Vec<&str> = path.to_vec();
+            sub.push(&key);
+            let field = format!("watermarks.{key}");
+            let vertex = Some(vref.clone());
+            match key.as_str() {
+                "max_out_of_orderness" => {
+                    if let Some(d) = self.duration_named(&sub, vertex, field, v) {
+                        strategy.max_out_of_orderness = d;
+                    }
+                }
+                "interval" => {
+                    if let Some(d) = self.duration_named(&sub, vertex, field, v) {
+                        strategy.interval = d;
+                    }
+                }
+                "idleness" => match self.duration_named(&sub, vertex.clone(), field.clone(), v) {
+                    Some(d) if d.is_zero() => self.err(
+                        &sub,
+                        vertex,
+                        Problem::Invalid {
+                            field,
+                            message: "must be more than 0 (leave it out to never mark the \
+                                      source idle)"
+                                .into(),
+                        },
+                    ),
+                    Some(d) => strategy.idleness = Some(d),
+                    None => {}
+                },
+                _ => {
+                    let suggestion = did_you_mean(&key, WATERMARK_FIELDS);
+                    self.err(
+                        &sub,
+                        vertex,
+                        Problem::UnknownField {
+                            field: format!("watermarks.{key}"),
+                            expected: WATERMARK_FIELDS.iter().map(|s| s.to_string()).collect(),
+                            suggestion,
+                        },
+                    )
+                }
+            }
+        }
+        (self.errors.len() == before).then_some(Some(strategy))
+    }
+
     fn vertex(
         &mut self,
         section: &'static str,
@@ -652,6 +818,10 @@ impl Parser {
         let mut parallelism = None;
         let mut partition = None;
         let mut config = serde_json::Map::new();
+        let mut before_max = None;
+        let mut after_max = None;
+        let mut on_invalid = None;
+        let mut watermarks = None;
         for (k, v) in m {
             let Some(key) = key_text(k) else {
                 self.err(
@@ -749,6 +919,20 @@ impl Parser {
                         ),
                     }
                 }
+                f if SOURCE_EVENT_TIME_FIELDS.contains(&f) && kind != VertexKind::Source => self
+                    .err(
+                        &path,
+                        Some(vref.clone()),
+                        Problem::SourceOnlyField(key.clone()),
+                    ),
+                "timestamp_before_max" => {
+                    before_max = self.duration_named(&path, Some(vref.clone()), key.clone(), v)
+                }
+                "timestamp_after_max" => {
+                    after_max = self.duration_named(&path, Some(vref.clone()), key.clone(), v)
+                }
+                "invalid_timestamp" => on_invalid = self.invalid_timestamp(&path, &vref, v),
+                "watermarks" => watermarks = self.watermarks(&path, &vref, v),
                 _ => match to_json(v) {
                     Ok(j) => {
                         config.insert(key.clone(), j);
@@ -783,9 +967,32 @@ impl Parser {
                 Problem::MissingInput(kind.as_str()),
             );
         }
+        let bounded = before_max.is_some() || after_max.is_some();
+        let bound_written =
+            m.contains_key("timestamp_before_max") || m.contains_key("timestamp_after_max");
+        if on_invalid.is_some() && !bound_written {
+            self.err(
+                &[section, id, "invalid_timestamp"],
+                Some(vref.clone()),
+                Problem::Invalid {
+                    field: "invalid_timestamp".into(),
+                    message: "has no effect without timestamp_before_max or \
+                              timestamp_after_max: set a bound, or remove it"
+                        .into(),
+                },
+            );
+        }
         if self.errors.len() > before {
             return None;
         }
+        let source_options = SourceOptions {
+            timestamp_check: bounded.then(|| TimestampCheck {
+                before_max,
+                after_max,
+                on_invalid: on_invalid.unwrap_or_default(),
+            }),
+            watermarks: watermarks.flatten(),
+        };
         Some(VertexSpec {
             id: id.to_string(),
             kind,
@@ -793,6 +1000,7 @@ impl Parser {
             inputs,
             parallelism,
             partition,
+            source_options,
             config,
         })
     }
@@ -910,7 +1118,8 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             buffer_timeout, chaining, latency, sources, operators, sinks; did you mean \"parallelism\"?"
+             buffer_timeout, chaining, e2e_latency_everywhere, latency, sources, operators, sinks; \
+             did you mean \"parallelism\"?"
         );
     }
 
@@ -1091,5 +1300,162 @@ sources:
         assert_eq!(errs.len(), 2, "{errs:#?}");
         assert!(errs[0].starts_with("job.yaml:2:1"));
         assert!(errs[1].starts_with("job.yaml:4:3"));
+    }
+
+    const EVENT_TIME: &str = "\
+name: et
+e2e_latency_everywhere: true
+sources:
+  gen:
+    type: generator
+    rate: 100
+    timestamp_before_max: 1h
+    timestamp_after_max: 2s
+    invalid_timestamp: clamp
+    watermarks:
+      max_out_of_orderness: 500ms
+      interval: 50ms
+      idleness: 5s
+  other:
+    type: generator
+    timestamp_after_max: 1s
+    watermarks:
+  third:
+    type: generator
+    watermarks: {}
+  fourth:
+    type: generator
+    watermarks: false
+";
+
+    #[test]
+    fn parses_source_event_time_fields() {
+        let job = JobFile::parse(EVENT_TIME, "job.yaml").unwrap();
+        assert_eq!(job.e2e_latency_everywhere, Some(true));
+        let gen = job.vertex("gen").unwrap();
+        assert_eq!(
+            gen.source_options,
+            SourceOptions {
+                timestamp_check: Some(TimestampCheck {
+                    before_max: Some(Duration::from_secs(3600)),
+                    after_max: Some(Duration::from_secs(2)),
+                    on_invalid: InvalidTimestampPolicy::Clamp,
+                }),
+                watermarks: Some(WatermarkStrategy {
+                    max_out_of_orderness: Duration::from_millis(500),
+                    interval: Duration::from_millis(50),
+                    idleness: Some(Duration::from_secs(5)),
+                }),
+            }
+        );
+        // Taken off the component's settings.
+        assert_eq!(gen.config.keys().collect::<Vec<_>>(), ["rate"]);
+        // `invalid_timestamp` defaults to fail once a bound is set; an empty `watermarks:`
+        // turns them on with the defaults.
+        let other = job.vertex("other").unwrap();
+        assert_eq!(
+            other.source_options,
+            SourceOptions {
+                timestamp_check: Some(TimestampCheck {
+                    before_max: None,
+                    after_max: Some(Duration::from_secs(1)),
+                    on_invalid: InvalidTimestampPolicy::Fail,
+                }),
+                watermarks: Some(WatermarkStrategy::default()),
+            }
+        );
+        assert!(other.config.is_empty());
+        let third = job.vertex("third").unwrap();
+        assert_eq!(
+            third.source_options.watermarks,
+            Some(WatermarkStrategy::default())
+        );
+        assert_eq!(third.source_options.timestamp_check, None);
+        assert_eq!(
+            job.vertex("fourth").unwrap().source_options,
+            SourceOptions::default()
+        );
+    }
+
+    #[test]
+    fn source_event_time_errors_are_located_and_suggest() {
+        let e =
+            one_error(&EVENT_TIME.replace("invalid_timestamp: clamp", "invalid_timestamp: clmap"));
+        assert_eq!(
+            e,
+            "job.yaml:9:5: source \"gen\": field \"invalid_timestamp\": unknown value \"clmap\", \
+             expected one of drop, clamp, fail; did you mean \"clamp\"?"
+        );
+        let e = one_error(
+            &EVENT_TIME.replace("timestamp_before_max: 1h", "timestamp_before_max: 1 day"),
+        );
+        assert!(
+            e.starts_with("job.yaml:7:5: source \"gen\": field \"timestamp_before_max\": invalid duration \"1 day\""),
+            "{e}"
+        );
+        let e = one_error(&EVENT_TIME.replace("      interval: 50ms", "      intervall: 50ms"));
+        assert_eq!(
+            e,
+            "job.yaml:12:7: source \"gen\": unknown field \"watermarks.intervall\", expected one \
+             of max_out_of_orderness, interval, idleness; did you mean \"interval\"?"
+        );
+        let e = one_error(&EVENT_TIME.replace("idleness: 5s", "idleness: -5s"));
+        assert!(
+            e.starts_with("job.yaml:13:7: source \"gen\": field \"watermarks.idleness\": invalid duration \"-5s\""),
+            "{e}"
+        );
+        let e = one_error(&EVENT_TIME.replace("idleness: 5s", "idleness: 0"));
+        assert_eq!(
+            e,
+            "job.yaml:13:7: source \"gen\": field \"watermarks.idleness\": must be more than 0 \
+             (leave it out to never mark the source idle)"
+        );
+        let e = one_error(&EVENT_TIME.replace("    watermarks: {}", "    watermarks: 200ms"));
+        assert!(
+            e.starts_with("job.yaml:20:5: source \"third\": field \"watermarks\": expected a mapping with max_out_of_orderness"),
+            "{e}"
+        );
+        let e = one_error(&EVENT_TIME.replace(
+            "    timestamp_after_max: 1s\n",
+            "    invalid_timestamp: drop\n",
+        ));
+        assert_eq!(
+            e,
+            "job.yaml:16:5: source \"other\": field \"invalid_timestamp\": has no effect without \
+             timestamp_before_max or timestamp_after_max: set a bound, or remove it"
+        );
+        let e = one_error(&EVENT_TIME.replace(
+            "e2e_latency_everywhere: true",
+            "e2e_latency_everywhere: yes please",
+        ));
+        assert!(
+            e.starts_with("job.yaml:2:1: field \"e2e_latency_everywhere\": expected true or false"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn event_time_fields_belong_on_sources() {
+        let text = "\
+name: x
+sources:
+  gen:
+    type: generator
+operators:
+  w:
+    type: window
+    input: gen
+    size: 1s
+    aggregate: count
+    watermarks:
+      max_out_of_orderness: 1s
+";
+        let e = one_error(text);
+        assert_eq!(
+            e,
+            "job.yaml:11:5: operator \"w\": field \"watermarks\" belongs on a source: timestamps \
+             are checked and watermarks made where records enter the job; set it on the sources \
+             this vertex reads from"
+        );
     }
 }

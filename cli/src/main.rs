@@ -19,6 +19,8 @@ mod args;
 mod build;
 mod endpoint;
 mod error;
+#[cfg(test)]
+mod event_time_jobs;
 mod jobfile;
 mod locate;
 mod progress;

@@ -20,9 +20,11 @@ pub const PARALLELISM_KEY: &str = "parallelism.default";
 pub const PROM_PORT_KEY: &str = "metrics.reporter.prom.port";
 /// `-D` key of chaining (Flink's `pipeline.operator-chaining.enabled`).
 pub const CHAINING_KEY: &str = "pipeline.operator-chaining.enabled";
+/// `-D` key of recording record end-to-end latency at every vertex.
+pub const E2E_EVERYWHERE_KEY: &str = "metrics.e2e-latency.everywhere";
 
 /// Every key `-D` accepts.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     LatencyConfig::INTERVAL_KEY,
     LatencyConfig::GRANULARITY_KEY,
     LatencyConfig::HISTORY_SIZE_KEY,
@@ -30,6 +32,7 @@ pub const KEYS: [&str; 7] = [
     PARALLELISM_KEY,
     PROM_PORT_KEY,
     CHAINING_KEY,
+    E2E_EVERYWHERE_KEY,
 ];
 
 /// What the job file says about the settings (its top-level fields).
@@ -41,6 +44,8 @@ pub struct FileSettings {
     pub buffer_timeout: Option<Duration>,
     /// `chaining`.
     pub chaining: Option<bool>,
+    /// `e2e_latency_everywhere`.
+    pub e2e_latency_everywhere: Option<bool>,
     /// `latency`.
     pub latency: LatencySection,
 }
@@ -52,6 +57,7 @@ impl FileSettings {
             parallelism: job.parallelism,
             buffer_timeout: job.buffer_timeout,
             chaining: job.chaining,
+            e2e_latency_everywhere: job.e2e_latency_everywhere,
             latency: job.latency.clone(),
         }
     }
@@ -70,6 +76,9 @@ pub struct Settings {
     pub metrics_addr: String,
     /// Whether forward edges are chained.
     pub chaining: bool,
+    /// Whether record end-to-end latency is recorded at every vertex (not only at sources and
+    /// terminal vertices).
+    pub e2e_latency_everywhere: bool,
 }
 
 /// A bad `-D`.
@@ -109,6 +118,7 @@ pub fn resolve(
         parallelism: NonZeroUsize::MIN,
         metrics_addr: DEFAULT_METRICS_ADDR.to_string(),
         chaining: true,
+        e2e_latency_everywhere: false,
     };
     // The job file.
     if let Some(i) = file.latency.interval {
@@ -128,6 +138,9 @@ pub fn resolve(
     }
     if let Some(c) = file.chaining {
         s.chaining = c;
+    }
+    if let Some(e) = file.e2e_latency_everywhere {
+        s.e2e_latency_everywhere = e;
     }
     // -D, in order: the last one for a key wins.
     for (key, value) in defines {
@@ -157,13 +170,8 @@ pub fn resolve(
                     .map_or("127.0.0.1", |h| h.0);
                 s.metrics_addr = format!("{host}:{port}");
             }
-            CHAINING_KEY => {
-                s.chaining = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(invalid("expected true or false".to_string())),
-                }
-            }
+            CHAINING_KEY => s.chaining = parse_bool(value).map_err(invalid)?,
+            E2E_EVERYWHERE_KEY => s.e2e_latency_everywhere = parse_bool(value).map_err(invalid)?,
             _ => {
                 return Err(SettingsError::UnknownKey {
                     key: key.clone(),
@@ -194,7 +202,18 @@ pub fn resolve(
     if flags.no_chaining {
         s.chaining = false;
     }
+    if flags.e2e_latency_everywhere {
+        s.e2e_latency_everywhere = true;
+    }
     Ok(s)
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -218,6 +237,7 @@ mod tests {
             parallelism: Some(nz(2)),
             buffer_timeout: Some(Duration::from_millis(5)),
             chaining: Some(true),
+            e2e_latency_everywhere: Some(false),
             latency: LatencySection {
                 interval: Some(Duration::from_millis(200)),
                 granularity: Some(Granularity::Single),
@@ -240,6 +260,7 @@ mod tests {
         assert_eq!(s.parallelism, nz(1));
         assert_eq!(s.metrics_addr, "127.0.0.1:9249");
         assert!(s.chaining);
+        assert!(!s.e2e_latency_everywhere);
     }
 
     #[test]
@@ -262,9 +283,11 @@ mod tests {
             ("parallelism.default", "3"),
             ("metrics.reporter.prom.port", "9300"),
             ("pipeline.operator-chaining.enabled", "false"),
+            ("metrics.e2e-latency.everywhere", "true"),
         ]);
         let s = resolve(&file(), &SettingFlags::default(), None, &defines).unwrap();
         assert!(!s.chaining);
+        assert!(s.e2e_latency_everywhere);
         assert_eq!(s.latency.interval, Duration::from_millis(10));
         assert_eq!(s.latency.granularity, Granularity::Subtask);
         assert_eq!(s.latency.history_size, nz(16));
@@ -282,6 +305,7 @@ mod tests {
             buffer_timeout: Some(Duration::ZERO),
             parallelism: Some(nz(4)),
             no_chaining: true,
+            e2e_latency_everywhere: true,
         };
         let defines = d(&[
             ("metrics.latency.interval", "10ms"),
@@ -296,6 +320,18 @@ mod tests {
         assert_eq!(s.parallelism, nz(4));
         assert_eq!(s.metrics_addr, "0.0.0.0:1234");
         assert!(!s.chaining);
+        assert!(s.e2e_latency_everywhere);
+    }
+
+    #[test]
+    fn e2e_everywhere_from_the_job_file_and_defines() {
+        let mut f = file();
+        f.e2e_latency_everywhere = Some(true);
+        let s = resolve(&f, &SettingFlags::default(), None, &[]).unwrap();
+        assert!(s.e2e_latency_everywhere);
+        let defines = d(&[("metrics.e2e-latency.everywhere", "false")]);
+        let s = resolve(&f, &SettingFlags::default(), None, &defines).unwrap();
+        assert!(!s.e2e_latency_everywhere);
     }
 
     #[test]
@@ -322,7 +358,7 @@ mod tests {
             "unknown setting -D metrics.latency.intervall: valid keys are \
              metrics.latency.interval, metrics.latency.granularity, metrics.latency.history-size, \
              execution.buffer-timeout, parallelism.default, metrics.reporter.prom.port, \
-             pipeline.operator-chaining.enabled; \
+             pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere; \
              did you mean \"metrics.latency.interval\"?"
         );
     }
@@ -341,6 +377,7 @@ mod tests {
             ("parallelism.default", "0", "at least 1"),
             ("metrics.reporter.prom.port", "70000", "invalid port"),
             ("pipeline.operator-chaining.enabled", "no", "true or false"),
+            ("metrics.e2e-latency.everywhere", "yes", "true or false"),
         ] {
             let e = resolve(&file(), &SettingFlags::default(), None, &d(&[(k, v)])).unwrap_err();
             let msg = e.to_string();

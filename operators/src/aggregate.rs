@@ -157,6 +157,28 @@ impl KeyedAccs {
         }
     }
 
+    /// Calls `f` with every key that has state, in ascending key order, keeping the state.
+    pub(crate) fn for_each_sorted(&self, mut f: impl FnMut(u64, &Acc)) {
+        for (key, acc) in self.dense.iter().enumerate() {
+            if acc.count > 0 {
+                f(key as u64, acc);
+            }
+        }
+        if !self.sparse.is_empty() {
+            let mut keys: Vec<u64> = self.sparse.keys().copied().collect();
+            keys.sort_unstable();
+            for key in keys {
+                f(key, &self.sparse[&key]);
+            }
+        }
+    }
+
+    /// Forgets every key's state, keeping the memory.
+    pub(crate) fn clear(&mut self) {
+        self.dense.fill(Acc::default());
+        self.sparse.clear();
+    }
+
     /// Calls `f` with every key that has state, in ascending key order, and forgets the state
     /// (keeping the memory).
     pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(u64, Acc)) {
@@ -217,6 +239,17 @@ mod tests {
         );
         let mut again = 0;
         s.drain_sorted(|_, _| again += 1);
+        assert_eq!(again, 0);
+        // for_each_sorted keeps the state; clear forgets it.
+        for key in [9, DENSE_KEYS + 1, 2] {
+            Count::update(s.get(key), 0.0);
+        }
+        let mut seen = Vec::new();
+        s.for_each_sorted(|k, acc| seen.push((k, acc.count)));
+        s.for_each_sorted(|k, acc| seen.push((k, acc.count)));
+        assert_eq!(seen, [(2, 1), (9, 1), (DENSE_KEYS + 1, 1)].repeat(2));
+        s.clear();
+        s.for_each_sorted(|_, _| again += 1);
         assert_eq!(again, 0);
     }
 }

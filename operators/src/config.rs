@@ -12,7 +12,8 @@ use crate::registry::ConfigError;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Timestamps {
-    /// Where the event was made: the generator's poll time, a line's `timestamp` field.
+    /// Where the event was made: the generator's schedule (or poll time), a line's `timestamp`
+    /// field.
     #[default]
     Create,
     /// When the source read the record.
@@ -38,20 +39,6 @@ pub enum OnError {
     Fail,
     /// Skip the line and count it in `tidemark_source_malformed_records_total`.
     Skip,
-}
-
-/// What a source does with a create timestamp outside `timestamp_before_max` /
-/// `timestamp_after_max` (Kafka KIP-937).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InvalidTimestamp {
-    /// Fail the job, naming the record.
-    #[default]
-    Fail,
-    /// Drop the record and count it in `tidemark_invalid_timestamp_records_total`.
-    Drop,
-    /// Replace the timestamp with the ingestion time (type `ingestion`) and count it.
-    Clamp,
 }
 
 /// The aggregate `reduce` and `window` compute over the values of a key.
@@ -104,10 +91,14 @@ pub(crate) fn parse<T: DeserializeOwned>(
         }
     };
     serde_path_to_error::deserialize(config).map_err(|e| {
-        // An unknown field's message names it already; the path would repeat it.
+        // An unknown field's message names it already; the path would repeat it, but the
+        // mapping it is in (for a nested one) is worth saying.
         let inner = e.inner().to_string();
         let message = if inner.starts_with("unknown field") {
-            inner
+            match e.path().to_string().rsplit_once('.') {
+                Some((parent, _)) => format!("{parent}: {inner}"),
+                None => inner,
+            }
         } else {
             e.to_string()
         };

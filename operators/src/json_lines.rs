@@ -11,13 +11,12 @@
 
 use std::fmt;
 use std::io::{self, Write};
-use std::time::Duration;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Record, TimestampType};
+use tidemark_runtime::{Record, TimestampType};
 
-use crate::config::{nanos_i64, InvalidTimestamp, Timestamps};
+use crate::config::Timestamps;
 
 /// What a line must look like, for error messages.
 pub(crate) const EXPECTED_LINE: &str = "expected a JSON object like \
@@ -146,81 +145,37 @@ pub(crate) fn write_record<W: Write>(w: &mut W, record: &Record) -> io::Result<(
     )
 }
 
-/// How a reading source settles the timestamp of each record: its [`Timestamps`] choice and
-/// the KIP-937 bounds on create timestamps.
+/// How a reading source settles the timestamp of each record: the line's own (`create`) or the
+/// time it is read (`ingestion`). Range checks on create timestamps (`timestamp_before_max`, …)
+/// are not done here: the runtime applies them to whatever any source emits
+/// ([`tidemark_runtime::SourceOptions`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stamping {
     pub mode: Timestamps,
-    /// Longest a create timestamp may lie before the ingestion time, in ns.
-    pub before_max: Option<i64>,
-    /// Longest a create timestamp may lie after the ingestion time, in ns.
-    pub after_max: Option<i64>,
-    pub on_invalid: InvalidTimestamp,
 }
 
 impl Stamping {
-    pub(crate) fn new(
-        mode: Timestamps,
-        before_max: Option<Duration>,
-        after_max: Option<Duration>,
-        on_invalid: InvalidTimestamp,
-    ) -> Self {
-        Stamping {
-            mode,
-            before_max: before_max.map(nanos_i64),
-            after_max: after_max.map(nanos_i64),
-            on_invalid,
-        }
+    pub(crate) fn new(mode: Timestamps) -> Self {
+        Stamping { mode }
     }
 
-    /// The record to emit for `line` read at `now`, or `None` if it is dropped for an invalid
-    /// timestamp. Invalid timestamps are counted in `invalid`; with `invalid_timestamp: fail`
-    /// the error names `origin` and `line_number`.
+    /// The record for `line` read at `now`: the line's timestamp as a create timestamp, or the
+    /// ingestion time when the mode is `ingestion` or the line has none.
     #[inline]
-    pub(crate) fn stamp(
-        &self,
-        line: LineRecord,
-        now: i64,
-        invalid: &mut u64,
-        origin: &str,
-        line_number: u64,
-    ) -> Result<Option<Record>, BoxError> {
-        let ingested = Record {
-            key: line.key,
-            value: line.value,
-            timestamp: now,
-            timestamp_type: TimestampType::Ingestion,
-        };
-        let ts = match (self.mode, line.timestamp) {
-            (Timestamps::Create, Some(ts)) => ts,
-            _ => return Ok(Some(ingested)),
-        };
-        let violation = match (self.before_max, self.after_max) {
-            (Some(max), _) if now.saturating_sub(ts) > max => Some(("before", now - ts, max)),
-            (_, Some(max)) if ts.saturating_sub(now) > max => Some(("after", ts - now, max)),
-            _ => None,
-        };
-        let Some((side, by, max)) = violation else {
-            return Ok(Some(Record {
+    pub(crate) fn stamp(&self, line: LineRecord, now: i64) -> Record {
+        match (self.mode, line.timestamp) {
+            (Timestamps::Create, Some(ts)) => Record {
+                key: line.key,
+                value: line.value,
                 timestamp: ts,
                 timestamp_type: TimestampType::Create,
-                ..ingested
-            }));
-        };
-        *invalid += 1;
-        match self.on_invalid {
-            InvalidTimestamp::Drop => Ok(None),
-            InvalidTimestamp::Clamp => Ok(Some(ingested)),
-            InvalidTimestamp::Fail => Err(format!(
-                "{origin}: line {line_number}: record with key {} has timestamp {} ms, {} {side} \
-                 the ingestion time, more than timestamp_{side}_max {}; set invalid_timestamp \
-                 to drop or clamp to keep going",
-                line.key,
-                ts.div_euclid(NANOS_PER_MILLI),
-                tidemark_markers::format_duration(Duration::from_nanos(by.unsigned_abs())),
-                tidemark_markers::format_duration(Duration::from_nanos(max.unsigned_abs())),
-            )
-            .into()),
+            },
+            _ => Record {
+                key: line.key,
+                value: line.value,
+                timestamp: now,
+                timestamp_type: TimestampType::Ingestion,
+            },
         }
     }
 }
@@ -290,80 +245,25 @@ mod tests {
     }
 
     #[test]
-    fn stamping_checks_create_timestamps() {
+    fn stamping_takes_the_line_timestamp_or_the_ingestion_time() {
         let line = |ts: Option<i64>| LineRecord {
             key: 1,
-            value: 0.0,
+            value: 2.0,
             timestamp: ts,
         };
         let now = 1_000_000_000_000;
-        let mut invalid = 0;
-        let bounded = |on_invalid| {
-            Stamping::new(
-                Timestamps::Create,
-                Some(Duration::from_secs(1)),
-                Some(Duration::from_millis(10)),
-                on_invalid,
-            )
-        };
-        // Within bounds: kept as create time.
-        let r = bounded(InvalidTimestamp::Fail)
-            .stamp(line(Some(now - 999_000_000)), now, &mut invalid, "f", 1)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (r.timestamp, r.timestamp_type),
-            (now - 999_000_000, TimestampType::Create)
-        );
-        // No timestamp: ingestion time.
-        let r = bounded(InvalidTimestamp::Fail)
-            .stamp(line(None), now, &mut invalid, "f", 1)
-            .unwrap()
-            .unwrap();
+        let create = Stamping::new(Timestamps::Create);
+        let r = create.stamp(line(Some(5)), now);
+        assert_eq!((r.timestamp, r.timestamp_type), (5, TimestampType::Create));
+        assert_eq!((r.key, r.value), (1, 2.0));
+        // No timestamp: the ingestion time.
+        let r = create.stamp(line(None), now);
         assert_eq!(
             (r.timestamp, r.timestamp_type),
             (now, TimestampType::Ingestion)
         );
-        assert_eq!(invalid, 0);
-        // Too old: dropped, clamped or failed.
-        let old = line(Some(now - 2_000_000_000));
-        let s = bounded(InvalidTimestamp::Drop);
-        assert_eq!(s.stamp(old, now, &mut invalid, "f", 1).unwrap(), None);
-        let r = bounded(InvalidTimestamp::Clamp)
-            .stamp(old, now, &mut invalid, "f", 1)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (r.timestamp, r.timestamp_type),
-            (now, TimestampType::Ingestion)
-        );
-        let err = bounded(InvalidTimestamp::Fail)
-            .stamp(old, now, &mut invalid, "in.jsonl", 4)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("in.jsonl: line 4: record with key 1"),
-            "{err}"
-        );
-        assert!(
-            err.contains("2s before the ingestion time, more than timestamp_before_max 1s"),
-            "{err}"
-        );
-        // Too far ahead.
-        let err = bounded(InvalidTimestamp::Fail)
-            .stamp(line(Some(now + 11_000_000)), now, &mut invalid, "f", 9)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("11ms after"), "{err}");
-        assert_eq!(invalid, 4);
-        // Ingestion mode ignores the line's timestamp and its bounds.
-        let s = Stamping::new(
-            Timestamps::Ingestion,
-            Some(Duration::ZERO),
-            None,
-            InvalidTimestamp::Fail,
-        );
-        let r = s.stamp(old, now, &mut invalid, "f", 1).unwrap().unwrap();
+        // Ingestion mode ignores the line's timestamp.
+        let r = Stamping::new(Timestamps::Ingestion).stamp(line(Some(5)), now);
         assert_eq!(
             (r.timestamp, r.timestamp_type),
             (now, TimestampType::Ingestion)

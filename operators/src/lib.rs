@@ -19,7 +19,10 @@
 //!
 //! ## Settings
 //! [`build`] takes a vertex's settings as a JSON object without the keys the job file handles
-//! (`type`, `input`, `parallelism`, `partition`). Durations are strings such as `"2us"`,
+//! (`type`, `input`, `parallelism`, `partition`, and on sources the event-time fields
+//! `timestamp_before_max`, `timestamp_after_max`, `invalid_timestamp` and `watermarks`, which
+//! the runtime applies to every source: [`tidemark_runtime::SourceOptions`]). Durations are
+//! strings such as `"2us"`,
 //! `"200ms"`, `"1s"` or bare numbers of milliseconds, read by
 //! [`tidemark_markers::parse_duration`]. Errors name the field: ``unknown field `rat`, expected
 //! one of `count`, `rate`, …`` or ``cost: invalid duration "fast": …``. Relative paths resolve

@@ -1,8 +1,8 @@
 //! The registry: every built-in component, found by its kind and `type` name.
 //!
 //! [`build`] turns the settings of one job-file vertex (a JSON object without the common keys
-//! `type`, `input`, `parallelism` and `partition`) into a factory that makes one instance per
-//! subtask. Settings are checked when the component is built, before the job starts; resources
+//! `type`, `input`, `parallelism` and `partition`, and the sources' event-time fields, which the
+//! runtime applies) into a factory that makes one instance per subtask. Settings are checked when the component is built, before the job starts; resources
 //! such as files are opened by the factory, when the job starts.
 
 use std::fmt;

@@ -1,4 +1,5 @@
-//! The `window` operator: tumbling processing-time windows, one aggregate per key and window.
+//! The `window` operator: tumbling windows in processing time or event time, one aggregate per
+//! key and window.
 //!
 //! ```yaml
 //! operators:
@@ -7,24 +8,47 @@
 //!     input: clicks
 //!     partition: hash
 //!     size: 1s
-//!     aggregate: count    # count | sum | min | max | mean (of value)
-//!     time: processing    # the only time so far (the default)
+//!     aggregate: count        # count | sum | min | max | mean (of value)
+//!     time: event             # processing (default) | event
+//!     allowed_lateness: 5s    # only with time: event; default 0
 //! ```
 //!
-//! - Windows are aligned to the Unix epoch: `[n·size, (n+1)·size)` of wall-clock time. A
-//!   record belongs to the window that is open when it is processed; the operator learns the
+//! Windows are aligned to the Unix epoch: `[n·size, (n+1)·size)`. A window's output is one
+//! record per key that had records in it, in ascending key order, with the aggregate as value
+//! and timestamp `window end - 1 ns` (type `create`: the last instant the window covers, as
+//! Flink's `TimeWindow.maxTimestamp()`).
+//!
+//! **Processing time** (`time: processing`, the default):
+//! - A record belongs to the window that is open when it is processed; the operator learns the
 //!   time from [`Operator::on_time`], which the runtime calls at least once per batch and
 //!   regularly while idle.
-//! - When the time reaches the window's end, the window fires: one record per key that had
-//!   records in it, in ascending key order, with the aggregate as value and timestamp
-//!   `window end - 1 ns` (type `create`: the last instant the window covers). Then the window
-//!   holding the current time opens; windows in which nothing arrived emit nothing.
+//! - When the time reaches the window's end, the window fires. Then the window holding the
+//!   current time opens; windows in which nothing arrived emit nothing.
 //! - At the end of input, [`Operator::finish`] fires the open window at once (with its end as
 //!   if it had closed).
 //!
-//! The state and firing are kept apart from the notion of time so that an event-time mode
-//! (`time: event`, fired by watermarks) can be added beside `processing`.
+//! **Event time** (`time: event`), as Flink's tumbling event-time windows with
+//! `allowedLateness`:
+//! - A record belongs to the window holding its timestamp. Time advances only with the
+//!   watermark ([`Operator::on_watermark`]): turn watermarks on at the sources, or every window
+//!   waits for the end of input.
+//! - A window fires when the watermark reaches `end - 1 ns`. Its state is kept until the
+//!   watermark reaches `end - 1 ns + allowed_lateness`; a record for a window that has fired but
+//!   is still kept updates it and emits the key's updated aggregate at once (a *late firing*,
+//!   same timestamp `end - 1 ns`), so the latest output for a key and window is the complete
+//!   one.
+//! - A record whose window is already purged (`end - 1 ns + allowed_lateness <= watermark`) is
+//!   dropped and counted ([`Operator::late_records_dropped`], exported as
+//!   `tidemark_late_records_dropped_total`). With `allowed_lateness: 0` a window fires and is
+//!   purged at once, and every record behind the watermark is dropped.
+//! - At the end of input every window that has not fired fires, in window order.
+//! - State: one accumulator per key with records, per window not yet purged. Windows not yet
+//!   purged are those ahead of the watermark (at most about `max_out_of_orderness / size + 1`
+//!   with in-order sources) and those in their allowed lateness (`allowed_lateness / size + 1`);
+//!   so memory is bounded by those windows × keys. A record far ahead of the others opens its
+//!   own window, which stays until the watermark passes it.
 
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::time::Duration;
 
@@ -39,8 +63,8 @@ use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "window",
     kind: ComponentKind::Operator,
-    fields: &["size", "aggregate", "time"],
-    summary: "tumbling processing-time window: one aggregate per key and window",
+    fields: &["size", "aggregate", "time", "allowed_lateness"],
+    summary: "tumbling window in processing or event time: one aggregate per key and window",
     build,
 };
 
@@ -56,6 +80,10 @@ pub struct WindowConfig {
     /// Which clock assigns records to windows.
     #[serde(default)]
     pub time: WindowTime,
+    /// With `time: event`: how long after its end (in event time) a window is kept for late
+    /// records; default 0.
+    #[serde(default, deserialize_with = "duration::option")]
+    pub allowed_lateness: Option<Duration>,
 }
 
 /// Which clock assigns records to windows and closes them.
@@ -65,12 +93,21 @@ pub enum WindowTime {
     /// The wall clock when the record is processed.
     #[default]
     Processing,
+    /// The record's timestamp; windows close with the watermark.
+    Event,
 }
 
 fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: WindowConfig = config::parse(INFO.type_name, config)?;
     if config.size.is_zero() {
         return Err(config::invalid(INFO.type_name, "size: must be more than 0"));
+    }
+    if config.time == WindowTime::Processing && config.allowed_lateness.is_some() {
+        return Err(config::invalid(
+            INFO.type_name,
+            "allowed_lateness: only applies with time: event (records are never late in \
+             processing time)",
+        ));
     }
     Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
         Ok(window_operator(&config))
@@ -84,6 +121,166 @@ pub fn window_operator(config: &WindowConfig) -> Box<dyn Operator> {
         WindowTime::Processing => {
             with_aggregator!(config.aggregate, A => Box::new(WindowOperator::<A>::new(size)))
         }
+        WindowTime::Event => {
+            let lateness = nanos_i64(config.allowed_lateness.unwrap_or_default());
+            with_aggregator!(
+                config.aggregate,
+                A => Box::new(EventWindowOperator::<A>::new(size, lateness))
+            )
+        }
+    }
+}
+
+/// The end of the window of `size` holding `t` (saturating at the end of time).
+#[inline(always)]
+fn end_of_window_at(size: i64, t: i64) -> i64 {
+    t.saturating_sub(t.rem_euclid(size)).saturating_add(size)
+}
+
+/// Spare accumulator maps kept for new windows, so steady state does not allocate.
+const SPARE_WINDOWS: usize = 4;
+
+/// One event-time window's state.
+#[derive(Debug, Default)]
+struct EventWindow {
+    accs: KeyedAccs,
+    /// Whether it has fired (its end has passed the watermark).
+    fired: bool,
+}
+
+/// One subtask of the `window` operator in event time, for one aggregate type.
+#[derive(Debug)]
+struct EventWindowOperator<A> {
+    size: i64,
+    lateness: i64,
+    /// The current watermark, `i64::MIN` before the first.
+    watermark: i64,
+    /// Windows not yet purged, by end.
+    windows: BTreeMap<i64, EventWindow>,
+    spare: Vec<KeyedAccs>,
+    late_dropped: u64,
+    _aggregate: PhantomData<fn() -> A>,
+}
+
+impl<A: Aggregator> EventWindowOperator<A> {
+    fn new(size: i64, lateness: i64) -> Self {
+        EventWindowOperator {
+            size,
+            lateness,
+            watermark: i64::MIN,
+            windows: BTreeMap::new(),
+            spare: Vec::new(),
+            late_dropped: 0,
+            _aggregate: PhantomData,
+        }
+    }
+
+    /// Emits the aggregate of every key of the window ending at `end`.
+    fn emit_window(end: i64, window: &EventWindow, out: &mut Output) {
+        let timestamp = end - 1;
+        window.accs.for_each_sorted(|key, acc| {
+            out.emit(Record {
+                key,
+                value: A::result(acc),
+                timestamp,
+                timestamp_type: TimestampType::Create,
+            })
+        });
+    }
+
+    fn recycle(&mut self, mut accs: KeyedAccs) {
+        if self.spare.len() < SPARE_WINDOWS {
+            accs.clear();
+            self.spare.push(accs);
+        }
+    }
+}
+
+impl<A: Aggregator> Operator for EventWindowOperator<A> {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        self.process_batch(std::slice::from_ref(&record), out)
+    }
+
+    fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
+        let (size, lateness, watermark) = (self.size, self.lateness, self.watermark);
+        let mut i = 0;
+        while i < records.len() {
+            let end = end_of_window_at(size, records[i].timestamp);
+            let last = end - 1;
+            if last.saturating_add(lateness) <= watermark {
+                // Its window is gone.
+                self.late_dropped += 1;
+                i += 1;
+                continue;
+            }
+            // A window the watermark has passed fires for each record (a late firing).
+            let passed = last <= watermark;
+            let spare = &mut self.spare;
+            let window = self.windows.entry(end).or_insert_with(|| EventWindow {
+                accs: spare.pop().unwrap_or_default(),
+                fired: false,
+            });
+            window.fired |= passed;
+            // The run of records in the same window goes without another lookup.
+            while i < records.len() {
+                let r = &records[i];
+                if r.timestamp < end - size || r.timestamp >= end {
+                    break;
+                }
+                let value = A::update(window.accs.get(r.key), r.value);
+                if passed {
+                    out.emit(Record {
+                        key: r.key,
+                        value,
+                        timestamp: last,
+                        timestamp_type: TimestampType::Create,
+                    });
+                }
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
+        if watermark <= self.watermark {
+            return Ok(());
+        }
+        self.watermark = watermark;
+        // Fire every window whose last instant the watermark has reached, in window order.
+        for (&end, window) in self.windows.range_mut(..=watermark.saturating_add(1)) {
+            if !window.fired {
+                Self::emit_window(end, window, out);
+                window.fired = true;
+            }
+        }
+        // Purge those past their allowed lateness: end - 1 + lateness <= watermark.
+        let keep_from = watermark.saturating_sub(self.lateness).saturating_add(2);
+        if self
+            .windows
+            .first_key_value()
+            .is_some_and(|(&end, _)| end < keep_from)
+        {
+            let kept = self.windows.split_off(&keep_from);
+            let purged = std::mem::replace(&mut self.windows, kept);
+            for (_, window) in purged {
+                self.recycle(window.accs);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
+        for (end, window) in std::mem::take(&mut self.windows) {
+            if !window.fired {
+                Self::emit_window(end, &window, out);
+            }
+        }
+        Ok(())
+    }
+
+    fn late_records_dropped(&self) -> u64 {
+        self.late_dropped
     }
 }
 
@@ -250,6 +447,147 @@ mod tests {
         assert_eq!(out.records(), [Record::new(6, 1.0, 3 * S - 1)]);
     }
 
+    fn event_window(aggregate: &str, lateness: &str) -> Box<dyn Operator> {
+        operator(
+            &INFO,
+            json!({"size": "1s", "aggregate": aggregate, "time": "event", "allowed_lateness": lateness}),
+        )
+    }
+
+    /// Processes `(key, value, timestamp)` records; returns what was emitted.
+    fn feed_at(op: &mut dyn Operator, records: &[(u64, f64, i64)]) -> Vec<(u64, f64, i64)> {
+        let records: Vec<Record> = records
+            .iter()
+            .map(|&(k, v, t)| Record::new(k, v, t))
+            .collect();
+        let mut out = Output::default();
+        op.process_batch(&records, &mut out).unwrap();
+        triples(&out)
+    }
+
+    fn watermark(op: &mut dyn Operator, wm: i64) -> Vec<(u64, f64, i64)> {
+        let mut out = Output::default();
+        op.on_watermark(wm, &mut out).unwrap();
+        triples(&out)
+    }
+
+    fn triples(out: &Output) -> Vec<(u64, f64, i64)> {
+        assert!(out
+            .records()
+            .iter()
+            .all(|r| r.timestamp_type == TimestampType::Create));
+        out.records()
+            .iter()
+            .map(|r| (r.key, r.value, r.timestamp))
+            .collect()
+    }
+
+    #[test]
+    fn event_time_windows_fire_with_the_watermark() {
+        let mut op = event_window("sum", "0");
+        let t0 = 1_700_000_000 * S;
+        // Two windows' records, out of order, in one batch; nothing fires without a watermark.
+        let fed = feed_at(
+            op.as_mut(),
+            &[
+                (3, 1.0, t0 + 100),
+                (1, 2.0, t0 + S + 5),
+                (3, 4.0, t0 + S - 1),
+                (2, 8.0, t0),
+                (1, 16.0, t0 + 2 * S - 1),
+            ],
+        );
+        assert!(fed.is_empty());
+        // The first window's last instant is t0 + 1s - 1 ns: one nanosecond short, nothing.
+        assert!(watermark(op.as_mut(), t0 + S - 2).is_empty());
+        assert_eq!(
+            watermark(op.as_mut(), t0 + S - 1),
+            [(2, 8.0, t0 + S - 1), (3, 5.0, t0 + S - 1)]
+        );
+        // A watermark that does not advance, or one between window ends, fires nothing.
+        assert!(watermark(op.as_mut(), t0 + S - 1).is_empty());
+        assert!(watermark(op.as_mut(), t0 + S + S / 2).is_empty());
+        // A watermark far ahead fires the second window; the empty ones between emit nothing.
+        feed_at(op.as_mut(), &[(7, 1.0, t0 + 5 * S)]);
+        assert_eq!(
+            watermark(op.as_mut(), t0 + 4 * S),
+            [(1, 18.0, t0 + 2 * S - 1)]
+        );
+        assert_eq!(op.late_records_dropped(), 0);
+        // The end of input fires what is still open.
+        let mut out = Output::default();
+        op.finish(0, &mut out).unwrap();
+        assert_eq!(triples(&out), [(7, 1.0, t0 + 6 * S - 1)]);
+    }
+
+    #[test]
+    fn records_behind_the_watermark_are_dropped_and_counted_without_lateness() {
+        let mut op = event_window("count", "0");
+        feed_at(op.as_mut(), &[(1, 0.0, 500), (1, 0.0, S + 1)]);
+        assert_eq!(watermark(op.as_mut(), S - 1), [(1, 1.0, S - 1)]);
+        // The first window fired and was purged at once: its records are late now.
+        let fed = feed_at(op.as_mut(), &[(1, 0.0, 0), (2, 0.0, S - 1), (1, 0.0, S)]);
+        assert!(fed.is_empty(), "{fed:?}");
+        assert_eq!(op.late_records_dropped(), 2);
+        assert_eq!(watermark(op.as_mut(), 2 * S - 1), [(1, 2.0, 2 * S - 1)]);
+        // After the watermark every record of a window that ended is late, in any batch.
+        feed_at(op.as_mut(), &[(9, 0.0, 2 * S - 1), (9, 0.0, 3)]);
+        assert_eq!(op.late_records_dropped(), 4);
+        let mut out = Output::default();
+        op.finish(0, &mut out).unwrap();
+        assert!(out.is_empty(), "fired windows do not fire again at the end");
+    }
+
+    #[test]
+    fn allowed_lateness_keeps_a_fired_window_and_fires_late_updates() {
+        let mut op = event_window("mean", "2s");
+        let fed = feed_at(op.as_mut(), &[(4, 1.0, 10), (5, 10.0, 20)]);
+        assert!(fed.is_empty());
+        // On time: the window fires once with both keys.
+        assert_eq!(
+            watermark(op.as_mut(), S - 1),
+            [(4, 1.0, S - 1), (5, 10.0, S - 1)]
+        );
+        // A late record within the allowed lateness updates its key and emits the new result
+        // at once, with the window's timestamp.
+        assert_eq!(feed_at(op.as_mut(), &[(4, 3.0, 30)]), [(4, 2.0, S - 1)]);
+        // Watermarks inside the lateness do not fire the window again.
+        assert!(watermark(op.as_mut(), S + S / 2).is_empty());
+        assert_eq!(
+            feed_at(op.as_mut(), &[(4, 5.0, 40), (6, 7.0, S - 1)]),
+            [(4, 3.0, S - 1), (6, 7.0, S - 1)]
+        );
+        // A window that never had records but is still within its lateness: kept and fired
+        // for the record at once.
+        assert_eq!(
+            feed_at(op.as_mut(), &[(8, 1.0, S + 3)]),
+            [],
+            "window [1s, 2s) has not ended yet"
+        );
+        assert_eq!(watermark(op.as_mut(), 2 * S - 1), [(8, 1.0, 2 * S - 1)]);
+        assert_eq!(op.late_records_dropped(), 0);
+        // end - 1 + lateness = 3s - 1: one nanosecond before, the first window is still kept.
+        assert!(watermark(op.as_mut(), 3 * S - 2).is_empty());
+        assert_eq!(feed_at(op.as_mut(), &[(5, 20.0, 0)]), [(5, 15.0, S - 1)]);
+        // Then it is purged: its records are dropped and counted; the second is kept.
+        assert!(watermark(op.as_mut(), 3 * S - 1).is_empty());
+        assert!(feed_at(op.as_mut(), &[(5, 1.0, 0), (4, 1.0, S - 1)]).is_empty());
+        assert_eq!(op.late_records_dropped(), 2);
+        assert_eq!(feed_at(op.as_mut(), &[(8, 3.0, S)]), [(8, 2.0, 2 * S - 1)]);
+        let mut out = Output::default();
+        op.finish(0, &mut out).unwrap();
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn event_time_ignores_the_wall_clock() {
+        let mut op = event_window("count", "0");
+        feed_at(op.as_mut(), &[(1, 0.0, 5)]);
+        assert!(time(op.as_mut(), 100 * S).is_empty());
+        assert!(time(op.as_mut(), 200 * S).is_empty());
+        assert_eq!(watermark(op.as_mut(), S - 1), [(1, 1.0, S - 1)]);
+    }
+
     #[test]
     fn bad_settings_are_named() {
         for (settings, expected) in [
@@ -263,8 +601,16 @@ mod tests {
             ),
             (json!({"aggregate": "sum"}), "missing field `size`"),
             (
-                json!({"size": "1s", "aggregate": "sum", "time": "event"}),
-                "time: unknown variant `event`, expected `processing`",
+                json!({"size": "1s", "aggregate": "sum", "time": "ingestion"}),
+                "time: unknown variant `ingestion`, expected `processing` or `event`",
+            ),
+            (
+                json!({"size": "1s", "aggregate": "sum", "allowed_lateness": "1s"}),
+                "allowed_lateness: only applies with time: event",
+            ),
+            (
+                json!({"size": "1s", "aggregate": "sum", "time": "event", "allowed_lateness": "soon"}),
+                "allowed_lateness: invalid duration \"soon\"",
             ),
         ] {
             let err = build(settings, &BuildEnv::default())

@@ -7,9 +7,6 @@
 //!     path: data/events.jsonl     # relative to the job file's folder
 //!     on_error: skip              # fail (default) | skip
 //!     timestamps: create          # create (default): the line's `timestamp` | ingestion
-//!     timestamp_before_max: 1h    # optional bounds on create timestamps (Kafka KIP-937)
-//!     timestamp_after_max: 1s
-//!     invalid_timestamp: clamp    # fail (default) | drop | clamp
 //! ```
 //!
 //! - Each line is `{"key": 7, "value": 1.5, "timestamp": 1700000000000}` (see the crate docs):
@@ -20,10 +17,10 @@
 //! - A malformed line fails the job with the file's path, the 1-based line (and column) and what
 //!   is expected; with `on_error: skip` it is skipped and counted
 //!   (`tidemark_source_malformed_records_total`).
-//! - Create timestamps further than `timestamp_before_max` before or `timestamp_after_max` after
-//!   the ingestion time are invalid: `fail` fails the job naming the line, `drop` drops and
-//!   `clamp` restamps the record with the ingestion time; both count it
-//!   (`tidemark_invalid_timestamp_records_total`). Without bounds nothing is checked.
+//! - Range checks on create timestamps (`timestamp_before_max`, `timestamp_after_max`,
+//!   `invalid_timestamp`) and watermarks are options of every source vertex, applied by the
+//!   runtime to what this source emits ([`tidemark_runtime::SourceOptions`]); the job file
+//!   sets them beside `type`.
 //! - With parallelism `p`, every subtask reads the whole file and subtask `i` keeps the lines
 //!   whose 0-based index `n` has `n % p == i` (subtask 0 takes lines 1, p+1, 2p+1, …).
 //! - Lag: the bytes not yet read (the file's size when opened, less what this subtask has read)
@@ -34,7 +31,6 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Deserialize;
 use tidemark_runtime::{
@@ -42,7 +38,7 @@ use tidemark_runtime::{
     SubtaskContext,
 };
 
-use crate::config::{self, duration, InvalidTimestamp, OnError, Timestamps};
+use crate::config::{self, OnError, Timestamps};
 use crate::json_lines::{parse_line, Stamping};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
@@ -50,14 +46,7 @@ use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "file",
     kind: ComponentKind::Source,
-    fields: &[
-        "path",
-        "on_error",
-        "timestamps",
-        "timestamp_before_max",
-        "timestamp_after_max",
-        "invalid_timestamp",
-    ],
+    fields: &["path", "on_error", "timestamps"],
     summary: "reads JSON lines {\"key\", \"value\", \"timestamp\" (ms)} from a file",
     build,
 };
@@ -74,15 +63,6 @@ pub struct FileSourceConfig {
     /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
     #[serde(default)]
     pub timestamps: Timestamps,
-    /// Longest a create timestamp may lie before the ingestion time; unbounded if absent.
-    #[serde(default, deserialize_with = "duration::option")]
-    pub timestamp_before_max: Option<Duration>,
-    /// Longest a create timestamp may lie after the ingestion time; unbounded if absent.
-    #[serde(default, deserialize_with = "duration::option")]
-    pub timestamp_after_max: Option<Duration>,
-    /// What to do with a create timestamp outside the bounds.
-    #[serde(default)]
-    pub invalid_timestamp: InvalidTimestamp,
 }
 
 impl FileSourceConfig {
@@ -96,12 +76,7 @@ impl FileSourceConfig {
     }
 
     fn stamping(&self) -> Stamping {
-        Stamping::new(
-            self.timestamps,
-            self.timestamp_before_max,
-            self.timestamp_after_max,
-            self.invalid_timestamp,
-        )
+        Stamping::new(self.timestamps)
     }
 }
 
@@ -189,16 +164,8 @@ impl Source for FileSource {
             match parse_line(&self.line) {
                 Ok(None) => {}
                 Ok(Some(parsed)) => {
-                    if let Some(record) = self.stamping.stamp(
-                        parsed,
-                        ctx.now_nanos,
-                        &mut self.errors.invalid_timestamps,
-                        &self.name,
-                        self.lines_read,
-                    )? {
-                        out.emit(record);
-                        emitted += 1;
-                    }
+                    out.emit(self.stamping.stamp(parsed, ctx.now_nanos));
+                    emitted += 1;
                 }
                 Err(e) => match self.on_error {
                     OnError::Fail => return Err(e.describe(&self.name, self.lines_read).into()),
@@ -355,33 +322,21 @@ mod tests {
     }
 
     #[test]
-    fn invalid_timestamps_are_dropped_clamped_or_fail() {
+    fn range_fields_are_not_the_components_own() {
+        // The runtime checks timestamp ranges for every source; the job file takes these
+        // fields off the vertex before the rest reaches the component.
         let dir = TempDir::new("file-source-ts");
-        let now = 100_000 * MS;
-        let body = "{\"key\":1,\"timestamp\":99500}\n{\"key\":2,\"timestamp\":1000}\n{\"key\":3,\"timestamp\":100200}\n";
-        let bounds = |policy: &str| json!({"timestamp_before_max": "1s", "timestamp_after_max": 100, "invalid_timestamp": policy});
-        let mut s = source(&dir, body, bounds("drop"), 0, 1);
-        let keys: Vec<u64> = read_all(&mut s, now)
-            .unwrap()
-            .iter()
-            .map(|r| r.key)
-            .collect();
-        assert_eq!(keys, [1]);
-        assert_eq!(s.input_errors().invalid_timestamps, 2);
-
-        let mut s = source(&dir, body, bounds("clamp"), 0, 1);
-        let records = read_all(&mut s, now).unwrap();
-        assert_eq!(records.len(), 3);
-        assert_eq!(
-            (records[1].timestamp, records[1].timestamp_type),
-            (now, TimestampType::Ingestion)
+        std::fs::write(dir.path().join("in.jsonl"), "").unwrap();
+        let err = build(
+            json!({"path": "in.jsonl", "timestamp_before_max": "1s"}),
+            &BuildEnv::new(dir.path()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("unknown field `timestamp_before_max`"),
+            "{err}"
         );
-        assert_eq!(records[0].timestamp, 99_500 * MS);
-        assert_eq!(s.input_errors().invalid_timestamps, 2);
-
-        let mut s = source(&dir, body, bounds("fail"), 0, 1);
-        let err = read_all(&mut s, now).unwrap_err().to_string();
-        assert!(err.contains("in.jsonl: line 2: record with key 2"), "{err}");
     }
 
     #[test]

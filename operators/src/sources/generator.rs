@@ -12,6 +12,11 @@
 //!     zipf_exponent: 1.2        # default 1.0; only with zipf
 //!     value: counter            # counter (default) | random
 //!     timestamps: create        # create (default) | ingestion
+//!     disorder:                 # optional: hold back a fraction of the records
+//!       fraction: 0.01          # of the records, chosen at random (seeded)
+//!       delay: 1h               # how long each is held: the fixed delay, the maximum or the mean
+//!       distribution: fixed     # fixed (default) | uniform | exponential
+//!       max_held: 100000        # records held at most per subtask (default 100000)
 //! ```
 //!
 //! - **Count.** Subtask `i` of `p` makes the records numbered `i, i+p, i+2p, …` below `count`,
@@ -24,17 +29,41 @@
 //!   `1 / (k+1)^zipf_exponent`, sampled from an alias table built once per vertex (12 bytes a
 //!   key, up to 2^20 keys: one random number and no search per record) or, above that, by
 //!   rejection-inversion without a table (`rand_distr::Zipf`).
-//! - **Timestamps.** Both kinds carry the poll's wall clock (`PollContext::now_nanos`, read once
-//!   per poll, never per record); `create` or `ingestion` only sets the type.
+//! - **Timestamps.** `create` timestamps are when the record was made: with `rate`, its place on
+//!   the schedule (record `n` of a subtask is stamped `start + n · period`, computed per record
+//!   from the first poll's time, no clock read per record), so a subtask held back by
+//!   backpressure makes records stamped in the past and the end-to-end latency at the source
+//!   shows how far behind schedule it is; without `rate`, the poll's wall clock
+//!   (`PollContext::now_nanos`, read once per poll). `ingestion` timestamps are always the wall
+//!   clock of the poll that emits the record.
+//! - **Disorder.** With `disorder`, each record is picked with probability `fraction` (from a
+//!   random generator seeded from the subtask's seed, separate from the keys' so the keys do not
+//!   change; gaps between picked records are drawn geometrically, so unpicked records cost
+//!   nothing) and held back: it is emitted by the first poll at or after `timestamp + delay`,
+//!   keeping its original create timestamp, so it arrives late in event time — the device that
+//!   comes back online after a flight and pushes an hour of old events. `delay` per record is
+//!   `fixed`: exactly `delay`; `uniform`: uniform in `[0, delay]`; `exponential`: exponential
+//!   with mean `delay`, cut at `10 · delay`. Held records wait in a min-heap by release time
+//!   (about 48 bytes each) holding at most `max_held` records per subtask: when it is full, a
+//!   picked record goes out on time instead, so memory stays bounded (steady state holds about
+//!   `rate / parallelism · fraction · mean delay` records a subtask; set `max_held` above that
+//!   to get the full fraction). With `count`, held records are released once every record has
+//!   been made, at the latest, so exactly `count` records come out. With `timestamps:
+//!   ingestion` a held record is stamped when it is released (so it is not late). Released
+//!   records go out before the poll's new ones.
 //! - **Pacing.** With `rate`, each subtask makes `rate / parallelism` records a second on a
 //!   fixed schedule from its first poll: record `n` is due `n / rate_per_subtask` seconds after
 //!   it. A poll emits the records due by then (at most the batch size) and, once caught up,
 //!   returns [`SourceStatus::Idle`] until the next one is due, so the rate neither drifts nor
 //!   bursts; a subtask held back by backpressure catches up at full speed.
-//! - **Lag.** With `rate`: the records due but not yet emitted (backpressure made visible).
-//!   With `count` and no `rate`: the records not yet emitted. Otherwise -1 (unknown).
+//! - **Lag.** With `rate`: the records due on the schedule but not yet made (backpressure made
+//!   visible; records held back by `disorder` are on schedule and do not count). With `count` and
+//!   no `rate`: the records not yet emitted (held ones included). Otherwise -1 (unknown).
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -44,7 +73,7 @@ use tidemark_runtime::{
     TimestampType,
 };
 
-use crate::config::{self, Timestamps};
+use crate::config::{self, duration, nanos_i64, Timestamps};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
@@ -59,8 +88,10 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
         "zipf_exponent",
         "value",
         "timestamps",
+        "disorder",
     ],
-    summary: "synthetic records: count, rate, keys (uniform or zipf), counter or random values",
+    summary: "synthetic records: count, rate, keys (uniform or zipf), counter or random values, \
+              optional disorder",
     build,
 };
 
@@ -92,10 +123,68 @@ pub struct GeneratorConfig {
     /// Which timestamp type records carry.
     #[serde(default)]
     pub timestamps: Timestamps,
+    /// Hold back a fraction of the records, so they arrive late.
+    #[serde(default)]
+    pub disorder: Option<DisorderConfig>,
 }
 
 fn default_keys() -> u64 {
     1024
+}
+
+/// Records held back at most per subtask unless `max_held` says otherwise.
+pub const DEFAULT_MAX_HELD: usize = 100_000;
+
+/// Settings of `disorder`: which records are held back, and for how long.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisorderConfig {
+    /// The fraction of records held back, 0 to 1.
+    pub fraction: f64,
+    /// The delay: exact (`fixed`), the maximum (`uniform`) or the mean (`exponential`).
+    #[serde(with = "duration")]
+    pub delay: Duration,
+    /// How delays are drawn.
+    #[serde(default)]
+    pub distribution: DelayDistribution,
+    /// Records held at most per subtask.
+    #[serde(default = "default_max_held")]
+    pub max_held: usize,
+}
+
+fn default_max_held() -> usize {
+    DEFAULT_MAX_HELD
+}
+
+/// How the delay of a held-back record is drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DelayDistribution {
+    /// Exactly `delay`.
+    #[default]
+    Fixed,
+    /// Uniform in `[0, delay]`.
+    Uniform,
+    /// Exponential with mean `delay`, cut at `10 · delay`.
+    Exponential,
+}
+
+impl DisorderConfig {
+    fn validate(&self) -> Result<(), String> {
+        if !(self.fraction.is_finite() && (0.0..=1.0).contains(&self.fraction)) {
+            return Err(format!(
+                "disorder.fraction: {} is not a fraction from 0 to 1",
+                self.fraction
+            ));
+        }
+        if self.delay.is_zero() {
+            return Err("disorder.delay: must be more than 0".to_owned());
+        }
+        if self.max_held == 0 {
+            return Err("disorder.max_held: must be at least 1".to_owned());
+        }
+        Ok(())
+    }
 }
 
 /// How the generator draws keys.
@@ -132,6 +221,9 @@ impl GeneratorConfig {
         }
         if self.keys == 0 {
             return Err("keys: must be at least 1".to_owned());
+        }
+        if let Some(d) = &self.disorder {
+            d.validate()?;
         }
         match (self.key_distribution, self.zipf_exponent) {
             (KeyDistribution::Uniform, Some(_)) => Err(
@@ -275,6 +367,152 @@ impl Pace {
     }
 }
 
+/// A record held back by `disorder`, ordered so that a [`BinaryHeap`] pops the one due first
+/// (ties in the order they were held).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    release_at: i64,
+    seq: u64,
+    record: Record,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.release_at, self.seq) == (other.release_at, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.release_at, other.seq).cmp(&(self.release_at, self.seq))
+    }
+}
+
+/// The disorder state of one subtask.
+#[derive(Debug)]
+struct Disorder {
+    rng: SmallRng,
+    /// `ln(1 - fraction)`, for geometric gaps between held records; 0 when none is held.
+    ln_keep: f64,
+    fraction: f64,
+    delay_nanos: f64,
+    distribution: DelayDistribution,
+    max_held: usize,
+    /// The number (among the records this subtask makes) of the next record to hold.
+    next_hold: u64,
+    held: BinaryHeap<Held>,
+    seq: u64,
+}
+
+impl Disorder {
+    fn new(config: &DisorderConfig, seed: u64) -> Self {
+        let mut d = Disorder {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5DEE_CE66_D1CE_F00D),
+            ln_keep: (1.0 - config.fraction).ln(),
+            fraction: config.fraction,
+            delay_nanos: nanos_i64(config.delay) as f64,
+            distribution: config.distribution,
+            max_held: config.max_held,
+            next_hold: 0,
+            held: BinaryHeap::new(),
+            seq: 0,
+        };
+        d.next_hold = d.gap();
+        d
+    }
+
+    /// Records to skip before the next held one: geometric with success `fraction`.
+    fn gap(&mut self) -> u64 {
+        if self.fraction <= 0.0 {
+            return u64::MAX;
+        }
+        if self.fraction >= 1.0 {
+            return 0;
+        }
+        // u in (0, 1]: ln(u) is finite.
+        let u = 1.0 - unit_f64(&mut self.rng);
+        let g = (u.ln() / self.ln_keep).floor();
+        if g >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            g as u64
+        }
+    }
+
+    /// A delay in nanoseconds.
+    fn delay(&mut self) -> i64 {
+        let d = match self.distribution {
+            DelayDistribution::Fixed => self.delay_nanos,
+            DelayDistribution::Uniform => {
+                // 53 random bits over [0, 1]: both ends included.
+                let u = (self.rng.next_u64() >> 11) as f64 / ((1u64 << 53) - 1) as f64;
+                u * self.delay_nanos
+            }
+            DelayDistribution::Exponential => {
+                let u = 1.0 - unit_f64(&mut self.rng);
+                (-u.ln() * self.delay_nanos).min(10.0 * self.delay_nanos)
+            }
+        };
+        d.round() as i64
+    }
+
+    /// Emits `records` (numbered from `first`), holding back the picked ones.
+    fn put(&mut self, records: &[Record], first: u64, out: &mut Output) {
+        let end = first + records.len() as u64;
+        let mut from = 0usize;
+        while self.next_hold < end {
+            let j = (self.next_hold - first) as usize;
+            out.emit_all(&records[from..j]);
+            let record = records[j];
+            if self.held.len() < self.max_held {
+                let release_at = record.timestamp.saturating_add(self.delay());
+                self.held.push(Held {
+                    release_at,
+                    seq: self.seq,
+                    record,
+                });
+                self.seq += 1;
+            } else {
+                out.emit(record);
+            }
+            from = j + 1;
+            self.next_hold = self.next_hold.saturating_add(1).saturating_add(self.gap());
+        }
+        out.emit_all(&records[from..]);
+    }
+
+    /// Emits up to `max` held records due by `now` (all of them, due or not, with `all`);
+    /// returns how many.
+    fn release(&mut self, now: i64, max: u64, all: bool, out: &mut Output) -> u64 {
+        let mut n = 0;
+        while n < max {
+            match self.held.peek() {
+                Some(h) if all || h.release_at <= now => {
+                    let mut record = h.record;
+                    self.held.pop();
+                    if record.timestamp_type == TimestampType::Ingestion {
+                        record.timestamp = now;
+                    }
+                    out.emit(record);
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// When the next held record is due, if any is held.
+    fn next_release(&self) -> Option<i64> {
+        self.held.peek().map(|h| h.release_at)
+    }
+}
+
 /// One subtask of the `generator` source.
 #[derive(Debug)]
 pub struct GeneratorSource {
@@ -282,12 +520,16 @@ pub struct GeneratorSource {
     rng: SmallRng,
     /// This subtask's share of `count`.
     share: Option<u64>,
+    /// Records made so far (emitted or held).
+    made: u64,
+    /// Records emitted so far.
     emitted: u64,
     /// The next counter value.
     counter: u64,
     step: u64,
     pace: Option<Pace>,
     timestamp_type: TimestampType,
+    disorder: Option<Disorder>,
 }
 
 impl GeneratorSource {
@@ -304,11 +546,13 @@ impl GeneratorSource {
         GeneratorSource {
             rng: SmallRng::seed_from_u64(ctx.seed),
             share,
+            made: 0,
             emitted: 0,
             counter: i,
             step: p,
             pace,
             timestamp_type: config.timestamps.timestamp_type(),
+            disorder: config.disorder.as_ref().map(|d| Disorder::new(d, ctx.seed)),
             plan,
         }
     }
@@ -321,6 +565,11 @@ impl GeneratorSource {
     /// Records emitted so far.
     pub fn emitted(&self) -> u64 {
         self.emitted
+    }
+
+    /// Records held back by `disorder` now.
+    pub fn held(&self) -> usize {
+        self.disorder.as_ref().map_or(0, |d| d.held.len())
     }
 
     fn emit(&mut self, n: u64, now: i64, out: &mut Output) {
@@ -353,6 +602,12 @@ impl GeneratorSource {
         mut key: K,
     ) {
         let timestamp_type = self.timestamp_type;
+        // Create timestamps of paced records: their place on the schedule.
+        let schedule = match (&self.pace, timestamp_type) {
+            (Some(pace), TimestampType::Create) => pace.start.map(|start| (*pace, start)),
+            _ => None,
+        };
+        let mut number = self.made;
         // A local copy of the generator state stays in registers through the loop.
         let mut rng = self.rng.clone();
         let template = Record {
@@ -376,7 +631,8 @@ impl GeneratorSource {
                         slot.value = counter as f64;
                         counter += step;
                     }
-                    out.emit_all(&chunk[..m]);
+                    self.put(&mut chunk[..m], schedule, number, out);
+                    number += m as u64;
                     left -= m as u64;
                 }
                 self.counter = counter;
@@ -388,12 +644,34 @@ impl GeneratorSource {
                         slot.key = key(&mut rng);
                         slot.value = unit_f64(&mut rng);
                     }
-                    out.emit_all(&chunk[..m]);
+                    self.put(&mut chunk[..m], schedule, number, out);
+                    number += m as u64;
                     left -= m as u64;
                 }
             }
         }
         self.rng = rng;
+    }
+
+    /// Stamps paced records with their schedule and emits them (numbered from `first`),
+    /// holding back those `disorder` picks.
+    #[inline(always)]
+    fn put(
+        &mut self,
+        records: &mut [Record],
+        schedule: Option<(Pace, i64)>,
+        first: u64,
+        out: &mut Output,
+    ) {
+        if let Some((pace, start)) = schedule {
+            for (n, r) in (first..).zip(records.iter_mut()) {
+                r.timestamp = pace.due_at(start, n);
+            }
+        }
+        match &mut self.disorder {
+            None => out.emit_all(records),
+            Some(d) => d.put(records, first, out),
+        }
     }
 }
 
@@ -409,26 +687,51 @@ fn unit_f64(rng: &mut SmallRng) -> f64 {
 impl Source for GeneratorSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         let now = ctx.now_nanos;
-        let remaining = self.share.map_or(u64::MAX, |s| s - self.emitted);
-        if remaining == 0 {
-            return Ok(SourceStatus::Finished);
+        let max = ctx.max_records as u64;
+        let to_make = self.share.map_or(u64::MAX, |s| s - self.made);
+        // Held records due by now go first; once every record is made, all of them.
+        let released = match &mut self.disorder {
+            Some(d) => d.release(now, max, to_make == 0, out),
+            None => 0,
+        };
+        self.emitted += released;
+        let held = self.held();
+        if to_make == 0 {
+            return Ok(if held == 0 {
+                SourceStatus::Finished
+            } else {
+                SourceStatus::Ready
+            });
         }
-        let mut n = (ctx.max_records as u64).min(remaining);
+        let mut n = (max - released).min(to_make);
         let mut schedule = None;
         if let Some(pace) = &mut self.pace {
             let start = *pace.start.get_or_insert(now);
             let due = pace.due(start, now);
-            n = n.min(due.saturating_sub(self.emitted));
+            n = n.min(due.saturating_sub(self.made));
             schedule = Some((*pace, start, due));
         }
+        let before = out.len();
         self.emit(n, now, out);
-        self.emitted += n;
-        if n == remaining {
-            return Ok(SourceStatus::Finished);
+        self.made += n;
+        self.emitted += (out.len() - before) as u64;
+        if n == to_make {
+            return Ok(if self.held() == 0 {
+                SourceStatus::Finished
+            } else {
+                SourceStatus::Ready
+            });
+        }
+        if released + n == max {
+            // The batch is full: there may be more to give at once.
+            return Ok(SourceStatus::Ready);
         }
         if let Some((pace, start, due)) = schedule {
-            if self.emitted >= due {
-                let next = pace.due_at(start, self.emitted);
+            if self.made >= due {
+                let mut next = pace.due_at(start, self.made);
+                if let Some(r) = self.disorder.as_ref().and_then(Disorder::next_release) {
+                    next = next.min(r);
+                }
                 return Ok(SourceStatus::Idle {
                     until: Some(next.max(now.saturating_add(1))),
                 });
@@ -442,7 +745,7 @@ impl Source for GeneratorSource {
             (Some(pace), share) => {
                 let due = pace.start.map_or(0, |start| pace.due(start, now_nanos));
                 let due = share.map_or(due, |s| due.min(s));
-                due.saturating_sub(self.emitted) as i64
+                due.saturating_sub(self.made) as i64
             }
             (None, Some(share)) => (share - self.emitted) as i64,
             (None, None) => -1,
@@ -636,7 +939,9 @@ mod tests {
         // 10.5 ms in: records 0..=10 are due, 2 were emitted.
         let (status, r) = poll(&mut s, t0 + 10 * ms + ms / 2, 100);
         assert_eq!(r.len(), 9);
-        assert!(r.iter().all(|r| r.timestamp == t0 + 10 * ms + ms / 2));
+        // Create timestamps are the records' places on the schedule, not the poll's time.
+        let stamps: Vec<i64> = r.iter().map(|r| r.timestamp).collect();
+        assert_eq!(stamps, (2..=10).map(|n| t0 + n * ms).collect::<Vec<_>>());
         assert_eq!(
             status,
             SourceStatus::Idle {
@@ -649,6 +954,9 @@ mod tests {
         let (status, r) = poll(&mut s, late, 100);
         assert_eq!((r.len(), status), (100, SourceStatus::Ready));
         assert_eq!(s.lag(late).records, 890);
+        // Made late, stamped on time: now - timestamp shows how far behind schedule it is.
+        assert_eq!(r[0].timestamp, t0 + 11 * ms);
+        assert_eq!(late - r[99].timestamp, 890 * ms);
         for _ in 0..8 {
             poll(&mut s, late, 100);
         }
@@ -703,6 +1011,212 @@ mod tests {
     }
 
     #[test]
+    fn paced_ingestion_timestamps_are_the_poll_time() {
+        let plan = plan(json!({"rate": 1000, "timestamps": "ingestion"}));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 0));
+        let ms = 1_000_000i64;
+        poll(&mut s, 0, 100);
+        let (_, r) = poll(&mut s, 50 * ms, 100);
+        assert_eq!(r.len(), 50);
+        assert!(r
+            .iter()
+            .all(|r| r.timestamp == 50 * ms && r.timestamp_type == TimestampType::Ingestion));
+    }
+
+    /// Polls every `step` ns from `t0` until the source finishes; returns each record with the
+    /// time of the poll that emitted it.
+    fn drain_timed(
+        source: &mut GeneratorSource,
+        t0: i64,
+        step: i64,
+        max: usize,
+    ) -> Vec<(i64, Record)> {
+        let mut all = Vec::new();
+        let mut now = t0;
+        loop {
+            let (status, records) = poll(source, now, max);
+            assert!(records.len() <= max);
+            all.extend(records.into_iter().map(|r| (now, r)));
+            if status == SourceStatus::Finished {
+                return all;
+            }
+            now += step;
+        }
+    }
+
+    /// Records whose timestamp is below the highest one emitted before them.
+    fn late(records: &[(i64, Record)]) -> usize {
+        let mut max = i64::MIN;
+        let mut late = 0;
+        for (_, r) in records {
+            if r.timestamp < max {
+                late += 1;
+            }
+            max = max.max(r.timestamp);
+        }
+        late
+    }
+
+    #[test]
+    fn disorder_holds_a_fraction_back_and_still_emits_exactly_count() {
+        let ms = 1_000_000i64;
+        let plan = plan(json!({
+            "count": 100_000, "keys": 10,
+            "disorder": {"fraction": 0.01, "delay": "50ms"}
+        }));
+        let mut s = GeneratorSource::new(plan.clone(), &ctx(0, 1, 11));
+        let records = drain_timed(&mut s, 1_000 * ms, ms, 500);
+        assert_eq!(records.len(), 100_000);
+        assert_eq!(s.emitted(), 100_000);
+        assert_eq!(s.held(), 0);
+        let mut values: Vec<u64> = records.iter().map(|(_, r)| r.value as u64).collect();
+        values.sort_unstable();
+        assert_eq!(values, (0..100_000).collect::<Vec<u64>>());
+        // About 1 % come out late (seeded, so this count is fixed; 1 % is 1000).
+        let n_late = late(&records);
+        assert!((800..1200).contains(&n_late), "{n_late}");
+        // Each came out on time (made by this poll) or after waiting its 50 ms, except those
+        // let out when everything was made.
+        let last_made = records
+            .iter()
+            .filter(|(at, r)| r.timestamp == *at)
+            .map(|(at, _)| *at)
+            .max()
+            .unwrap();
+        let waited = records
+            .iter()
+            .filter(|(at, r)| *at - r.timestamp >= 50 * ms)
+            .count();
+        assert!(waited > 0);
+        assert!(records
+            .iter()
+            .all(|(at, r)| r.timestamp == *at || *at - r.timestamp >= 50 * ms || *at > last_made));
+        // Without disorder the same seed gives the same records, in order.
+        let mut plain = GeneratorSource::new(
+            Arc::new(
+                GeneratorPlan::new(
+                    config::parse("generator", json!({"count": 100_000, "keys": 10})).unwrap(),
+                )
+                .unwrap(),
+            ),
+            &ctx(0, 1, 11),
+        );
+        let plain = drain_timed(&mut plain, 1_000 * ms, ms, 500);
+        assert_eq!(late(&plain), 0);
+        let pairs = |rs: &[(i64, Record)]| {
+            let mut p: Vec<(u64, u64)> = rs.iter().map(|(_, r)| (r.value as u64, r.key)).collect();
+            p.sort_unstable();
+            p
+        };
+        assert_eq!(
+            pairs(&records),
+            pairs(&plain),
+            "disorder does not change the keys"
+        );
+    }
+
+    #[test]
+    fn paced_disorder_releases_on_time_with_the_original_timestamp() {
+        let ms = 1_000_000i64;
+        // 1000/s, every record held 5 ms: each comes out 5 ms after its place on the schedule.
+        let plan = plan(json!({
+            "rate": 1000, "count": 20,
+            "disorder": {"fraction": 1.0, "delay": "5ms"}
+        }));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 0));
+        let (status, r) = poll(&mut s, 0, 100);
+        assert!(r.is_empty());
+        assert_eq!(s.held(), 1);
+        // The next thing due is record 1 at 1 ms (before record 0's release at 5 ms).
+        assert_eq!(status, SourceStatus::Idle { until: Some(ms) });
+        for t in 1..5 {
+            assert!(poll(&mut s, t * ms, 100).1.is_empty());
+        }
+        let (_, r) = poll(&mut s, 5 * ms, 100);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].value, r[0].timestamp), (0.0, 0));
+        assert_eq!(s.lag(5 * ms).records, 0, "held records are on schedule");
+        // Polled late, at 19 ms: the held records due come out (records 1..=5; the others were
+        // not made yet), then the last 14 records are made and held.
+        let (status, r) = poll(&mut s, 19 * ms, 100);
+        assert_eq!((status, s.held()), (SourceStatus::Ready, 14));
+        let stamps: Vec<i64> = r.iter().map(|r| r.timestamp).collect();
+        assert_eq!(stamps, (1..=5).map(|n| n * ms).collect::<Vec<_>>());
+        // All made: everything still held comes out at once, in order, with its timestamp.
+        let (status, r) = poll(&mut s, 19 * ms, 100);
+        assert_eq!(status, SourceStatus::Finished);
+        let stamps: Vec<i64> = r.iter().map(|r| r.timestamp).collect();
+        assert_eq!(stamps, (6..=19).map(|n| n * ms).collect::<Vec<_>>());
+        assert_eq!(s.emitted(), 20);
+    }
+
+    #[test]
+    fn held_records_are_bounded_by_max_held() {
+        let plan = plan(json!({
+            "count": 1000,
+            "disorder": {"fraction": 1.0, "delay": "1h", "max_held": 10}
+        }));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 0));
+        let (status, r) = poll(&mut s, 0, 600);
+        assert_eq!((status, r.len(), s.held()), (SourceStatus::Ready, 590, 10));
+        // Count-only lag: what is not emitted yet, held records included.
+        assert_eq!(s.lag(0).records, 410);
+        let (status, r) = poll(&mut s, 0, 600);
+        assert_eq!((status, r.len(), s.held()), (SourceStatus::Ready, 400, 10));
+        // Everything is made: the held ones come out, an hour early, up to the batch size.
+        let (status, r) = poll(&mut s, 0, 4);
+        assert_eq!((status, r.len()), (SourceStatus::Ready, 4));
+        let (status, r) = poll(&mut s, 0, 600);
+        assert_eq!((status, r.len()), (SourceStatus::Finished, 6));
+        assert_eq!((s.emitted(), s.lag(0).records), (1000, 0));
+    }
+
+    #[test]
+    fn ingestion_timestamps_are_set_when_a_held_record_is_released() {
+        let ms = 1_000_000i64;
+        let plan = plan(json!({
+            "timestamps": "ingestion",
+            "disorder": {"fraction": 1.0, "delay": "10ms"}
+        }));
+        let mut s = GeneratorSource::new(plan, &ctx(0, 1, 0));
+        assert!(poll(&mut s, 0, 3).1.is_empty());
+        let (_, r) = poll(&mut s, 10 * ms, 3);
+        assert_eq!(r.len(), 3);
+        assert!(r
+            .iter()
+            .all(|r| r.timestamp == 10 * ms && r.timestamp_type == TimestampType::Ingestion));
+    }
+
+    #[test]
+    fn delay_distributions() {
+        let config = |d: &str| DisorderConfig {
+            fraction: 0.5,
+            delay: Duration::from_millis(100),
+            distribution: match d {
+                "uniform" => DelayDistribution::Uniform,
+                "exponential" => DelayDistribution::Exponential,
+                _ => DelayDistribution::Fixed,
+            },
+            max_held: 1,
+        };
+        let ms = 1_000_000.0;
+        for (d, mean, max) in [
+            ("fixed", 100.0, 100.0),
+            ("uniform", 50.0, 100.0),
+            ("exponential", 100.0, 1000.0),
+        ] {
+            let mut disorder = Disorder::new(&config(d), 5);
+            let delays: Vec<f64> = (0..100_000).map(|_| disorder.delay() as f64 / ms).collect();
+            let m = delays.iter().sum::<f64>() / delays.len() as f64;
+            assert!((m - mean).abs() < mean * 0.02, "{d}: mean {m}");
+            assert!(delays.iter().all(|&x| (0.0..=max).contains(&x)), "{d}");
+            // Gaps: about half the records are picked.
+            let gaps: u64 = (0..10_000).map(|_| disorder.gap() + 1).sum();
+            assert!((19_000..21_000).contains(&gaps), "{d}: {gaps}");
+        }
+    }
+
+    #[test]
     fn invalid_settings_are_named() {
         let cases = [
             (json!({"rate": 0}), "rate: 0 is not a positive number"),
@@ -716,6 +1230,31 @@ mod tests {
             (
                 json!({"key_distribution": "pareto"}),
                 "key_distribution: unknown variant `pareto`, expected `uniform` or `zipf`",
+            ),
+            (
+                json!({"disorder": {"fraction": 1.5, "delay": "1s"}}),
+                "disorder.fraction: 1.5 is not a fraction from 0 to 1",
+            ),
+            (
+                json!({"disorder": {"fraction": 0.1, "delay": 0}}),
+                "disorder.delay: must be more than 0",
+            ),
+            (
+                json!({"disorder": {"fraction": 0.1, "delay": "1s", "max_held": 0}}),
+                "disorder.max_held: must be at least 1",
+            ),
+            (
+                json!({"disorder": {"fraction": 0.1}}),
+                "disorder: missing field `delay`",
+            ),
+            (
+                json!({"disorder": {"fraction": 0.1, "delay": "1s", "distribution": "normal"}}),
+                "disorder.distribution: unknown variant `normal`, expected one of `fixed`, \
+                 `uniform`, `exponential`",
+            ),
+            (
+                json!({"disorder": {"fractoin": 0.1, "delay": "1s"}}),
+                "disorder: unknown field `fractoin`, expected one of `fraction`",
             ),
         ];
         for (config, expected) in cases {

@@ -6,9 +6,6 @@
 //!     type: stdin
 //!     on_error: skip              # fail (default) | skip
 //!     timestamps: create          # create (default) | ingestion
-//!     timestamp_before_max: 1h    # optional, as for the file source
-//!     timestamp_after_max: 1s
-//!     invalid_timestamp: drop     # fail (default) | drop | clamp
 //! ```
 //!
 //! Lines, errors and timestamps work as in the [`file`](super::file) source; errors name
@@ -26,14 +23,13 @@ use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Deserialize;
 use tidemark_runtime::{
     BoxError, Output, PollContext, Source, SourceErrorCounts, SourceStatus, SubtaskContext,
 };
 
-use crate::config::{self, duration, InvalidTimestamp, OnError, Timestamps};
+use crate::config::{self, OnError, Timestamps};
 use crate::json_lines::{parse_line, LineRecord, Stamping};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
@@ -41,13 +37,7 @@ use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "stdin",
     kind: ComponentKind::Source,
-    fields: &[
-        "on_error",
-        "timestamps",
-        "timestamp_before_max",
-        "timestamp_after_max",
-        "invalid_timestamp",
-    ],
+    fields: &["on_error", "timestamps"],
     summary: "reads JSON lines {\"key\", \"value\", \"timestamp\" (ms)} from standard input",
     build,
 };
@@ -67,15 +57,6 @@ pub struct StdinSourceConfig {
     /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
     #[serde(default)]
     pub timestamps: Timestamps,
-    /// Longest a create timestamp may lie before the ingestion time; unbounded if absent.
-    #[serde(default, deserialize_with = "duration::option")]
-    pub timestamp_before_max: Option<Duration>,
-    /// Longest a create timestamp may lie after the ingestion time; unbounded if absent.
-    #[serde(default, deserialize_with = "duration::option")]
-    pub timestamp_after_max: Option<Duration>,
-    /// What to do with a create timestamp outside the bounds.
-    #[serde(default)]
-    pub invalid_timestamp: InvalidTimestamp,
 }
 
 fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
@@ -91,15 +72,15 @@ fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigErro
 }
 
 enum Message {
-    /// Parsed lines with their 1-based numbers.
-    Lines(Vec<(u64, LineRecord)>),
+    /// Parsed lines.
+    Lines(Vec<LineRecord>),
     /// Reading failed or a line was malformed with `on_error: fail`.
     Failed(String),
 }
 
 struct Reading {
     rx: Receiver<Message>,
-    pending: Vec<(u64, LineRecord)>,
+    pending: Vec<LineRecord>,
     next: usize,
     malformed: Arc<AtomicU64>,
 }
@@ -109,7 +90,6 @@ pub struct StdinSource {
     reading: Option<Reading>,
     origin: String,
     stamping: Stamping,
-    invalid_timestamps: u64,
 }
 
 impl std::fmt::Debug for StdinSource {
@@ -148,13 +128,7 @@ impl StdinSource {
                 malformed,
             }),
             origin: origin.to_owned(),
-            stamping: Stamping::new(
-                config.timestamps,
-                config.timestamp_before_max,
-                config.timestamp_after_max,
-                config.invalid_timestamp,
-            ),
-            invalid_timestamps: 0,
+            stamping: Stamping::new(config.timestamps),
         })
     }
 
@@ -163,13 +137,7 @@ impl StdinSource {
         StdinSource {
             reading: None,
             origin: String::new(),
-            stamping: Stamping::new(
-                Timestamps::Ingestion,
-                None,
-                None,
-                InvalidTimestamp::default(),
-            ),
-            invalid_timestamps: 0,
+            stamping: Stamping::new(Timestamps::Ingestion),
         }
     }
 }
@@ -182,18 +150,10 @@ impl Source for StdinSource {
         let mut emitted = 0;
         loop {
             while emitted < ctx.max_records && reading.next < reading.pending.len() {
-                let (line, parsed) = reading.pending[reading.next];
+                let parsed = reading.pending[reading.next];
                 reading.next += 1;
-                if let Some(record) = self.stamping.stamp(
-                    parsed,
-                    ctx.now_nanos,
-                    &mut self.invalid_timestamps,
-                    &self.origin,
-                    line,
-                )? {
-                    out.emit(record);
-                    emitted += 1;
-                }
+                out.emit(self.stamping.stamp(parsed, ctx.now_nanos));
+                emitted += 1;
             }
             if emitted >= ctx.max_records {
                 return Ok(SourceStatus::Ready);
@@ -216,7 +176,7 @@ impl Source for StdinSource {
                 .reading
                 .as_ref()
                 .map_or(0, |r| r.malformed.load(Ordering::Relaxed)),
-            invalid_timestamps: self.invalid_timestamps,
+            invalid_timestamps: 0,
         }
     }
 }
@@ -261,7 +221,7 @@ impl ReaderThread {
             line += 1;
             match parse_line(&buf) {
                 Ok(None) => {}
-                Ok(Some(parsed)) => batch.push((line, parsed)),
+                Ok(Some(parsed)) => batch.push(parsed),
                 Err(e) => match self.on_error {
                     OnError::Skip => {
                         self.malformed.fetch_add(1, Ordering::Relaxed);
@@ -278,7 +238,7 @@ impl ReaderThread {
         }
     }
 
-    fn fail(&self, batch: Vec<(u64, LineRecord)>, message: String) {
+    fn fail(&self, batch: Vec<LineRecord>, message: String) {
         if !batch.is_empty() && self.tx.send(Message::Lines(batch)).is_err() {
             return;
         }
@@ -292,7 +252,7 @@ mod tests {
     use crate::test_util::{ctx, poll};
     use std::io::Cursor;
     use std::sync::mpsc::{channel, Sender};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
     use tidemark_runtime::{Record, TimestampType};
 
     /// A reader that blocks until the test sends it bytes; closing the sender is end of input.
