@@ -183,11 +183,11 @@ impl ExecutionPlan {
         for e in &self.edges {
             let _ = writeln!(
                 s,
-                "  \"{}\" -> \"{}\" [label=\"{} ({} channels)\"];",
+                "  \"{}\" -> \"{}\" [label=\"{} ({})\"];",
                 self.vertex_id(e.from),
                 self.vertex_id(e.to),
                 e.partitioning,
-                e.channels
+                plural(e.channels, "channel", "channels")
             );
         }
         s.push_str("}\n");
@@ -234,11 +234,11 @@ impl fmt::Display for ExecutionPlan {
         for e in &self.edges {
             writeln!(
                 f,
-                "  {} -> {}: {}, {} channels",
+                "  {} -> {}: {}, {}",
                 self.vertex_id(e.from),
                 self.vertex_id(e.to),
                 e.partitioning,
-                e.channels
+                plural(e.channels, "channel", "channels")
             )?;
         }
         Ok(())
