@@ -5,7 +5,7 @@ use crate::settings::Settings;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tidemark_markers::{format_duration, LatencyKey};
+use tidemark_markers::{format_duration, legacy_quantile, LatencyHistogram, LatencyKey};
 use tidemark_runtime::{JobOutcome, MetricsRegistry, VertexKind};
 
 /// The final report. Times are RFC 3339 in UTC with milliseconds; latencies are milliseconds.
@@ -34,6 +34,153 @@ pub struct Report {
     pub latency: Vec<LatencyReport>,
     /// Markers emitted per source subtask.
     pub markers_emitted: Vec<MarkersEmitted>,
+    /// The sinks' latency taken together (all sink subtasks and keys).
+    pub sink_latency: SinkLatency,
+    /// Peak resident set size of the process in MiB (`VmHWM` of `/proc/self/status`, read when
+    /// the job ended); `null` where `/proc` is missing.
+    pub peak_rss_mb: Option<f64>,
+}
+
+/// The sinks' marker and record end-to-end latency over all their subtasks and keys, in
+/// milliseconds; `null` when there is no sample (markers off, no record reached a sink).
+///
+/// The `marker_*` and `e2e_p99_ms` fields are over the union of the sinks' sliding windows (the
+/// last `history_size` samples of each series, as the `latency` objects); the `*_since_start`
+/// fields are over every sample since the start, from the sinks' histograms merged (to within
+/// their 1% resolution).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SinkLatency {
+    /// Marker latency quantile 0.5 over the union of the sinks' windows.
+    pub marker_p50_ms: Option<f64>,
+    /// Marker latency quantile 0.99 over the union of the sinks' windows.
+    pub marker_p99_ms: Option<f64>,
+    /// Largest marker latency in the sinks' windows.
+    pub marker_max_ms: Option<f64>,
+    /// Record end-to-end latency quantile 0.99 over the union of the sinks' windows.
+    pub e2e_p99_ms: Option<f64>,
+    /// Marker latency quantile 0.99 over all markers that reached a sink.
+    pub marker_p99_ms_since_start: Option<f64>,
+    /// Largest marker latency since the start.
+    pub marker_max_ms_since_start: Option<f64>,
+    /// Record end-to-end latency quantile 0.99 over all records that reached a sink.
+    pub e2e_p99_ms_since_start: Option<f64>,
+}
+
+impl SinkLatency {
+    /// Reads the sinks' latency from the registry.
+    pub fn collect(registry: &MetricsRegistry) -> SinkLatency {
+        let mut markers: Vec<f64> = Vec::new();
+        let mut e2e: Vec<f64> = Vec::new();
+        let mut marker_histograms: Vec<LatencyHistogram> = Vec::new();
+        let mut e2e_histograms: Vec<LatencyHistogram> = Vec::new();
+        for v in registry
+            .vertices()
+            .iter()
+            .filter(|v| v.kind == VertexKind::Sink)
+        {
+            for s in &v.subtasks {
+                for (_, stats) in s.latency().iter() {
+                    markers.extend(stats.window().samples().map(|ns| ns as f64));
+                    marker_histograms.push(stats.histogram().clone());
+                }
+                if let Some(stats) = s.e2e_latency().as_ref() {
+                    e2e.extend(stats.window().samples().map(|ns| ns as f64));
+                    e2e_histograms.push(stats.histogram().clone());
+                }
+            }
+        }
+        SinkLatency::from_samples(markers, e2e, &marker_histograms, &e2e_histograms)
+    }
+
+    /// The summary of window samples and histograms, all in nanoseconds.
+    fn from_samples(
+        mut markers: Vec<f64>,
+        mut e2e: Vec<f64>,
+        marker_histograms: &[LatencyHistogram],
+        e2e_histograms: &[LatencyHistogram],
+    ) -> SinkLatency {
+        markers.sort_unstable_by(f64::total_cmp);
+        e2e.sort_unstable_by(f64::total_cmp);
+        let ms = |ns: f64| (ns.is_finite()).then_some(ns / 1e6);
+        let seconds_to_ms = |s: f64| (s.is_finite()).then_some(s * 1e3);
+        SinkLatency {
+            marker_p50_ms: ms(legacy_quantile(&markers, 0.5)),
+            marker_p99_ms: ms(legacy_quantile(&markers, 0.99)),
+            marker_max_ms: markers.last().copied().and_then(ms),
+            e2e_p99_ms: ms(legacy_quantile(&e2e, 0.99)),
+            marker_p99_ms_since_start: seconds_to_ms(merged_quantile_seconds(
+                marker_histograms,
+                0.99,
+            )),
+            marker_max_ms_since_start: seconds_to_ms(merged_quantile_seconds(
+                marker_histograms,
+                1.0,
+            )),
+            e2e_p99_ms_since_start: seconds_to_ms(merged_quantile_seconds(e2e_histograms, 0.99)),
+        }
+    }
+}
+
+/// Quantile `q` (0 to 1) of the union of `histograms`, in seconds, to within about 1% (the
+/// histograms' resolution); NaN when they hold no sample. It is the smallest latency at or below
+/// which at least `q` of all samples lie, found by bisection in log space on the histograms'
+/// cumulative counts.
+fn merged_quantile_seconds(histograms: &[LatencyHistogram], q: f64) -> f64 {
+    /// Below a nanosecond the histograms hold only 0 (negative latencies are recorded as 0).
+    const FLOOR: f64 = 1e-9;
+    let total: u64 = histograms.iter().map(LatencyHistogram::count).sum();
+    if total == 0 {
+        return f64::NAN;
+    }
+    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+    let at_or_below = |bound: f64| -> u64 {
+        histograms
+            .iter()
+            .map(|h| h.cumulative_buckets(&[bound])[0].1)
+            .sum()
+    };
+    // Every sample is at or below the largest one.
+    let mut hi = histograms
+        .iter()
+        .filter(|h| h.count() > 0)
+        .map(|h| h.value_at_quantile_seconds(1.0))
+        .fold(0.0_f64, f64::max);
+    if at_or_below(0.0) >= rank {
+        return 0.0;
+    }
+    if hi <= FLOOR || at_or_below(FLOOR) >= rank {
+        return FLOOR.min(hi);
+    }
+    // Invariant: fewer than `rank` samples at or below `lo`, at least `rank` at or below `hi`.
+    let mut lo = FLOOR;
+    while hi / lo > 1.001 {
+        let mid = (lo * hi).sqrt();
+        if at_or_below(mid) >= rank {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// Peak resident set size of this process in MiB: `VmHWM` of `/proc/self/status`, or `None`
+/// where it cannot be read.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    vm_hwm_mb(&status)
+}
+
+/// `VmHWM` (kB) of a `/proc/<pid>/status` text, in MiB.
+fn vm_hwm_mb(status: &str) -> Option<f64> {
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
 }
 
 /// Which subtask failed.
@@ -246,6 +393,8 @@ impl Report {
             vertices,
             latency,
             markers_emitted,
+            sink_latency: SinkLatency::collect(registry),
+            peak_rss_mb: peak_rss_mb(),
         }
     }
 
@@ -539,6 +688,106 @@ mod tests {
         );
         assert!(table.contains("marker latency (ms)"), "{table}");
         assert!(table.contains("out#0 <- numbers"), "{table}");
+    }
+
+    #[test]
+    fn sink_latency_and_peak_rss_are_in_the_report() {
+        let (registry, elapsed) = finished_registry();
+        let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
+        let outcome = JobOutcome::Finished;
+        let report = Report::collect(
+            &registry,
+            &RunSummary {
+                outcome: &outcome,
+                elapsed,
+                ended: SystemTime::now(),
+                settings: &settings,
+            },
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        let summary = &json["sink_latency"];
+        for field in [
+            "marker_p50_ms",
+            "marker_p99_ms",
+            "marker_max_ms",
+            "e2e_p99_ms",
+            "marker_p99_ms_since_start",
+            "marker_max_ms_since_start",
+            "e2e_p99_ms_since_start",
+        ] {
+            let v = summary[field].as_f64();
+            assert!(v.is_some_and(|v| v >= 0.0), "{field}: {summary}");
+        }
+        // The summary covers exactly the sink rows' windows.
+        let sink_rows: Vec<&LatencyReport> = report
+            .latency
+            .iter()
+            .filter(|l| l.operator_kind == "sink")
+            .collect();
+        let max = sink_rows.iter().map(|l| l.max_ms).fold(f64::MIN, f64::max);
+        assert_eq!(report.sink_latency.marker_max_ms, Some(max));
+        let s = &report.sink_latency;
+        assert!(s.marker_p50_ms <= s.marker_p99_ms && s.marker_p99_ms <= s.marker_max_ms);
+        if cfg!(target_os = "linux") {
+            let rss = json["peak_rss_mb"].as_f64().unwrap();
+            assert!(rss > 0.0 && rss < 1e6, "{rss}");
+        }
+    }
+
+    #[test]
+    fn sink_latency_without_samples_is_null() {
+        let summary = SinkLatency::from_samples(Vec::new(), Vec::new(), &[], &[]);
+        assert_eq!(summary, SinkLatency::default());
+        let json = serde_json::to_value(&summary).unwrap();
+        assert!(json["marker_p99_ms"].is_null());
+        assert!(json["e2e_p99_ms_since_start"].is_null());
+    }
+
+    #[test]
+    fn sink_latency_pools_windows_and_histograms() {
+        // Two sinks' windows: 1..=100 ms and 101..=200 ms (in ns), pooled before the quantiles.
+        let markers: Vec<f64> = (1..=200).map(|i| f64::from(i) * 1e6).collect();
+        let e2e: Vec<f64> = (1..=100).map(|i| f64::from(i) * 1e6).collect();
+        let mut low = LatencyHistogram::new();
+        let mut high = LatencyHistogram::new();
+        for i in 1..=100 {
+            low.record(i * 1_000_000);
+            high.record((100 + i) * 1_000_000);
+        }
+        let summary = SinkLatency::from_samples(markers, e2e, &[low.clone(), high], &[low]);
+        // legacy quantile: pos = p * (n + 1).
+        assert_eq!(summary.marker_p50_ms, Some(100.5));
+        assert!((summary.marker_p99_ms.unwrap() - 198.99).abs() < 1e-9);
+        assert_eq!(summary.marker_max_ms, Some(200.0));
+        assert!((summary.e2e_p99_ms.unwrap() - 99.99).abs() < 1e-9);
+        // 198 of 200 samples are at or below 198 ms; within the histograms' 1%.
+        let p99 = summary.marker_p99_ms_since_start.unwrap();
+        assert!((p99 - 198.0).abs() / 198.0 < 0.015, "{p99}");
+        let max = summary.marker_max_ms_since_start.unwrap();
+        assert!((max - 200.0).abs() / 200.0 < 0.015, "{max}");
+        let e2e = summary.e2e_p99_ms_since_start.unwrap();
+        assert!((e2e - 99.0).abs() / 99.0 < 0.015, "{e2e}");
+    }
+
+    #[test]
+    fn merged_quantile_of_zeros_and_tiny_values() {
+        let mut zeros = LatencyHistogram::new();
+        zeros.record_n(0, 10);
+        assert_eq!(merged_quantile_seconds(&[zeros.clone()], 0.99), 0.0);
+        let mut tiny = LatencyHistogram::new();
+        tiny.record_n(500, 90); // 0.5 us
+        let p = merged_quantile_seconds(&[zeros, tiny], 0.99);
+        assert!((p - 500e-9).abs() <= 5e-9, "{p}");
+        assert!(merged_quantile_seconds(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn peak_rss_is_read_from_vm_hwm() {
+        let status =
+            "Name:\ttidemark\nVmPeak:\t  200000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t 40000 kB\n";
+        assert_eq!(vm_hwm_mb(status), Some(50.0));
+        assert_eq!(vm_hwm_mb("Name:\tx\n"), None);
+        assert_eq!(vm_hwm_mb("VmHWM:\tlots kB\n"), None);
     }
 
     #[test]
