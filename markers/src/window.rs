@@ -83,15 +83,20 @@ impl SlidingWindow {
         }
     }
 
-    /// Adds one sample, evicting the oldest one if the window is full.
     /// Records `n` samples of the same value (a batch of records with one timestamp).
     pub fn record_n(&mut self, value: i64, n: u64) {
-        // Only the last `history_size` copies can stay in the window.
-        let copies = n.min(self.history_size.get() as u64);
-        for _ in 0..copies {
+        let capacity = self.history_size.get();
+        if n >= capacity as u64 {
+            // The window ends up holding only this value: fill it in one go.
+            self.samples.clear();
+            self.samples.resize(capacity, value);
+            self.next = 0;
+            self.count = self.count.saturating_add(n);
+            return;
+        }
+        for _ in 0..n {
             self.record(value);
         }
-        self.count = self.count.saturating_add(n - copies);
     }
 
     /// Records one sample, evicting the oldest once the window is full.

@@ -38,7 +38,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
 use tidemark_markers::{
-    legacy_quantile, Granularity, LatencyKey, LatencyStats, LatencyTracker, DEFAULT_BUCKETS_SECONDS,
+    legacy_quantile, Granularity, LatencyKey, LatencyStats, DEFAULT_BUCKETS_SECONDS,
 };
 
 use crate::graph::VertexKind;
@@ -320,22 +320,31 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
                     .push(own.clone(), counter(metrics.late_records_dropped() as f64));
             }
 
-            // Copy under the lock, compute after releasing it.
-            let tracker = LatencyTracker::clone(&metrics.latency());
-            for (key, stats) in tracker.iter() {
-                let l = marker_labels(registry, granularity, key, &vertex.id, &index);
+            // Copy what the series need (window, buckets, totals) under the lock; sort and
+            // encode after releasing it.
+            let keys: Vec<(LatencyKey, KeySnapshot)> = metrics
+                .latency()
+                .iter()
+                .map(|(key, stats)| (*key, KeySnapshot::of(stats)))
+                .collect();
+            for (key, snapshot) in keys {
+                let l = marker_labels(registry, granularity, &key, &vertex.id, &index);
                 f.marker_latency
-                    .push(l.clone(), summary(stats, &MARKER_LATENCY_QUANTILES));
-                f.marker_histogram.push(l.clone(), histogram(stats));
+                    .push(l.clone(), summary(&snapshot, &MARKER_LATENCY_QUANTILES));
+                f.marker_histogram.push(l.clone(), histogram(&snapshot));
                 f.marker_negative
-                    .push(l, counter(stats.negative_count() as f64));
+                    .push(l, counter(snapshot.negative_count as f64));
             }
 
-            let e2e = Option::<LatencyStats>::clone(&metrics.e2e_latency());
-            if let Some(stats) = e2e.filter(|s| s.count() > 0) {
+            let e2e = metrics
+                .e2e_latency()
+                .as_ref()
+                .filter(|s| s.count() > 0)
+                .map(KeySnapshot::of);
+            if let Some(snapshot) = e2e {
                 f.e2e_latency
-                    .push(own.clone(), summary(&stats, &E2E_LATENCY_QUANTILES));
-                f.e2e_histogram.push(own, histogram(&stats));
+                    .push(own.clone(), summary(&snapshot, &E2E_LATENCY_QUANTILES));
+                f.e2e_histogram.push(own, histogram(&snapshot));
             }
         }
     }
@@ -412,9 +421,37 @@ fn gauge(value: f64) -> Value {
     Value::Gauge(g)
 }
 
+/// What a scrape needs of one latency key, copied while the subtask's lock is held: the window's
+/// samples, the histogram's cumulative bucket counts and the totals (a few hundred bytes, not the
+/// whole histogram).
+struct KeySnapshot {
+    window: Vec<f64>,
+    count: u64,
+    sum_seconds: f64,
+    negative_count: u64,
+    buckets: Vec<(f64, u64)>,
+    histogram_count: u64,
+    histogram_sum_seconds: f64,
+}
+
+impl KeySnapshot {
+    fn of(stats: &LatencyStats) -> Self {
+        let histogram = stats.histogram();
+        KeySnapshot {
+            window: stats.window().samples().map(|v| v as f64).collect(),
+            count: stats.count(),
+            sum_seconds: stats.sum_seconds(),
+            negative_count: stats.negative_count(),
+            buckets: histogram.cumulative_buckets(DEFAULT_BUCKETS_SECONDS),
+            histogram_count: histogram.count(),
+            histogram_sum_seconds: histogram.sum_seconds(),
+        }
+    }
+}
+
 /// `quantiles` over the window (legacy estimation, rule 16), count and sum over all samples.
-fn summary(stats: &LatencyStats, quantiles: &[f64]) -> Value {
-    let mut sorted: Vec<f64> = stats.window().samples().map(|v| v as f64).collect();
+fn summary(snapshot: &KeySnapshot, quantiles: &[f64]) -> Value {
+    let mut sorted = snapshot.window.clone();
     sorted.sort_unstable_by(f64::total_cmp);
     let quantiles = quantiles
         .iter()
@@ -426,20 +463,19 @@ fn summary(stats: &LatencyStats, quantiles: &[f64]) -> Value {
         })
         .collect();
     let mut s = proto::Summary::default();
-    s.set_sample_count(stats.count());
-    s.set_sample_sum(stats.sum_seconds());
+    s.set_sample_count(snapshot.count);
+    s.set_sample_sum(snapshot.sum_seconds);
     s.set_quantile(quantiles);
     Value::Summary(s)
 }
 
 /// The HDR histogram's cumulative counts at [`DEFAULT_BUCKETS_SECONDS`]; the text encoder adds
 /// `+Inf` with the total count.
-fn histogram(stats: &LatencyStats) -> Value {
-    let hdr = stats.histogram();
-    let buckets = hdr
-        .cumulative_buckets(DEFAULT_BUCKETS_SECONDS)
-        .into_iter()
-        .map(|(le, count)| {
+fn histogram(snapshot: &KeySnapshot) -> Value {
+    let buckets = snapshot
+        .buckets
+        .iter()
+        .map(|&(le, count)| {
             let mut b = proto::Bucket::default();
             b.set_upper_bound(le);
             b.set_cumulative_count(count);
@@ -447,8 +483,8 @@ fn histogram(stats: &LatencyStats) -> Value {
         })
         .collect();
     let mut h = proto::Histogram::default();
-    h.set_sample_count(hdr.count());
-    h.set_sample_sum(hdr.sum_seconds());
+    h.set_sample_count(snapshot.histogram_count);
+    h.set_sample_sum(snapshot.histogram_sum_seconds);
     h.set_bucket(buckets);
     Value::Histogram(h)
 }

@@ -95,6 +95,8 @@ struct Shared {
     flags: Arc<JobFlags>,
     failure: Mutex<Option<TaskFailure>>,
     live: AtomicUsize,
+    /// When the last task ended (the job's end, whenever `wait` is called).
+    ended: Mutex<Option<Instant>>,
     registry: Arc<MetricsRegistry>,
 }
 
@@ -180,9 +182,15 @@ impl JobHandle {
             None if self.shared.flags.stop.load(Ordering::Relaxed) => JobOutcome::Stopped,
             None => JobOutcome::Finished,
         };
+        let ended = self
+            .shared
+            .ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(Instant::now);
         JobResult {
             outcome,
-            elapsed: self.started.elapsed(),
+            elapsed: ended.saturating_duration_since(self.started),
             metrics: registry,
         }
     }
@@ -317,6 +325,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         flags: flags.clone(),
         failure: Mutex::new(None),
         live: AtomicUsize::new(0),
+        ended: Mutex::new(None),
         registry: registry.clone(),
     });
 
@@ -509,7 +518,10 @@ impl PreparedJob {
                     }
                     // Drop the task (and its channel ends) before counting it out.
                     drop(task);
-                    shared2.live.fetch_sub(1, Ordering::AcqRel);
+                    if shared2.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        *shared2.ended.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(Instant::now());
+                    }
                 });
             match spawned {
                 Ok(h) => threads.push(h),
