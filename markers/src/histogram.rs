@@ -19,6 +19,19 @@ const PRESIZED_MAX_NANOS: u64 = 60_000_000_000;
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
+const BUCKETS: usize = DEFAULT_BUCKETS_SECONDS.len();
+
+/// [`DEFAULT_BUCKETS_SECONDS`] in nanoseconds.
+const DEFAULT_BOUNDS_NANOS: [u64; BUCKETS] = {
+    let mut out = [0u64; BUCKETS];
+    let mut i = 0;
+    while i < BUCKETS {
+        out[i] = (DEFAULT_BUCKETS_SECONDS[i] * NANOS_PER_SECOND + 0.5) as u64;
+        i += 1;
+    }
+    out
+};
+
 /// The distribution of all latencies recorded since start, for export as a Prometheus
 /// histogram that can be aggregated across subtasks and time ranges (rule 17).
 ///
@@ -40,6 +53,8 @@ const NANOS_PER_SECOND: f64 = 1e9;
 pub struct LatencyHistogram {
     histogram: Histogram<u64>,
     sum_nanos: i128,
+    /// Exact sample counts per default bucket (not cumulative); the last slot is above 60 s.
+    default_buckets: [u64; BUCKETS + 1],
 }
 
 impl LatencyHistogram {
@@ -51,6 +66,7 @@ impl LatencyHistogram {
         Self {
             histogram,
             sum_nanos: 0,
+            default_buckets: [0; BUCKETS + 1],
         }
     }
 
@@ -58,6 +74,7 @@ impl LatencyHistogram {
     /// Records `n` samples of the same value.
     pub fn record_n(&mut self, nanos: i64, n: u64) {
         let clamped = u64::try_from(nanos).unwrap_or(0);
+        self.default_buckets[Self::default_bucket(clamped)] += n;
         if self.histogram.record_n(clamped, n).is_err() {
             self.histogram.saturating_record_n(clamped, n);
         }
@@ -67,11 +84,32 @@ impl LatencyHistogram {
     /// Records one sample; a negative one counts as 0 in the buckets but exactly in the sum.
     pub fn record(&mut self, nanos: i64) {
         let clamped = u64::try_from(nanos).unwrap_or(0);
+        self.default_buckets[Self::default_bucket(clamped)] += 1;
         if self.histogram.record(clamped).is_err() {
             // Only possible for values beyond the auto-resize limit (about 146 years).
             self.histogram.saturating_record(clamped);
         }
         self.sum_nanos += i128::from(nanos);
+    }
+
+    /// The default bucket a value falls in: the first bound at or above it.
+    fn default_bucket(nanos: u64) -> usize {
+        DEFAULT_BOUNDS_NANOS.partition_point(|&bound| bound < nanos)
+    }
+
+    /// The cumulative counts at [`DEFAULT_BUCKETS_SECONDS`], exact (kept beside the HDR
+    /// histogram, one increment per sample), as `(bound, count)` pairs. This is what the
+    /// Prometheus exporter serves: a scrape does not walk the histogram.
+    pub fn default_buckets(&self) -> Vec<(f64, u64)> {
+        let mut cumulative = 0u64;
+        DEFAULT_BUCKETS_SECONDS
+            .iter()
+            .zip(&self.default_buckets)
+            .map(|(&bound, &count)| {
+                cumulative += count;
+                (bound, cumulative)
+            })
+            .collect()
     }
 
     /// Number of samples recorded.
@@ -273,5 +311,36 @@ mod tests {
             .collect();
         assert_eq!(fast, slow);
         assert!(fast.iter().any(|&(_, c)| c > 0 && c < h.count()));
+    }
+
+    #[test]
+    fn default_buckets_are_exact() {
+        let mut h = LatencyHistogram::new();
+        // On, just below and just above some bounds (HDR would merge the last two).
+        let samples: [i64; 9] = [
+            -3,
+            0,
+            10_000,
+            10_001,
+            999_999,
+            1_000_000,
+            1_000_001,
+            1_009_000,
+            70_000_000_000,
+        ];
+        for s in samples {
+            h.record(s);
+        }
+        h.record_n(2_500_000, 4);
+        let got = h.default_buckets();
+        assert_eq!(got.len(), DEFAULT_BUCKETS_SECONDS.len());
+        for (bound, count) in got {
+            let bound_ns = (bound * 1e9).round() as i64;
+            let expected = samples.iter().filter(|&&s| s.max(0) <= bound_ns).count() as u64
+                + if 2_500_000 <= bound_ns { 4 } else { 0 };
+            assert_eq!(count, expected, "le {bound}");
+        }
+        // The sample above 60 s is only in +Inf (the total count).
+        assert_eq!(h.default_buckets().last().unwrap().1, h.count() - 1);
     }
 }

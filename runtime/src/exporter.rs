@@ -37,9 +37,7 @@ use std::sync::Arc;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use tidemark_markers::{
-    legacy_quantile, Granularity, LatencyKey, LatencyStats, DEFAULT_BUCKETS_SECONDS,
-};
+use tidemark_markers::{legacy_quantile, Granularity, LatencyKey, LatencyStats};
 
 use crate::graph::VertexKind;
 use crate::metrics::MetricsRegistry;
@@ -442,7 +440,7 @@ impl KeySnapshot {
             count: stats.count(),
             sum_seconds: stats.sum_seconds(),
             negative_count: stats.negative_count(),
-            buckets: histogram.cumulative_buckets(DEFAULT_BUCKETS_SECONDS),
+            buckets: histogram.default_buckets(),
             histogram_count: histogram.count(),
             histogram_sum_seconds: histogram.sum_seconds(),
         }
@@ -469,7 +467,7 @@ fn summary(snapshot: &KeySnapshot, quantiles: &[f64]) -> Value {
     Value::Summary(s)
 }
 
-/// The HDR histogram's cumulative counts at [`DEFAULT_BUCKETS_SECONDS`]; the text encoder adds
+/// The exact cumulative counts at [`tidemark_markers::DEFAULT_BUCKETS_SECONDS`]; the text encoder adds
 /// `+Inf` with the total count.
 fn histogram(snapshot: &KeySnapshot) -> Value {
     let buckets = snapshot
@@ -547,6 +545,7 @@ mod tests {
     use std::num::NonZeroUsize;
     use std::time::Duration;
     use tidemark_markers::LatencyConfig;
+    use tidemark_markers::DEFAULT_BUCKETS_SECONDS;
 
     /// `numbers` (2) -forward-> `double` (2) -rebalance-> `out` (2) <-rebalance- `more` (1).
     fn run_job(granularity: Granularity, interval: Duration) -> Arc<MetricsRegistry> {
