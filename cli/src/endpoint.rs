@@ -290,7 +290,13 @@ fn respond(request: Request, registry: &MetricsRegistry) -> io::Result<()> {
     const PLAIN: &str = "text/plain; charset=utf-8";
     let (status, content_type, body, allow) = match route(request.method(), request.url()) {
         Route::Metrics => match catch_unwind(AssertUnwindSafe(|| render_text(registry))) {
-            Ok(text) => (200, CONTENT_TYPE, text, false),
+            Ok(Ok(text)) => (200, CONTENT_TYPE, text, false),
+            Ok(Err(error)) => (
+                500,
+                PLAIN,
+                format!("cannot render the metrics: {error}\n"),
+                false,
+            ),
             Err(_) => (
                 500,
                 PLAIN,

@@ -25,7 +25,7 @@
 //! graph.connect(src, sink, Partitioning::Forward).unwrap();
 //! let result = run(graph, JobConfig::default()).unwrap();
 //!
-//! let text = render_text(&result.metrics);
+//! let text = render_text(&result.metrics).unwrap();
 //! assert!(text.contains(
 //!     r#"tidemark_records_in_total{job_name="example",operator_id="out",operator_subtask_index="0"} 10"#
 //! ));
@@ -351,15 +351,14 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
 }
 
 /// Renders every series of `registry` in the Prometheus text format (version 0.0.4, see
-/// [`CONTENT_TYPE`]).
-pub fn render_text(registry: &MetricsRegistry) -> String {
+/// [`CONTENT_TYPE`]). Fails only if the `prometheus` encoder rejects a family (it rejects empty
+/// ones, which `gather` never returns); the caller decides how to report it.
+pub fn render_text(registry: &MetricsRegistry) -> Result<String, prometheus::Error> {
     let families = gather(registry);
     let mut text = Vec::with_capacity(16 * 1024);
-    if let Err(error) = TextEncoder::new().encode(&families, &mut text) {
-        // Only possible for an empty family, which `gather` never returns.
-        tracing::warn!(%error, "cannot encode the metrics");
-    }
-    String::from_utf8(text).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    TextEncoder::new().encode(&families, &mut text)?;
+    String::from_utf8(text)
+        .map_err(|e| prometheus::Error::Msg(format!("metrics text is not UTF-8: {e}")))
 }
 
 /// A family being filled.
@@ -648,7 +647,7 @@ mod tests {
     #[test]
     fn every_line_carries_job_name_and_every_family_has_help_and_type() {
         let registry = run_job(Granularity::Operator, Duration::from_millis(1));
-        let text = render_text(&registry);
+        let text = render_text(&registry).unwrap();
         let samples = parse(&text);
         assert!(!samples.is_empty());
         for s in &samples {
@@ -671,7 +670,7 @@ mod tests {
         }
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "family order");
         // Deterministic: a second rendering of the finished job is identical.
-        assert_eq!(render_text(&registry), text);
+        assert_eq!(render_text(&registry).unwrap(), text);
         assert_eq!(
             text.lines().find(|l| l.starts_with("tidemark_job_running")),
             Some(r#"tidemark_job_running{job_name="exporter-test"} 0"#)
@@ -681,7 +680,7 @@ mod tests {
     #[test]
     fn counters_match_the_registry() {
         let registry = run_job(Granularity::Operator, Duration::from_millis(1));
-        let samples = parse(&render_text(&registry));
+        let samples = parse(&render_text(&registry).unwrap());
         let find = |name: &str, labels: &[(&str, &str)]| -> f64 {
             let found: Vec<_> = samples
                 .iter()
@@ -764,7 +763,7 @@ mod tests {
     /// The label names (without `job_name`) of every marker series, and the sinks' counts.
     fn check_marker_series(granularity: Granularity, expected_labels: &[&str]) {
         let registry = run_job(granularity, Duration::from_millis(1));
-        let samples = parse(&render_text(&registry));
+        let samples = parse(&render_text(&registry).unwrap());
         let mut expected: Vec<&str> = expected_labels.to_vec();
         expected.push(JOB_NAME_LABEL);
         expected.sort_unstable();
@@ -952,7 +951,7 @@ mod tests {
     #[test]
     fn interval_zero_exports_no_marker_latency_series() {
         let registry = run_job(Granularity::Subtask, Duration::ZERO);
-        let text = render_text(&registry);
+        let text = render_text(&registry).unwrap();
         assert!(!text.contains("tidemark_marker_latency"), "{text}");
         assert!(!text.contains("tidemark_marker_negative_latency_total"));
         // The emitted counters stay, at 0.
@@ -967,7 +966,7 @@ mod tests {
     #[test]
     fn e2e_latency_series_at_sources_and_terminal_vertices() {
         let registry = run_job(Granularity::Operator, Duration::ZERO);
-        let samples = parse(&render_text(&registry));
+        let samples = parse(&render_text(&registry).unwrap());
         let vertices: BTreeSet<(&str, &str)> =
             named(&samples, "tidemark_record_e2e_latency_seconds_count")
                 .iter()
@@ -1007,7 +1006,7 @@ mod tests {
     #[test]
     fn summary_quantiles_follow_the_window() {
         let registry = run_job(Granularity::Single, Duration::from_millis(1));
-        let samples = parse(&render_text(&registry));
+        let samples = parse(&render_text(&registry).unwrap());
         let out = registry.vertex("out").unwrap();
         for (i, m) in out.subtasks.iter().enumerate() {
             let tracker = m.latency().clone();
@@ -1072,7 +1071,7 @@ mod tests {
         use std::io::Write;
         use std::process::{Command, Stdio};
         for granularity in Granularity::ALL {
-            let text = render_text(&run_job(granularity, Duration::from_millis(1)));
+            let text = render_text(&run_job(granularity, Duration::from_millis(1))).unwrap();
             if let Some(dir) = std::env::var_os("TIDEMARK_METRICS_SAMPLE_DIR") {
                 let path = std::path::Path::new(&dir).join(format!("metrics-{granularity}.txt"));
                 std::fs::write(path, &text).unwrap();
@@ -1131,7 +1130,7 @@ mod tests {
             .unwrap();
         graph.connect(src, sink, Partitioning::Rebalance).unwrap();
         let registry = run(graph, JobConfig::default()).unwrap().metrics;
-        let text = render_text(&registry);
+        let text = render_text(&registry).unwrap();
         let samples = parse(&text);
         let lag = named(&samples, "tidemark_watermark_lag_seconds");
         let ids: BTreeSet<&str> = lag.iter().map(|s| s.label("operator_id")).collect();
@@ -1140,6 +1139,8 @@ mod tests {
         assert!(lag.iter().all(|s| s.value > 0.0), "{lag:?}");
         // Without watermarks, no such series.
         let plain = run_job(Granularity::Single, Duration::ZERO);
-        assert!(!render_text(&plain).contains("tidemark_watermark_lag_seconds{"));
+        assert!(!render_text(&plain)
+            .unwrap()
+            .contains("tidemark_watermark_lag_seconds{"));
     }
 }
