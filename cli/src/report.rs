@@ -209,6 +209,8 @@ pub struct SettingsReport {
     pub parallelism: usize,
     /// Whether chaining was on.
     pub chaining: bool,
+    /// Whether record end-to-end latency was recorded at every vertex.
+    pub e2e_latency_everywhere: bool,
 }
 
 /// Record totals over the job.
@@ -385,6 +387,7 @@ impl Report {
                 buffer_timeout: format_duration(run.settings.buffer_timeout),
                 parallelism: run.settings.parallelism.get(),
                 chaining: run.settings.chaining,
+                e2e_latency_everywhere: run.settings.e2e_latency_everywhere,
             },
             records: RecordTotals {
                 emitted_by_sources: emitted,
