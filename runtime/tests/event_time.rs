@@ -14,12 +14,25 @@ use tidemark_runtime::{
 
 /// Emits `n` records with event timestamps `base + i * step`, one small batch per poll, with a
 /// pause between polls; then stays open (idle) for `linger` polls before finishing.
+#[derive(Clone)]
 struct EventSource {
     base: i64,
     step: i64,
     n: i64,
     i: i64,
     linger: u32,
+}
+
+impl EventSource {
+    fn new(base: i64, step: i64, n: i64, linger: u32) -> Self {
+        EventSource {
+            base,
+            step,
+            n,
+            i: 0,
+            linger,
+        }
+    }
 }
 
 impl Source for EventSource {
@@ -72,48 +85,46 @@ fn strategy(idleness: Option<Duration>) -> SourceOptions {
     }
 }
 
-#[test]
-fn the_watermark_is_the_minimum_over_inputs_and_never_goes_back() {
+/// Runs two event sources (id, source, options) into a union operator that logs the
+/// watermarks it is given, chained to a sink; returns the result and the log.
+fn run_union(
+    a: (&str, EventSource, SourceOptions),
+    b: (&str, EventSource, SourceOptions),
+) -> (tidemark_runtime::JobResult, Vec<i64>) {
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mut g = JobGraph::new("wm");
-    let fast = g
-        .add_source("fast", 1, |_| {
-            Ok(Box::new(EventSource {
-                base: 1_000_000,
-                step: 100,
-                n: 400,
-                i: 0,
-                linger: 0,
-            }))
-        })
-        .unwrap();
-    let slow = g
-        .add_source("slow", 1, |_| {
-            Ok(Box::new(EventSource {
-                base: 1_000,
-                step: 1,
-                n: 400,
-                i: 0,
-                linger: 0,
-            }))
-        })
-        .unwrap();
-    g.set_source_options(fast, strategy(None));
-    g.set_source_options(slow, strategy(None));
+    let mut g = JobGraph::new("union");
     let l2 = log.clone();
     let op = g
         .add_operator("union", 1, move |_| Ok(Box::new(WatermarkLog(l2.clone()))))
         .unwrap();
+    for (id, source, options) in [a, b] {
+        let v = g
+            .add_source(id, 1, move |_| Ok(Box::new(source.clone())))
+            .unwrap();
+        g.set_source_options(v, options);
+        g.connect(v, op, Partitioning::Rebalance).unwrap();
+    }
     let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
-    g.connect(fast, op, Partitioning::Rebalance).unwrap();
-    g.connect(slow, op, Partitioning::Rebalance).unwrap();
     g.connect(op, k, Partitioning::Forward).unwrap();
     let result = wait_or_fail(
         start(g, JobConfig::default()).unwrap(),
         Duration::from_secs(60),
     );
     assert_eq!(result.outcome, JobOutcome::Finished);
-    let log = log.lock().unwrap();
+    let log = log.lock().unwrap().clone();
+    (result, log)
+}
+
+#[test]
+fn the_watermark_is_the_minimum_over_inputs_and_never_goes_back() {
+    let (result, log) = run_union(
+        (
+            "fast",
+            EventSource::new(1_000_000, 100, 400, 0),
+            strategy(None),
+        ),
+        ("slow", EventSource::new(1_000, 1, 400, 0), strategy(None)),
+    );
     assert!(!log.is_empty());
     assert!(
         log.windows(2).all(|w| w[0] < w[1]),
@@ -134,47 +145,19 @@ fn the_watermark_is_the_minimum_over_inputs_and_never_goes_back() {
 
 #[test]
 fn an_idle_input_does_not_hold_the_watermark_back() {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let mut g = JobGraph::new("idle");
     // `busy` makes progress; `quiet` sends 10 records then lingers for a while without any.
-    let busy = g
-        .add_source("busy", 1, |_| {
-            Ok(Box::new(EventSource {
-                base: 1_000_000,
-                step: 1_000,
-                n: 2_000,
-                i: 0,
-                linger: 0,
-            }))
-        })
-        .unwrap();
-    let quiet = g
-        .add_source("quiet", 1, |_| {
-            Ok(Box::new(EventSource {
-                base: 0,
-                step: 1,
-                n: 10,
-                i: 0,
-                linger: 300,
-            }))
-        })
-        .unwrap();
-    g.set_source_options(busy, strategy(None));
-    g.set_source_options(quiet, strategy(Some(Duration::from_millis(2))));
-    let l2 = log.clone();
-    let op = g
-        .add_operator("union", 1, move |_| Ok(Box::new(WatermarkLog(l2.clone()))))
-        .unwrap();
-    let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
-    g.connect(busy, op, Partitioning::Rebalance).unwrap();
-    g.connect(quiet, op, Partitioning::Rebalance).unwrap();
-    g.connect(op, k, Partitioning::Forward).unwrap();
-    let result = wait_or_fail(
-        start(g, JobConfig::default()).unwrap(),
-        Duration::from_secs(60),
+    let (_, log) = run_union(
+        (
+            "busy",
+            EventSource::new(1_000_000, 1_000, 2_000, 0),
+            strategy(None),
+        ),
+        (
+            "quiet",
+            EventSource::new(0, 1, 10, 300),
+            strategy(Some(Duration::from_millis(2))),
+        ),
     );
-    assert_eq!(result.outcome, JobOutcome::Finished);
-    let log = log.lock().unwrap();
     // Without idleness the watermark could not pass the quiet source's 9 - 5 - 1 = 3 until it
     // ended; with it, the busy source's event time shows through while `quiet` still runs.
     assert!(
