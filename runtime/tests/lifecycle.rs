@@ -44,6 +44,38 @@ impl Sink for SlowSink {
     }
 }
 
+/// Endless sources (parallelism 2) → rebalance → the operator `id` → rebalance → a slow sink,
+/// so queues fill and senders block; returns the graph and the sink's record count.
+fn endless_into_slow_sink<F>(
+    id: &str,
+    parallelism: usize,
+    operator: F,
+) -> (JobGraph, Arc<AtomicU64>)
+where
+    F: Fn(&tidemark_runtime::SubtaskContext) -> Result<Box<dyn Operator>, BoxError>
+        + Send
+        + Sync
+        + 'static,
+{
+    let seen = Arc::new(AtomicU64::new(0));
+    let mut g = JobGraph::new(id);
+    let s = g
+        .add_source("s", 2, |_| Ok(Box::new(Endless { n: 0 })))
+        .unwrap();
+    let op = g.add_operator(id, parallelism, operator).unwrap();
+    let seen2 = seen.clone();
+    let k = g
+        .add_sink("k", 1, move |_| {
+            Ok(Box::new(SlowSink {
+                seen: seen2.clone(),
+            }))
+        })
+        .unwrap();
+    g.connect(s, op, Partitioning::Rebalance).unwrap();
+    g.connect(op, k, Partitioning::Rebalance).unwrap();
+    (g, seen)
+}
+
 #[test]
 fn bounded_sources_finish_the_job_after_everything_reached_the_sinks() {
     let mut g = JobGraph::new("bounded");
@@ -75,24 +107,7 @@ fn bounded_sources_finish_the_job_after_everything_reached_the_sinks() {
 
 #[test]
 fn a_stop_drains_what_is_in_flight() {
-    let seen = Arc::new(AtomicU64::new(0));
-    let mut g = JobGraph::new("stop");
-    let s = g
-        .add_source("s", 2, |_| Ok(Box::new(Endless { n: 0 })))
-        .unwrap();
-    let m = g
-        .add_operator("m", 2, |_| Ok(Box::new(MapOperator(|v| v + 1.0))))
-        .unwrap();
-    let seen2 = seen.clone();
-    let k = g
-        .add_sink("k", 1, move |_| {
-            Ok(Box::new(SlowSink {
-                seen: seen2.clone(),
-            }))
-        })
-        .unwrap();
-    g.connect(s, m, Partitioning::Rebalance).unwrap();
-    g.connect(m, k, Partitioning::Rebalance).unwrap();
+    let (g, seen) = endless_into_slow_sink("m", 2, |_| Ok(Box::new(MapOperator(|v| v + 1.0))));
     let handle = start(g, JobConfig::default()).unwrap();
     // Let queues fill (the sink is slow), then stop.
     while seen.load(Ordering::Relaxed) < 50_000 {
@@ -136,30 +151,13 @@ impl Operator for PanicAfter {
 #[test]
 fn a_panic_fails_the_job_naming_vertex_and_subtask_without_a_hang() {
     // Endless sources, a slow sink: other tasks are blocked on full queues when the panic hits.
-    let seen = Arc::new(AtomicU64::new(0));
-    let mut g = JobGraph::new("panic");
-    let s = g
-        .add_source("s", 2, |_| Ok(Box::new(Endless { n: 0 })))
-        .unwrap();
-    let p = g
-        .add_operator("fragile", 3, |ctx| {
-            Ok(Box::new(PanicAfter {
-                after: 20_000,
-                n: 0,
-                armed: ctx.subtask == 1,
-            }))
-        })
-        .unwrap();
-    let seen2 = seen.clone();
-    let k = g
-        .add_sink("k", 1, move |_| {
-            Ok(Box::new(SlowSink {
-                seen: seen2.clone(),
-            }))
-        })
-        .unwrap();
-    g.connect(s, p, Partitioning::Rebalance).unwrap();
-    g.connect(p, k, Partitioning::Rebalance).unwrap();
+    let (g, _) = endless_into_slow_sink("fragile", 3, |ctx| {
+        Ok(Box::new(PanicAfter {
+            after: 20_000,
+            n: 0,
+            armed: ctx.subtask == 1,
+        }))
+    });
     let result = wait_or_fail(
         start(g, JobConfig::default()).unwrap(),
         Duration::from_secs(60),
