@@ -18,6 +18,7 @@
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
+//! | [`value`] | [`Value`] and [`Map`]: the JSON data model of the events records carry |
 //! | [`testing`] | small components for tests and examples |
 //!
 //! Internally, `channel` holds the batched queues with buffer reuse, `partitioner` the
@@ -58,6 +59,7 @@ pub mod plan;
 pub mod record;
 mod task;
 pub mod testing;
+pub mod value;
 
 pub use batch::{Batch, Event};
 pub use component::{
@@ -77,6 +79,7 @@ pub use partitioner::hash_channel;
 pub use plan::ExecutionPlan;
 pub use record::{Record, TimestampType};
 pub use tidemark_markers as markers;
+pub use value::{Map, Value};
 
 /// The library guide (`docs/library.md`), compiled and run as a doc test so it stays true.
 #[cfg(doctest)]
