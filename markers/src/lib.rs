@@ -11,7 +11,8 @@
 //! | [`clock`](crate::Clock) | [`Clock`], [`SystemClock`], and [`ManualClock`] for tests | – |
 //! | [`granularity`](crate::Granularity) | [`Granularity`] and the [`LatencyKey`] it derives from a marker | 14 |
 //! | [`window`](crate::SlidingWindow) | [`SlidingWindow`], [`WindowStats`], [`legacy_quantile`], [`MARKER_QUANTILES`] | 15, 16 |
-//! | [`histogram`](crate::LatencyHistogram) | [`LatencyHistogram`] (HDR, cumulative since start), [`DEFAULT_BUCKETS_SECONDS`] | 17 |
+//! | [`histogram`](crate::LatencyHistogram) | [`LatencyHistogram`] (HDR, cumulative since start, merged with [`LatencyHistogram::add`]) | 17 |
+//! | [`buckets`](crate::Buckets) | [`Buckets`], the exported `le` bounds: [`MARKER_LATENCY_BUCKETS_SECONDS`] (1 µs–1 h), [`E2E_LATENCY_BUCKETS_SECONDS`] (1 ms–7 d) | 17 |
 //! | [`stats`](crate::LatencyTracker) | [`LatencyStats`] for one key, [`LatencyTracker`] for all keys of an operator subtask | 12–15 |
 //! | [`config`](crate::LatencyConfig) | [`LatencyConfig`], [`parse_duration`], [`parse_history_size`], [`format_duration`], [`ConfigError`] | 2, 6, 7 |
 //!
@@ -55,6 +56,7 @@
 
 #![deny(missing_docs)]
 
+mod buckets;
 mod clock;
 mod config;
 mod emitter;
@@ -71,7 +73,10 @@ pub use config::{
 };
 pub use emitter::MarkerEmitter;
 pub use granularity::{Granularity, LatencyKey};
-pub use histogram::{LatencyHistogram, DEFAULT_BUCKETS_SECONDS};
+pub use buckets::{
+    Buckets, BucketsError, E2E_LATENCY_BUCKETS_SECONDS, MARKER_LATENCY_BUCKETS_SECONDS, MAX_BUCKETS,
+};
+pub use histogram::{HistogramAddError, LatencyHistogram};
 pub use marker::LatencyMarker;
 pub use stats::{LatencyStats, LatencyTracker};
 pub use window::{legacy_quantile, SlidingWindow, WindowStats, MARKER_QUANTILES};

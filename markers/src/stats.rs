@@ -3,6 +3,7 @@
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::num::NonZeroUsize;
 
+use crate::buckets::Buckets;
 use crate::granularity::{Granularity, LatencyKey};
 use crate::histogram::LatencyHistogram;
 use crate::marker::LatencyMarker;
@@ -20,11 +21,17 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
-    /// Creates empty statistics whose window keeps the last `history_size` samples.
+    /// Creates empty statistics whose window keeps the last `history_size` samples, with the
+    /// default marker-latency buckets.
     pub fn new(history_size: NonZeroUsize) -> Self {
+        Self::with_buckets(history_size, Buckets::marker_latency())
+    }
+
+    /// Creates empty statistics whose histogram counts exactly in `buckets`.
+    pub fn with_buckets(history_size: NonZeroUsize, buckets: Buckets) -> Self {
         Self {
             window: SlidingWindow::new(history_size),
-            histogram: LatencyHistogram::new(),
+            histogram: LatencyHistogram::with_buckets(buckets),
             negative_count: 0,
         }
     }
@@ -122,16 +129,27 @@ impl LatencyStats {
 pub struct LatencyTracker {
     granularity: Granularity,
     history_size: NonZeroUsize,
+    buckets: Buckets,
     stats: BTreeMap<LatencyKey, LatencyStats>,
     total_count: u64,
 }
 
 impl LatencyTracker {
-    /// Creates a tracker with no series yet.
+    /// Creates a tracker with no series yet, with the default marker-latency buckets.
     pub fn new(granularity: Granularity, history_size: NonZeroUsize) -> Self {
+        Self::with_buckets(granularity, history_size, Buckets::marker_latency())
+    }
+
+    /// Creates a tracker whose keys' histograms count exactly in `buckets`.
+    pub fn with_buckets(
+        granularity: Granularity,
+        history_size: NonZeroUsize,
+        buckets: Buckets,
+    ) -> Self {
         Self {
             granularity,
             history_size,
+            buckets,
             stats: BTreeMap::new(),
             total_count: 0,
         }
@@ -142,7 +160,10 @@ impl LatencyTracker {
         let latency = marker.latency_at(now_nanos);
         let stats = match self.stats.entry(self.granularity.key_for(marker)) {
             Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => entry.insert(LatencyStats::new(self.history_size)),
+            Entry::Vacant(entry) => entry.insert(LatencyStats::with_buckets(
+                self.history_size,
+                self.buckets.clone(),
+            )),
         };
         stats.record(latency);
         self.total_count += 1;
@@ -156,6 +177,11 @@ impl LatencyTracker {
     /// The history size of every key's sliding window.
     pub fn history_size(&self) -> NonZeroUsize {
         self.history_size
+    }
+
+    /// The buckets of every key's histogram.
+    pub fn buckets(&self) -> &Buckets {
+        &self.buckets
     }
 
     /// Number of keys (series) seen so far.

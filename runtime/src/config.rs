@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use tidemark_markers::{Clock, LatencyConfig, SystemClock};
+use tidemark_markers::{Buckets, Clock, LatencyConfig, SystemClock};
 
 /// The buffer timeout when neither the job file nor a flag sets one.
 ///
@@ -34,6 +34,10 @@ pub struct JobConfig {
     pub clock: Arc<dyn Clock>,
     /// Record end-to-end latency at every vertex, not only at sources and terminal vertices.
     pub e2e_latency_everywhere: bool,
+    /// Bucket bounds of `tidemark_marker_latency_seconds` (default 1 µs to 1 h).
+    pub marker_buckets: Buckets,
+    /// Bucket bounds of `tidemark_record_e2e_latency_seconds` (default 1 ms to 7 days).
+    pub e2e_buckets: Buckets,
 }
 
 impl Default for JobConfig {
@@ -47,6 +51,8 @@ impl Default for JobConfig {
             seed: None,
             clock: Arc::new(SystemClock),
             e2e_latency_everywhere: false,
+            marker_buckets: Buckets::marker_latency(),
+            e2e_buckets: Buckets::e2e_latency(),
         }
     }
 }

@@ -231,9 +231,13 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
             let terminal = graph.outputs(crate::graph::VertexId(i)).next().is_none();
             let subtasks = (0..v.parallelism)
                 .map(|_| {
-                    let m = SubtaskMetrics::new(lat.granularity, lat.history_size);
+                    let m = SubtaskMetrics::new(
+                        lat.granularity,
+                        lat.history_size,
+                        config.marker_buckets.clone(),
+                    );
                     if v.kind() == VertexKind::Source || terminal || config.e2e_latency_everywhere {
-                        m.enable_e2e(lat.history_size);
+                        m.enable_e2e(lat.history_size, config.e2e_buckets.clone());
                     }
                     Arc::new(m)
                 })

@@ -12,9 +12,35 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
-use tidemark_markers::{Granularity, LatencyStats, LatencyTracker};
+use tidemark_markers::{Buckets, Granularity, LatencyStats, LatencyTracker};
 
-/// Counters of one vertex subtask.
+/// Counters of one vertex subtask, read by the exporter and the report.
+///
+/// Only the runtime writes them (each counter from the one task that owns it); library users
+/// read them:
+///
+/// ```compile_fail,E0624
+/// # use tidemark_runtime::testing::{CountingSource, DiscardSink};
+/// # use tidemark_runtime::{run, JobConfig, JobGraph, Partitioning};
+/// # let mut graph = JobGraph::new("example");
+/// # let src = graph.add_source("numbers", 1, |_| Ok(Box::new(CountingSource::new(10)))).unwrap();
+/// # let sink = graph.add_sink("out", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+/// # graph.connect(src, sink, Partitioning::Forward).unwrap();
+/// let metrics = run(graph, JobConfig::default()).unwrap().metrics;
+/// let out = &metrics.vertex("out").unwrap().subtasks[0];
+/// out.set_records_in(0); // error: the setters are private to the runtime
+/// ```
+///
+/// ```
+/// # use tidemark_runtime::testing::{CountingSource, DiscardSink};
+/// # use tidemark_runtime::{run, JobConfig, JobGraph, Partitioning};
+/// # let mut graph = JobGraph::new("example");
+/// # let src = graph.add_source("numbers", 1, |_| Ok(Box::new(CountingSource::new(10)))).unwrap();
+/// # let sink = graph.add_sink("out", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+/// # graph.connect(src, sink, Partitioning::Forward).unwrap();
+/// let metrics = run(graph, JobConfig::default()).unwrap().metrics;
+/// assert_eq!(metrics.vertex("out").unwrap().subtasks[0].records_in(), 10);
+/// ```
 #[derive(Debug)]
 pub struct SubtaskMetrics {
     counters: CachePadded<OwnedCounters>,
@@ -44,7 +70,7 @@ macro_rules! counter_accessors {
                 self.counters.$field.load(Ordering::Relaxed)
             }
             /// Sets the value; called by the owning task once per batch.
-            pub fn $set(&self, value: $ty) {
+            pub(crate) fn $set(&self, value: $ty) {
                 self.counters.$field.store(value, Ordering::Relaxed)
             }
         )*
@@ -52,7 +78,11 @@ macro_rules! counter_accessors {
 }
 
 impl SubtaskMetrics {
-    pub(crate) fn new(granularity: Granularity, history_size: NonZeroUsize) -> Self {
+    pub(crate) fn new(
+        granularity: Granularity,
+        history_size: NonZeroUsize,
+        marker_buckets: Buckets,
+    ) -> Self {
         let counters = OwnedCounters {
             lag_records: AtomicI64::new(-1),
             lag_bytes: AtomicI64::new(-1),
@@ -62,7 +92,11 @@ impl SubtaskMetrics {
         SubtaskMetrics {
             counters: CachePadded::new(counters),
             input_queue: CachePadded::new(AtomicI64::new(0)),
-            latency: Mutex::new(LatencyTracker::new(granularity, history_size)),
+            latency: Mutex::new(LatencyTracker::with_buckets(
+                granularity,
+                history_size,
+                marker_buckets,
+            )),
             e2e: Mutex::new(None),
         }
     }
@@ -93,8 +127,8 @@ impl SubtaskMetrics {
         self.input_queue.load(Ordering::Relaxed).max(0)
     }
 
-    pub(crate) fn enable_e2e(&self, history_size: NonZeroUsize) {
-        *self.e2e_latency() = Some(LatencyStats::new(history_size));
+    pub(crate) fn enable_e2e(&self, history_size: NonZeroUsize, buckets: Buckets) {
+        *self.e2e_latency() = Some(LatencyStats::with_buckets(history_size, buckets));
     }
 
     pub(crate) fn input_queue(&self) -> &AtomicI64 {
