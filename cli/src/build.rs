@@ -22,6 +22,8 @@ pub fn job_config(settings: &Settings, seed: Option<u64>) -> JobConfig {
         chaining: settings.chaining,
         seed,
         e2e_latency_everywhere: settings.e2e_latency_everywhere,
+        marker_buckets: settings.marker_buckets.clone(),
+        e2e_buckets: settings.e2e_buckets.clone(),
         ..JobConfig::default()
     }
 }

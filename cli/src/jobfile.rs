@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tidemark_markers::{parse_duration, parse_history_size, Granularity};
+use tidemark_markers::{parse_duration, parse_history_size, Buckets, ConfigError, Granularity};
 use tidemark_operators::{self as operators, ComponentKind};
 use tidemark_runtime::{
     InvalidTimestampPolicy, Partitioning, SourceOptions, TimestampCheck, VertexKind,
@@ -22,19 +22,22 @@ use tidemark_runtime::{
 };
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 9] = [
+pub const TOP_LEVEL_FIELDS: [&str; 10] = [
     "name",
     "parallelism",
     "buffer_timeout",
     "chaining",
     "e2e_latency_everywhere",
     "latency",
+    "e2e",
     "sources",
     "operators",
     "sinks",
 ];
 /// The fields of the `latency` section.
-pub const LATENCY_FIELDS: [&str; 3] = ["interval", "granularity", "history_size"];
+pub const LATENCY_FIELDS: [&str; 4] = ["interval", "granularity", "history_size", "buckets"];
+/// The fields of the `e2e` section (record end-to-end latency).
+pub const E2E_FIELDS: [&str; 1] = ["buckets"];
 /// The fields every vertex has, besides its component's own.
 pub const VERTEX_FIELDS: [&str; 4] = ["type", "input", "parallelism", "partition"];
 /// The event-time fields every source has, besides its component's own: applied by the
@@ -75,6 +78,8 @@ pub struct JobFile {
     pub e2e_latency_everywhere: Option<bool>,
     /// The `latency` section.
     pub latency: LatencySection,
+    /// `e2e.buckets`: the bucket bounds of `tidemark_record_e2e_latency_seconds`.
+    pub e2e_buckets: Option<Buckets>,
     /// Sources, operators and sinks, each section in file order.
     pub vertices: Vec<VertexSpec>,
     /// Key positions, to locate errors found later.
@@ -90,6 +95,8 @@ pub struct LatencySection {
     pub granularity: Option<Granularity>,
     /// Samples in each key's sliding window.
     pub history_size: Option<NonZeroUsize>,
+    /// Bucket bounds of `tidemark_marker_latency_seconds`.
+    pub buckets: Option<Buckets>,
 }
 
 /// One source, operator or sink.
@@ -362,6 +369,7 @@ impl Parser {
         let mut chaining = None;
         let mut e2e_latency_everywhere = None;
         let mut latency = LatencySection::default();
+        let mut e2e_buckets = None;
         let mut sections: HashMap<&str, Mapping> = HashMap::new();
         for (k, v) in &root {
             let Some(key) = key_text(k) else {
@@ -402,6 +410,7 @@ impl Parser {
                     )
                 }
                 "latency" => latency = self.latency(v),
+                "e2e" => e2e_buckets = self.e2e(v),
                 "sources" | "operators" | "sinks" => match v {
                     Value::Mapping(m) => {
                         let s = SECTIONS.iter().find(|(s, _)| *s == key).unwrap().0;
@@ -500,6 +509,7 @@ impl Parser {
             chaining,
             e2e_latency_everywhere,
             latency,
+            e2e_buckets,
             vertices,
             source_map: std::mem::take(&mut self.map),
         })
@@ -595,6 +605,74 @@ impl Parser {
         }
     }
 
+    /// A list of durations, ascending, as histogram bucket bounds (`latency.buckets`,
+    /// `e2e.buckets`).
+    fn buckets(&mut self, path: &[&str], v: &Value) -> Option<Buckets> {
+        let field = path.join(".");
+        let Value::Sequence(items) = v else {
+            self.err(
+                path,
+                None,
+                Problem::WrongType {
+                    field,
+                    expected: "a list of durations in ascending order, like [1ms, 10ms, 100ms, 1s]",
+                    found: describe(v),
+                },
+            );
+            return None;
+        };
+        let mut bounds = Vec::with_capacity(items.len());
+        for item in items {
+            bounds.push(self.duration_named(path, None, field.clone(), item)?);
+        }
+        match Buckets::new(&bounds) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                let error = ConfigError::from(e);
+                self.err(path, None, Problem::Setting { field, error });
+                None
+            }
+        }
+    }
+
+    /// The `e2e` section: `buckets`.
+    fn e2e(&mut self, v: &Value) -> Option<Buckets> {
+        let m = match v {
+            Value::Mapping(m) => m,
+            Value::Null => return None,
+            other => {
+                self.err(
+                    &["e2e"],
+                    None,
+                    Problem::NotAMapping {
+                        what: "a mapping with buckets",
+                        found: describe(other),
+                    },
+                );
+                return None;
+            }
+        };
+        let mut buckets = None;
+        for (k, v) in m {
+            let key = key_text(k).unwrap_or_default();
+            if key == "buckets" {
+                buckets = self.buckets(&["e2e", "buckets"], v);
+            } else {
+                let suggestion = did_you_mean(&key, E2E_FIELDS);
+                self.err(
+                    &["e2e", &key],
+                    None,
+                    Problem::UnknownField {
+                        field: key.clone(),
+                        expected: E2E_FIELDS.iter().map(|s| s.to_string()).collect(),
+                        suggestion,
+                    },
+                );
+            }
+        }
+        buckets
+    }
+
     fn latency(&mut self, v: &Value) -> LatencySection {
         let mut out = LatencySection::default();
         let m = match v {
@@ -616,6 +694,7 @@ impl Parser {
             let key = key_text(k).unwrap_or_default();
             match key.as_str() {
                 "interval" => out.interval = self.duration(&["latency", "interval"], None, v),
+                "buckets" => out.buckets = self.buckets(&["latency", "buckets"], v),
                 "granularity" => {
                     let path = ["latency", "granularity"];
                     match v {
@@ -1094,8 +1173,10 @@ sinks:
                 interval: Some(Duration::from_millis(200)),
                 granularity: Some(Granularity::Subtask),
                 history_size: NonZeroUsize::new(64),
+                buckets: None,
             }
         );
+        assert_eq!(job.e2e_buckets, None);
         let ids: Vec<_> = job.vertices.iter().map(|v| v.id.as_str()).collect();
         assert_eq!(ids, ["clicks", "work", "both", "out"]);
         let clicks = job.vertex("clicks").unwrap();
@@ -1113,12 +1194,47 @@ sinks:
     }
 
     #[test]
+    fn bucket_lists_are_durations_in_ascending_order() {
+        let job = JobFile::parse(
+            "name: x\nlatency:\n  buckets: [1us, 250us, 1ms, 1h]\ne2e:\n  buckets: [1ms, 1s, 24h]\n",
+            "job.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            job.latency.buckets.unwrap().seconds(),
+            &[0.000001, 0.00025, 0.001, 3600.0]
+        );
+        assert_eq!(job.e2e_buckets.unwrap().seconds(), &[0.001, 1.0, 86400.0]);
+        // Every problem, each at its line.
+        let errs = errors(
+            "name: x\nlatency:\n  buckets: [1s, 1ms]\ne2e:\n  buckets: 5s\n  bukets: [1s]\n",
+        );
+        assert_eq!(
+            errs,
+            [
+                "job.yaml:3:3: field \"latency.buckets\": invalid buckets: bucket 2 (1ms) is not \
+                 larger than the one before it (1s); expected ascending durations",
+                "job.yaml:5:3: field \"e2e.buckets\": expected a list of durations in ascending \
+                 order, like [1ms, 10ms, 100ms, 1s], found the string \"5s\"",
+                "job.yaml:6:3: unknown field \"bukets\", expected one of buckets; did you mean \"buckets\"?",
+            ]
+        );
+        let e = one_error("name: x\ne2e:\n  buckets: [1s, soon]\n");
+        assert!(
+            e.starts_with("job.yaml:3:3: field \"e2e.buckets\": invalid duration \"soon\""),
+            "{e}"
+        );
+        let e = one_error("name: x\nlatency:\n  buckets: []\n");
+        assert!(e.contains("the bucket list is empty"), "{e}");
+    }
+
+    #[test]
     fn unknown_top_level_field_suggests() {
         let e = one_error("name: x\nparalelism: 2\nsources: {}\n");
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             buffer_timeout, chaining, e2e_latency_everywhere, latency, sources, operators, sinks; \
+             buffer_timeout, chaining, e2e_latency_everywhere, latency, e2e, sources, operators, sinks; \
              did you mean \"parallelism\"?"
         );
     }

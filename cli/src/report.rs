@@ -122,46 +122,19 @@ impl SinkLatency {
 }
 
 /// Quantile `q` (0 to 1) of the union of `histograms`, in seconds, to within about 1% (the
-/// histograms' resolution); NaN when they hold no sample. It is the smallest latency at or below
-/// which at least `q` of all samples lie, found by bisection in log space on the histograms'
-/// cumulative counts.
+/// histograms' resolution): the histograms merged into one ([`LatencyHistogram::add`]). NaN when
+/// they hold no sample or cannot be merged (different buckets).
 fn merged_quantile_seconds(histograms: &[LatencyHistogram], q: f64) -> f64 {
-    /// Below a nanosecond the histograms hold only 0 (negative latencies are recorded as 0).
-    const FLOOR: f64 = 1e-9;
-    let total: u64 = histograms.iter().map(LatencyHistogram::count).sum();
-    if total == 0 {
+    let Some((first, rest)) = histograms.split_first() else {
         return f64::NAN;
-    }
-    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-    let at_or_below = |bound: f64| -> u64 {
-        histograms
-            .iter()
-            .map(|h| h.cumulative_buckets(&[bound])[0].1)
-            .sum()
     };
-    // Every sample is at or below the largest one.
-    let mut hi = histograms
-        .iter()
-        .filter(|h| h.count() > 0)
-        .map(|h| h.value_at_quantile_seconds(1.0))
-        .fold(0.0_f64, f64::max);
-    if at_or_below(0.0) >= rank {
-        return 0.0;
-    }
-    if hi <= FLOOR || at_or_below(FLOOR) >= rank {
-        return FLOOR.min(hi);
-    }
-    // Invariant: fewer than `rank` samples at or below `lo`, at least `rank` at or below `hi`.
-    let mut lo = FLOOR;
-    while hi / lo > 1.001 {
-        let mid = (lo * hi).sqrt();
-        if at_or_below(mid) >= rank {
-            hi = mid;
-        } else {
-            lo = mid;
+    let mut merged = first.clone();
+    for h in rest {
+        if merged.add(h).is_err() {
+            return f64::NAN;
         }
     }
-    hi
+    merged.value_at_quantile_seconds(q)
 }
 
 /// Peak resident set size of this process in MiB: `VmHWM` of `/proc/self/status`, or `None`

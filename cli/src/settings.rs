@@ -6,7 +6,7 @@ use crate::jobfile::{JobFile, LatencySection};
 use crate::suggest::{did_you_mean, hint};
 use std::num::NonZeroUsize;
 use std::time::Duration;
-use tidemark_markers::{parse_duration, LatencyConfig};
+use tidemark_markers::{parse_duration, Buckets, LatencyConfig};
 use tidemark_runtime::config::DEFAULT_BUFFER_TIMEOUT;
 
 /// Where `/metrics` is served unless a flag or `-D` says otherwise.
@@ -48,6 +48,8 @@ pub struct FileSettings {
     pub e2e_latency_everywhere: Option<bool>,
     /// `latency`.
     pub latency: LatencySection,
+    /// `e2e.buckets`.
+    pub e2e_buckets: Option<Buckets>,
 }
 
 impl FileSettings {
@@ -59,6 +61,7 @@ impl FileSettings {
             chaining: job.chaining,
             e2e_latency_everywhere: job.e2e_latency_everywhere,
             latency: job.latency.clone(),
+            e2e_buckets: job.e2e_buckets.clone(),
         }
     }
 }
@@ -79,6 +82,10 @@ pub struct Settings {
     /// Whether record end-to-end latency is recorded at every vertex (not only at sources and
     /// terminal vertices).
     pub e2e_latency_everywhere: bool,
+    /// Bucket bounds of the marker latency histogram.
+    pub marker_buckets: Buckets,
+    /// Bucket bounds of the record end-to-end latency histogram.
+    pub e2e_buckets: Buckets,
 }
 
 /// A bad `-D`.
@@ -119,8 +126,16 @@ pub fn resolve(
         metrics_addr: DEFAULT_METRICS_ADDR.to_string(),
         chaining: true,
         e2e_latency_everywhere: false,
+        marker_buckets: Buckets::marker_latency(),
+        e2e_buckets: Buckets::e2e_latency(),
     };
     // The job file.
+    if let Some(b) = &file.latency.buckets {
+        s.marker_buckets = b.clone();
+    }
+    if let Some(b) = &file.e2e_buckets {
+        s.e2e_buckets = b.clone();
+    }
     if let Some(i) = file.latency.interval {
         s.latency.interval = i;
     }
@@ -242,7 +257,9 @@ mod tests {
                 interval: Some(Duration::from_millis(200)),
                 granularity: Some(Granularity::Single),
                 history_size: Some(nz(64)),
+                buckets: None,
             },
+            e2e_buckets: None,
         }
     }
 

@@ -11,8 +11,10 @@ use common::{
 use prometheus_parse::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const SUMMARY: &str = "tidemark_marker_latency_seconds";
-const HISTOGRAM: &str = "tidemark_marker_latency_histogram_seconds";
+const SUMMARY: &str = "tidemark_marker_latency_window_seconds";
+const HISTOGRAM: &str = "tidemark_marker_latency_seconds";
+/// Buckets of the marker histogram by default: 29 bounds from 1 µs to 1 h, and `+Inf`.
+const MARKER_BUCKETS: usize = 30;
 const NEGATIVE: &str = "tidemark_marker_negative_latency_total";
 const EMITTED: &str = "tidemark_markers_emitted_total";
 
@@ -171,11 +173,11 @@ fn check_marker_labels(
     }
     let keys = count_keys.len();
     assert!(keys > 0, "no marker series at all:\n{}", m.body);
-    // Per key: 8 quantiles, _count, _sum; 22 buckets, _count, _sum; the negative counter.
+    // Per key: 8 quantiles, _count, _sum; 30 buckets, _count, _sum; the negative counter.
     for (family, per_key) in [
         (SUMMARY.to_owned(), 8),
         (format!("{SUMMARY}_sum"), 1),
-        (format!("{HISTOGRAM}_bucket"), 22),
+        (format!("{HISTOGRAM}_bucket"), MARKER_BUCKETS),
         (format!("{HISTOGRAM}_count"), 1),
         (format!("{HISTOGRAM}_sum"), 1),
         (NEGATIVE.to_owned(), 1),
@@ -204,7 +206,9 @@ fn check_marker_labels(
         let Value::Histogram(buckets) = &s.value else {
             panic!("{HISTOGRAM} is not a histogram: {s:?}")
         };
-        assert_eq!(buckets.len(), 22, "buckets of {s:?}");
+        assert_eq!(buckets.len(), MARKER_BUCKETS, "buckets of {s:?}");
+        assert_eq!(buckets[0].less_than, 0.000001, "{s:?}");
+        assert_eq!(buckets[MARKER_BUCKETS - 2].less_than, 3600.0, "{s:?}");
         assert!(buckets.last().unwrap().less_than.is_infinite(), "{s:?}");
         assert!(
             buckets.windows(2).all(|w| w[0].count <= w[1].count),
@@ -536,4 +540,93 @@ fn the_job_files_granularity_applies_without_overrides() {
     check_marker_labels(&m, "granularity-file", "single");
     assert_eq!(report["settings"]["latency_granularity"], "single");
     assert_eq!(report["settings"]["latency_interval"], "2ms");
+}
+
+/// The `le` bounds and counts of every histogram series named `metric`.
+fn bucket_bounds(m: &Metrics, metric: &str) -> Vec<Vec<(f64, f64)>> {
+    m.samples(metric)
+        .map(|s| match &s.value {
+            Value::Histogram(buckets) => buckets.iter().map(|b| (b.less_than, b.count)).collect(),
+            other => panic!("{metric} is not a histogram: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn default_buckets_cover_1us_to_1h_and_1ms_to_7d() {
+    let job = "name: default-buckets
+latency:
+  interval: 1ms
+sources:
+  gen: {type: generator, count: 20000, rate: 20000}
+operators:
+  work: {type: map, input: gen}
+sinks:
+  out: {type: discard, input: work}
+";
+    let dir = TempDir::new("default-buckets");
+    let (m, _) = run_and_scrape(&dir, job, &[]);
+    let marker = bucket_bounds(&m, HISTOGRAM);
+    assert!(!marker.is_empty(), "{}", m.body);
+    for series in &marker {
+        assert_eq!(series.len(), MARKER_BUCKETS);
+        assert_eq!(series[0].0, 0.000001);
+        assert_eq!(series[series.len() - 2].0, 3600.0);
+    }
+    let e2e = bucket_bounds(&m, "tidemark_record_e2e_latency_seconds");
+    assert!(!e2e.is_empty(), "{}", m.body);
+    for series in &e2e {
+        assert_eq!(series.len(), 27, "26 bounds from 1 ms to 7 days, and +Inf");
+        assert_eq!(series[0].0, 0.001);
+        assert_eq!(series[series.len() - 2].0, 604_800.0);
+    }
+}
+
+#[test]
+fn buckets_are_set_in_the_job_file() {
+    let job = "name: custom-buckets
+latency:
+  interval: 1ms
+  buckets: [10us, 1ms, 1s]
+e2e:
+  buckets: [1ms, 1m, 24h, 720h]
+sources:
+  gen: {type: generator, count: 20000, rate: 20000}
+sinks:
+  out: {type: discard, input: gen, partition: rebalance}
+";
+    let dir = TempDir::new("custom-buckets");
+    let (m, _) = run_and_scrape(&dir, job, &[]);
+    let marker = bucket_bounds(&m, HISTOGRAM);
+    assert!(!marker.is_empty(), "{}", m.body);
+    for series in &marker {
+        let le: Vec<f64> = series.iter().map(|b| b.0).collect();
+        assert_eq!(le, [0.00001, 0.001, 1.0, f64::INFINITY]);
+    }
+    let e2e = bucket_bounds(&m, "tidemark_record_e2e_latency_seconds");
+    assert!(!e2e.is_empty(), "{}", m.body);
+    for series in &e2e {
+        let le: Vec<f64> = series.iter().map(|b| b.0).collect();
+        assert_eq!(le, [0.001, 60.0, 86_400.0, 2_592_000.0, f64::INFINITY]);
+        assert!(series[4].1 > 0.0, "{series:?}");
+    }
+}
+
+#[test]
+fn a_bad_bucket_list_is_an_error_naming_its_line() {
+    let dir = TempDir::new("bad-buckets");
+    dir.write(
+        "job.yaml",
+        "name: bad\nlatency:\n  buckets: [1s, 1ms]\nsources:\n  gen: {type: generator, count: 1}\nsinks:\n  out: {type: discard, input: gen}\n",
+    );
+    let out = common::tidemark(dir.path(), ["validate", "job.yaml"]);
+    assert_ne!(out.code(), 0);
+    assert!(
+        out.stderr.contains("job.yaml:3:3")
+            && out
+                .stderr
+                .contains("bucket 2 (1ms) is not larger than the one before it (1s)"),
+        "{}",
+        out.stderr
+    );
 }

@@ -41,11 +41,20 @@ const NANOS_PER_SECOND: f64 = 1e9;
 /// assert_eq!(Buckets::marker_latency().seconds()[0], 0.000001);
 /// # Ok::<(), tidemark_markers::BucketsError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Buckets {
     nanos: Arc<[u64]>,
+    /// `nanos` in seconds, derived from them.
     seconds: Arc<[f64]>,
 }
+
+impl PartialEq for Buckets {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.nanos, &other.nanos) || self.nanos == other.nanos
+    }
+}
+
+impl Eq for Buckets {}
 
 /// A bucket list that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -123,9 +132,7 @@ impl Buckets {
             .iter()
             .map(|&s| Duration::from_nanos((s * NANOS_PER_SECOND).round() as u64))
             .collect();
-        let mut buckets = Buckets::new(&bounds).expect("constant bucket lists are valid");
-        buckets.seconds = seconds.into();
-        buckets
+        Buckets::new(&bounds).expect("constant bucket lists are valid")
     }
 
     /// The default marker-latency buckets, [`MARKER_LATENCY_BUCKETS_SECONDS`].
@@ -145,7 +152,10 @@ impl Buckets {
 
     /// The bounds as durations, ascending.
     pub fn durations(&self) -> Vec<Duration> {
-        self.nanos.iter().map(|&n| Duration::from_nanos(n)).collect()
+        self.nanos
+            .iter()
+            .map(|&n| Duration::from_nanos(n))
+            .collect()
     }
 
     /// Number of bounds (without `+Inf`).
@@ -177,6 +187,8 @@ mod tests {
         let e2e = Buckets::e2e_latency();
         assert_eq!(e2e.seconds().first(), Some(&0.001));
         assert_eq!(e2e.seconds().last(), Some(&(7.0 * 24.0 * 3600.0)));
+        assert_eq!(&*marker.seconds, MARKER_LATENCY_BUCKETS_SECONDS);
+        assert_eq!(&*e2e.seconds, E2E_LATENCY_BUCKETS_SECONDS);
         for b in [marker, e2e] {
             assert!(b.seconds().windows(2).all(|w| w[0] < w[1]));
             // The bounds in nanoseconds are the decimal values exactly.
@@ -226,9 +238,6 @@ mod tests {
     #[test]
     fn index_of_finds_the_first_bound_at_or_above() {
         let b = Buckets::new(&[Duration::from_nanos(10), Duration::from_nanos(20)]).unwrap();
-        assert_eq!(
-            [0, 10, 11, 20, 21].map(|n| b.index_of(n)),
-            [0, 0, 1, 1, 2]
-        );
+        assert_eq!([0, 10, 11, 20, 21].map(|n| b.index_of(n)), [0, 0, 1, 1, 2]);
     }
 }

@@ -242,6 +242,9 @@ pub enum ConfigError {
         /// The text that was given.
         value: String,
     },
+    /// A histogram bucket list that cannot be used.
+    #[error("invalid buckets: {0}")]
+    InvalidBuckets(#[from] crate::BucketsError),
 }
 
 #[cfg(test)]

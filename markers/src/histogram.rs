@@ -121,7 +121,11 @@ impl LatencyHistogram {
                     .saturating_record_n(v.value_iterated_to(), v.count_at_value());
             }
         }
-        for (mine, theirs) in self.bucket_counts.iter_mut().zip(other.bucket_counts.iter()) {
+        for (mine, theirs) in self
+            .bucket_counts
+            .iter_mut()
+            .zip(other.bucket_counts.iter())
+        {
             *mine += theirs;
         }
         self.sum_nanos += other.sum_nanos;
@@ -260,7 +264,10 @@ mod tests {
         }
         // 0 and -3 in the first bucket (1 µs), all but 2 s at or below 1 ms.
         assert_eq!(buckets[0], (0.000001, 2));
-        assert_eq!(h.cumulative_buckets(&[0.001, 1.0, 2.5]), [(0.001, 6), (1.0, 6), (2.5, 7)]);
+        assert_eq!(
+            h.cumulative_buckets(&[0.001, 1.0, 2.5]),
+            [(0.001, 6), (1.0, 6), (2.5, 7)]
+        );
     }
 
     #[test]

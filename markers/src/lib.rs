@@ -66,6 +66,9 @@ mod marker;
 mod stats;
 mod window;
 
+pub use buckets::{
+    Buckets, BucketsError, E2E_LATENCY_BUCKETS_SECONDS, MARKER_LATENCY_BUCKETS_SECONDS, MAX_BUCKETS,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     format_duration, parse_duration, parse_history_size, ConfigError, LatencyConfig,
@@ -73,9 +76,6 @@ pub use config::{
 };
 pub use emitter::MarkerEmitter;
 pub use granularity::{Granularity, LatencyKey};
-pub use buckets::{
-    Buckets, BucketsError, E2E_LATENCY_BUCKETS_SECONDS, MARKER_LATENCY_BUCKETS_SECONDS, MAX_BUCKETS,
-};
 pub use histogram::{HistogramAddError, LatencyHistogram};
 pub use marker::LatencyMarker;
 pub use stats::{LatencyStats, LatencyTracker};

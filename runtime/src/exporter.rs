@@ -761,7 +761,10 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         let started = value("process_start_time_seconds");
-        assert!(started <= now + 1.0 && started > now - 3600.0, "{started} vs {now}");
+        assert!(
+            started <= now + 1.0 && started > now - 3600.0,
+            "{started} vs {now}"
+        );
         // `gather` (the collector's view) holds only the job's families.
         assert!(gather(&registry)
             .iter()
@@ -975,10 +978,7 @@ mod tests {
         }
         assert!(!by_series.is_empty());
         let expected_quantiles: Vec<String> = quantiles.iter().map(|q| q.to_string()).collect();
-        let mut expected_le: Vec<String> = bounds
-            .iter()
-            .map(|b| b.to_string())
-            .collect();
+        let mut expected_le: Vec<String> = bounds.iter().map(|b| b.to_string()).collect();
         expected_le.push("+Inf".to_owned());
         for (key, lines) in by_series {
             let get = |name: &str| -> Vec<&Sample> {
