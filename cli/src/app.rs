@@ -1,10 +1,8 @@
 //! The commands: dispatch, and the small ones (`validate`, `plan`). `run` has its own module.
 
-use crate::args::{Cli, Command, PlanArgs, PlanFormat, ValidateArgs};
-use crate::build::build_graph;
+use crate::args::{Cli, Command, PlanArgs, PlanFormat, SettingFlags, ValidateArgs};
 use crate::error::EXIT_OK;
-use crate::jobfile::JobFile;
-use std::num::NonZeroUsize;
+use crate::Loader;
 use tidemark_runtime::ExecutionPlan;
 
 /// Runs the command; returns the exit code, or an error whose kind sets it.
@@ -16,23 +14,14 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// Loads, checks and plans a job file with the file's own settings, unless `parallelism` or
-/// `no_chaining` override them.
-fn load_plan(
-    path: &std::path::Path,
-    parallelism: Option<NonZeroUsize>,
-    no_chaining: bool,
-) -> anyhow::Result<ExecutionPlan> {
-    let job = JobFile::load(path)?;
-    let chaining = !no_chaining && job.chaining.unwrap_or(true);
-    let parallelism = parallelism.or(job.parallelism).unwrap_or(NonZeroUsize::MIN);
-    let graph = build_graph(&job, parallelism)?;
-    Ok(ExecutionPlan::new(&graph, chaining)?)
-}
-
-/// `tidemark validate`: the plan and `ok` on standard output.
+/// `tidemark validate`: the plan and `ok` on standard output. Input files must exist.
 fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
-    let plan = load_plan(&args.job, None, false)?;
+    let mut loader = Loader::new().flags(args.settings).check_inputs(true);
+    for (k, v) in &args.defines {
+        loader = loader.define(k, v);
+    }
+    let job = loader.load_file(&args.job)?;
+    let plan = ExecutionPlan::new(&job.graph, job.settings.chaining)?;
     print!("{plan}");
     println!("ok");
     Ok(EXIT_OK)
@@ -40,7 +29,13 @@ fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
 
 /// `tidemark plan`: the plan as text or DOT on standard output.
 fn plan(args: PlanArgs) -> anyhow::Result<u8> {
-    let plan = load_plan(&args.job, args.parallelism, args.no_chaining)?;
+    let flags = SettingFlags {
+        parallelism: args.parallelism,
+        no_chaining: args.no_chaining,
+        ..SettingFlags::default()
+    };
+    let job = Loader::new().flags(flags).load_file(&args.job)?;
+    let plan = ExecutionPlan::new(&job.graph, job.settings.chaining)?;
     match args.format {
         PlanFormat::Text => print!("{plan}"),
         PlanFormat::Dot => print!("{}", plan.to_dot()),

@@ -66,7 +66,7 @@ pub struct RunArgs {
 }
 
 /// Settings that may also come from the job file or `-D`.
-#[derive(Debug, Default, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct SettingFlags {
     /// Latency marker interval; 0 disables markers [default: job file, else 0]
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
@@ -99,6 +99,12 @@ pub struct ValidateArgs {
     /// The job file (YAML).
     #[arg(value_name = "JOB.yaml")]
     pub job: PathBuf,
+    /// Settings that override the job file, as for `run`.
+    #[command(flatten)]
+    pub settings: SettingFlags,
+    /// Override a setting by its key (repeatable), as for `run`.
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
+    pub defines: Vec<(String, String)>,
 }
 
 /// `tidemark plan`.

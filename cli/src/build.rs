@@ -1,18 +1,24 @@
-//! From a parsed job file and the resolved settings to a runtime [`JobGraph`] and [`JobConfig`]:
-//! component types and fields, inputs, cycles, partitioning and parallelism are checked here,
-//! each error located in the file.
+//! From a parsed job file and the resolved settings to a runtime [`JobGraph`] and [`JobConfig`].
+//!
+//! Component types and settings are checked against a [`Registry`]; the graph's rules (edges,
+//! partitioning against parallelism, keyed inputs, inputs present, a source, no cycle) are the
+//! runtime's own ([`JobGraph::problems`]): this module only resolves input names and maps each
+//! problem to its place in the file. Every problem is returned at once, in file order, together
+//! with those parsing found ([`JobFile::problems`]).
 
 use crate::error::{JobFileError, JobFileErrors, Problem};
 use crate::jobfile::{
-    component_kind, known_types, section_of, JobFile, VertexSpec, SOURCE_EVENT_TIME_FIELDS,
-    VERTEX_FIELDS,
+    section_of, sort_errors, JobFile, VertexSpec, SOURCE_EVENT_TIME_FIELDS, VERTEX_FIELDS,
 };
 use crate::settings::Settings;
 use crate::suggest::did_you_mean;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use tidemark_operators::{self as operators, BuildEnv, Built};
-use tidemark_runtime::{JobConfig, JobGraph, Partitioning, VertexId, VertexKind};
+use tidemark_operators::{BuildEnv, Built, ConfigError, FieldError, Registry, SettingProblem};
+use tidemark_runtime::{
+    BoxError, GraphError, JobConfig, JobGraph, Operator, Sink, Source, SubtaskContext, VertexId,
+    VertexKind,
+};
 
 /// The runtime configuration of a run with these settings.
 pub fn job_config(settings: &Settings, seed: Option<u64>) -> JobConfig {
@@ -39,142 +45,194 @@ fn common_fields(kind: VertexKind) -> Vec<&'static str> {
     }
 }
 
-/// Checks the job file as a graph and builds it, with `default_parallelism` for vertices that
-/// set none. Every problem found is returned, in file order.
+/// [`build_graph_with`] the built-in components, not checking input files.
 pub fn build_graph(
     job: &JobFile,
     default_parallelism: NonZeroUsize,
 ) -> Result<JobGraph, JobFileErrors> {
-    let mut errors: Vec<JobFileError> = Vec::new();
+    build_graph_with(job, default_parallelism, &Registry::builtin(), false)
+}
+
+/// Checks the job file as a graph and builds it with the components of `registry`, with
+/// `default_parallelism` for vertices that set none; `check_inputs` makes sources check now
+/// that their input files exist (`tidemark validate`). Every problem found, the parse's
+/// included, is returned in file order.
+pub fn build_graph_with(
+    job: &JobFile,
+    default_parallelism: NonZeroUsize,
+    registry: &Registry,
+    check_inputs: bool,
+) -> Result<JobGraph, JobFileErrors> {
+    let mut errors: Vec<JobFileError> = job.problems.clone();
     let env = BuildEnv {
         job_dir: job.dir.clone(),
+        check_inputs,
     };
 
-    // Components: type, fields, configuration.
-    let mut factories = Vec::with_capacity(job.vertices.len());
-    for v in &job.vertices {
-        factories.push(component(job, v, &env, &mut errors));
+    // Components: type, fields, settings.
+    let built: Vec<Option<Built>> = job
+        .vertices
+        .iter()
+        .map(|v| component(job, v, &env, registry, &mut errors))
+        .collect();
+
+    // The graph: every vertex (a placeholder factory for one whose component failed), so that
+    // the graph's rules are checked all the same.
+    let mut graph = JobGraph::new(job.name.clone());
+    let mut ids: HashMap<&str, VertexId> = HashMap::new();
+    for (v, built) in job.vertices.iter().zip(built) {
+        let p = v.parallelism.unwrap_or(default_parallelism).get();
+        let added = match built {
+            Some(Built::Source(f)) => graph.add_source(&v.id, p, f),
+            Some(Built::Operator(f)) => graph.add_operator(&v.id, p, f),
+            Some(Built::Sink(f)) => graph.add_sink(&v.id, p, f),
+            None => add_placeholder(&mut graph, v.kind, &v.id, p),
+        };
+        match added {
+            Ok(id) => {
+                if v.kind == VertexKind::Source {
+                    graph.set_source_options(id, v.source_options);
+                }
+                let keyed = registry.find(v.kind, &v.type_name).is_some_and(|c| c.keyed);
+                graph.set_keyed(id, keyed);
+                ids.insert(v.id.as_str(), id);
+            }
+            Err(e) => {
+                let path = [section_of(v.kind), v.id.as_str(), "parallelism"];
+                errors.push(job.error(&path, Some(v.vref()), Problem::Graph(e)));
+            }
+        }
     }
 
-    // Inputs.
-    let by_id: HashMap<&str, &VertexSpec> =
-        job.vertices.iter().map(|v| (v.id.as_str(), v)).collect();
+    // Inputs: names resolve to vertices; the edges go in unchecked, for the graph to judge.
     let readable: Vec<String> = job
         .vertices
         .iter()
         .filter(|v| v.kind != VertexKind::Sink)
         .map(|v| v.id.clone())
         .collect();
-    let mut inputs_ok = true;
     for v in &job.vertices {
-        let path = [section_of(v.kind), v.id.as_str(), "input"];
+        let Some(&to) = ids.get(v.id.as_str()) else {
+            continue;
+        };
         // A vertex reading itself would be a cycle: do not offer it.
         let known: Vec<String> = readable.iter().filter(|id| **id != v.id).cloned().collect();
-        for (i, input) in v.inputs.iter().enumerate() {
-            let problem = match by_id.get(input.as_str()) {
-                None => Some(Problem::UnknownInput {
-                    input: input.clone(),
-                    suggestion: did_you_mean(input, known.iter().map(String::as_str)),
-                    known: known.clone(),
-                }),
-                Some(u) if u.kind == VertexKind::Sink => Some(Problem::InputIsSink(input.clone())),
-                Some(_) if v.inputs[..i].contains(input) => {
-                    Some(Problem::DuplicateInput(input.clone()))
-                }
-                Some(_) => None,
+        for input in &v.inputs {
+            if job.vertex(input).is_none() {
+                let path = [section_of(v.kind), v.id.as_str(), "input"];
+                errors.push(job.error(
+                    &path,
+                    Some(v.vref()),
+                    Problem::UnknownInput {
+                        input: input.clone(),
+                        suggestion: did_you_mean(input, known.iter().map(String::as_str)),
+                        known: known.clone(),
+                    },
+                ));
+                continue;
+            }
+            let Some(&from) = ids.get(input.as_str()) else {
+                continue; // not in the graph: its own error says why
             };
-            if let Some(problem) = problem {
-                inputs_ok = false;
-                errors.push(job.error(&path, Some(v.vref()), problem));
-            }
-        }
-    }
-    if !job.vertices.iter().any(|v| v.kind == VertexKind::Source) {
-        errors.push(JobFileError {
-            file: job.file.clone(),
-            pos: None,
-            vertex: None,
-            problem: Problem::NoSource,
-        });
-    }
-    if inputs_ok {
-        if let Some(cycle) = find_cycle(job) {
-            let first = job.vertex(&cycle[0]).expect("cycle of known ids");
-            let path = [section_of(first.kind), first.id.as_str(), "input"];
-            errors.push(job.error(&path, Some(first.vref()), Problem::Cycle(cycle)));
+            let partitioning = v
+                .partition
+                .unwrap_or_else(|| graph.default_partitioning(from, to));
+            graph.add_edge(from, to, partitioning);
         }
     }
 
-    // Partitioning against parallelism.
-    let parallelism = |v: &VertexSpec| v.parallelism.unwrap_or(default_parallelism).get();
-    let mut edges = Vec::new();
-    if inputs_ok {
-        for (to, v) in job.vertices.iter().enumerate() {
-            for input in &v.inputs {
-                let from = job
-                    .vertices
-                    .iter()
-                    .position(|u| &u.id == input)
-                    .expect("inputs checked");
-                let (p, q) = (parallelism(&job.vertices[from]), parallelism(v));
-                let partitioning = v.partition.unwrap_or(if p == q {
-                    Partitioning::Forward
+    // The graph's rules, mapped to the file.
+    for problem in graph.problems() {
+        let vertex_of = |id: &str| job.vertex(id);
+        let (v, field, problem) = match problem {
+            // Said already where the file lacks `input` or names unknown ones.
+            GraphError::MissingInput { .. } => continue,
+            GraphError::NoSource => (None, "", Problem::NoSource),
+            GraphError::OutputFromSink(from, to) => {
+                (vertex_of(&to), "input", Problem::InputIsSink(from))
+            }
+            GraphError::DuplicateEdge { from, to } => {
+                (vertex_of(&to), "input", Problem::DuplicateInput(from))
+            }
+            GraphError::InputIntoSource(ref to) => {
+                (vertex_of(to), "input", Problem::Graph(problem.clone()))
+            }
+            GraphError::ForwardParallelismMismatch { ref to, .. }
+            | GraphError::KeyedNotHashed { ref to, .. } => {
+                let v = vertex_of(to);
+                // Point at `partition` when written, else at the parallelism that differs.
+                let field = if v.is_some_and(|v| v.partition.is_some()) {
+                    "partition"
                 } else {
-                    Partitioning::Rebalance
-                });
-                if partitioning == Partitioning::Forward && p != q {
-                    let path = [section_of(v.kind), v.id.as_str(), "partition"];
-                    errors.push(job.error(
-                        &path,
-                        Some(v.vref()),
-                        Problem::ForwardMismatch {
-                            from: input.clone(),
-                            to: v.id.clone(),
-                            from_parallelism: p,
-                            to_parallelism: q,
-                        },
-                    ));
-                }
-                edges.push((from, to, partitioning));
+                    "input"
+                };
+                (v, field, Problem::Graph(problem.clone()))
             }
-        }
-    }
-
-    if !errors.is_empty() {
-        errors.sort_by_key(|e| e.pos.map_or(usize::MAX, |p| p.line));
-        return Err(JobFileErrors(errors));
-    }
-
-    let mut graph = JobGraph::new(job.name.clone());
-    let graph_error = |v: Option<&VertexSpec>, e: tidemark_runtime::GraphError| {
-        JobFileErrors(vec![JobFileError {
-            file: job.file.clone(),
-            pos: v.and_then(|v| job.pos(&[section_of(v.kind), &v.id])),
-            vertex: v.map(VertexSpec::vref),
-            problem: Problem::Component(e.to_string()),
-        }])
-    };
-    let mut ids: Vec<VertexId> = Vec::with_capacity(job.vertices.len());
-    for (v, factory) in job.vertices.iter().zip(factories) {
-        let p = parallelism(v);
-        let added = match factory.expect("no errors, so every component was built") {
-            Built::Source(f) => graph.add_source(&v.id, p, f),
-            Built::Operator(f) => graph.add_operator(&v.id, p, f),
-            Built::Sink(f) => graph.add_sink(&v.id, p, f),
+            GraphError::Cycle(ref path) => (
+                vertex_of(&path[0]),
+                "input",
+                Problem::Graph(problem.clone()),
+            ),
+            GraphError::DuplicateId(ref id)
+            | GraphError::InvalidId(ref id)
+            | GraphError::Parallelism { ref id, .. } => {
+                (vertex_of(id), "", Problem::Graph(problem.clone()))
+            }
         };
-        let id = added.map_err(|e| graph_error(Some(v), e))?;
-        if v.kind == VertexKind::Source {
-            graph.set_source_options(id, v.source_options);
-        }
-        ids.push(id);
+        let error = match v {
+            Some(v) => {
+                let mut path = vec![section_of(v.kind), v.id.as_str()];
+                if !field.is_empty() {
+                    path.push(field);
+                }
+                job.error(&path, Some(v.vref()), problem)
+            }
+            None => JobFileError {
+                file: job.file.clone(),
+                pos: None,
+                vertex: None,
+                problem,
+            },
+        };
+        errors.push(error);
     }
-    for (from, to, partitioning) in edges {
-        graph
-            .connect(ids[from], ids[to], partitioning)
-            .map_err(|e| graph_error(Some(&job.vertices[to]), e))?;
+
+    if errors.is_empty() {
+        Ok(graph)
+    } else {
+        sort_errors(&mut errors);
+        Err(JobFileErrors(errors))
     }
-    graph.validate().map_err(|e| graph_error(None, e))?;
-    Ok(graph)
+}
+
+/// Adds a vertex whose component could not be built, so that the graph's rules still see it.
+/// Never run: a job with errors is not started.
+fn add_placeholder(
+    graph: &mut JobGraph,
+    kind: VertexKind,
+    id: &str,
+    parallelism: usize,
+) -> Result<VertexId, GraphError> {
+    fn unbuilt() -> BoxError {
+        "this vertex's component has errors and was not built".into()
+    }
+    match kind {
+        VertexKind::Source => graph.add_source(
+            id,
+            parallelism,
+            |_: &SubtaskContext| -> Result<Box<dyn Source>, BoxError> { Err(unbuilt()) },
+        ),
+        VertexKind::Operator => graph.add_operator(
+            id,
+            parallelism,
+            |_: &SubtaskContext| -> Result<Box<dyn Operator>, BoxError> { Err(unbuilt()) },
+        ),
+        VertexKind::Sink => graph.add_sink(
+            id,
+            parallelism,
+            |_: &SubtaskContext| -> Result<Box<dyn Sink>, BoxError> { Err(unbuilt()) },
+        ),
+    }
 }
 
 /// Checks a vertex's type and fields and builds its factory; records problems in `errors`.
@@ -182,17 +240,34 @@ fn component(
     job: &JobFile,
     v: &VertexSpec,
     env: &BuildEnv,
+    registry: &Registry,
     errors: &mut Vec<JobFileError>,
 ) -> Option<Built> {
     let section = section_of(v.kind);
-    let kind = component_kind(v.kind);
-    let Some(info) = operators::find(kind, &v.type_name) else {
-        let known = known_types(v.kind);
+    let known: Vec<String> = registry
+        .type_names(v.kind)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if v.type_name.is_empty() {
+        // A `type` of the wrong form was reported by the parse.
+        if job.source_map.find(&[section, &v.id, "type"]).is_none() {
+            errors.push(job.error(
+                &[section, &v.id],
+                Some(v.vref()),
+                Problem::MissingField {
+                    field: "type",
+                    expected: format!("the component type, one of {}", known.join(", ")),
+                },
+            ));
+        }
+        return None;
+    }
+    let Some(info) = registry.find(v.kind, &v.type_name) else {
         let suggestion = did_you_mean(&v.type_name, known.iter().map(String::as_str));
-        let elsewhere = operators::components()
-            .iter()
-            .find(|c| c.type_name == v.type_name)
-            .map(|c| c.kind.as_str());
+        let elsewhere = VertexKind::ALL
+            .into_iter()
+            .find(|&k| k != v.kind && registry.find(k, &v.type_name).is_some());
         errors.push(job.error(
             &[section, &v.id, "type"],
             Some(v.vref()),
@@ -209,12 +284,15 @@ fn component(
     let accepted: Vec<&str> = info
         .fields
         .iter()
-        .copied()
+        .map(String::as_str)
         .chain(common_fields(v.kind))
         .collect();
-    let before = errors.len();
+    let mut config = v.config.clone();
+    let mut unknown = false;
     for field in v.config.keys() {
-        if !info.fields.contains(&field.as_str()) {
+        if !info.fields.iter().any(|f| f == field) {
+            unknown = true;
+            config.remove(field);
             errors.push(job.error(
                 &[section, &v.id, field],
                 Some(v.vref()),
@@ -226,141 +304,66 @@ fn component(
             ));
         }
     }
-    if errors.len() > before {
-        return None;
-    }
-    let config = serde_json::Value::Object(v.config.clone());
-    match operators::build(kind, &v.type_name, config, env) {
-        Ok(built) => {
-            let matches = matches!(
-                (&built, v.kind),
-                (Built::Source(_), VertexKind::Source)
-                    | (Built::Operator(_), VertexKind::Operator)
-                    | (Built::Sink(_), VertexKind::Sink)
-            );
-            if matches {
-                Some(built)
-            } else {
-                errors.push(job.error(
-                    &[section, &v.id],
-                    Some(v.vref()),
-                    Problem::Component(format!(
-                        "type \"{}\" did not build a {}",
-                        v.type_name,
-                        v.kind.as_str()
-                    )),
-                ));
-                None
+    // The other settings are still checked, so every problem shows at once.
+    match info.build(serde_json::Value::Object(config), env) {
+        Ok(built) if !unknown => Some(built),
+        Ok(_) => None,
+        Err(ConfigError::Invalid {
+            type_name,
+            problems,
+        }) => {
+            for error in problems {
+                let suggestion = match &error.problem {
+                    SettingProblem::UnknownField { field, expected } => {
+                        did_you_mean(field, expected.iter().map(String::as_str))
+                    }
+                    SettingProblem::UnknownValue { value, expected } => {
+                        did_you_mean(value, expected.iter().map(String::as_str))
+                    }
+                    _ => None,
+                };
+                errors.push(setting_error(job, v, type_name.clone(), error, suggestion));
             }
+            None
         }
-        Err(e) => {
-            let mut message = e.to_string();
-            if let Some(suggestion) = variant_suggestion(&message) {
-                message.push_str(&format!("; did you mean \"{suggestion}\"?"));
-            }
-            // Point at the field the message is about, if it names one, and at the key inside
-            // it for a nested one (`disorder.fraction: …`).
-            let field = v.config.keys().find(|k| {
-                [
-                    format!("`{k}`"),
-                    format!("\"{k}\""),
-                    format!("{k}:"),
-                    format!(": {k}."),
-                ]
-                .iter()
-                .any(|p| message.contains(p.as_str()))
-            });
-            let nested = field.and_then(|f| {
-                let at = [format!(": {f}."), format!("{f}: unknown field `")]
-                    .iter()
-                    .find_map(|p| message.find(p.as_str()).map(|at| at + p.len()))?;
-                let tail = &message[at..];
-                Some(tail[..tail.find([':', ' ', '`'])?].to_string())
-            });
-            let path: Vec<&str> = match (field, &nested) {
-                (Some(f), Some(sub)) => vec![section, &v.id, f, sub.as_str()],
-                (Some(f), None) => vec![section, &v.id, f],
-                _ => vec![section, &v.id],
-            };
-            errors.push(job.error(&path, Some(v.vref()), Problem::Component(message)));
+        Err(other) => {
+            errors.push(job.error(
+                &[section, &v.id],
+                Some(v.vref()),
+                Problem::Component(other.to_string()),
+            ));
             None
         }
     }
 }
 
-/// For serde's ``unknown variant `summ`, expected one of `count`, `sum`, …`` (or ``unknown
-/// field `…`, …`` in a nested mapping): the closest expected name.
-fn variant_suggestion(message: &str) -> Option<String> {
-    let (at, prefix) = ["unknown variant `", "unknown field `"]
-        .into_iter()
-        .find_map(|p| message.find(p).map(|at| (at, p)))?;
-    let rest = &message[at + prefix.len()..];
-    let (value, rest) = rest.split_once('`')?;
-    let expected = &rest[rest.find("expected ")?..];
-    let variants: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    did_you_mean(value, variants)
-}
-
-/// A cycle among the vertices' inputs, in data-flow order and closed (`a -> b -> a`), if any.
-fn find_cycle(job: &JobFile) -> Option<Vec<String>> {
-    let index: HashMap<&str, usize> = job
-        .vertices
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (v.id.as_str(), i))
-        .collect();
-    let n = job.vertices.len();
-    // 0 = unvisited, 1 = on the stack, 2 = done.
-    let mut state = vec![0u8; n];
-    let mut stack: Vec<usize> = Vec::new();
-    fn visit(
-        i: usize,
-        job: &JobFile,
-        index: &HashMap<&str, usize>,
-        state: &mut [u8],
-        stack: &mut Vec<usize>,
-    ) -> Option<Vec<usize>> {
-        state[i] = 1;
-        stack.push(i);
-        for input in &job.vertices[i].inputs {
-            let Some(&j) = index.get(input.as_str()) else {
-                continue;
-            };
-            if state[j] == 1 {
-                let at = stack.iter().position(|&s| s == j).expect("on the stack");
-                return Some(stack[at..].to_vec());
-            }
-            if state[j] == 0 {
-                if let Some(c) = visit(j, job, index, state, stack) {
-                    return Some(c);
-                }
-            }
-        }
-        stack.pop();
-        state[i] = 2;
-        None
-    }
-    for i in 0..n {
-        if state[i] == 0 {
-            if let Some(mut cycle) = visit(i, job, &index, &mut state, &mut stack) {
-                // The stack follows inputs (downstream to upstream); data flows the other way.
-                cycle.reverse();
-                // Start at the vertex written first in the file.
-                let first = (0..cycle.len()).min_by_key(|&k| cycle[k]).unwrap_or(0);
-                cycle.rotate_left(first);
-                let mut ids: Vec<String> =
-                    cycle.iter().map(|&k| job.vertices[k].id.clone()).collect();
-                ids.push(ids[0].clone());
-                return Some(ids);
-            }
-        }
-    }
-    None
+/// A component's problem with one setting, located at the setting (or the closest written
+/// parent of it).
+fn setting_error(
+    job: &JobFile,
+    v: &VertexSpec,
+    type_name: String,
+    error: FieldError,
+    suggestion: Option<String>,
+) -> JobFileError {
+    let location: Vec<String> = error.location().into_iter().map(str::to_owned).collect();
+    let mut path = vec![section_of(v.kind), v.id.as_str()];
+    path.extend(location.iter().map(String::as_str));
+    job.error(
+        &path,
+        Some(v.vref()),
+        Problem::ComponentSetting {
+            type_name,
+            error,
+            suggestion,
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tidemark_runtime::Partitioning;
 
     fn errors(text: &str) -> Vec<String> {
         let job = JobFile::parse(text, "job.yaml").expect("parses");
@@ -444,6 +447,184 @@ sinks:
         assert!(
             e.ends_with("; \"generator\" is a source type: move the vertex under \"sources\""),
             "{e}"
+        );
+    }
+
+    /// Parse problems, component problems and graph problems come out together, in file
+    /// order: nothing is held back for a second round.
+    #[test]
+    fn every_error_at_once_in_file_order() {
+        let text = "\
+name: three
+sources:
+  gen:
+    type: generator
+    cuont: 10
+    parallelism: 0
+    scael: 2
+    rate: fast
+operators:
+  work:
+    type: map
+    input: [gen, nowhere]
+sinks:
+  out:
+    type: discard
+    input: work
+    parallelism: 4294967297
+";
+        let errs = errors(text);
+        let lines: Vec<&str> = errs.iter().map(|e| e.split(' ').next().unwrap()).collect();
+        assert_eq!(
+            lines,
+            [
+                "job.yaml:5:5:",
+                "job.yaml:6:5:",
+                "job.yaml:7:5:",
+                "job.yaml:8:5:",
+                "job.yaml:12:5:",
+                "job.yaml:17:5:"
+            ],
+            "{errs:#?}"
+        );
+        assert!(
+            errs[0].contains("unknown field \"cuont\"")
+                && errs[0].ends_with("did you mean \"count\"?"),
+            "{errs:#?}"
+        );
+        assert!(
+            errs[1].contains("parallelism must be at least 1, found 0"),
+            "{errs:#?}"
+        );
+        assert!(errs[2].contains("unknown field \"scael\""), "{errs:#?}");
+        assert!(
+            errs[3].contains("invalid generator settings: rate: invalid type"),
+            "{errs:#?}"
+        );
+        assert!(errs[4].contains("unknown input \"nowhere\""), "{errs:#?}");
+        assert!(
+            errs[5].contains("parallelism 4294967297 is more than the maximum of 1024"),
+            "{errs:#?}"
+        );
+    }
+
+    /// The line of a component's error comes from its field path, not from its message.
+    #[test]
+    fn component_errors_are_located_by_path() {
+        let text = GOOD.replace(
+            "    rate: 1000",
+            "    rate: 1000\n    keys: 0\n    disorder:\n      delay: 1h\n      fraction: 3",
+        );
+        let e = one_error(&text);
+        // `keys: 0` is checked after the disorder mapping parses; its problem is the first.
+        assert!(e.starts_with("job.yaml:6:5: source \"gen\": invalid generator settings: keys: must be at least 1"), "{e}");
+        let e = one_error(&GOOD.replace(
+            "    rate: 1000",
+            "    rate: 1000\n    disorder:\n      delay: 1h\n      fraction: 3",
+        ));
+        assert!(
+            e.starts_with(
+                "job.yaml:8:7: source \"gen\": invalid generator settings: disorder.fraction:"
+            ),
+            "{e}"
+        );
+    }
+
+    const KEYED: &str = "\
+name: keyed
+sources:
+  gen:
+    type: generator
+    parallelism: 2
+operators:
+  sum:
+    type: reduce
+    input: gen
+    parallelism: 2
+    aggregate: sum
+sinks:
+  out:
+    type: discard
+    input: sum
+";
+
+    #[test]
+    fn keyed_operators_default_to_hash() {
+        let job = JobFile::parse(KEYED, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::MIN).unwrap();
+        assert_eq!(graph.edges()[0].partitioning, Partitioning::Hash);
+        assert_eq!(graph.edges()[1].partitioning, Partitioning::Rebalance);
+        // A window too.
+        let text = KEYED.replace("type: reduce", "type: window\n    size: 1s");
+        let job = JobFile::parse(&text, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::MIN).unwrap();
+        assert_eq!(graph.edges()[0].partitioning, Partitioning::Hash);
+    }
+
+    #[test]
+    fn other_partitioning_into_a_keyed_operator_is_an_error() {
+        for p in ["forward", "rebalance", "broadcast"] {
+            let text = KEYED.replace(
+                "    aggregate: sum",
+                &format!("    aggregate: sum\n    partition: {p}"),
+            );
+            let e = one_error(&text);
+            assert!(
+                e.starts_with(&format!("job.yaml:12:5: operator \"sum\": edge \"gen\" -> \"sum\": \"sum\" groups records by key, so its input must be partitioned by hash, not {p}")),
+                "{e}"
+            );
+        }
+        // At parallelism 1 there is nothing to split.
+        let text = KEYED
+            .replace("parallelism: 2", "parallelism: 1")
+            .replace("parallelism: 2", "parallelism: 1")
+            .replace(
+                "    aggregate: sum",
+                "    aggregate: sum\n    partition: rebalance",
+            );
+        assert!(errors(&text).is_empty(), "{:?}", errors(&text));
+    }
+
+    #[test]
+    fn x_keys_are_ignored() {
+        let text = format!(
+            "x-defaults: &gen\n  type: generator\n  rate: 5\n{}",
+            GOOD.replace("    type: generator\n    rate: 1000", "    <<: *gen")
+        );
+        assert!(errors(&text).is_empty(), "{:?}", errors(&text));
+        let job = JobFile::parse(&text, "job.yaml").unwrap();
+        assert_eq!(
+            job.vertex("gen").unwrap().config["rate"],
+            serde_json::json!(5)
+        );
+    }
+
+    #[test]
+    fn huge_parallelism_is_one_bounded_error() {
+        let text = GOOD.replace(
+            "    rate: 1000",
+            "    rate: 1000\n    parallelism: 99999999999999999999",
+        );
+        let errs = errors(&text.replace("cost: 2us", "cost: fast"));
+        assert_eq!(errs.len(), 2, "{errs:#?}");
+        assert_eq!(
+            errs[0],
+            "job.yaml:6:5: source \"gen\": field \"parallelism\": parallelism 99999999999999999999 \
+             is more than the maximum of 1024 subtasks per vertex"
+        );
+        assert!(
+            errs[1].contains("cost: invalid duration \"fast\""),
+            "{errs:#?}"
+        );
+    }
+
+    #[test]
+    fn missing_type_lists_the_registered_types() {
+        let e = one_error("name: x\nsources:\n  gen:\n    rate: 5\n");
+        assert_eq!(
+            e,
+            "job.yaml:3:3: source \"gen\": missing field \"type\": expected the component type, \
+             one of generator, file, stdin"
         );
     }
 
@@ -563,7 +744,7 @@ sinks:
             .replace("    cost: 2us", "    cost: 2us\n    partition: forward");
         let e = one_error(&text);
         assert!(
-            e.starts_with("job.yaml:12:5: operator \"work\": partition forward needs equal parallelism, but input \"gen\" has 2 and \"work\" has 1"),
+            e.starts_with("job.yaml:12:5: operator \"work\": edge \"gen\" -> \"work\": forward partitioning needs equal parallelism, but \"gen\" has 2 and \"work\" has 1"),
             "{e}"
         );
         // Without an explicit partition, different parallelism means rebalance.
@@ -638,7 +819,7 @@ sinks:
             "    rate: 1000\n    disorder:\n      fraction: 0.1\n      delay: 1h\n      distribution: expnential",
         );
         let e = one_error(&text);
-        assert!(e.starts_with("job.yaml:9:7: source \"gen\": invalid generator settings: disorder.distribution: unknown variant `expnential`"), "{e}");
+        assert!(e.starts_with("job.yaml:9:7: source \"gen\": invalid generator settings: disorder.distribution: unknown value `expnential`"), "{e}");
         assert!(e.ends_with("did you mean \"exponential\"?"), "{e}");
     }
 

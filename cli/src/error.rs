@@ -103,11 +103,13 @@ pub enum Problem {
         /// The markers crate's parse error.
         error: tidemark_markers::ConfigError,
     },
-    /// Parallelism 0.
-    #[error("field \"{field}\": parallelism must be at least 1, found 0")]
-    ZeroParallelism {
+    /// A parallelism out of range (0, or above the runtime's maximum).
+    #[error("field \"{field}\": {error}")]
+    Parallelism {
         /// `parallelism`.
         field: String,
+        /// The runtime's rule, as it words it.
+        error: String,
     },
     /// A `type` that no component of this section has.
     #[error("unknown {section} type \"{type_name}\", expected one of {}{}{}", known.join(", "), hint(suggestion), elsewhere_hint(type_name, elsewhere))]
@@ -121,7 +123,7 @@ pub enum Problem {
         /// The closest known type.
         suggestion: Option<String>,
         /// The kind (source, operator, sink) that does have this type, if another one does.
-        elsewhere: Option<&'static str>,
+        elsewhere: Option<VertexKind>,
     },
     /// A `partition` that is not one of the four.
     #[error(
@@ -161,9 +163,6 @@ pub enum Problem {
     /// The same input listed twice.
     #[error("input \"{0}\" is listed twice")]
     DuplicateInput(String),
-    /// The inputs form a cycle.
-    #[error("the inputs form a cycle: {}; a job graph must be acyclic", .0.join(" -> "))]
-    Cycle(Vec<String>),
     /// A vertex id used twice.
     #[error("duplicate vertex id \"{id}\": already used by the {first_kind} at line {first_line}; ids must be unique across sources, operators and sinks")]
     DuplicateId {
@@ -185,28 +184,30 @@ pub enum Problem {
     /// No source at all.
     #[error("the job has no source: add one under \"sources\"")]
     NoSource,
-    /// `forward` between different parallelisms.
-    #[error("partition forward needs equal parallelism, but input \"{from}\" has {from_parallelism} and \"{to}\" has {to_parallelism}: use rebalance or hash, or set equal parallelism")]
-    ForwardMismatch {
-        /// The upstream vertex.
-        from: String,
-        /// The downstream vertex.
-        to: String,
-        /// Upstream parallelism.
-        from_parallelism: usize,
-        /// Downstream parallelism.
-        to_parallelism: usize,
+    /// The component rejected one of its settings.
+    #[error("invalid {type_name} settings: {error}{}", hint(suggestion))]
+    ComponentSetting {
+        /// The component type.
+        type_name: String,
+        /// Which setting (its path) and what is wrong.
+        error: tidemark_operators::FieldError,
+        /// For an unknown field or value: the closest accepted one.
+        suggestion: Option<String>,
     },
+    /// The job graph's rules (the runtime's [`tidemark_runtime::JobGraph::problems`]).
+    #[error("{0}")]
+    Graph(tidemark_runtime::GraphError),
     /// The component rejected its configuration.
     #[error("{0}")]
     Component(String),
 }
 
 /// `; "x" is a sink type: move the vertex under "sinks"` or nothing.
-fn elsewhere_hint(type_name: &str, elsewhere: &Option<&'static str>) -> String {
+fn elsewhere_hint(type_name: &str, elsewhere: &Option<VertexKind>) -> String {
     match elsewhere {
         Some(kind) => {
-            format!("; \"{type_name}\" is a {kind} type: move the vertex under \"{kind}s\"")
+            let section = kind.section();
+            format!("; \"{type_name}\" is a {kind} type: move the vertex under \"{section}\"")
         }
         None => String::new(),
     }
@@ -306,7 +307,13 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 pub fn print(error: &anyhow::Error) {
     use std::io::Write as _;
     let mut err = std::io::stderr().lock();
-    if let Some(errors) = error.downcast_ref::<JobFileErrors>() {
+    let errors = error.downcast_ref::<JobFileErrors>().or_else(|| {
+        match error.downcast_ref::<crate::LoadError>() {
+            Some(crate::LoadError::JobFile(errors)) => Some(errors),
+            _ => None,
+        }
+    });
+    if let Some(errors) = errors {
         for e in &errors.0 {
             let _ = writeln!(err, "error: {e}");
         }

@@ -91,18 +91,23 @@ impl SourceMap {
             .collect()
     }
 
-    /// The first key named `key` that appears twice under the same parent: its path and the
-    /// positions of both occurrences.
-    pub fn first_duplicate(&self, key: &str) -> Option<(Vec<String>, Pos, Pos)> {
-        for (i, (path, first)) in self.keys.iter().enumerate() {
-            if path.last().map(String::as_str) != Some(key) {
+    /// Every key written a second time under the same parent: its path and the positions of
+    /// the first and the repeated occurrence, in text order of the repeats. Keys inside a
+    /// repeated key are not listed again.
+    pub fn duplicates(&self) -> Vec<(Vec<String>, Pos, Pos)> {
+        let mut out: Vec<(Vec<String>, Pos, Pos)> = Vec::new();
+        for (i, (path, second)) in self.keys.iter().enumerate() {
+            let inside_repeat = out
+                .iter()
+                .any(|(p, _, _)| p.len() < path.len() && path.starts_with(p));
+            if inside_repeat {
                 continue;
             }
-            if let Some((_, second)) = self.keys[i + 1..].iter().find(|(p, _)| p == path) {
-                return Some((path.clone(), *first, *second));
+            if let Some((_, first)) = self.keys[..i].iter().find(|(p, _)| p == path) {
+                out.push((path.clone(), *first, *second));
             }
         }
-        None
+        out
     }
 }
 
@@ -194,10 +199,13 @@ sinks:
     #[test]
     fn finds_duplicates() {
         let map = SourceMap::new("sources:\n  a:\n    type: x\n  a:\n    type: y\n");
-        let (path, first, second) = map.first_duplicate("a").unwrap();
-        assert_eq!(path, vec!["sources", "a"]);
+        let dups = map.duplicates();
+        // The repeated vertex's `type` is not listed again.
+        assert_eq!(dups.len(), 1, "{dups:?}");
+        let (path, first, second) = &dups[0];
+        assert_eq!(path, &vec!["sources", "a"]);
         assert_eq!((first.line, second.line), (2, 4));
         let map = SourceMap::new("sources:\n  a:\n    type: x\n  b:\n    type: y\n");
-        assert!(map.first_duplicate("type").is_none());
+        assert!(map.duplicates().is_empty());
     }
 }

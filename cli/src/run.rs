@@ -2,14 +2,12 @@
 //! signal), print and write the report, linger, and say how it went.
 
 use crate::args::RunArgs;
-use crate::build::{build_graph, job_config};
 use crate::endpoint::MetricsServer;
 use crate::error::{JobFailed, RunError, EXIT_OK};
-use crate::jobfile::JobFile;
 use crate::progress::Progress;
 use crate::report::{Report, RunSummary};
-use crate::settings::{resolve, FileSettings};
 use crate::signals;
+use crate::{LoadedJob, Loader};
 use anyhow::Context as _;
 use std::fs::File;
 use std::io::Write as _;
@@ -23,15 +21,19 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// Runs the job of `args`; returns the exit code, or an error whose kind sets it.
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let job = JobFile::load(&args.job)?;
-    let settings = resolve(
-        &FileSettings::of(&job),
-        &args.settings,
-        args.metrics_addr.as_deref(),
-        &args.defines,
-    )?;
-    let graph = build_graph(&job, settings.parallelism)?;
-    let config = job_config(&settings, args.seed);
+    let mut loader = Loader::new()
+        .flags(args.settings.clone())
+        .metrics_addr(args.metrics_addr.clone())
+        .seed(args.seed);
+    for (k, v) in &args.defines {
+        loader = loader.define(k, v);
+    }
+    let LoadedJob {
+        job,
+        settings,
+        graph,
+        config,
+    } = loader.load_file(&args.job)?;
 
     // Fail before the job starts if the report cannot be written or the address is taken.
     let mut report_file = match &args.report_file {

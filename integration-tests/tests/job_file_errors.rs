@@ -238,8 +238,8 @@ sinks:
         at: None,
         expect: &[
             "operator \"work\"",
-            "partition forward needs equal parallelism",
-            "input \"gen\" has 2 and \"work\" has 1",
+            "forward partitioning needs equal parallelism",
+            "\"gen\" has 2 and \"work\" has 1",
             "use rebalance or hash",
         ],
     },

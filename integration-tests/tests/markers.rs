@@ -310,7 +310,7 @@ operators:
   m: {type: map, input: a, parallelism: 4, partition: rebalance, cost: 1us}
   u: {type: reduce, input: [m, b], parallelism: 3, partition: hash, aggregate: sum}
   f: {type: filter, input: u, parallelism: 3, partition: forward, keep: 0.5}
-  w: {type: window, input: m, parallelism: 2, partition: broadcast, size: 50ms, aggregate: count}
+  w: {type: map, input: m, parallelism: 2, partition: broadcast}
 sinks:
   s1: {type: discard, input: f, parallelism: 4, partition: rebalance}
   s2: {type: discard, input: [w, u], parallelism: 1}

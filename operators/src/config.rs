@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::Duration;
 use tidemark_runtime::TimestampType;
 
-use crate::registry::ConfigError;
+use crate::registry::{ConfigError, FieldError, SettingProblem};
+use serde_value::DeserializerError;
 
 /// Which timestamp a source gives its records (Kafka KIP-32).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -70,51 +71,121 @@ impl Aggregate {
     }
 }
 
-/// Deserializes `config` into `T`, naming the offending field in the message.
-///
-/// `null` counts as an empty mapping, so a component without settings can be given none.
+/// Deserializes a component's settings into its config struct `T`, reporting every problem
+/// found, each with its field path; see [`parse_settings`].
 pub(crate) fn parse<T: DeserializeOwned>(
     type_name: &str,
     config: serde_json::Value,
 ) -> Result<T, ConfigError> {
-    let config = match config {
-        serde_json::Value::Null => serde_json::Value::Object(Default::default()),
-        serde_json::Value::Object(map) => serde_json::Value::Object(map),
+    parse_settings(type_name, config)
+}
+
+/// Deserializes `config` (a component's settings) into `T`, for components of your own.
+///
+/// `null` counts as an empty mapping, so a component without settings can be given none.
+/// Every problem comes back structured, each at its field path ([`FieldError`]): an unknown
+/// field with the accepted ones, an unknown value with the accepted ones, a missing field, or a
+/// message. After a problem in one field the others are still checked, so a settings mapping
+/// with three bad fields gives three problems.
+pub fn parse_settings<T: DeserializeOwned>(
+    type_name: &str,
+    config: serde_json::Value,
+) -> Result<T, ConfigError> {
+    let mut map = match config {
+        serde_json::Value::Null => serde_json::Map::new(),
+        serde_json::Value::Object(map) => map,
         other => {
-            return Err(ConfigError::Invalid {
-                type_name: type_name.to_owned(),
-                message: format!(
-                    "expected a mapping of settings, found {}",
-                    json_kind(&other)
+            return Err(ConfigError::invalid(
+                type_name,
+                FieldError::new(
+                    "",
+                    format!(
+                        "expected a mapping of settings, found {}",
+                        json_kind(&other)
+                    ),
                 ),
-            })
+            ))
         }
     };
-    serde_path_to_error::deserialize(config).map_err(|e| {
-        // An unknown field's message names it already; the path would repeat it, but the
-        // mapping it is in (for a nested one) is worth saying.
-        let inner = e.inner().to_string();
-        let message = if inner.starts_with("unknown field") {
-            match e.path().to_string().rsplit_once('.') {
-                Some((parent, _)) => format!("{parent}: {inner}"),
-                None => inner,
-            }
-        } else {
-            e.to_string()
+    let mut problems: Vec<FieldError> = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    loop {
+        let value = serde_value::to_value(serde_json::Value::Object(map.clone()))
+            .expect("JSON converts to a serde value");
+        let de = serde_value::ValueDeserializer::<serde_value::DeserializerError>::new(value);
+        let e = match serde_path_to_error::deserialize::<_, T>(de) {
+            Ok(t) if problems.is_empty() => return Ok(t),
+            Ok(_) => break,
+            Err(e) => e,
         };
-        ConfigError::Invalid {
-            type_name: type_name.to_owned(),
-            message,
+        let mut path: Vec<String> = e
+            .path()
+            .iter()
+            .filter_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+                serde_path_to_error::Segment::Enum { variant } => Some(variant.clone()),
+                serde_path_to_error::Segment::Unknown => None,
+            })
+            .collect();
+        let problem = match e.into_inner() {
+            DeserializerError::UnknownField(field, expected) => {
+                if path.last() == Some(&field) {
+                    path.pop();
+                }
+                SettingProblem::UnknownField {
+                    field,
+                    expected: expected.iter().map(|s| s.to_string()).collect(),
+                }
+            }
+            DeserializerError::UnknownVariant(value, expected) => SettingProblem::UnknownValue {
+                value,
+                expected: expected.iter().map(|s| s.to_string()).collect(),
+            },
+            DeserializerError::MissingField(field) => {
+                if path.is_empty() && removed.iter().any(|r| r == field) {
+                    // Missing because an earlier problem took it out.
+                    break;
+                }
+                SettingProblem::MissingField(field.to_owned())
+            }
+            DeserializerError::InvalidType(found, expected) => SettingProblem::Message(format!(
+                "invalid type: {}, expected {expected}",
+                found.to_unexpected()
+            )),
+            DeserializerError::InvalidValue(found, expected) => SettingProblem::Message(format!(
+                "invalid value: {}, expected {expected}",
+                found.to_unexpected()
+            )),
+            DeserializerError::InvalidLength(n, expected) => {
+                SettingProblem::Message(format!("invalid length {n}, expected {expected}"))
+            }
+            DeserializerError::DuplicateField(field) => {
+                SettingProblem::Message(format!("duplicate field `{field}`"))
+            }
+            DeserializerError::Custom(message) => SettingProblem::Message(message),
+        };
+        let top = match &problem {
+            SettingProblem::UnknownField { field, .. } if path.is_empty() => Some(field.clone()),
+            _ => path.first().cloned(),
+        };
+        problems.push(FieldError { path, problem });
+        // Take the offending field out and look again for problems elsewhere.
+        match top {
+            Some(key) if map.remove(&key).is_some() => removed.push(key),
+            _ => break,
         }
+    }
+    Err(ConfigError::Invalid {
+        type_name: type_name.to_owned(),
+        problems,
     })
 }
 
-/// An [`ConfigError::Invalid`] for `type_name`.
-pub(crate) fn invalid(type_name: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        type_name: type_name.to_owned(),
-        message: message.into(),
-    }
+/// A [`ConfigError::Invalid`] of `type_name` about the field at the dotted `path` (`""` for
+/// the settings as a whole).
+pub(crate) fn invalid(type_name: &str, path: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::invalid(type_name, FieldError::new(path, message))
 }
 
 fn json_kind(value: &serde_json::Value) -> &'static str {

@@ -6,7 +6,7 @@
 //! ## Map of the crate
 //! | module | holds |
 //! |---|---|
-//! | [`registry`] | [`components`], [`find`], [`build`]: settings → [`Built`] factory; [`ConfigError`] |
+//! | [`registry`] | [`Registry`] (built-ins plus your own [`Component`]s), [`components`], [`find`], [`build`]: settings → [`Built`] factory; structured [`ConfigError`]s ([`FieldError`]: field path + [`SettingProblem`]) |
 //! | [`sources`] | [`generator`](sources::generator), [`file`](sources::file), [`stdin`](sources::stdin) |
 //! | [`operators`] | [`map`](operators::map), [`filter`](operators::filter), [`delay`](operators::delay), [`reduce`](operators::reduce), [`window`](operators::window) |
 //! | [`sinks`] | [`discard`](sinks::discard), [`stdout`](sinks::stdout), [`file`](sinks::file) |
@@ -83,6 +83,8 @@ pub mod sources;
 #[cfg(test)]
 mod test_util;
 
+pub use config::parse_settings;
 pub use registry::{
-    build, components, find, type_names, BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError,
+    build, components, find, type_names, BuildEnv, Built, Component, ComponentBuilder,
+    ComponentInfo, ComponentKind, ConfigError, FieldError, Registry, SettingProblem,
 };

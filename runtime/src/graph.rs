@@ -69,8 +69,9 @@ impl std::str::FromStr for Partitioning {
     }
 }
 
-/// What a vertex is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a vertex is: the one kind enum shared by the runtime, the component registry
+/// (`tidemark_operators::ComponentKind` is this type) and the job file's three sections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum VertexKind {
     /// Makes records; has no inputs.
     Source,
@@ -89,6 +90,60 @@ impl VertexKind {
             VertexKind::Sink => "sink",
         }
     }
+
+    /// The job-file section that holds vertices of this kind: `"sources"`, `"operators"` or
+    /// `"sinks"`.
+    pub fn section(self) -> &'static str {
+        match self {
+            VertexKind::Source => "sources",
+            VertexKind::Operator => "operators",
+            VertexKind::Sink => "sinks",
+        }
+    }
+
+    /// All kinds, in job-file order.
+    pub const ALL: [VertexKind; 3] = [VertexKind::Source, VertexKind::Operator, VertexKind::Sink];
+}
+
+impl fmt::Display for VertexKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The most subtasks one vertex may have. Each subtask is a thread, so this bounds a typo
+/// (`parallelism: 4294967297`) before it becomes a failed thread start; the job's whole
+/// thread count is the sum over its tasks.
+pub const MAX_PARALLELISM: usize = 1024;
+
+/// Checks a parallelism: a whole number from 1 to [`MAX_PARALLELISM`]. The one rule the
+/// graph, the job file and the command line share.
+pub fn check_parallelism(parallelism: u64) -> Result<usize, ParallelismError> {
+    match parallelism {
+        0 => Err(ParallelismError::Zero),
+        n if n > MAX_PARALLELISM as u64 => Err(ParallelismError::TooHigh(n)),
+        n => Ok(n as usize),
+    }
+}
+
+/// A parallelism out of range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ParallelismError {
+    /// 0.
+    #[error("parallelism must be at least 1, found 0")]
+    Zero,
+    /// Above [`MAX_PARALLELISM`].
+    #[error("parallelism {0} is more than the maximum of {MAX_PARALLELISM} subtasks per vertex")]
+    TooHigh(u64),
+}
+
+/// Whether `id` is a valid vertex id (and job name): letters, digits, '.', '_' or '-'. The one
+/// grammar for ids, shared by the graph and the job file.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 pub(crate) enum Factory {
@@ -103,6 +158,7 @@ pub struct Vertex {
     pub(crate) parallelism: usize,
     pub(crate) factory: Factory,
     pub(crate) source_options: SourceOptions,
+    pub(crate) keyed: bool,
 }
 
 impl Vertex {
@@ -113,6 +169,10 @@ impl Vertex {
     /// How many parallel subtasks it runs.
     pub fn parallelism(&self) -> usize {
         self.parallelism
+    }
+    /// Whether it groups records by key (see [`JobGraph::set_keyed`]).
+    pub fn is_keyed(&self) -> bool {
+        self.keyed
     }
     /// Source, operator or sink.
     pub fn kind(&self) -> VertexKind {
@@ -151,9 +211,14 @@ pub enum GraphError {
     /// Two vertices share an id.
     #[error("duplicate vertex id \"{0}\": vertex ids must be unique across sources, operators and sinks")]
     DuplicateId(String),
-    /// Parallelism 0.
-    #[error("vertex \"{0}\": parallelism must be at least 1")]
-    ZeroParallelism(String),
+    /// Parallelism 0 or above [`MAX_PARALLELISM`].
+    #[error("vertex \"{id}\": {error}")]
+    Parallelism {
+        /// The vertex.
+        id: String,
+        /// What is wrong.
+        error: ParallelismError,
+    },
     /// An id with characters outside letters, digits, '.', '_' and '-'.
     #[error("vertex id \"{0}\" is invalid: expected letters, digits, '.', '_' or '-'")]
     InvalidId(String),
@@ -183,6 +248,18 @@ pub enum GraphError {
         /// Downstream parallelism.
         to_parallelism: usize,
     },
+    /// A partitioning other than `hash` into a keyed vertex above parallelism 1.
+    #[error("edge \"{from}\" -> \"{to}\": \"{to}\" groups records by key, so its input must be partitioned by hash, not {partitioning}: with {partitioning} one key's records would be split over its {parallelism} subtasks; remove \"partition\" (hash is the default) or set parallelism 1")]
+    KeyedNotHashed {
+        /// Upstream vertex.
+        from: String,
+        /// The keyed vertex.
+        to: String,
+        /// The partitioning given.
+        partitioning: Partitioning,
+        /// The keyed vertex's parallelism.
+        parallelism: usize,
+    },
     /// The same edge twice.
     #[error("vertex \"{to}\" lists \"{from}\" as input twice")]
     DuplicateEdge {
@@ -191,9 +268,10 @@ pub enum GraphError {
         /// Downstream vertex.
         to: String,
     },
-    /// A cycle.
-    #[error("the graph has a cycle through {0}: a job graph must be acyclic")]
-    Cycle(String),
+    /// A cycle, as the path of vertex ids it follows in data-flow order, closed (`a -> b -> a`),
+    /// starting at the vertex added first.
+    #[error("the inputs form a cycle: {}; a job graph must be acyclic", .0.join(" -> "))]
+    Cycle(Vec<String>),
     /// A graph with no source.
     #[error("the job has no source")]
     NoSource,
@@ -258,24 +336,22 @@ impl JobGraph {
         parallelism: usize,
         factory: Factory,
     ) -> Result<VertexId, GraphError> {
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        {
+        if !valid_id(id) {
             return Err(GraphError::InvalidId(id.to_string()));
         }
         if self.find(id).is_some() {
             return Err(GraphError::DuplicateId(id.to_string()));
         }
-        if parallelism == 0 {
-            return Err(GraphError::ZeroParallelism(id.to_string()));
-        }
+        check_parallelism(parallelism as u64).map_err(|error| GraphError::Parallelism {
+            id: id.to_string(),
+            error,
+        })?;
         self.vertices.push(Vertex {
             id: id.to_string(),
             parallelism,
             factory,
             source_options: SourceOptions::default(),
+            keyed: false,
         });
         Ok(VertexId(self.vertices.len() - 1))
     }
@@ -324,40 +400,91 @@ impl JobGraph {
         self.vertices[source.0].source_options = options;
     }
 
-    /// Connects `from` to `to`. A vertex with several inputs receives their union.
+    /// Marks a vertex as keyed: it groups records by key (`reduce`, `window`), so above
+    /// parallelism 1 its input edges must be `hash` ([`GraphError::KeyedNotHashed`]).
+    pub fn set_keyed(&mut self, vertex: VertexId, keyed: bool) {
+        self.vertices[vertex.0].keyed = keyed;
+    }
+
+    /// The partitioning an edge from `from` to `to` gets when none is asked for: `hash` into a
+    /// keyed vertex, `forward` between equal parallelisms, `rebalance` otherwise.
+    pub fn default_partitioning(&self, from: VertexId, to: VertexId) -> Partitioning {
+        let (f, t) = (&self.vertices[from.0], &self.vertices[to.0]);
+        if t.keyed {
+            Partitioning::Hash
+        } else if f.parallelism == t.parallelism {
+            Partitioning::Forward
+        } else {
+            Partitioning::Rebalance
+        }
+    }
+
+    /// Connects `from` to `to`, checking this edge at once. A vertex with several inputs
+    /// receives their union.
     pub fn connect(
         &mut self,
         from: VertexId,
         to: VertexId,
         partitioning: Partitioning,
     ) -> Result<(), GraphError> {
-        let (f, t) = (&self.vertices[from.0], &self.vertices[to.0]);
-        if t.kind() == VertexKind::Source {
-            return Err(GraphError::InputIntoSource(t.id.clone()));
+        let edge = Edge {
+            from,
+            to,
+            partitioning,
+        };
+        if let Some(problem) = self.edge_problems(&edge, &self.edges).into_iter().next() {
+            return Err(problem);
         }
-        if f.kind() == VertexKind::Sink {
-            return Err(GraphError::OutputFromSink(f.id.clone(), t.id.clone()));
-        }
-        if partitioning == Partitioning::Forward && f.parallelism != t.parallelism {
-            return Err(GraphError::ForwardParallelismMismatch {
-                from: f.id.clone(),
-                to: t.id.clone(),
-                from_parallelism: f.parallelism,
-                to_parallelism: t.parallelism,
-            });
-        }
-        if self.edges.iter().any(|e| e.from == from && e.to == to) {
-            return Err(GraphError::DuplicateEdge {
-                from: f.id.clone(),
-                to: t.id.clone(),
-            });
-        }
+        self.edges.push(edge);
+        Ok(())
+    }
+
+    /// Adds an edge without checking it: [`JobGraph::problems`] reports what is wrong with it
+    /// together with everything else. For tools (the job-file loader) that report every problem
+    /// at once.
+    pub fn add_edge(&mut self, from: VertexId, to: VertexId, partitioning: Partitioning) {
         self.edges.push(Edge {
             from,
             to,
             partitioning,
         });
-        Ok(())
+    }
+
+    /// The problems of one edge, given the edges before it.
+    fn edge_problems(&self, edge: &Edge, earlier: &[Edge]) -> Vec<GraphError> {
+        let (f, t) = (&self.vertices[edge.from.0], &self.vertices[edge.to.0]);
+        let mut problems = Vec::new();
+        if t.kind() == VertexKind::Source {
+            problems.push(GraphError::InputIntoSource(t.id.clone()));
+        }
+        if f.kind() == VertexKind::Sink {
+            problems.push(GraphError::OutputFromSink(f.id.clone(), t.id.clone()));
+        }
+        if edge.partitioning == Partitioning::Forward && f.parallelism != t.parallelism {
+            problems.push(GraphError::ForwardParallelismMismatch {
+                from: f.id.clone(),
+                to: t.id.clone(),
+                from_parallelism: f.parallelism,
+                to_parallelism: t.parallelism,
+            });
+        } else if t.keyed && t.parallelism > 1 && edge.partitioning != Partitioning::Hash {
+            problems.push(GraphError::KeyedNotHashed {
+                from: f.id.clone(),
+                to: t.id.clone(),
+                partitioning: edge.partitioning,
+                parallelism: t.parallelism,
+            });
+        }
+        if earlier
+            .iter()
+            .any(|e| e.from == edge.from && e.to == edge.to)
+        {
+            problems.push(GraphError::DuplicateEdge {
+                from: f.id.clone(),
+                to: t.id.clone(),
+            });
+        }
+        problems
     }
 
     /// Edges leaving `v`, in insertion order.
@@ -370,20 +497,84 @@ impl JobGraph {
         self.edges.iter().filter(move |e| e.to == v)
     }
 
-    /// Checks the whole graph: a source exists, every operator and sink has an input, no cycle.
+    /// Checks the whole graph; the first of [`JobGraph::problems`].
     pub fn validate(&self) -> Result<(), GraphError> {
-        if !self.vertices.iter().any(|v| v.kind() == VertexKind::Source) {
-            return Err(GraphError::NoSource);
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every problem of the graph, the one rule set for a valid job: each edge (into a source,
+    /// out of a sink, `forward` between different parallelisms, not `hash` into a keyed vertex,
+    /// twice the same), every operator and sink without input, no source at all, and a cycle
+    /// as its path. Empty for a valid graph.
+    pub fn problems(&self) -> Vec<GraphError> {
+        let mut problems = Vec::new();
+        for (i, edge) in self.edges.iter().enumerate() {
+            problems.extend(self.edge_problems(edge, &self.edges[..i]));
         }
         for (i, v) in self.vertices.iter().enumerate() {
             if v.kind() != VertexKind::Source && self.inputs(VertexId(i)).next().is_none() {
-                return Err(GraphError::MissingInput {
+                problems.push(GraphError::MissingInput {
                     kind: v.kind().as_str(),
                     id: v.id.clone(),
                 });
             }
         }
-        self.topological_order().map(|_| ())
+        if !self.vertices.iter().any(|v| v.kind() == VertexKind::Source) {
+            problems.push(GraphError::NoSource);
+        }
+        if let Some(cycle) = self.find_cycle() {
+            problems.push(GraphError::Cycle(cycle));
+        }
+        problems
+    }
+
+    /// A cycle among the edges, as vertex ids in data-flow order, closed, starting at the
+    /// vertex added first; `None` if the graph is acyclic.
+    fn find_cycle(&self) -> Option<Vec<String>> {
+        let n = self.vertices.len();
+        // 0 = unvisited, 1 = on the path, 2 = done.
+        let mut state = vec![0u8; n];
+        let mut path: Vec<usize> = Vec::new();
+        fn visit(
+            g: &JobGraph,
+            i: usize,
+            state: &mut [u8],
+            path: &mut Vec<usize>,
+        ) -> Option<Vec<usize>> {
+            state[i] = 1;
+            path.push(i);
+            for e in g.edges.iter().filter(|e| e.from.0 == i) {
+                let j = e.to.0;
+                if state[j] == 1 {
+                    let at = path.iter().position(|&p| p == j).expect("on the path");
+                    return Some(path[at..].to_vec());
+                }
+                if state[j] == 0 {
+                    if let Some(c) = visit(g, j, state, path) {
+                        return Some(c);
+                    }
+                }
+            }
+            path.pop();
+            state[i] = 2;
+            None
+        }
+        for i in 0..n {
+            if state[i] == 0 {
+                if let Some(mut cycle) = visit(self, i, &mut state, &mut path) {
+                    let first = (0..cycle.len()).min_by_key(|&k| cycle[k]).unwrap_or(0);
+                    cycle.rotate_left(first);
+                    let mut ids: Vec<String> =
+                        cycle.iter().map(|&k| self.vertices[k].id.clone()).collect();
+                    ids.push(ids[0].clone());
+                    return Some(ids);
+                }
+            }
+        }
+        None
     }
 
     /// The vertices in an order where every edge goes forward, or the cycle that prevents one.
@@ -405,11 +596,10 @@ impl JobGraph {
             }
         }
         if order.len() < n {
-            let stuck: Vec<String> = (0..n)
-                .filter(|&i| indegree[i] > 0)
-                .map(|i| format!("\"{}\"", self.vertices[i].id))
-                .collect();
-            return Err(GraphError::Cycle(stuck.join(", ")));
+            let cycle = self
+                .find_cycle()
+                .expect("a graph without a topological order has a cycle");
+            return Err(GraphError::Cycle(cycle));
         }
         Ok(order)
     }

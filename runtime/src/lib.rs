@@ -68,7 +68,10 @@ pub use component::{
 };
 pub use config::JobConfig;
 pub use event_time::{InvalidTimestampPolicy, SourceOptions, TimestampCheck, WatermarkStrategy};
-pub use graph::{Edge, GraphError, JobGraph, Partitioning, VertexId, VertexKind};
+pub use graph::{
+    check_parallelism, valid_id, Edge, GraphError, JobGraph, ParallelismError, Partitioning,
+    VertexId, VertexKind, MAX_PARALLELISM,
+};
 pub use job::{
     prepare, run, start, JobHandle, JobOutcome, JobResult, PreparedJob, StartError, StopHandle,
     TaskFailure,

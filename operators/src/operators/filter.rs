@@ -45,7 +45,8 @@ fn one() -> f64 {
 
 fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: FilterConfig = config::parse(INFO.type_name, config)?;
-    let op = FilterOperator::new(config.keep).map_err(|m| config::invalid(INFO.type_name, m))?;
+    let op =
+        FilterOperator::new(config.keep).map_err(|m| config::invalid(INFO.type_name, "keep", m))?;
     Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
         Ok(Box::new(op) as Box<dyn Operator>)
     })))
@@ -71,7 +72,7 @@ impl FilterOperator {
     /// A filter keeping the fraction `keep` of the keys.
     pub fn new(keep: f64) -> Result<Self, String> {
         if !(0.0..=1.0).contains(&keep) {
-            return Err(format!("keep: {keep} is not a fraction from 0 to 1"));
+            return Err(format!("{keep} is not a fraction from 0 to 1"));
         }
         Ok(FilterOperator {
             threshold: (keep * (1u64 << 53) as f64) as u64,

@@ -57,6 +57,7 @@ fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigErro
     if !config.scale.is_finite() || !config.offset.is_finite() {
         return Err(config::invalid(
             INFO.type_name,
+            "",
             "scale and offset must be finite numbers",
         ));
     }

@@ -100,12 +100,17 @@ pub enum WindowTime {
 fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: WindowConfig = config::parse(INFO.type_name, config)?;
     if config.size.is_zero() {
-        return Err(config::invalid(INFO.type_name, "size: must be more than 0"));
+        return Err(config::invalid(
+            INFO.type_name,
+            "size",
+            "must be more than 0",
+        ));
     }
     if config.time == WindowTime::Processing && config.allowed_lateness.is_some() {
         return Err(config::invalid(
             INFO.type_name,
-            "allowed_lateness: only applies with time: event (records are never late in \
+            "allowed_lateness",
+            "only applies with time: event (records are never late in \
              processing time)",
         ));
     }
@@ -602,7 +607,7 @@ mod tests {
             (json!({"aggregate": "sum"}), "missing field `size`"),
             (
                 json!({"size": "1s", "aggregate": "sum", "time": "ingestion"}),
-                "time: unknown variant `ingestion`, expected `processing` or `event`",
+                "time: unknown value `ingestion`, expected one of `processing`, `event`",
             ),
             (
                 json!({"size": "1s", "aggregate": "sum", "allowed_lateness": "1s"}),

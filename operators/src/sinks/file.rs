@@ -49,7 +49,7 @@ pub struct FileSinkConfig {
 fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: FileSinkConfig = config::parse(INFO.type_name, config)?;
     if config.path.as_os_str().is_empty() {
-        return Err(config::invalid(INFO.type_name, "path: must not be empty"));
+        return Err(config::invalid(INFO.type_name, "path", "must not be empty"));
     }
     let path = Arc::new(env.job_dir.join(&config.path));
     Ok(Built::Sink(Box::new(move |ctx: &SubtaskContext| {

@@ -69,7 +69,7 @@ impl FileSourceConfig {
     /// Checks the settings and resolves `path` against `job_dir`.
     pub fn resolve(mut self, job_dir: &Path) -> Result<Self, String> {
         if self.path.as_os_str().is_empty() {
-            return Err("path: must not be empty".to_owned());
+            return Err("must not be empty".to_owned());
         }
         self.path = job_dir.join(&self.path);
         Ok(self)
@@ -85,8 +85,15 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     let config = Arc::new(
         config
             .resolve(&env.job_dir)
-            .map_err(|m| config::invalid(INFO.type_name, m))?,
+            .map_err(|m| config::invalid(INFO.type_name, "path", m))?,
     );
+    if env.check_inputs && !config.path.is_file() {
+        return Err(config::invalid(
+            INFO.type_name,
+            "path",
+            format!("no such file: {}", config.path.display()),
+        ));
+    }
     Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
         Ok(Box::new(FileSource::open(&config, ctx)?) as Box<dyn Source>)
     })))

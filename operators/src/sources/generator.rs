@@ -74,7 +74,7 @@ use tidemark_runtime::{
 };
 
 use crate::config::{self, duration, nanos_i64, Timestamps};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
@@ -170,18 +170,18 @@ pub enum DelayDistribution {
 }
 
 impl DisorderConfig {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), FieldError> {
         if !(self.fraction.is_finite() && (0.0..=1.0).contains(&self.fraction)) {
-            return Err(format!(
-                "disorder.fraction: {} is not a fraction from 0 to 1",
-                self.fraction
+            return Err(FieldError::new(
+                "disorder.fraction",
+                format!("{} is not a fraction from 0 to 1", self.fraction),
             ));
         }
         if self.delay.is_zero() {
-            return Err("disorder.delay: must be more than 0".to_owned());
+            return Err(FieldError::new("disorder.delay", "must be more than 0"));
         }
         if self.max_held == 0 {
-            return Err("disorder.max_held: must be at least 1".to_owned());
+            return Err(FieldError::new("disorder.max_held", "must be at least 1"));
         }
         Ok(())
     }
@@ -211,28 +211,31 @@ pub enum ValueKind {
 
 impl GeneratorConfig {
     /// Checks the settings; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FieldError> {
         if let Some(rate) = self.rate {
             if !(rate.is_finite() && rate > 0.0) {
-                return Err(format!(
-                    "rate: {rate} is not a positive number of records per second"
+                return Err(FieldError::new(
+                    "rate",
+                    format!("{rate} is not a positive number of records per second"),
                 ));
             }
         }
         if self.keys == 0 {
-            return Err("keys: must be at least 1".to_owned());
+            return Err(FieldError::new("keys", "must be at least 1"));
         }
         if let Some(d) = &self.disorder {
             d.validate()?;
         }
         match (self.key_distribution, self.zipf_exponent) {
-            (KeyDistribution::Uniform, Some(_)) => Err(
-                "zipf_exponent: only applies with key_distribution: zipf (the distribution is \
-                 uniform)"
-                    .to_owned(),
-            ),
+            (KeyDistribution::Uniform, Some(_)) => Err(FieldError::new(
+                "zipf_exponent",
+                "only applies with key_distribution: zipf (the distribution is uniform)",
+            )),
             (KeyDistribution::Zipf, Some(s)) if !(s.is_finite() && s >= 0.0) => {
-                Err(format!("zipf_exponent: {s} is not a number of at least 0"))
+                Err(FieldError::new(
+                    "zipf_exponent",
+                    format!("{s} is not a number of at least 0"),
+                ))
             }
             _ => Ok(()),
         }
@@ -325,9 +328,9 @@ pub struct GeneratorPlan {
 
 impl GeneratorPlan {
     /// Checks `config` and prepares the key distribution.
-    pub fn new(config: GeneratorConfig) -> Result<Self, String> {
+    pub fn new(config: GeneratorConfig) -> Result<Self, FieldError> {
         config.validate()?;
-        let keys = KeySampler::new(&config)?;
+        let keys = KeySampler::new(&config).map_err(|m| FieldError::new("", m))?;
         Ok(GeneratorPlan { config, keys })
     }
 
@@ -339,7 +342,8 @@ impl GeneratorPlan {
 
 fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: GeneratorConfig = config::parse(INFO.type_name, config)?;
-    let plan = Arc::new(GeneratorPlan::new(config).map_err(|m| config::invalid("generator", m))?);
+    let plan =
+        Arc::new(GeneratorPlan::new(config).map_err(|e| ConfigError::invalid("generator", e))?);
     Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
         Ok(Box::new(GeneratorSource::new(plan.clone(), ctx)) as Box<dyn Source>)
     })))
@@ -1229,7 +1233,7 @@ mod tests {
             (json!({"count": -3}), "count: invalid value: integer `-3`"),
             (
                 json!({"key_distribution": "pareto"}),
-                "key_distribution: unknown variant `pareto`, expected `uniform` or `zipf`",
+                "key_distribution: unknown value `pareto`, expected one of `uniform`, `zipf`",
             ),
             (
                 json!({"disorder": {"fraction": 1.5, "delay": "1s"}}),
@@ -1249,7 +1253,7 @@ mod tests {
             ),
             (
                 json!({"disorder": {"fraction": 0.1, "delay": "1s", "distribution": "normal"}}),
-                "disorder.distribution: unknown variant `normal`, expected one of `fixed`, \
+                "disorder.distribution: unknown value `normal`, expected one of `fixed`, \
                  `uniform`, `exponential`",
             ),
             (

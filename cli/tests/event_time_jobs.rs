@@ -2,13 +2,10 @@
 //! kind of source, generator disorder, event-time windows fed by watermarks, and end-to-end
 //! latency at every vertex. Time is injected: a manual clock, or one that steps on every read.
 
-use crate::args::SettingFlags;
-use crate::build::{build_graph, job_config};
-use crate::jobfile::JobFile;
-use crate::settings::{resolve, FileSettings};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use tidemark_cli::Loader;
 use tidemark_markers::{Clock, ManualClock};
 use tidemark_runtime::{run, JobOutcome, JobResult};
 
@@ -41,36 +38,32 @@ impl Clock for SteppingClock {
 }
 
 /// A fresh folder, removed when dropped.
-struct TempDir(PathBuf);
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("tidemark-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("tidemark-cli-{name}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
     fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 
 /// Parses `text` (relative paths against `dir`), builds it with the file's settings and runs
 /// it to its end with `clock` and a fixed seed.
 fn run_job(text: &str, dir: &Path, clock: Arc<dyn Clock>) -> JobResult {
-    let mut job = JobFile::parse(text, "job.yaml").unwrap_or_else(|e| panic!("{e}"));
-    job.dir = dir.to_path_buf();
-    let settings = resolve(&FileSettings::of(&job), &SettingFlags::default(), None, &[]).unwrap();
-    let graph = build_graph(&job, settings.parallelism).unwrap_or_else(|e| panic!("{e}"));
-    let mut config = job_config(&settings, Some(7));
+    let job = Loader::new()
+        .seed(Some(7))
+        .load_str(text, "job.yaml", dir)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut config = job.config;
     config.clock = clock;
-    run(graph, config).unwrap()
+    run(job.graph, config).unwrap()
 }
 
 /// `(key, value, timestamp ms)` of every line of a JSON-lines file.
@@ -271,9 +264,8 @@ sinks:
     type: discard
     input: input
 ";
-    let job = JobFile::parse(text, "job.yaml").unwrap();
-    build_graph(&job, std::num::NonZeroUsize::MIN).unwrap();
-    let input = job.vertex("input").unwrap();
+    let loaded = Loader::new().load_str(text, "job.yaml", ".").unwrap();
+    let input = loaded.job.vertex("input").unwrap();
     assert!(input.config.is_empty());
     assert!(input.source_options.timestamp_check.is_some());
     assert!(input.source_options.watermarks.is_some());
