@@ -75,6 +75,7 @@
 
 mod aggregate;
 pub mod config;
+pub mod expr;
 mod json_lines;
 pub mod operators;
 pub mod registry;
