@@ -77,6 +77,7 @@ mod aggregate;
 pub mod config;
 pub mod expr;
 mod json_lines;
+pub mod on_error;
 pub mod operators;
 pub mod registry;
 pub mod sinks;

@@ -1,0 +1,331 @@
+//! What an operator does with a record its expression fails on: `on_error: fail | skip |
+//! {dead_letter: PATH}`.
+//!
+//! ```yaml
+//! operators:
+//!   paid:
+//!     type: filter
+//!     input: orders
+//!     where: 'amount > 100'
+//!     on_error: {dead_letter: bad-orders.jsonl}   # fail (default) | skip | {dead_letter: PATH}
+//! ```
+//!
+//! - `fail`: the job fails with a message naming the expression, the error and the record (its
+//!   JSON, cut to 1 KiB); the runtime adds the vertex and subtask.
+//! - `skip`: the record is dropped and counted (`tidemark_records_dropped_total{reason=
+//!   "expression_error"}`).
+//! - `{dead_letter: PATH}`: as `skip`, and one JSON line per record is appended to PATH:
+//!   `{"vertex":"paid","error":"…","record":{…}}`. The subtasks of a vertex share the file; each
+//!   line is written whole and flushed at once, so the file is complete even if the job fails
+//!   later. A relative PATH is relative to the job file's folder; the file is created (or
+//!   truncated) when the job starts.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use tidemark_runtime::value::Value;
+use tidemark_runtime::BoxError;
+
+use crate::expr::{EvalError, Expr};
+
+/// The most bytes of a record shown in a failure message.
+pub const RECORD_SHOWN_BYTES: usize = 1024;
+
+/// `on_error`: what to do with a record an expression fails on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ErrorPolicy {
+    /// Fail the job (the default).
+    #[default]
+    Fail,
+    /// Drop the record and count it.
+    Skip,
+    /// Drop the record, count it, and write it with the error to this file.
+    DeadLetter(PathBuf),
+}
+
+impl<'de> Deserialize<'de> for ErrorPolicy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ErrorPolicy;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("fail, skip or {dead_letter: PATH}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ErrorPolicy, E> {
+                match v {
+                    "fail" => Ok(ErrorPolicy::Fail),
+                    "skip" => Ok(ErrorPolicy::Skip),
+                    "dead_letter" => Err(E::custom(
+                        "dead_letter needs a file: write `{dead_letter: PATH}`",
+                    )),
+                    other => Err(E::custom(format!(
+                        "unknown value \"{other}\", expected fail, skip or {{dead_letter: PATH}}"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorPolicy, A::Error> {
+                let mut path: Option<PathBuf> = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "dead_letter" {
+                        return Err(de::Error::custom(format!(
+                            "unknown field `{key}`, expected `dead_letter`"
+                        )));
+                    }
+                    let value: serde_json::Value = map.next_value()?;
+                    match value {
+                        serde_json::Value::String(s) if !s.is_empty() => path = Some(s.into()),
+                        serde_json::Value::Object(_) => {
+                            return Err(de::Error::custom(
+                                "dead_letter: only a file path is supported here",
+                            ))
+                        }
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "dead_letter: expected a file path, found {other}"
+                            )))
+                        }
+                    }
+                }
+                path.map(ErrorPolicy::DeadLetter)
+                    .ok_or_else(|| de::Error::custom("expected `{dead_letter: PATH}`"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A dead-letter file, shared by the subtasks of a vertex.
+#[derive(Debug)]
+pub struct DeadLetterFile {
+    path: PathBuf,
+    file: Mutex<BufWriter<File>>,
+}
+
+impl DeadLetterFile {
+    /// Creates (or truncates) the file at `path`.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let file = File::create(path)?;
+        Ok(DeadLetterFile {
+            path: path.to_path_buf(),
+            file: Mutex::new(BufWriter::new(file)),
+        })
+    }
+
+    /// Appends `{"vertex":…,"error":…,"record":…}` and flushes it.
+    pub fn write(&self, vertex: &str, error: &str, record: &Value) -> std::io::Result<()> {
+        let mut line = Vec::with_capacity(128);
+        line.extend_from_slice(b"{\"vertex\":");
+        serde_json::to_writer(&mut line, vertex)?;
+        line.extend_from_slice(b",\"error\":");
+        serde_json::to_writer(&mut line, error)?;
+        line.extend_from_slice(b",\"record\":");
+        record.write_json(&mut line)?;
+        line.extend_from_slice(b"}\n");
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.write_all(&line)?;
+        file.flush()
+    }
+
+    /// Where it writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The error policy of one vertex as its factory holds it: the dead-letter file is opened once,
+/// when the first subtask is made, and shared.
+#[derive(Debug, Clone)]
+pub(crate) struct OnErrorFactory {
+    policy: ErrorPolicy,
+    dead_letter: Arc<Mutex<Option<Arc<DeadLetterFile>>>>,
+}
+
+impl OnErrorFactory {
+    /// `policy` with a relative dead-letter path resolved against `job_dir`.
+    pub fn new(policy: ErrorPolicy, job_dir: &Path) -> Self {
+        let policy = match policy {
+            ErrorPolicy::DeadLetter(p) if p.is_relative() => {
+                ErrorPolicy::DeadLetter(job_dir.join(p))
+            }
+            other => other,
+        };
+        OnErrorFactory {
+            policy,
+            dead_letter: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The handler of one subtask of `vertex`.
+    pub fn subtask(&self, vertex: &str) -> Result<OnError, BoxError> {
+        let dead_letter = match &self.policy {
+            ErrorPolicy::DeadLetter(path) => {
+                let mut shared = self.dead_letter.lock().unwrap_or_else(|p| p.into_inner());
+                if shared.is_none() {
+                    let file = DeadLetterFile::create(path).map_err(|e| {
+                        format!("cannot create dead-letter file {}: {e}", path.display())
+                    })?;
+                    *shared = Some(Arc::new(file));
+                }
+                shared.clone()
+            }
+            _ => None,
+        };
+        Ok(OnError {
+            skip: self.policy != ErrorPolicy::Fail,
+            dead_letter,
+            vertex: vertex.to_owned(),
+            dropped: 0,
+        })
+    }
+}
+
+/// One subtask's handling of failed expressions.
+#[derive(Debug)]
+pub(crate) struct OnError {
+    skip: bool,
+    dead_letter: Option<Arc<DeadLetterFile>>,
+    vertex: String,
+    /// Records dropped so far.
+    pub dropped: u64,
+}
+
+impl OnError {
+    /// Handles `error` of `expr` on the record whose event is `event`: `Ok(())` when the record
+    /// is dropped (and counted, and maybe written), `Err` to fail the job.
+    #[cold]
+    pub fn handle(&mut self, expr: &Expr, error: EvalError, event: &Value) -> Result<(), BoxError> {
+        let message = format!("expression `{}` failed: {}", expr.source(), error.message);
+        if !self.skip {
+            return Err(format!("{message}; record: {}", shown(event)).into());
+        }
+        if let Some(file) = &self.dead_letter {
+            file.write(&self.vertex, &message, event).map_err(|e| {
+                format!(
+                    "cannot write to dead-letter file {}: {e} (after {message})",
+                    file.path().display()
+                )
+            })?;
+        }
+        self.dropped += 1;
+        Ok(())
+    }
+}
+
+/// The event's JSON, cut to [`RECORD_SHOWN_BYTES`] on a character boundary.
+pub(crate) fn shown(event: &Value) -> String {
+    let mut text = event.to_string();
+    if text.len() > RECORD_SHOWN_BYTES {
+        let mut cut = RECORD_SHOWN_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = text.len();
+        text.truncate(cut);
+        text.push_str(&format!("… ({total} bytes in all)"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::{Evaluator, Scope};
+    use serde_json::json;
+
+    fn policy(v: serde_json::Value) -> Result<ErrorPolicy, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_the_three_policies() {
+        assert_eq!(policy(json!("fail")), Ok(ErrorPolicy::Fail));
+        assert_eq!(policy(json!("skip")), Ok(ErrorPolicy::Skip));
+        assert_eq!(
+            policy(json!({"dead_letter": "bad.jsonl"})),
+            Ok(ErrorPolicy::DeadLetter("bad.jsonl".into()))
+        );
+        assert!(policy(json!("ignore"))
+            .unwrap_err()
+            .contains("unknown value \"ignore\", expected fail, skip or {dead_letter: PATH}"));
+        assert!(policy(json!("dead_letter"))
+            .unwrap_err()
+            .contains("needs a file"));
+        assert!(policy(json!({"dead": "x"}))
+            .unwrap_err()
+            .contains("unknown field `dead`"));
+        assert!(policy(json!({"dead_letter": 3}))
+            .unwrap_err()
+            .contains("expected a file path"));
+    }
+
+    fn failing() -> (Expr, EvalError, Value) {
+        let expr = Expr::compile("w > 2").unwrap();
+        let event = Value::from_json(br#"{"k":"a","v":1}"#).unwrap();
+        let err = Evaluator::new()
+            .eval(
+                &expr,
+                &Scope {
+                    event: &event,
+                    key: &Value::Null,
+                    timestamp_ms: 0,
+                },
+            )
+            .unwrap_err();
+        (expr, err, event)
+    }
+
+    #[test]
+    fn fail_names_the_expression_the_error_and_the_record() {
+        let (expr, err, event) = failing();
+        let mut on = OnErrorFactory::new(ErrorPolicy::Fail, Path::new("."))
+            .subtask("paid")
+            .unwrap();
+        let message = on.handle(&expr, err, &event).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "expression `w > 2` failed: no field \"w\" in the event (it has k, v); \
+             record: {\"k\":\"a\",\"v\":1}"
+        );
+        assert_eq!(on.dropped, 0);
+    }
+
+    #[test]
+    fn long_records_are_cut_to_a_kibibyte() {
+        let mut m = tidemark_runtime::value::Map::new();
+        m.insert("s", "é".repeat(2000));
+        let text = shown(&Value::from(m));
+        let (head, tail) = text.split_once('…').unwrap();
+        assert!(head.len() <= RECORD_SHOWN_BYTES && head.len() >= RECORD_SHOWN_BYTES - 1);
+        assert_eq!(tail, " (4008 bytes in all)");
+    }
+
+    #[test]
+    fn skip_counts_and_dead_letters_write_lines() {
+        let (expr, err, event) = failing();
+        let mut skip = OnErrorFactory::new(ErrorPolicy::Skip, Path::new("."))
+            .subtask("paid")
+            .unwrap();
+        skip.handle(&expr, err.clone(), &event).unwrap();
+        assert_eq!(skip.dropped, 1);
+
+        let dir = std::env::temp_dir().join(format!("tidemark-dl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let factory = OnErrorFactory::new(ErrorPolicy::DeadLetter("dl.jsonl".into()), &dir);
+        let mut a = factory.subtask("paid").unwrap();
+        let mut b = factory.subtask("paid").unwrap();
+        a.handle(&expr, err.clone(), &event).unwrap();
+        b.handle(&expr, err, &event).unwrap();
+        assert_eq!((a.dropped, b.dropped), (1, 1));
+        let text = std::fs::read_to_string(dir.join("dl.jsonl")).unwrap();
+        let line =
+            "{\"vertex\":\"paid\",\"error\":\"expression `w > 2` failed: no field \\\"w\\\" \
+                    in the event (it has k, v)\",\"record\":{\"k\":\"a\",\"v\":1}}\n";
+        assert_eq!(text, line.repeat(2));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
