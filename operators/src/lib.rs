@@ -74,6 +74,7 @@
 #![deny(missing_docs)]
 
 mod aggregate;
+pub mod aggregates;
 pub mod config;
 pub mod expr;
 mod json_lines;
