@@ -10,6 +10,9 @@
 //! | [`sources`] | [`generator`](sources::generator), [`file`](sources::file), [`stdin`](sources::stdin) |
 //! | [`operators`] | [`map`](operators::map), [`filter`](operators::filter), [`delay`](operators::delay), [`reduce`](operators::reduce), [`window`](operators::window) |
 //! | [`sinks`] | [`discard`](sinks::discard), [`stdout`](sinks::stdout), [`file`](sinks::file) |
+//! | [`expr`] | CEL expressions over events: [`Expr`](expr::Expr) compiled once, [`Evaluator`](expr::Evaluator) per subtask |
+//! | [`on_error`] | `on_error: fail \| skip \| {dead_letter: PATH}` for records an expression fails on |
+//! | [`aggregates`] | `aggregates:` of `window` and `reduce`: count, sum, min, max, mean over expressions |
 //! | [`config`] | settings several components share ([`Timestamps`](config::Timestamps), [`OnError`](config::OnError), [`Aggregate`](config::Aggregate), …) |
 //!
 //! Each component is one file holding its settings struct (`serde`, unknown fields rejected),

@@ -140,7 +140,7 @@ impl DeadLetterFile {
 /// The error policy of one vertex as its factory holds it: the dead-letter file is opened once,
 /// when the first subtask is made, and shared.
 #[derive(Debug, Clone)]
-pub(crate) struct OnErrorFactory {
+pub struct OnErrorFactory {
     policy: ErrorPolicy,
     dead_letter: Arc<Mutex<Option<Arc<DeadLetterFile>>>>,
 }
@@ -186,7 +186,7 @@ impl OnErrorFactory {
 
 /// One subtask's handling of failed expressions.
 #[derive(Debug)]
-pub(crate) struct OnError {
+pub struct OnError {
     skip: bool,
     dead_letter: Option<Arc<DeadLetterFile>>,
     vertex: String,
@@ -217,7 +217,7 @@ impl OnError {
 }
 
 /// The event's JSON, cut to [`RECORD_SHOWN_BYTES`] on a character boundary.
-pub(crate) fn shown(event: &Value) -> String {
+pub fn shown(event: &Value) -> String {
     let mut text = event.to_string();
     if text.len() > RECORD_SHOWN_BYTES {
         let mut cut = RECORD_SHOWN_BYTES;
