@@ -1,40 +1,73 @@
-//! The Prometheus endpoint: `GET /metrics` served over HTTP by [`tiny_http`] on threads of its
-//! own, rendering the live [`MetricsRegistry`] at each scrape (`spec/metrics.md`).
+//! The HTTP endpoint on the metrics address: `/metrics` for Prometheus and the live view's JSON
+//! API under `/api/v1/` (`docs/live-view.md`).
 //!
-//! - `GET /metrics` (a query string is ignored) answers 200 with the text format and
-//!   [`CONTENT_TYPE`]; `HEAD /metrics` the same without a body.
-//! - Another method on `/metrics` answers 405 with `Allow: GET, HEAD`; any other path 404.
-//! - A request tiny_http cannot parse gets its 400 from tiny_http; nothing a client sends can
-//!   stop the server.
+//! | request | answer |
+//! |---|---|
+//! | `GET /metrics` | 200, the Prometheus text format with [`CONTENT_TYPE`] |
+//! | `GET /api/v1/job` | 200, JSON: the job, its settings, vertices and edges |
+//! | `GET /api/v1/metrics` | 200, JSON: a snapshot of the job's numbers |
+//! | `HEAD` on any of these | the same headers, no body |
+//! | another method on one of these paths | 405 with `Allow: GET, HEAD` |
+//! | any other path | 404 naming the paths there are |
+//! | a request that does not parse | 400 (431 when its head is too large) |
 //!
-//! tiny_http reads each connection on a thread of its pool and queues the parsed requests;
-//! [`WORKERS`] threads of ours take them from the queue, render and write the answers, so a
-//! client that reads its answer slowly holds up one worker, not the others. None of these
-//! threads does anything else, so a scrape is answered promptly even while the job keeps every
-//! core busy (rendering takes each latency lock only long enough to copy the statistics).
+//! A query string is ignored. Every answer closes its connection.
+//!
+//! # Whatever the clients do
+//! One thread accepts connections and hands each to a thread of its own (at most
+//! [`MAX_CONNECTIONS`] at once; past that a connection gets a 503 at once). A connection must
+//! deliver its whole request head within [`REQUEST_DEADLINE`] and each write of the answer must
+//! progress within [`WRITE_TIMEOUT`], so a client that sends half a request and stalls, or that
+//! never reads its answer, holds one thread for a bounded time and delays nobody else.
+//!
+//! This replaced `tiny_http`, under which a scrape made while a few half-sent requests were open
+//! could hang for good: its connection pool (`util/task_pool.rs`) counts a thread as idle from
+//! the moment it starts waiting until it has taken the pool's lock again after being woken, so
+//! when two connections arrive within that moment both are queued but only one thread wakes. The
+//! second connection (the scrape) then waits until some pool thread ends its connection, and
+//! tiny_http sets no read timeout, so a thread reading a stalled request never does. Its answers
+//! were also written without a write timeout, so clients that never read could hold every worker.
 
-use std::io;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::io::{self, Read, Write};
+use std::net::ToSocketAddrs;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use tidemark_runtime::exporter::{render_text, CONTENT_TYPE};
-use tidemark_runtime::MetricsRegistry;
-use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 
-/// Threads answering requests.
-pub const WORKERS: usize = 3;
+use crate::live::LiveJob;
 
 /// The path the metrics are served on.
 pub const METRICS_PATH: &str = "/metrics";
+/// The path of the job description (JSON).
+pub const JOB_API_PATH: &str = "/api/v1/job";
+/// The path of the metrics snapshot (JSON).
+pub const METRICS_API_PATH: &str = "/api/v1/metrics";
 
-/// How long [`MetricsServer::shutdown`] waits for a worker still writing an answer to a slow
-/// client before leaving it to finish on its own.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+/// Connections served at once; one more gets a 503 and is closed.
+pub const MAX_CONNECTIONS: usize = 256;
+/// How long a connection has to deliver its whole request head.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// How long one write of an answer may block on a client that does not read.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request head read (request line and headers).
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// The most bytes read and thrown away after answering (requests here need no body; reading it
+/// lets the client see the answer instead of a connection reset).
+const MAX_DISCARD_BYTES: usize = 64 * 1024;
+/// How long a connection turned away at the limit is kept for its client to close it.
+const REJECT_LINGER: Duration = Duration::from_millis(50);
+/// Headers a request may have.
+const MAX_HEADERS: usize = 64;
+/// Stack of a connection thread (rendering and JSON encoding need little).
+const CONNECTION_STACK: usize = 512 * 1024;
+
+const PLAIN: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,82 +92,84 @@ pub enum EndpointError {
         /// The OS error.
         error: io::Error,
     },
-    /// tiny_http refused the bound socket.
+    /// The thread accepting connections could not start.
     #[error("cannot serve metrics on {addr}: {reason}")]
     Server {
         /// The address as given.
         addr: String,
-        /// What tiny_http said.
+        /// What went wrong.
         reason: String,
     },
 }
 
-/// A running metrics endpoint. Stops on [`shutdown`](Self::shutdown) or when dropped.
+/// How much the endpoint grants each client ([`Limits::default`] holds the constants above).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// How long a connection has to deliver its whole request head.
+    pub request_deadline: Duration,
+    /// How long one write of an answer may block.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            request_deadline: REQUEST_DEADLINE,
+            write_timeout: WRITE_TIMEOUT,
+        }
+    }
+}
+
+/// A running endpoint. Stops on [`shutdown`](Self::shutdown) or when dropped.
 pub struct MetricsServer {
     local_addr: SocketAddr,
-    server: Option<Arc<Server>>,
     stop: Arc<AtomicBool>,
-    workers: Vec<JoinHandle<()>>,
-    exited: Option<mpsc::Receiver<()>>,
+    acceptor: Option<JoinHandle<()>>,
 }
 
 impl MetricsServer {
     /// Binds `addr` (e.g. `127.0.0.1:9249`; port 0 picks a free port, see
-    /// [`local_addr`](Self::local_addr)) and serves `registry` on threads of its own: `GET
-    /// /metrics` answers 200 with the Prometheus text format and [`CONTENT_TYPE`], `HEAD` the same
-    /// without a body, another method on `/metrics` 405, any other path 404.
+    /// [`local_addr`](Self::local_addr)) and serves `job` on threads of its own.
     ///
     /// # Errors
     /// [`EndpointError::InvalidAddress`] when `addr` does not parse or resolve,
     /// [`EndpointError::Bind`] (naming the address and the OS error) when it cannot be bound.
-    pub fn start(
+    pub fn start(addr: &str, job: Arc<LiveJob>) -> Result<MetricsServer, EndpointError> {
+        MetricsServer::start_with(addr, job, Limits::default())
+    }
+
+    /// [`start`](Self::start) with other [`Limits`].
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_with(
         addr: &str,
-        registry: Arc<MetricsRegistry>,
+        job: Arc<LiveJob>,
+        limits: Limits,
     ) -> Result<MetricsServer, EndpointError> {
         let listener = bind(addr)?;
         let local_addr = listener
             .local_addr()
             .map_err(|error| bind_error(addr, error))?;
-        let server = Server::from_listener(listener, None).map_err(|e| EndpointError::Server {
-            addr: addr.to_owned(),
-            reason: e.to_string(),
-        })?;
-        let server = Arc::new(server);
         let stop = Arc::new(AtomicBool::new(false));
-        let (exited_tx, exited) = mpsc::channel();
-        let mut workers = Vec::with_capacity(WORKERS);
-        for i in 0..WORKERS {
-            let (server, stop, registry, exited_tx) = (
-                server.clone(),
-                stop.clone(),
-                registry.clone(),
-                exited_tx.clone(),
-            );
-            let spawned = thread::Builder::new()
-                .name(format!("metrics-http-{i}"))
-                .spawn(move || {
-                    serve(&server, &stop, &registry);
-                    drop(exited_tx);
-                });
-            match spawned {
-                Ok(handle) => workers.push(handle),
-                // Serve with the workers we have; with none, report it.
-                Err(error) if workers.is_empty() => {
-                    return Err(EndpointError::Server {
-                        addr: addr.to_owned(),
-                        reason: format!("cannot start a thread: {error}"),
-                    })
-                }
-                Err(error) => tracing::warn!(%error, "metrics endpoint: fewer worker threads"),
-            }
-        }
+        let acceptor = {
+            let stop = stop.clone();
+            thread::Builder::new()
+                .name("http-accept".to_owned())
+                .spawn(move || accept_loop(&listener, &stop, &job, limits))
+                .map_err(|error| EndpointError::Server {
+                    addr: addr.to_owned(),
+                    reason: format!("cannot start a thread: {error}"),
+                })?
+        };
         tracing::debug!(%local_addr, "metrics endpoint listening");
         Ok(MetricsServer {
             local_addr,
-            server: Some(server),
             stop,
-            workers,
-            exited: Some(exited),
+            acceptor: Some(acceptor),
         })
     }
 
@@ -148,41 +183,34 @@ impl MetricsServer {
         format!("http://{}{METRICS_PATH}", self.local_addr())
     }
 
-    /// Stops serving: wakes the workers, waits for them (at most about a second for one still
-    /// writing to a slow client), and closes the listening socket.
+    /// Stops accepting connections and closes the listening socket. Connections being served
+    /// finish on their own threads (each within the timeouts above).
     pub fn shutdown(mut self) {
         self.stop_now();
     }
 
     fn stop_now(&mut self) {
-        let Some(server) = self.server.take() else {
+        let Some(acceptor) = self.acceptor.take() else {
             return;
         };
         self.stop.store(true, Ordering::SeqCst);
-        // Each unblock wakes one worker waiting in `recv`.
-        for _ in 0..self.workers.len() {
-            server.unblock();
-        }
-        // Wait until every worker has exited (the channel disconnects) or the grace runs out.
-        if let Some(exited) = self.exited.take() {
-            let deadline = Instant::now() + SHUTDOWN_GRACE;
-            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-                match exited.recv_timeout(left) {
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                    Err(mpsc::RecvTimeoutError::Timeout) => break,
-                    Ok(()) => {}
-                }
+        // Wake the accept call with a connection of our own; the loop then sees `stop`.
+        let wake = match self.local_addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.local_addr.port())
             }
-        }
-        for worker in self.workers.drain(..) {
-            if worker.is_finished() {
-                let _ = worker.join();
+            IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::new(Ipv6Addr::LOCALHOST.into(), self.local_addr.port())
             }
-            // Otherwise it is still writing to a slow client; it exits (and releases the server)
-            // when that write ends.
+            _ => self.local_addr,
+        };
+        match TcpStream::connect_timeout(&wake, Duration::from_secs(1)) {
+            Ok(_) => {
+                let _ = acceptor.join();
+            }
+            // Cannot wake it: it exits (closing the socket) at its next connection.
+            Err(error) => tracing::warn!(%error, "metrics endpoint: cannot stop the acceptor"),
         }
-        // Dropping the last reference closes the listener (tiny_http wakes its accept thread).
-        drop(server);
     }
 }
 
@@ -190,8 +218,7 @@ impl std::fmt::Debug for MetricsServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetricsServer")
             .field("local_addr", &self.local_addr)
-            .field("workers", &self.workers.len())
-            .field("running", &self.server.is_some())
+            .field("running", &self.acceptor.is_some())
             .finish()
     }
 }
@@ -242,360 +269,300 @@ fn os_reason(error: &io::Error) -> String {
     }
 }
 
-/// One worker: answers requests until [`MetricsServer::shutdown`].
-fn serve(server: &Server, stop: &AtomicBool, registry: &MetricsRegistry) {
+/// Counts a connection as open while it lives.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Accepts connections until `stop`, each served on a thread of its own.
+fn accept_loop(listener: &TcpListener, stop: &AtomicBool, job: &Arc<LiveJob>, limits: Limits) {
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
-        match server.recv() {
-            Ok(request) => {
-                if let Err(error) = respond(request, registry) {
-                    // The client went away; nothing to do.
-                    tracing::debug!(%error, "metrics endpoint: cannot answer");
-                }
-            }
-            Err(_) if stop.load(Ordering::SeqCst) => return,
-            Err(error) => {
-                // tiny_http's accept loop failed (e.g. out of file descriptors) and stopped; the
-                // endpoint cannot accept connections any more. Wait for shutdown.
-                tracing::warn!(%error, "metrics endpoint: cannot accept connections");
-            }
-        }
+        let accepted = listener.accept();
         if stop.load(Ordering::SeqCst) {
             return;
+        }
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors, a connection reset before it was accepted, ...: the
+                // listener itself is fine. Pause briefly so a persistent error does not spin.
+                tracing::debug!(%error, "metrics endpoint: accept failed");
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if open.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
+            let _open = Open(open.clone());
+            // A small answer fits the socket buffer: this write does not block. The short
+            // linger (on this thread: the server is overloaded anyway) reads the request so
+            // that the client sees the answer rather than a reset.
+            let _ = stream.set_write_timeout(Some(REJECT_LINGER));
+            let _ = write_answer(
+                &stream,
+                &Answer::text(503, "too many connections; try again\n"),
+                false,
+            );
+            linger(&stream, REJECT_LINGER);
+            continue;
+        }
+        let guard = Open(open.clone());
+        let job = job.clone();
+        let spawned = thread::Builder::new()
+            .name("http-conn".to_owned())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || {
+                let _guard = guard;
+                if let Err(error) = serve_connection(stream, &job, limits) {
+                    tracing::debug!(%error, "metrics endpoint: connection ended");
+                }
+            });
+        if let Err(error) = spawned {
+            // The closure (and with it the stream and the guard) is dropped: the client sees
+            // its connection closed.
+            tracing::warn!(%error, "metrics endpoint: cannot start a connection thread");
         }
     }
 }
 
-/// What the endpoint answers to `method` on `url`.
+/// A parsed request: what routing needs.
+struct Head {
+    method: String,
+    path: String,
+}
+
+/// Reads one request from `stream`, answers it and closes the connection.
+fn serve_connection(mut stream: TcpStream, job: &LiveJob, limits: Limits) -> io::Result<()> {
+    stream.set_write_timeout(Some(limits.write_timeout))?;
+    let _ = stream.set_nodelay(true);
+    let answer = match read_head(&mut stream, limits.request_deadline)? {
+        Ok(head) => {
+            let answer = respond(&head.method, &head.path, job);
+            write_answer(&stream, &answer, head.method == "HEAD")?;
+            answer
+        }
+        Err(answer) => {
+            write_answer(&stream, &answer, false)?;
+            answer
+        }
+    };
+    tracing::trace!(status = answer.status, "metrics endpoint: answered");
+    linger(&stream, LINGER);
+    Ok(())
+}
+
+/// How long a connection is kept after its answer for the client to close it.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Closes our side and reads (dropping it) what the client still sends until it closes, at
+/// most `time` and [`MAX_DISCARD_BYTES`]: closing a socket with unread data resets the
+/// connection, and a reset can destroy the answer before the client has read it.
+fn linger(mut stream: &TcpStream, time: Duration) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let deadline = Instant::now() + time;
+    let mut buf = [0u8; 4096];
+    let mut read = 0;
+    while read < MAX_DISCARD_BYTES {
+        let Some(left) = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+        else {
+            return;
+        };
+        if stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => read += n,
+        }
+    }
+}
+
+/// Reads the request head within `deadline`. `Ok(Err(answer))` is a bad request answered with
+/// `answer`; `Err` an I/O error or a timeout (the connection is dropped).
+fn read_head(stream: &mut TcpStream, deadline: Duration) -> io::Result<Result<Head, Answer>> {
+    let deadline = Instant::now() + deadline;
+    let mut buf = vec![0u8; MAX_HEAD_BYTES];
+    let mut len = 0;
+    loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "request head too slow"))?;
+        stream.set_read_timeout(Some(left))?;
+        let n = stream.read(&mut buf[len..])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed before a whole request",
+            ));
+        }
+        len += n;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(&buf[..len]) {
+            Ok(httparse::Status::Complete(_)) => {
+                let bad_length = request.headers.iter().any(|h| {
+                    h.name.eq_ignore_ascii_case("content-length")
+                        && std::str::from_utf8(h.value)
+                            .ok()
+                            .and_then(|v| v.trim().parse::<u64>().ok())
+                            .is_none()
+                });
+                if bad_length {
+                    return Ok(Err(Answer::text(
+                        400,
+                        "bad request: Content-Length is not a number\n",
+                    )));
+                }
+                return Ok(Ok(Head {
+                    method: request.method.unwrap_or("").to_owned(),
+                    path: request.path.unwrap_or("").to_owned(),
+                }));
+            }
+            Ok(httparse::Status::Partial) if len == buf.len() => {
+                return Ok(Err(Answer::text(
+                    431,
+                    format!("request head larger than {MAX_HEAD_BYTES} bytes\n"),
+                )))
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(error) => {
+                return Ok(Err(Answer::text(
+                    400,
+                    format!("bad request: {error}; expected an HTTP/1.x request\n"),
+                )))
+            }
+        }
+    }
+}
+
+/// An answer to write.
+struct Answer {
+    status: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+    allow: bool,
+}
+
+impl Answer {
+    fn new(status: u16, content_type: &'static str, body: impl Into<Vec<u8>>) -> Answer {
+        Answer {
+            status,
+            content_type,
+            body: body.into(),
+            allow: false,
+        }
+    }
+
+    fn text(status: u16, body: impl Into<String>) -> Answer {
+        Answer::new(status, PLAIN, body.into())
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+fn write_answer(mut stream: &TcpStream, answer: &Answer, head_only: bool) -> io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        answer.status,
+        reason(answer.status),
+        answer.content_type,
+        answer.body.len()
+    );
+    if answer.allow {
+        out.push_str("Allow: GET, HEAD\r\n");
+    }
+    out.push_str("Cache-Control: no-store\r\n");
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    if !head_only {
+        bytes.extend_from_slice(&answer.body);
+    }
+    stream.write_all(&bytes)?;
+    stream.flush()
+}
+
+/// What the endpoint serves at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resource {
+    Metrics,
+    JobApi,
+    MetricsApi,
+}
+
+/// What the endpoint answers to `method` on `target`.
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
-    Metrics,
+    Serve(Resource),
     MethodNotAllowed,
     NotFound,
 }
 
-fn route(method: &Method, url: &str) -> Route {
-    let path = url.split(['?', '#']).next().unwrap_or("");
-    match (path, method) {
-        (METRICS_PATH, Method::Get | Method::Head) => Route::Metrics,
-        (METRICS_PATH, _) => Route::MethodNotAllowed,
-        _ => Route::NotFound,
-    }
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("constant headers are valid")
-}
-
-fn respond(request: Request, registry: &MetricsRegistry) -> io::Result<()> {
-    const PLAIN: &str = "text/plain; charset=utf-8";
-    let (status, content_type, body, allow) = match route(request.method(), request.url()) {
-        Route::Metrics => match catch_unwind(AssertUnwindSafe(|| render_text(registry))) {
-            Ok(Ok(text)) => (200, CONTENT_TYPE, text, false),
-            Ok(Err(error)) => (
-                500,
-                PLAIN,
-                format!("cannot render the metrics: {error}\n"),
-                false,
-            ),
-            Err(_) => (
-                500,
-                PLAIN,
-                "cannot render the metrics; see the log\n".to_owned(),
-                false,
-            ),
-        },
-        Route::MethodNotAllowed => (
-            405,
-            PLAIN,
-            format!("method not allowed: {METRICS_PATH} answers GET and HEAD\n"),
-            true,
-        ),
-        Route::NotFound => (
-            404,
-            PLAIN,
-            format!("not found: the metrics are at {METRICS_PATH}\n"),
-            false,
-        ),
+fn route(method: &str, target: &str) -> Route {
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    let resource = match path {
+        METRICS_PATH => Resource::Metrics,
+        JOB_API_PATH => Resource::JobApi,
+        METRICS_API_PATH => Resource::MetricsApi,
+        _ => return Route::NotFound,
     };
-    let mut response = Response::from_string(body)
-        .with_status_code(StatusCode(status))
-        .with_header(header("Content-Type", content_type));
-    if allow {
-        response = response.with_header(header("Allow", "GET, HEAD"));
+    match method {
+        "GET" | "HEAD" => Route::Serve(resource),
+        _ => Route::MethodNotAllowed,
     }
-    request.respond(response)
+}
+
+fn respond(method: &str, target: &str, job: &LiveJob) -> Answer {
+    match route(method, target) {
+        Route::Serve(resource) => match catch_unwind(AssertUnwindSafe(|| serve(resource, job))) {
+            Ok(answer) => answer,
+            Err(_) => Answer::text(500, "cannot answer; see the log\n"),
+        },
+        Route::MethodNotAllowed => {
+            let mut answer = Answer::text(
+                405,
+                format!("method not allowed: {method}; this path answers GET and HEAD\n"),
+            );
+            answer.allow = true;
+            answer
+        }
+        Route::NotFound => Answer::text(
+            404,
+            format!(
+                "not found: {target}; this endpoint serves {METRICS_PATH} (Prometheus), \
+                 {JOB_API_PATH} and {METRICS_API_PATH}\n"
+            ),
+        ),
+    }
+}
+
+fn serve(resource: Resource, job: &LiveJob) -> Answer {
+    match resource {
+        Resource::Metrics => match render_text(job.registry()) {
+            Ok(text) => Answer::new(200, CONTENT_TYPE, text),
+            Err(error) => Answer::text(500, format!("cannot render the metrics: {error}\n")),
+        },
+        Resource::JobApi => Answer::new(200, JSON, job.job_json()),
+        Resource::MetricsApi => Answer::new(200, JSON, job.metrics_json()),
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{Read, Write};
-    use std::net::TcpStream;
-    use tidemark_runtime::testing::{CountingSource, DiscardSink, MapOperator};
-    use tidemark_runtime::{run, start, JobConfig, JobGraph, Partitioning};
-
-    const TIMEOUT: Duration = Duration::from_secs(5);
-
-    fn graph(records: u64, parallelism: usize) -> JobGraph {
-        let mut graph = JobGraph::new("endpoint-test");
-        let src = graph
-            .add_source("numbers", parallelism, move |_| {
-                Ok(Box::new(CountingSource::new(records)))
-            })
-            .unwrap();
-        let double = graph
-            .add_operator("double", parallelism, |_| {
-                Ok(Box::new(MapOperator(|v| v * 2.0)))
-            })
-            .unwrap();
-        let sink = graph
-            .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
-            .unwrap();
-        graph.connect(src, double, Partitioning::Rebalance).unwrap();
-        graph
-            .connect(double, sink, Partitioning::Rebalance)
-            .unwrap();
-        graph
-    }
-
-    fn finished_registry() -> Arc<MetricsRegistry> {
-        run(graph(1_000, 1), JobConfig::default()).unwrap().metrics
-    }
-
-    /// A parsed HTTP answer.
-    struct Answer {
-        status: u16,
-        headers: Vec<(String, String)>,
-        body: String,
-    }
-
-    impl Answer {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-    }
-
-    /// Sends `raw` as is, closes the sending side and reads the whole answer.
-    fn exchange(addr: SocketAddr, raw: &str) -> io::Result<String> {
-        let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
-        stream.set_read_timeout(Some(TIMEOUT))?;
-        stream.set_write_timeout(Some(TIMEOUT))?;
-        stream.write_all(raw.as_bytes())?;
-        stream.shutdown(std::net::Shutdown::Write)?;
-        let mut bytes = Vec::new();
-        stream.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    fn request(addr: SocketAddr, method: &str, path: &str) -> Answer {
-        let text = exchange(
-            addr,
-            &format!("{method} {path} HTTP/1.0\r\nHost: test\r\n\r\n"),
-        )
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .expect("a blank line after headers");
-        let mut lines = head.lines();
-        let status_line = lines.next().unwrap();
-        let status = status_line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-            .collect();
-        Answer {
-            status,
-            headers,
-            body: body.to_owned(),
-        }
-    }
-
-    #[test]
-    fn get_metrics_serves_the_text_format() {
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        let addr = server.local_addr();
-        assert_ne!(addr.port(), 0);
-        assert_eq!(server.url(), format!("http://{addr}/metrics"));
-
-        let answer = request(addr, "GET", "/metrics");
-        assert_eq!(answer.status, 200);
-        assert_eq!(answer.header("Content-Type"), Some(CONTENT_TYPE));
-        assert!(answer.body.contains(
-            r#"tidemark_records_in_total{job_name="endpoint-test",operator_id="out",operator_subtask_index="0"} 1000"#
-        ), "{}", answer.body);
-        assert!(answer.body.contains("# TYPE tidemark_job_running gauge"));
-
-        // A query string does not matter.
-        assert_eq!(request(addr, "GET", "/metrics?x=1").status, 200);
-        server.shutdown();
-    }
-
-    #[test]
-    fn head_answers_without_body() {
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        let answer = request(server.local_addr(), "HEAD", "/metrics");
-        assert_eq!(answer.status, 200);
-        assert_eq!(answer.header("Content-Type"), Some(CONTENT_TYPE));
-        assert_eq!(answer.body, "");
-    }
-
-    #[test]
-    fn other_paths_and_methods() {
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        let addr = server.local_addr();
-        for path in ["/other", "/", "/metrics/x", "/metricsx"] {
-            let answer = request(addr, "GET", path);
-            assert_eq!(answer.status, 404, "{path}");
-            assert!(answer.body.contains("/metrics"), "{}", answer.body);
-        }
-        for method in ["POST", "PUT", "DELETE"] {
-            let answer = request(addr, method, "/metrics");
-            assert_eq!(answer.status, 405, "{method}");
-            assert_eq!(answer.header("Allow"), Some("GET, HEAD"));
-        }
-    }
-
-    #[test]
-    fn bad_requests_do_not_stop_the_server() {
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        let addr = server.local_addr();
-        for raw in [
-            "GARBAGE\r\n\r\n",
-            "GET\r\n\r\n",
-            "GET /metrics HTTP/9.9\r\n\r\n",
-            "\u{0}\u{1}\u{2}\r\n\r\n",
-        ] {
-            let answer = exchange(addr, raw).unwrap();
-            assert!(answer.starts_with("HTTP/1.1 400 "), "{raw:?}: {answer:?}");
-        }
-        for raw in [
-            "GET /metrics HTTP/1.0\r\nContent-Length: nope\r\n\r\n",
-            "GET /%ff%fe HTTP/1.0\r\n\r\n",
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nshort",
-            "",
-        ] {
-            // Whatever the answer (or a closed connection), the server lives on.
-            let _ = exchange(addr, raw);
-        }
-        // A client that connects and says nothing holds no worker.
-        let _silent = TcpStream::connect(addr).unwrap();
-        let started = Instant::now();
-        assert_eq!(request(addr, "GET", "/metrics").status, 200);
-        assert!(started.elapsed() < TIMEOUT);
-    }
-
-    #[test]
-    fn address_in_use_is_a_clear_error() {
-        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = taken.local_addr().unwrap().to_string();
-        let err = MetricsServer::start(&addr, finished_registry()).unwrap_err();
-        match &err {
-            EndpointError::Bind { error, .. } => assert_eq!(error.kind(), io::ErrorKind::AddrInUse),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "cannot listen on {addr}: Address already in use; pick another with --metrics-addr"
-            )
-        );
-    }
-
-    #[test]
-    fn invalid_address_is_a_clear_error() {
-        for addr in ["nonsense", "127.0.0.1", "127.0.0.1:99999", ""] {
-            let err = MetricsServer::start(addr, finished_registry()).unwrap_err();
-            assert!(
-                matches!(err, EndpointError::InvalidAddress { .. }),
-                "{addr}: {err:?}"
-            );
-            let text = err.to_string();
-            assert!(
-                text.starts_with(&format!("invalid metrics address \"{addr}\": ")),
-                "{text}"
-            );
-            assert!(
-                text.ends_with("expected host:port, e.g. 127.0.0.1:9249"),
-                "{text}"
-            );
-        }
-    }
-
-    #[test]
-    fn shutdown_is_prompt_and_frees_the_port() {
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        let addr = server.local_addr();
-        assert_eq!(request(addr, "GET", "/metrics").status, 200);
-        let started = Instant::now();
-        server.shutdown();
-        assert!(
-            started.elapsed() < Duration::from_millis(500),
-            "{:?}",
-            started.elapsed()
-        );
-        // The port can be bound again once tiny_http's accept thread has closed it.
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            match TcpListener::bind(addr) {
-                Ok(_) => break,
-                Err(e) if Instant::now() > deadline => panic!("port still taken: {e}"),
-                Err(_) => thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        // Dropping without shutdown stops as well.
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        drop(server);
-    }
-
-    #[test]
-    fn concurrent_scrapes_and_a_slow_client() {
-        let server = MetricsServer::start("127.0.0.1:0", finished_registry()).unwrap();
-        let addr = server.local_addr();
-        // A client that sends a request but never reads its answer.
-        let mut slow = TcpStream::connect(addr).unwrap();
-        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n")
-            .unwrap();
-        let scrapers: Vec<_> = (0..8)
-            .map(|_| thread::spawn(move || request(addr, "GET", "/metrics").status))
-            .collect();
-        for s in scrapers {
-            assert_eq!(s.join().unwrap(), 200);
-        }
-        drop(slow);
-    }
-
-    /// Scrapes answer promptly while the job keeps every core busy.
-    #[test]
-    fn scrapes_are_prompt_while_the_job_saturates_the_cores() {
-        let cores = thread::available_parallelism().map_or(2, |n| n.get());
-        let job = start(graph(u64::MAX, cores), JobConfig::default()).unwrap();
-        let server = MetricsServer::start("127.0.0.1:0", job.metrics().clone()).unwrap();
-        let addr = server.local_addr();
-        thread::sleep(Duration::from_millis(100));
-        let mut slowest = Duration::ZERO;
-        for _ in 0..5 {
-            let started = Instant::now();
-            let answer = request(addr, "GET", "/metrics");
-            slowest = slowest.max(started.elapsed());
-            assert_eq!(answer.status, 200);
-            assert!(answer
-                .body
-                .contains(r#"tidemark_job_running{job_name="endpoint-test"} 1"#));
-            thread::sleep(Duration::from_millis(20));
-        }
-        job.stop();
-        job.wait();
-        server.shutdown();
-        assert!(
-            slowest < Duration::from_secs(2),
-            "slowest scrape {slowest:?}"
-        );
-    }
-}
+mod tests;

@@ -16,7 +16,8 @@
 //! | [`error`] | job-file errors ([`JobFileErrors`](error::JobFileErrors)), exit codes, printing |
 //! | [`args`] | the command line (clap) |
 //! | `app`, `run` | command dispatch, `validate`, `plan`; `run` |
-//! | `report`, `endpoint`, `signals`, `progress`, `suggest` | the final report, `/metrics`, SIGINT/SIGTERM, the status line, "did you mean" |
+//! | `endpoint`, `live` | the HTTP endpoint: `/metrics` and the live view's `/api/v1/job`, `/api/v1/metrics` |
+//! | `report`, `signals`, `progress`, `suggest` | the final report, SIGINT/SIGTERM, the status line, "did you mean" |
 //!
 //! ## Example
 //! ```
@@ -44,6 +45,7 @@ pub mod build;
 mod endpoint;
 pub mod error;
 pub mod jobfile;
+mod live;
 pub mod locate;
 mod progress;
 mod report;

@@ -4,6 +4,7 @@
 use crate::args::RunArgs;
 use crate::endpoint::MetricsServer;
 use crate::error::{JobFailed, RunError, EXIT_OK};
+use crate::live::{settings_json, ComponentInfo, LiveJob, QueueShape};
 use crate::progress::Progress;
 use crate::report::{Report, RunSummary};
 use crate::signals;
@@ -12,6 +13,7 @@ use anyhow::Context as _;
 use std::fs::File;
 use std::io::Write as _;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tidemark_markers::format_duration;
 use tidemark_runtime::{JobHandle, JobOutcome, StartError};
@@ -34,6 +36,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         graph,
         config,
     } = loader.load_file(&args.job)?;
+    let queue = QueueShape {
+        channel_capacity: config.channel_capacity,
+        batch_size: config.batch_size,
+    };
 
     // Fail before the job starts if the report cannot be written or the address is taken.
     let mut report_file = match &args.report_file {
@@ -52,7 +58,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         other => RunError(anyhow::Error::new(other).context("the job could not start")).into(),
     })?;
     let registry = prepared.metrics().clone();
-    let server = MetricsServer::start(&settings.metrics_addr, registry.clone())?;
+    let components: Vec<ComponentInfo> = job
+        .vertices
+        .iter()
+        .map(|v| ComponentInfo {
+            id: v.id.clone(),
+            type_name: v.type_name.clone(),
+            config: serde_json::Value::Object(v.config.clone()),
+        })
+        .collect();
+    let live = Arc::new(LiveJob::new(
+        registry.clone(),
+        prepared.plan(),
+        settings_json(&settings),
+        &components,
+        queue,
+    ));
+    let server = MetricsServer::start(&settings.metrics_addr, live.clone())?;
     let handle = prepared
         .start()
         .map_err(|e| RunError(anyhow::Error::new(e).context("the job could not start")))?;
@@ -72,6 +94,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     );
     let result = handle.wait();
     let ended = SystemTime::now();
+    live.set_outcome(&result.outcome);
 
     let report = Report::collect(
         &result.metrics,

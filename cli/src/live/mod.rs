@@ -1,0 +1,317 @@
+//! The live view's data: what `/api/v1/job` and `/api/v1/metrics` answer, and the page at `/`
+//! (`docs/live-view.md`).
+//!
+//! [`LiveJob`] holds what the endpoint needs about a run: its metrics registry, a description
+//! made once at start (settings in force with secrets redacted, vertices, edges), the job's
+//! state, and a short history of counters from which ratios and rates over the last few seconds
+//! are computed at each request.
+
+mod snapshot;
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::Value;
+use tidemark_runtime::{ExecutionPlan, JobOutcome, MetricsRegistry, Partitioning};
+
+use crate::report::rfc3339;
+use crate::settings::Settings;
+use snapshot::History;
+
+/// What the job file (or a library user) says about one vertex.
+#[derive(Clone, Debug)]
+pub struct ComponentInfo {
+    /// The vertex id.
+    pub id: String,
+    /// The component type (`generator`, `map`, `stdout`, ...).
+    pub type_name: String,
+    /// The component's configuration as written (secrets are redacted before serving).
+    pub config: Value,
+}
+
+/// How the channels are sized, to turn queued records into a fill ratio.
+#[derive(Clone, Copy, Debug)]
+pub struct QueueShape {
+    /// Batches a channel holds.
+    pub channel_capacity: usize,
+    /// Records per batch.
+    pub batch_size: usize,
+}
+
+/// The state of the job as `/api/v1/job` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Still running.
+    Running,
+    /// Every source ended and everything drained.
+    Finished,
+    /// Stopped by `--duration` or a signal.
+    Stopped,
+    /// A task failed.
+    Failed,
+}
+
+/// One vertex in `/api/v1/job`.
+#[derive(Clone, Debug, Serialize)]
+struct VertexInfo {
+    id: String,
+    kind: &'static str,
+    #[serde(rename = "type")]
+    type_name: String,
+    parallelism: usize,
+    task: String,
+    terminal: bool,
+    /// Records each subtask's input channels hold when full; 0 for sources.
+    input_queue_capacity_records: u64,
+    config: Value,
+}
+
+/// One edge in `/api/v1/job`.
+#[derive(Clone, Debug, Serialize)]
+struct EdgeInfo {
+    from: String,
+    to: String,
+    partitioning: &'static str,
+    /// `chained` (a function call inside one task) or `channel` (between tasks).
+    exchange: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct JobJson<'a> {
+    name: &'a str,
+    state: JobState,
+    error: Option<&'a str>,
+    started: String,
+    started_unix_ms: u64,
+    granularity: &'static str,
+    settings: &'a Value,
+    vertices: &'a [VertexInfo],
+    edges: &'a [EdgeInfo],
+}
+
+/// Everything the endpoint serves about one run.
+#[derive(Debug)]
+pub struct LiveJob {
+    registry: Arc<MetricsRegistry>,
+    settings: Value,
+    vertices: Vec<VertexInfo>,
+    edges: Vec<EdgeInfo>,
+    /// Index into `registry.tasks()` of each vertex's task.
+    task_of_vertex: Vec<Option<usize>>,
+    state: Mutex<(JobState, Option<String>)>,
+    history: Mutex<History>,
+}
+
+impl LiveJob {
+    /// Describes the job of `plan`, whose numbers are in `registry`. `settings` are the
+    /// settings in force (secrets are redacted here); `components` give each vertex's type and
+    /// configuration (a vertex missing from it shows its kind as type).
+    pub fn new(
+        registry: Arc<MetricsRegistry>,
+        plan: &ExecutionPlan,
+        settings: Value,
+        components: &[ComponentInfo],
+        queue: QueueShape,
+    ) -> LiveJob {
+        let task_name_of = |index: usize| {
+            plan.tasks
+                .iter()
+                .find(|t| t.vertices.iter().any(|v| v.index() == index))
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        };
+        let parallelism = |index: usize| {
+            registry
+                .vertices()
+                .get(index)
+                .map_or(0, |v| v.subtasks.len())
+        };
+        let mut edges: Vec<(usize, usize, EdgeInfo)> = Vec::new();
+        for e in &plan.edges {
+            edges.push((
+                e.from.index(),
+                e.to.index(),
+                edge(plan, e.from, e.to, e.partitioning, "channel"),
+            ));
+        }
+        for &(from, to, partitioning) in &plan.chained {
+            edges.push((
+                from.index(),
+                to.index(),
+                edge(plan, from, to, partitioning, "chained"),
+            ));
+        }
+        edges.sort_by_key(|(from, to, _)| (*from, *to));
+
+        let channel_records = (queue.channel_capacity.max(1) * queue.batch_size.max(1)) as u64;
+        let vertices = registry
+            .vertices()
+            .iter()
+            .enumerate()
+            .map(|(index, v)| {
+                let component = components.iter().find(|c| c.id == v.id);
+                // Channels into one subtask: one per upstream subtask that can send to it.
+                let channels: u64 = plan
+                    .edges
+                    .iter()
+                    .filter(|e| e.to.index() == index)
+                    .map(|e| match e.partitioning {
+                        Partitioning::Forward => 1,
+                        _ => parallelism(e.from.index()) as u64,
+                    })
+                    .sum();
+                VertexInfo {
+                    id: v.id.clone(),
+                    kind: v.kind.as_str(),
+                    type_name: component
+                        .map_or_else(|| v.kind.as_str().to_owned(), |c| c.type_name.clone()),
+                    parallelism: v.subtasks.len(),
+                    task: task_name_of(index),
+                    terminal: v.terminal,
+                    input_queue_capacity_records: channels * channel_records,
+                    config: component.map_or(Value::Object(Default::default()), |c| {
+                        redact_secrets(c.config.clone())
+                    }),
+                }
+            })
+            .collect::<Vec<_>>();
+        let task_of_vertex = vertices
+            .iter()
+            .map(|v| registry.tasks().iter().position(|t| t.name == v.task))
+            .collect();
+        LiveJob {
+            settings: redact_secrets(settings),
+            vertices,
+            edges: edges.into_iter().map(|(_, _, e)| e).collect(),
+            task_of_vertex,
+            state: Mutex::new((JobState::Running, None)),
+            history: Mutex::new(History::default()),
+            registry,
+        }
+    }
+
+    /// The job's metrics registry.
+    pub fn registry(&self) -> &MetricsRegistry {
+        &self.registry
+    }
+
+    /// Records how the job ended; `/api/v1/job` and `/api/v1/metrics` report it from now on.
+    pub fn set_outcome(&self, outcome: &JobOutcome) {
+        let state = match outcome {
+            JobOutcome::Finished => (JobState::Finished, None),
+            JobOutcome::Stopped => (JobState::Stopped, None),
+            JobOutcome::Failed(failure) => (JobState::Failed, Some(failure.to_string())),
+        };
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    /// The job's state and, when it failed, why.
+    pub fn state(&self) -> (JobState, Option<String>) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The body of `GET /api/v1/job`.
+    pub fn job_json(&self) -> String {
+        let (state, error) = self.state();
+        let started = self.registry.started();
+        let json = JobJson {
+            name: self.registry.job_name(),
+            state,
+            error: error.as_deref(),
+            started: rfc3339(started),
+            started_unix_ms: unix_ms(started),
+            granularity: self.registry.granularity().as_str(),
+            settings: &self.settings,
+            vertices: &self.vertices,
+            edges: &self.edges,
+        };
+        to_json(&json)
+    }
+
+    /// The body of `GET /api/v1/metrics`.
+    pub fn metrics_json(&self) -> String {
+        let snapshot = snapshot::take(self);
+        to_json(&snapshot)
+    }
+}
+
+fn edge(
+    plan: &ExecutionPlan,
+    from: tidemark_runtime::VertexId,
+    to: tidemark_runtime::VertexId,
+    partitioning: Partitioning,
+    exchange: &'static str,
+) -> EdgeInfo {
+    EdgeInfo {
+        from: plan.vertex_id(from).to_owned(),
+        to: plan.vertex_id(to).to_owned(),
+        partitioning: partitioning.as_str(),
+        exchange,
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    // Serializing these types cannot fail: every map key is a string.
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|e| {
+        format!(
+            "{{\"error\": {}}}",
+            Value::String(format!("cannot encode: {e}"))
+        )
+    });
+    text.push('\n');
+    text
+}
+
+/// Milliseconds since the Unix epoch.
+fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Words that make a setting secret wherever they appear in its key (job-file.md).
+const SECRET_WORDS: [&str; 4] = ["password", "secret", "token", "credential"];
+
+/// `value` with every setting whose key holds a secret word replaced by `"***"`, at any depth.
+///
+/// This is the one place the live view redacts; it follows the job file's rule (any key holding
+/// `password`, `secret`, `token` or `credential`, in any case).
+pub fn redact_secrets(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| {
+                    let lower = key.to_ascii_lowercase();
+                    if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
+                        (key, Value::String("***".to_owned()))
+                    } else {
+                        (key, redact_secrets(value))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(redact_secrets).collect()),
+        other => other,
+    }
+}
+
+/// The settings in force as `/api/v1/job` shows them (the same fields as the report's).
+pub fn settings_json(settings: &Settings) -> Value {
+    use tidemark_markers::format_duration;
+    serde_json::json!({
+        "latency_interval": format_duration(settings.latency.interval),
+        "latency_granularity": settings.latency.granularity.as_str(),
+        "latency_history_size": settings.latency.history_size.get(),
+        "buffer_timeout": format_duration(settings.buffer_timeout),
+        "parallelism": settings.parallelism.get(),
+        "chaining": settings.chaining,
+        "e2e_latency_everywhere": settings.e2e_latency_everywhere,
+        "metrics_addr": settings.metrics_addr,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,408 @@
+//! `GET /api/v1/metrics`: a snapshot of the job's numbers, with busy/backpressured/idle ratios
+//! and record rates over the last few seconds.
+//!
+//! The counters only grow, so a ratio over a span is the difference of two readings. Each
+//! request reads the counters and keeps the reading in a short [`History`]; the ratios and rates
+//! compare the reading with the newest one at least [`RATIO_SPAN`] old (or the oldest there is).
+//! The first request gets the ratios and rates over the whole run instead; once the job has
+//! ended, rates are 0 and ratios cover the whole run. Nothing runs between requests.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tidemark_markers::{legacy_quantile, Granularity, LatencyKey};
+use tidemark_runtime::VertexKind;
+
+use super::{unix_ms, JobState, LiveJob};
+use crate::report::rfc3339;
+
+/// The span ratios and rates are computed over.
+pub const RATIO_SPAN: std::time::Duration = std::time::Duration::from_secs(5);
+/// Readings older than this are dropped.
+const KEEP: std::time::Duration = std::time::Duration::from_secs(15);
+/// Readings closer together than this replace each other (many clients polling).
+const MIN_GAP: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Cumulative counters of every vertex subtask at one moment.
+#[derive(Clone, Debug)]
+struct Reading {
+    at: Instant,
+    /// Per vertex, per subtask: records in, records out, busy, backpressured and idle seconds.
+    vertices: Vec<Vec<SubtaskCounters>>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SubtaskCounters {
+    records_in: u64,
+    records_out: u64,
+    busy: f64,
+    backpressured: f64,
+    idle: f64,
+}
+
+/// Recent readings, oldest first.
+#[derive(Debug, Default)]
+pub struct History {
+    readings: VecDeque<Reading>,
+}
+
+impl History {
+    /// Keeps `now` and returns the reading to compare it with, if any.
+    fn push(&mut self, now: Reading) -> Option<Reading> {
+        while self
+            .readings
+            .front()
+            .is_some_and(|r| now.at.duration_since(r.at) > KEEP)
+        {
+            self.readings.pop_front();
+        }
+        let base = self
+            .readings
+            .iter()
+            .rev()
+            .find(|r| now.at.duration_since(r.at) >= RATIO_SPAN)
+            .or_else(|| self.readings.front())
+            .cloned();
+        if self
+            .readings
+            .back()
+            .is_some_and(|r| now.at.duration_since(r.at) < MIN_GAP)
+        {
+            self.readings.pop_back();
+        }
+        self.readings.push_back(now);
+        base
+    }
+}
+
+/// Window statistics, in seconds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Quantiles {
+    /// Samples recorded since the start (not only those in the window).
+    count: u64,
+    p50_seconds: f64,
+    p99_seconds: f64,
+    max_seconds: f64,
+}
+
+impl Quantiles {
+    /// Statistics of `samples` (nanoseconds; sorted here); `None` when there are none.
+    fn of(mut samples: Vec<f64>, count: u64) -> Option<Quantiles> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable_by(f64::total_cmp);
+        let s = |ns: f64| ns / 1e9;
+        Some(Quantiles {
+            count,
+            p50_seconds: s(legacy_quantile(&samples, 0.5)),
+            p99_seconds: s(legacy_quantile(&samples, 0.99)),
+            max_seconds: s(*samples.last().unwrap_or(&f64::NAN)),
+        })
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Snapshot<'a> {
+    job: &'a str,
+    state: JobState,
+    time: String,
+    time_unix_ms: u64,
+    uptime_seconds: f64,
+    /// The span the ratios and rates cover; 0 when they cover the whole run.
+    span_seconds: f64,
+    granularity: &'static str,
+    vertices: Vec<VertexSnapshot>,
+    latency: Vec<LatencyEntry>,
+}
+
+#[derive(Debug, Serialize)]
+struct VertexSnapshot {
+    id: String,
+    kind: &'static str,
+    terminal: bool,
+    records_in: u64,
+    records_out: u64,
+    records_in_per_second: f64,
+    records_out_per_second: f64,
+    /// The largest busy ratio of its subtasks.
+    busy_max: f64,
+    /// The largest backpressured ratio of its subtasks.
+    backpressured_max: f64,
+    input_queue_records: i64,
+    /// The largest input queue fill (0 to 1) of its subtasks.
+    input_queue_fill_max: f64,
+    /// Sum over subtasks of the known lags; `null` when none is known.
+    lag_records: Option<i64>,
+    lag_bytes: Option<i64>,
+    /// The largest watermark lag of its subtasks; `null` where no watermark flows.
+    watermark_lag_seconds: Option<f64>,
+    /// Marker latency at this vertex, every key's window pooled.
+    marker_latency: Option<Quantiles>,
+    /// Record end-to-end latency at this vertex, every subtask's window pooled.
+    e2e_latency: Option<Quantiles>,
+    subtasks: Vec<SubtaskSnapshot>,
+}
+
+#[derive(Debug, Serialize)]
+struct SubtaskSnapshot {
+    index: usize,
+    records_in: u64,
+    records_out: u64,
+    records_in_per_second: f64,
+    records_out_per_second: f64,
+    busy: f64,
+    backpressured: f64,
+    idle: f64,
+    input_queue_records: i64,
+    input_queue_fill: f64,
+    lag_records: Option<i64>,
+    lag_bytes: Option<i64>,
+    watermark_unix_ms: Option<i64>,
+    watermark_lag_seconds: Option<f64>,
+    marker_latency: Option<Quantiles>,
+    e2e_latency: Option<Quantiles>,
+}
+
+/// One latency key of one operator subtask, labelled as in `/metrics`.
+#[derive(Debug, Serialize)]
+struct LatencyEntry {
+    labels: BTreeMap<&'static str, String>,
+    #[serde(flatten)]
+    quantiles: Quantiles,
+}
+
+fn read_counters(job: &LiveJob, at: Instant) -> Reading {
+    let registry = job.registry();
+    let vertices = registry
+        .vertices()
+        .iter()
+        .enumerate()
+        .map(|(v, vertex)| {
+            let task = job.task_of_vertex[v].and_then(|t| registry.tasks().get(t));
+            vertex
+                .subtasks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let times = task.and_then(|t| t.subtasks.get(i));
+                    SubtaskCounters {
+                        records_in: s.records_in(),
+                        records_out: s.records_out(),
+                        busy: times.map_or(0.0, |t| t.busy_seconds()),
+                        backpressured: times.map_or(0.0, |t| t.backpressured_seconds()),
+                        idle: times.map_or(0.0, |t| t.idle_seconds()),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Reading { at, vertices }
+}
+
+/// Ratios of busy, backpressured and idle time between two readings of one subtask.
+fn ratios(now: &SubtaskCounters, base: Option<&SubtaskCounters>) -> (f64, f64, f64) {
+    let of = |busy: f64, bp: f64, idle: f64| {
+        let total = busy + bp + idle;
+        (total > 0.0).then(|| (busy / total, bp / total, idle / total))
+    };
+    base.and_then(|b| {
+        of(
+            now.busy - b.busy,
+            now.backpressured - b.backpressured,
+            now.idle - b.idle,
+        )
+    })
+    .or_else(|| of(now.busy, now.backpressured, now.idle))
+    .unwrap_or((0.0, 0.0, 0.0))
+}
+
+fn known(value: i64) -> Option<i64> {
+    (value >= 0).then_some(value)
+}
+
+/// The labels of a latency key at an operator subtask, as `/metrics` has them.
+fn key_labels(
+    job: &LiveJob,
+    granularity: Granularity,
+    key: &LatencyKey,
+    operator: &str,
+    subtask: usize,
+) -> BTreeMap<&'static str, String> {
+    let mut labels = BTreeMap::new();
+    if granularity != Granularity::Single {
+        if let Some(source) = key.source_id {
+            labels.insert("source_id", job.registry().vertex_id(source).to_owned());
+        }
+    }
+    if granularity == Granularity::Subtask {
+        if let Some(s) = key.source_subtask {
+            labels.insert("source_subtask_index", s.to_string());
+        }
+    }
+    labels.insert("operator_id", operator.to_owned());
+    labels.insert("operator_subtask_index", subtask.to_string());
+    labels
+}
+
+/// Reads the job's numbers now.
+pub fn take(job: &LiveJob) -> Snapshot<'_> {
+    let registry = job.registry();
+    let now_instant = Instant::now();
+    let now = SystemTime::now();
+    let now_nanos = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    let reading = read_counters(job, now_instant);
+    let base = job
+        .history
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(reading.clone());
+    let (state, _) = job.state();
+    // Once the job has ended nothing moves: rates are 0 and ratios cover the whole run.
+    let ended = state != JobState::Running || !registry.is_running();
+    let base = if ended { None } else { base };
+    let uptime = now
+        .duration_since(registry.started())
+        .unwrap_or_default()
+        .as_secs_f64();
+    let span = base
+        .as_ref()
+        .map_or(0.0, |b| now_instant.duration_since(b.at).as_secs_f64());
+    let granularity = registry.granularity();
+
+    let mut latency = Vec::new();
+    let mut vertices = Vec::with_capacity(registry.vertices().len());
+    for (v, vertex) in registry.vertices().iter().enumerate() {
+        let info = &job.vertices[v];
+        let capacity = info.input_queue_capacity_records;
+        let mut subtasks = Vec::with_capacity(vertex.subtasks.len());
+        let mut vertex_markers = Vec::new();
+        let mut vertex_marker_count = 0;
+        let mut vertex_e2e = Vec::new();
+        let mut vertex_e2e_count = 0;
+        for (i, s) in vertex.subtasks.iter().enumerate() {
+            let counters = &reading.vertices[v][i];
+            let base_counters = base.as_ref().and_then(|b| b.vertices[v].get(i));
+            let (busy, backpressured, idle) = ratios(counters, base_counters);
+            let rate = |now: u64, then: Option<u64>| match then {
+                _ if ended => 0.0,
+                Some(then) if span > 0.0 => now.saturating_sub(then) as f64 / span,
+                _ if uptime > 0.0 => now as f64 / uptime,
+                _ => 0.0,
+            };
+            let queued = s.input_queue_records();
+            let watermark = s.watermark();
+            let watermark = (watermark != i64::MIN).then_some(watermark);
+
+            // Copy the windows under the locks; sort after releasing them.
+            let keys: Vec<(LatencyKey, Vec<f64>, u64)> = s
+                .latency()
+                .iter()
+                .map(|(key, stats)| {
+                    let samples = stats.window().samples().map(|ns| ns as f64).collect();
+                    (*key, samples, stats.count())
+                })
+                .collect();
+            let e2e: Option<(Vec<f64>, u64)> = s.e2e_latency().as_ref().map(|stats| {
+                (
+                    stats.window().samples().map(|ns| ns as f64).collect(),
+                    stats.count(),
+                )
+            });
+
+            let mut subtask_markers = Vec::new();
+            let mut subtask_marker_count = 0;
+            for (key, samples, count) in keys {
+                subtask_markers.extend_from_slice(&samples);
+                subtask_marker_count += count;
+                if let Some(quantiles) = Quantiles::of(samples, count) {
+                    latency.push(LatencyEntry {
+                        labels: key_labels(job, granularity, &key, &vertex.id, i),
+                        quantiles,
+                    });
+                }
+            }
+            vertex_markers.extend_from_slice(&subtask_markers);
+            vertex_marker_count += subtask_marker_count;
+            let e2e = e2e.and_then(|(samples, count)| {
+                vertex_e2e.extend_from_slice(&samples);
+                vertex_e2e_count += count;
+                Quantiles::of(samples, count)
+            });
+
+            subtasks.push(SubtaskSnapshot {
+                index: i,
+                records_in: counters.records_in,
+                records_out: counters.records_out,
+                records_in_per_second: rate(
+                    counters.records_in,
+                    base_counters.map(|b| b.records_in),
+                ),
+                records_out_per_second: rate(
+                    counters.records_out,
+                    base_counters.map(|b| b.records_out),
+                ),
+                busy,
+                backpressured,
+                idle,
+                input_queue_records: queued,
+                input_queue_fill: if capacity > 0 {
+                    (queued as f64 / capacity as f64).min(1.0)
+                } else {
+                    0.0
+                },
+                lag_records: known(s.lag_records()),
+                lag_bytes: known(s.lag_bytes()),
+                watermark_unix_ms: watermark.map(|w| w.div_euclid(1_000_000)),
+                watermark_lag_seconds: watermark.map(|w| now_nanos.saturating_sub(w) as f64 / 1e9),
+                marker_latency: Quantiles::of(subtask_markers, subtask_marker_count),
+                e2e_latency: e2e,
+            });
+        }
+        let sum_known = |f: fn(&SubtaskSnapshot) -> Option<i64>| {
+            let known: Vec<i64> = subtasks.iter().filter_map(f).collect();
+            (!known.is_empty()).then(|| known.iter().sum())
+        };
+        let max = |f: fn(&SubtaskSnapshot) -> f64| subtasks.iter().map(f).fold(0.0, f64::max);
+        vertices.push(VertexSnapshot {
+            id: vertex.id.clone(),
+            kind: vertex.kind.as_str(),
+            terminal: vertex.terminal,
+            records_in: subtasks.iter().map(|s| s.records_in).sum(),
+            records_out: subtasks.iter().map(|s| s.records_out).sum(),
+            records_in_per_second: subtasks.iter().map(|s| s.records_in_per_second).sum(),
+            records_out_per_second: subtasks.iter().map(|s| s.records_out_per_second).sum(),
+            busy_max: max(|s| s.busy),
+            backpressured_max: max(|s| s.backpressured),
+            input_queue_records: subtasks.iter().map(|s| s.input_queue_records).sum(),
+            input_queue_fill_max: if vertex.kind == VertexKind::Source {
+                0.0
+            } else {
+                max(|s| s.input_queue_fill)
+            },
+            lag_records: sum_known(|s| s.lag_records),
+            lag_bytes: sum_known(|s| s.lag_bytes),
+            watermark_lag_seconds: subtasks
+                .iter()
+                .filter_map(|s| s.watermark_lag_seconds)
+                .reduce(f64::max),
+            marker_latency: Quantiles::of(vertex_markers, vertex_marker_count),
+            e2e_latency: Quantiles::of(vertex_e2e, vertex_e2e_count),
+            subtasks,
+        });
+    }
+    Snapshot {
+        job: registry.job_name(),
+        state,
+        time: rfc3339(now),
+        time_unix_ms: unix_ms(now),
+        uptime_seconds: uptime,
+        span_seconds: span,
+        granularity: granularity.as_str(),
+        vertices,
+        latency,
+    }
+}

@@ -1,0 +1,275 @@
+use super::*;
+use serde_json::json;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+use tidemark_markers::{Granularity, LatencyConfig};
+use tidemark_runtime::testing::{CountingSource, DiscardSink, MapOperator};
+use tidemark_runtime::{run, start, JobConfig, JobGraph};
+
+/// numbers (source, p=2) -forward-> double (p=2) -rebalance-> out (sink, p=1); `numbers` and
+/// `double` chain into one task.
+fn graph(records: u64) -> JobGraph {
+    let mut graph = JobGraph::new("live-test");
+    let src = graph
+        .add_source("numbers", 2, move |_| {
+            Ok(Box::new(CountingSource::new(records)))
+        })
+        .unwrap();
+    let double = graph
+        .add_operator("double", 2, |_| Ok(Box::new(MapOperator(|v| v * 2.0))))
+        .unwrap();
+    let sink = graph
+        .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
+        .unwrap();
+    graph.connect(src, double, Partitioning::Forward).unwrap();
+    graph
+        .connect(double, sink, Partitioning::Rebalance)
+        .unwrap();
+    graph
+}
+
+fn config(granularity: Granularity) -> JobConfig {
+    JobConfig {
+        latency: LatencyConfig {
+            interval: Duration::from_millis(1),
+            granularity,
+            history_size: NonZeroUsize::new(128).unwrap(),
+        },
+        ..JobConfig::default()
+    }
+}
+
+fn components() -> Vec<ComponentInfo> {
+    vec![
+        ComponentInfo {
+            id: "numbers".to_owned(),
+            type_name: "generator".to_owned(),
+            config: json!({"count": 5, "auth": {"sasl.password": "pw", "user": "me"}}),
+        },
+        ComponentInfo {
+            id: "double".to_owned(),
+            type_name: "map".to_owned(),
+            config: json!({"set": {"v": "v * 2"}}),
+        },
+    ]
+}
+
+fn live(registry: Arc<MetricsRegistry>, plan: &ExecutionPlan) -> LiveJob {
+    LiveJob::new(
+        registry,
+        plan,
+        json!({"parallelism": 2, "kafka_token": "t0ken"}),
+        &components(),
+        QueueShape {
+            channel_capacity: 8,
+            batch_size: 1024,
+        },
+    )
+}
+
+fn finished(records: u64, granularity: Granularity) -> LiveJob {
+    let g = graph(records);
+    let plan = ExecutionPlan::new(&g, true).unwrap();
+    let result = run(g, config(granularity)).unwrap();
+    let job = live(result.metrics, &plan);
+    job.set_outcome(&result.outcome);
+    job
+}
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn job_json_describes_vertices_edges_and_settings() {
+    let job = finished(1_000, Granularity::Operator);
+    let json = parse(&job.job_json());
+    assert_eq!(json["name"], "live-test");
+    assert_eq!(json["state"], "finished");
+    assert_eq!(json["error"], Value::Null);
+    assert_eq!(json["granularity"], "operator");
+    assert!(json["started"].as_str().unwrap().ends_with('Z'));
+    assert!(json["started_unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
+    assert_eq!(
+        json["settings"],
+        json!({"parallelism": 2, "kafka_token": "***"})
+    );
+    assert_eq!(
+        json["vertices"],
+        json!([
+            {"id": "numbers", "kind": "source", "type": "generator", "parallelism": 2,
+             "task": "numbers+double", "terminal": false, "input_queue_capacity_records": 0,
+             "config": {"count": 5, "auth": {"sasl.password": "***", "user": "me"}}},
+            {"id": "double", "kind": "operator", "type": "map", "parallelism": 2,
+             "task": "numbers+double", "terminal": false, "input_queue_capacity_records": 0,
+             "config": {"set": {"v": "v * 2"}}},
+            // Two upstream subtasks, each a channel of 8 batches of 1024 records.
+            {"id": "out", "kind": "sink", "type": "sink", "parallelism": 1,
+             "task": "out", "terminal": true, "input_queue_capacity_records": 16384,
+             "config": {}},
+        ])
+    );
+    assert_eq!(
+        json["edges"],
+        json!([
+            {"from": "numbers", "to": "double", "partitioning": "forward", "exchange": "chained"},
+            {"from": "double", "to": "out", "partitioning": "rebalance", "exchange": "channel"},
+        ])
+    );
+}
+
+#[test]
+fn metrics_json_has_counts_ratios_and_latency() {
+    let job = finished(20_000, Granularity::Subtask);
+    let json = parse(&job.metrics_json());
+    assert_eq!(json["job"], "live-test");
+    assert_eq!(json["state"], "finished");
+    assert_eq!(json["granularity"], "subtask");
+    let vertices = json["vertices"].as_array().unwrap();
+    let ids: Vec<&str> = vertices.iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["numbers", "double", "out"]);
+    let out = &vertices[2];
+    // Every record reached the sink: 2 source subtasks × 20 000.
+    assert_eq!(out["records_in"], 40_000);
+    assert_eq!(vertices[0]["records_out"], 40_000);
+    assert_eq!(vertices[0]["subtasks"].as_array().unwrap().len(), 2);
+    for v in vertices {
+        for s in v["subtasks"].as_array().unwrap() {
+            let (b, p, i) = (
+                s["busy"].as_f64().unwrap(),
+                s["backpressured"].as_f64().unwrap(),
+                s["idle"].as_f64().unwrap(),
+            );
+            for r in [b, p, i] {
+                assert!((0.0..=1.0).contains(&r), "{s}");
+            }
+            // Every task spent some time, so the three ratios cover it.
+            assert!((b + p + i - 1.0).abs() < 1e-9, "{s}");
+        }
+        assert!(v["busy_max"].as_f64().unwrap() >= 0.0);
+    }
+    // The counting source does not know its lag.
+    assert_eq!(vertices[0]["lag_records"], Value::Null, "{}", vertices[0]);
+    // The sink is terminal and records e2e latency; markers reached it.
+    assert_eq!(out["terminal"], true);
+    let e2e = &out["e2e_latency"];
+    assert_eq!(e2e["count"], 40_000, "{out}");
+    assert!(e2e["p50_seconds"].as_f64().unwrap() <= e2e["p99_seconds"].as_f64().unwrap());
+    assert!(e2e["p99_seconds"].as_f64().unwrap() <= e2e["max_seconds"].as_f64().unwrap());
+    assert!(
+        out["marker_latency"]["count"].as_u64().unwrap() > 0,
+        "{out}"
+    );
+    assert!(out["subtasks"][0]["input_queue_fill"].as_f64().unwrap() >= 0.0);
+
+    // Latency keys carry the labels /metrics has at subtask granularity.
+    let latency = json["latency"].as_array().unwrap();
+    assert!(!latency.is_empty());
+    for entry in latency {
+        let labels = entry["labels"].as_object().unwrap();
+        let names: Vec<&str> = labels.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "operator_id",
+                "operator_subtask_index",
+                "source_id",
+                "source_subtask_index"
+            ],
+            "{entry}"
+        );
+        assert_eq!(labels["source_id"], "numbers");
+        assert!(entry["count"].as_u64().unwrap() > 0);
+        assert!(entry["p99_seconds"].as_f64().unwrap() <= entry["max_seconds"].as_f64().unwrap());
+    }
+    // Both source subtasks' markers reached the sink.
+    let at_sink: Vec<&str> = latency
+        .iter()
+        .filter(|e| e["labels"]["operator_id"] == "out")
+        .map(|e| e["labels"]["source_subtask_index"].as_str().unwrap())
+        .collect();
+    assert_eq!(at_sink, ["0", "1"]);
+}
+
+#[test]
+fn latency_labels_follow_the_granularity() {
+    let names = |g: Granularity| -> Vec<String> {
+        let json = parse(&finished(5_000, g).metrics_json());
+        let entry = json["latency"][0].clone();
+        entry["labels"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        names(Granularity::Single),
+        ["operator_id", "operator_subtask_index"]
+    );
+    assert_eq!(
+        names(Granularity::Operator),
+        ["operator_id", "operator_subtask_index", "source_id"]
+    );
+}
+
+#[test]
+fn a_failed_job_says_why() {
+    let job = finished(10, Granularity::Operator);
+    job.set_outcome(&JobOutcome::Stopped);
+    assert_eq!(parse(&job.job_json())["state"], "stopped");
+    assert_eq!(job.state(), (JobState::Stopped, None));
+}
+
+/// While the job runs, records flow between two snapshots and the rates say so; ratios cover
+/// the span between them.
+#[test]
+fn rates_and_ratios_cover_the_last_seconds() {
+    let g = graph(u64::MAX);
+    let plan = ExecutionPlan::new(&g, true).unwrap();
+    let handle = start(g, config(Granularity::Operator)).unwrap();
+    let job = live(handle.metrics().clone(), &plan);
+    assert_eq!(parse(&job.job_json())["state"], "running");
+    let first = parse(&job.metrics_json());
+    assert_eq!(first["state"], "running");
+    // The first snapshot has nothing to compare with: ratios and rates over the whole run.
+    assert_eq!(first["span_seconds"], 0.0);
+    std::thread::sleep(Duration::from_millis(300));
+    let second = parse(&job.metrics_json());
+    handle.stop();
+    let result = handle.wait();
+    job.set_outcome(&result.outcome);
+
+    assert!(
+        second["span_seconds"].as_f64().unwrap() > 0.0,
+        "{}",
+        second["span_seconds"]
+    );
+    let sink = &second["vertices"][2];
+    assert!(sink["records_in"].as_u64() > first["vertices"][2]["records_in"].as_u64());
+    assert!(
+        sink["records_in_per_second"].as_f64().unwrap() > 0.0,
+        "{sink}"
+    );
+    let after = parse(&job.metrics_json());
+    assert_eq!(after["state"], "stopped");
+}
+
+#[test]
+fn redaction_reaches_every_depth_and_any_case() {
+    let v = redact_secrets(json!({
+        "Password": "a",
+        "list": [{"clientSecret": "b"}, {"fine": 1}],
+        "nested": {"refresh_token_file": "c", "credentials": {"x": 1}},
+        "plain": "d",
+    }));
+    assert_eq!(
+        v,
+        json!({
+            "Password": "***",
+            "list": [{"clientSecret": "***"}, {"fine": 1}],
+            "nested": {"refresh_token_file": "***", "credentials": "***"},
+            "plain": "d",
+        })
+    );
+}

@@ -1,0 +1,184 @@
+//! The live view's JSON API on a real run (`docs/live-view.md`): `/api/v1/job` and
+//! `/api/v1/metrics` while the job runs and after it has ended, and an endpoint that keeps
+//! answering while 50 connections stall half-way through a request and 50 never read.
+#![cfg(unix)]
+
+mod common;
+
+use common::{http, Proc, TempDir};
+use serde_json::Value;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpStream};
+
+const JOB: &str = "name: live
+parallelism: 2
+latency:
+  interval: 5ms
+  granularity: subtask
+sources:
+  gen:
+    type: generator
+    rate: 20000
+    keys: 100
+operators:
+  work:
+    type: map
+    input: gen
+    scale: 2
+  total:
+    type: reduce
+    input: work
+    partition: hash
+    aggregate: sum
+sinks:
+  out:
+    type: discard
+    input: total
+";
+
+fn json(addr: SocketAddr, path: &str) -> Value {
+    let response = http(addr, "GET", path);
+    assert_eq!(response.status, 200, "GET {path}: {}", response.body);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    serde_json::from_str(&response.body).unwrap_or_else(|e| panic!("{e}: {}", response.body))
+}
+
+fn vertex<'a>(metrics: &'a Value, id: &str) -> &'a Value {
+    metrics["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == id)
+        .unwrap_or_else(|| panic!("no vertex {id} in {metrics}"))
+}
+
+#[test]
+fn job_and_metrics_while_running_and_after() {
+    let dir = TempDir::new("live-api");
+    dir.write("job.yaml", JOB);
+    let mut proc = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            "job.yaml",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--duration",
+            "3s",
+            "--linger",
+            common::LINGER,
+        ],
+    );
+    let addr = proc.metrics_addr();
+
+    let job = json(addr, "/api/v1/job");
+    assert_eq!(job["name"], "live");
+    assert_eq!(job["state"], "running");
+    assert_eq!(job["granularity"], "subtask");
+    assert_eq!(job["settings"]["parallelism"], 2);
+    assert_eq!(job["settings"]["latency_interval"], "5ms");
+    let vertices: Vec<(String, String, String, u64)> = job["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_owned(),
+                v["kind"].as_str().unwrap().to_owned(),
+                v["type"].as_str().unwrap().to_owned(),
+                v["parallelism"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("gen", "source", "generator", 2),
+        ("work", "operator", "map", 2),
+        ("total", "operator", "reduce", 2),
+        ("out", "sink", "discard", 2),
+    ];
+    assert_eq!(
+        vertices,
+        expected.map(|(a, b, c, d)| (a.to_owned(), b.to_owned(), c.to_owned(), d))
+    );
+    assert_eq!(job["vertices"][0]["task"], "gen+work");
+    assert_eq!(job["vertices"][0]["config"]["rate"], 20000);
+    let edges: Vec<String> = job["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}>{} {} {}",
+                e["from"], e["to"], e["partitioning"], e["exchange"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        edges,
+        [
+            r#""gen">"work" "forward" "chained""#,
+            r#""work">"total" "hash" "channel""#,
+            r#""total">"out" "forward" "chained""#,
+        ]
+    );
+
+    // Two looks while records flow: the counts grow; the generator's lag is known.
+    let first = json(addr, "/api/v1/metrics");
+    let mut second = json(addr, "/api/v1/metrics");
+    while vertex(&second, "out")["records_in"] == vertex(&first, "out")["records_in"] {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        second = json(addr, "/api/v1/metrics");
+    }
+    assert_eq!(second["state"], "running");
+    assert!(vertex(&second, "gen")["lag_records"].is_i64(), "{second}");
+
+    // 50 connections stalled half-way through a request and 50 that never read their answer:
+    // a scrape and both API calls still complete (the client's timeout only guards a hang).
+    let mut held: Vec<TcpStream> = Vec::new();
+    for _ in 0..50 {
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        held.push(half);
+        let mut deaf = TcpStream::connect(addr).unwrap();
+        deaf.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        held.push(deaf);
+    }
+    for _ in 0..5 {
+        assert_eq!(http(addr, "GET", "/metrics").status, 200);
+        assert_eq!(json(addr, "/api/v1/metrics")["job"], "live");
+        assert_eq!(json(addr, "/api/v1/job")["name"], "live");
+    }
+    drop(held);
+
+    // After --duration the job is stopped; the numbers are final.
+    proc.wait_lingering();
+    let job = json(addr, "/api/v1/job");
+    assert_eq!(job["state"], "stopped", "{job}");
+    let a = json(addr, "/api/v1/metrics");
+    let b = json(addr, "/api/v1/metrics");
+    assert_eq!(a["state"], "stopped");
+    assert_eq!(
+        vertex(&a, "out")["records_in"],
+        vertex(&b, "out")["records_in"]
+    );
+    assert_eq!(vertex(&b, "out")["records_in_per_second"], 0.0);
+    let sink_e2e = &vertex(&b, "out")["e2e_latency"];
+    assert!(sink_e2e["p99_seconds"].as_f64().is_some(), "{b}");
+    assert!(
+        b["latency"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["labels"]["operator_id"] == "out"
+                && e["labels"]["source_subtask_index"] == "1")
+    );
+
+    // Bad requests get clear answers.
+    assert_eq!(http(addr, "GET", "/api/v1/nope").status, 404);
+    let post = http(addr, "POST", "/api/v1/job");
+    assert_eq!(post.status, 405);
+    assert_eq!(post.header("allow"), Some("GET, HEAD"));
+    proc.end_lingering();
+}
