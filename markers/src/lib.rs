@@ -79,4 +79,6 @@ pub use granularity::{Granularity, LatencyKey};
 pub use histogram::{HistogramAddError, LatencyHistogram};
 pub use marker::LatencyMarker;
 pub use stats::{LatencyStats, LatencyTracker};
-pub use window::{legacy_quantile, SlidingWindow, WindowStats, MARKER_QUANTILES};
+pub use window::{
+    legacy_quantile, round_significant, SlidingWindow, WindowStats, MARKER_QUANTILES,
+};

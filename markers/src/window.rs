@@ -9,6 +9,28 @@ pub const MARKER_QUANTILES: [f64; 6] = [0.5, 0.75, 0.95, 0.98, 0.99, 0.999];
 /// history grows while it fills for the first time, then never allocates again.
 const PREALLOCATED_SAMPLES_MAX: usize = 1 << 16;
 
+/// `v` rounded to `digits` significant digits (1 to 17), so that interpolated quantiles and
+/// means print as `0.0000018625`, not `0.0000018624999999999997` (floating-point noise from
+/// dividing nanoseconds). NaN and infinities pass through; 0 stays 0.
+///
+/// ```
+/// use tidemark_markers::round_significant;
+///
+/// assert_eq!(round_significant(1862.4999999999998e-9, 9).to_string(), "0.0000018625");
+/// assert_eq!(round_significant(0.004427419999999993, 6), 0.00442742);
+/// assert_eq!(round_significant(123_456.7, 3), 123_000.0);
+/// assert!(round_significant(f64::NAN, 6).is_nan());
+/// ```
+pub fn round_significant(v: f64, digits: u32) -> f64 {
+    if !v.is_finite() || v == 0.0 {
+        return v;
+    }
+    let digits = digits.clamp(1, 17) as usize;
+    // Decimal scientific notation rounds correctly; parsing gives the nearest f64, whose
+    // shortest representation is the rounded decimal.
+    format!("{v:.*e}", digits - 1).parse().unwrap_or(v)
+}
+
 /// Estimates quantile `p` of `sorted` the way Apache Commons Math's "legacy" estimation does
 /// (what Flink reports), exactly as rule 16 states.
 ///

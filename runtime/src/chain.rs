@@ -3,11 +3,13 @@
 
 use crate::batch::Event;
 use crate::channel::{Aborted, SendContext};
-use crate::component::{BoxError, Operator, Sink};
-use crate::metrics::SubtaskMetrics;
+use crate::component::{BoxError, Operator, OutputClosed, Sink};
+use crate::metrics::{DropReason, SubtaskMetrics};
 use crate::output::Output;
 use crate::partitioner::Router;
 use crate::record::Record;
+use crate::task::JobFlags;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use tidemark_markers::{Clock, LatencyMarker};
@@ -44,6 +46,10 @@ pub(crate) struct ChainNode {
     records_out: u64,
     /// Records end-to-end latency here (terminal vertices, or all with the option).
     e2e: bool,
+    /// A sink whose output was closed (a broken pipe): it writes nothing more.
+    output_closed: bool,
+    /// Records a sink got after its output was closed (or in the batch that found it closed).
+    dropped_output_closed: u64,
 }
 
 impl ChainNode {
@@ -62,6 +68,8 @@ impl ChainNode {
             records_in: 0,
             records_out: 0,
             e2e,
+            output_closed: false,
+            dropped_output_closed: 0,
         }
     }
 }
@@ -71,6 +79,8 @@ pub(crate) struct Chain {
     pub(crate) nodes: Vec<ChainNode>,
     pub(crate) router: Option<Router>,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The job's flags: a sink whose output closed asks the job to stop.
+    flags: Arc<JobFlags>,
     /// Wall clock of the current batch, for end-to-end latency.
     batch_now: i64,
     /// The vertex whose code runs now, to name the culprit of a panic.
@@ -82,11 +92,13 @@ impl Chain {
         nodes: Vec<ChainNode>,
         router: Option<Router>,
         clock: Arc<dyn Clock>,
+        flags: Arc<JobFlags>,
     ) -> Self {
         Chain {
             nodes,
             router,
             clock,
+            flags,
             batch_now: 0,
             current_vertex: usize::MAX,
         }
@@ -128,7 +140,20 @@ impl Chain {
         node.records_in += input.len() as u64;
         let result = match &mut node.kind {
             NodeKind::Operator(op) => op.process_batch(input, &mut node.out),
-            NodeKind::Sink(sink) => sink.write_batch(input),
+            NodeKind::Sink(_) if node.output_closed => {
+                node.dropped_output_closed += input.len() as u64;
+                Ok(())
+            }
+            NodeKind::Sink(sink) => match sink.write_batch(input) {
+                Err(error) if OutputClosed::is_output_closed(error.as_ref()) => {
+                    // As ripgrep on a broken pipe: stop the job cleanly, write nothing more.
+                    node.output_closed = true;
+                    node.dropped_output_closed += input.len() as u64;
+                    self.flags.stop.store(true, Ordering::Relaxed);
+                    Ok(())
+                }
+                other => other,
+            },
         };
         result.map_err(|error| ChainError::User {
             node: Some(i),
@@ -242,7 +267,14 @@ impl Chain {
     ) -> Result<(), ChainError> {
         self.each_node(cx, |node| match &mut node.kind {
             NodeKind::Operator(op) => op.finish(now_nanos, &mut node.out),
-            NodeKind::Sink(sink) => sink.finish(),
+            NodeKind::Sink(_) if node.output_closed => Ok(()),
+            NodeKind::Sink(sink) => match sink.finish() {
+                Err(error) if OutputClosed::is_output_closed(error.as_ref()) => {
+                    node.output_closed = true;
+                    Ok(())
+                }
+                other => other,
+            },
         })
     }
 
@@ -251,9 +283,44 @@ impl Chain {
         for node in &mut self.nodes {
             node.metrics.set_records_in(node.records_in);
             node.metrics.set_records_out(node.records_out);
-            if let NodeKind::Operator(op) = &node.kind {
-                node.metrics
-                    .set_late_records_dropped(op.late_records_dropped());
+            match &node.kind {
+                NodeKind::Operator(op) => {
+                    let late = op.records_dropped(DropReason::Late);
+                    node.metrics.set_late_records_dropped(late);
+                    node.metrics.set_records_dropped(DropReason::Late, late);
+                    node.metrics.set_records_dropped(
+                        DropReason::ExpressionError,
+                        op.records_dropped(DropReason::ExpressionError),
+                    );
+                }
+                NodeKind::Sink(_) => node
+                    .metrics
+                    .set_records_dropped(DropReason::OutputClosed, node.dropped_output_closed),
+            }
+        }
+    }
+
+    /// What a hard stop left in this chain: records its head received but did not process,
+    /// and records its router was handed but did not send. Counted as
+    /// [`DropReason::InFlight`] at the head and the last vertex.
+    pub(crate) fn count_undelivered(
+        &self,
+        head_vertex_taken: Option<u64>,
+        source: Option<&SubtaskMetrics>,
+    ) {
+        if let (Some(taken), Some(first)) = (head_vertex_taken, self.nodes.first()) {
+            let left = taken.saturating_sub(first.records_in);
+            if left > 0 {
+                first
+                    .metrics
+                    .add_records_dropped(DropReason::InFlight, left);
+            }
+        }
+        let last = self.nodes.last().map(|n| &*n.metrics).or(source);
+        if let (Some(router), Some(last)) = (&self.router, last) {
+            let left = router.undelivered();
+            if left > 0 {
+                last.add_records_dropped(DropReason::InFlight, left);
             }
         }
     }

@@ -38,6 +38,8 @@ pub(crate) struct ChannelWriter {
     pending_since: Option<Instant>,
     queue_gauge: Arc<crate::metrics::SubtaskMetrics>,
     batch_size: usize,
+    /// Records of the batches sent successfully (to count what a hard stop left undelivered).
+    pub(crate) sent: u64,
 }
 
 /// Time a task spent blocked in sends, and the abort flag it must watch.
@@ -62,6 +64,7 @@ impl ChannelWriter {
             pending_since: None,
             queue_gauge,
             batch_size,
+            sent: 0,
         }
     }
 
@@ -150,10 +153,13 @@ impl ChannelWriter {
             },
             cx,
         );
-        if result.is_err() {
-            self.queue_gauge
-                .input_queue()
-                .fetch_sub(n, Ordering::Relaxed);
+        match result {
+            Ok(()) => self.sent += n as u64,
+            Err(_) => {
+                self.queue_gauge
+                    .input_queue()
+                    .fetch_sub(n, Ordering::Relaxed);
+            }
         }
         result
     }
@@ -193,6 +199,8 @@ pub(crate) struct ChannelReader {
     pub(crate) returns: Vec<Sender<Batch>>,
     pub(crate) open: usize,
     pub(crate) gauge: Arc<crate::metrics::SubtaskMetrics>,
+    /// Records taken from the queue so far.
+    pub(crate) taken: u64,
 }
 
 impl ChannelReader {
@@ -202,7 +210,8 @@ impl ChannelReader {
         let _ = self.returns[slot as usize].try_send(batch);
     }
 
-    pub(crate) fn note_received(&self, records: usize) {
+    pub(crate) fn note_received(&mut self, records: usize) {
+        self.taken += records as u64;
         self.gauge
             .input_queue()
             .fetch_sub(records as i64, Ordering::Relaxed);

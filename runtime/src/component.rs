@@ -3,6 +3,7 @@
 //! Each subtask gets its own instance, made by a factory closure given the [`SubtaskContext`].
 //! Latency markers and watermarks are handled by the runtime; user code never sees a marker.
 
+use crate::metrics::DropReason;
 use crate::output::Output;
 use crate::record::Record;
 
@@ -123,6 +124,50 @@ pub trait Operator: Send {
     /// Records this operator dropped as late (event-time windows); read once per batch.
     fn late_records_dropped(&self) -> u64 {
         0
+    }
+
+    /// Records this operator dropped so far for `reason`, read once per batch: the runtime
+    /// asks for [`DropReason::Late`] and [`DropReason::ExpressionError`] (a record an
+    /// expression failed on, skipped). They show in the report, the summary table and
+    /// `tidemark_records_dropped_total{reason}`. The default gives
+    /// [`Operator::late_records_dropped`] for `Late` and 0 otherwise.
+    fn records_dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::Late => self.late_records_dropped(),
+            _ => 0,
+        }
+    }
+}
+
+/// The error a sink returns when its output has gone away for good (standard output whose
+/// reader exited, as `tidemark run job.yaml | head -1` does): the job stops cleanly, as
+/// ripgrep does on a broken pipe, and the records the sink gets from then on are counted as
+/// dropped ([`DropReason::OutputClosed`]) instead of failing the job. An
+/// [`std::io::ErrorKind::BrokenPipe`] error returned by a sink is taken the same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{output} was closed")]
+pub struct OutputClosed {
+    /// What was closed, e.g. `standard output`.
+    pub output: String,
+}
+
+impl OutputClosed {
+    /// True when `error` says the output is closed: an [`OutputClosed`], or an I/O error of
+    /// kind `BrokenPipe` (also as the source of another error).
+    pub fn is_output_closed(error: &(dyn std::error::Error + 'static)) -> bool {
+        let mut current = Some(error);
+        while let Some(e) = current {
+            if e.is::<OutputClosed>() {
+                return true;
+            }
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return true;
+                }
+            }
+            current = e.source();
+        }
+        false
     }
 }
 

@@ -37,10 +37,28 @@ use std::sync::Arc;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use tidemark_markers::{legacy_quantile, Granularity, LatencyKey, LatencyStats};
+use tidemark_markers::{legacy_quantile, round_significant, Granularity, LatencyKey, LatencyStats};
 
 use crate::graph::VertexKind;
-use crate::metrics::MetricsRegistry;
+use crate::metrics::{DropReason, MetricsRegistry};
+
+/// The reasons a vertex of `kind` can drop a record for (its `tidemark_records_dropped_total`
+/// series, all present from the start).
+fn drop_reasons(kind: VertexKind) -> &'static [DropReason] {
+    match kind {
+        VertexKind::Source => &[
+            DropReason::Malformed,
+            DropReason::InvalidTimestamp,
+            DropReason::InFlight,
+        ],
+        VertexKind::Operator => &[
+            DropReason::Late,
+            DropReason::ExpressionError,
+            DropReason::InFlight,
+        ],
+        VertexKind::Sink => &[DropReason::OutputClosed, DropReason::InFlight],
+    }
+}
 
 /// The `Content-Type` of the text exposition format 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -58,6 +76,10 @@ pub const E2E_LATENCY_QUANTILES: [f64; 5] = [0.0, 0.5, 0.9, 0.99, 1.0];
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
+/// Significant digits of a summary quantile (interpolated, so not whole nanoseconds): keeps
+/// nanosecond resolution below a second, drops floating-point noise.
+const QUANTILE_DIGITS: u32 = 9;
+
 /// Which labels (besides `job_name`) the series of a family carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Labels {
@@ -71,6 +93,8 @@ enum Labels {
     Source,
     /// The labels of a latency key, as the granularity sets them (rule 14).
     MarkerKey,
+    /// `operator_id`, `operator_subtask_index`, `reason`.
+    VertexReason,
 }
 
 impl Labels {
@@ -80,6 +104,7 @@ impl Labels {
             Labels::Vertex => &["operator_id", "operator_subtask_index"],
             Labels::Task => &["task", "subtask_index"],
             Labels::Source => &["source_id", "source_subtask_index"],
+            Labels::VertexReason => &["operator_id", "operator_subtask_index", "reason"],
             Labels::MarkerKey => match granularity {
                 Granularity::Single => &["operator_id", "operator_subtask_index"],
                 Granularity::Operator => &["source_id", "operator_id", "operator_subtask_index"],
@@ -168,6 +193,8 @@ specs! {
         "Wall clock minus the subtask's current event-time watermark, in seconds (only where watermarks flow).";
     late_dropped: LATE_DROPPED = "tidemark_late_records_dropped_total", COUNTER, Vertex,
         "Records a window operator subtask dropped as late.";
+    records_dropped: RECORDS_DROPPED = "tidemark_records_dropped_total", COUNTER, VertexReason,
+        "Records a vertex subtask dropped, by reason: malformed, invalid_timestamp (sources), late, expression_error (operators), output_closed (sinks), in_flight (any, at a hard stop).";
     markers_emitted: MARKERS_EMITTED = "tidemark_markers_emitted_total", COUNTER, Source,
         "Latency markers a source subtask emitted.";
     marker_latency: MARKER_LATENCY = "tidemark_marker_latency_seconds", HISTOGRAM, MarkerKey,
@@ -316,6 +343,18 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
             if vertex.kind == VertexKind::Operator {
                 f.late_dropped
                     .push(own.clone(), counter(metrics.late_records_dropped() as f64));
+            }
+            for &reason in drop_reasons(vertex.kind) {
+                let l = labels(
+                    job,
+                    &[
+                        ("operator_id", &vertex.id),
+                        ("operator_subtask_index", &index),
+                        ("reason", reason.as_str()),
+                    ],
+                );
+                f.records_dropped
+                    .push(l, counter(metrics.records_dropped(reason) as f64));
             }
 
             // Copy what the series need (window, buckets, totals) under the lock; sort and
@@ -495,7 +534,10 @@ fn summary(snapshot: &KeySnapshot, quantiles: &[f64]) -> Value {
         .map(|&p| {
             let mut q = proto::Quantile::default();
             q.set_quantile(p);
-            q.set_value(legacy_quantile(&sorted, p) / NANOS_PER_SECOND);
+            q.set_value(round_significant(
+                legacy_quantile(&sorted, p) / NANOS_PER_SECOND,
+                QUANTILE_DIGITS,
+            ));
             q
         })
         .collect();
@@ -1127,7 +1169,11 @@ mod tests {
             assert_eq!(exported("0"), w.min / 1e9);
             assert_eq!(exported("1"), w.max / 1e9);
             for (p, v) in w.quantiles {
-                assert_eq!(exported(&p.to_string()), v / 1e9, "quantile {p}");
+                assert_eq!(
+                    exported(&p.to_string()),
+                    round_significant(v / 1e9, QUANTILE_DIGITS),
+                    "quantile {p}"
+                );
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::task::{Head, JobFlags, Task, TaskEnd};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -76,6 +76,9 @@ pub enum JobOutcome {
     Finished,
     /// A stop was requested; the sources stopped and what was in flight was drained.
     Stopped,
+    /// A hard stop was requested ([`JobHandle::abort`]): every task ended at once, and what was
+    /// in flight was dropped and counted ([`crate::DropReason::InFlight`]).
+    Aborted,
     /// A subtask failed; the job was aborted.
     Failed(TaskFailure),
 }
@@ -89,10 +92,15 @@ pub struct JobResult {
     pub elapsed: Duration,
     /// The metrics as the tasks left them.
     pub metrics: Arc<MetricsRegistry>,
+    /// Tasks (thread names, `task#subtask`) that had not ended when [`JobHandle::wait_at_most`]
+    /// gave up on them; empty after [`JobHandle::wait`]. What they held is not counted.
+    pub tasks_not_ended: Vec<String>,
 }
 
 struct Shared {
     flags: Arc<JobFlags>,
+    /// [`JobHandle::abort`] was called.
+    abort_requested: AtomicBool,
     failure: Mutex<Option<TaskFailure>>,
     live: AtomicUsize,
     /// When the last task ended (the job's end, whenever `wait` is called).
@@ -164,13 +172,55 @@ impl JobHandle {
         self.shared.live.load(Ordering::Acquire) == 0
     }
 
+    /// Stops the job hard: every task ends as soon as it notices (within milliseconds unless
+    /// user code is busy), without draining. Records left in queues, in partly filled batches
+    /// and in a task's hands are dropped and counted as [`crate::DropReason::InFlight`] at the
+    /// vertex subtask that held them. The outcome is [`JobOutcome::Aborted`] (unless a subtask
+    /// failed first). Returns at once.
+    pub fn abort(&self) {
+        self.shared.abort_requested.store(true, Ordering::Relaxed);
+        self.shared.flags.abort.store(true, Ordering::Relaxed);
+    }
+
     /// Waits for every task to end.
     pub fn wait(self) -> JobResult {
+        self.wait_until(None)
+    }
+
+    /// Waits for every task to end, but no longer than `limit`: tasks still running then (user
+    /// code that does not return, say) are left behind and named in
+    /// [`JobResult::tasks_not_ended`]. Meant after [`JobHandle::abort`].
+    pub fn wait_at_most(self, limit: Duration) -> JobResult {
+        self.wait_until(Some(Instant::now() + limit))
+    }
+
+    fn wait_until(self, deadline: Option<Instant>) -> JobResult {
+        let mut tasks_not_ended = Vec::new();
         for t in self.threads {
+            if let Some(deadline) = deadline {
+                while !t.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if !t.is_finished() {
+                    tasks_not_ended.push(t.thread().name().unwrap_or("task").to_string());
+                    continue;
+                }
+            }
             let _ = t.join();
         }
         let registry = self.shared.registry.clone();
         registry.set_running(false);
+        if self.shared.flags.abort.load(Ordering::Relaxed) {
+            // Records still queued when the job stopped hard never reached their vertex.
+            for v in registry.vertices() {
+                for s in &v.subtasks {
+                    let queued = s.input_queue_records();
+                    if queued > 0 {
+                        s.add_records_dropped(crate::DropReason::InFlight, queued as u64);
+                    }
+                }
+            }
+        }
         let failure = self
             .shared
             .failure
@@ -179,6 +229,7 @@ impl JobHandle {
             .clone();
         let outcome = match failure {
             Some(f) => JobOutcome::Failed(f),
+            None if self.shared.abort_requested.load(Ordering::Relaxed) => JobOutcome::Aborted,
             None if self.shared.flags.stop.load(Ordering::Relaxed) => JobOutcome::Stopped,
             None => JobOutcome::Finished,
         };
@@ -192,6 +243,7 @@ impl JobHandle {
             outcome,
             elapsed: ended.saturating_duration_since(self.started),
             metrics: registry,
+            tasks_not_ended,
         }
     }
 }
@@ -297,6 +349,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             returns: Vec::new(),
                             open: 0,
                             gauge: gauge.clone(),
+                            taken: 0,
                         },
                     )
                 });
@@ -327,6 +380,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
     });
     let shared = Arc::new(Shared {
         flags: flags.clone(),
+        abort_requested: AtomicBool::new(false),
         failure: Mutex::new(None),
         live: AtomicUsize::new(0),
         ended: Mutex::new(None),
@@ -423,7 +477,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                     config.buffer_timeout,
                 )
             });
-            let chain = Chain::new(nodes, router, config.clock.clone());
+            let chain = Chain::new(nodes, router, config.clock.clone(), flags.clone());
             let task = Task::new(
                 head,
                 chain,

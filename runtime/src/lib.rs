@@ -63,8 +63,8 @@ pub mod value;
 
 pub use batch::{Batch, Event};
 pub use component::{
-    BoxError, Operator, PollContext, Sink, Source, SourceErrorCounts, SourceLag, SourceStatus,
-    SubtaskContext,
+    BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts, SourceLag,
+    SourceStatus, SubtaskContext,
 };
 pub use config::JobConfig;
 pub use event_time::{InvalidTimestampPolicy, SourceOptions, TimestampCheck, WatermarkStrategy};
@@ -76,7 +76,7 @@ pub use job::{
     prepare, run, start, JobHandle, JobOutcome, JobResult, PreparedJob, StartError, StopHandle,
     TaskFailure,
 };
-pub use metrics::{MetricsRegistry, SubtaskMetrics, TaskMetrics};
+pub use metrics::{DropReason, MetricsRegistry, SubtaskMetrics, TaskMetrics};
 pub use output::Output;
 pub use partitioner::hash_channel;
 pub use plan::ExecutionPlan;

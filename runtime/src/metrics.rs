@@ -47,6 +47,61 @@ pub struct SubtaskMetrics {
     input_queue: CachePadded<AtomicI64>,
     latency: Mutex<LatencyTracker>,
     e2e: Mutex<Option<LatencyStats>>,
+    dropped: CachePadded<[AtomicU64; DropReason::COUNT]>,
+}
+
+/// Why a record did not reach a sink (besides a filter or an aggregation consuming it by
+/// design). Each vertex subtask counts its drops per reason; the report, the summary table and
+/// `tidemark_records_dropped_total{reason}` show them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// An input line a source skipped as malformed (`on_error: skip`).
+    Malformed,
+    /// A record a source dropped because its timestamp was out of range
+    /// (`invalid_timestamp: drop`).
+    InvalidTimestamp,
+    /// A record a window dropped as late.
+    Late,
+    /// A record an operator dropped because an expression failed on it (`on_error: skip`).
+    ExpressionError,
+    /// A record a sink could not write because its output was closed (a broken pipe).
+    OutputClosed,
+    /// A record still in a queue, a batch or a task when the job stopped hard (a drain timeout,
+    /// a second signal, or a failure).
+    InFlight,
+}
+
+impl DropReason {
+    /// How many reasons there are.
+    pub const COUNT: usize = 6;
+    /// Every reason, in the order the report and the table list them.
+    pub const ALL: [DropReason; DropReason::COUNT] = [
+        DropReason::Malformed,
+        DropReason::InvalidTimestamp,
+        DropReason::Late,
+        DropReason::ExpressionError,
+        DropReason::OutputClosed,
+        DropReason::InFlight,
+    ];
+
+    /// The name used as the `reason` label and in the report: `malformed`,
+    /// `invalid_timestamp`, `late`, `expression_error`, `output_closed`, `in_flight`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::InvalidTimestamp => "invalid_timestamp",
+            DropReason::Late => "late",
+            DropReason::ExpressionError => "expression_error",
+            DropReason::OutputClosed => "output_closed",
+            DropReason::InFlight => "in_flight",
+        }
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -98,6 +153,7 @@ impl SubtaskMetrics {
                 marker_buckets,
             )),
             e2e: Mutex::new(None),
+            dropped: CachePadded::new(Default::default()),
         }
     }
 
@@ -120,6 +176,29 @@ impl SubtaskMetrics {
         late_records_dropped, set_late_records_dropped, late_dropped: u64;
         /// The current event-time watermark (ns), `i64::MIN` before the first.
         watermark, set_watermark, watermark: i64;
+    }
+
+    /// Records this subtask dropped for `reason` so far.
+    pub fn records_dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason as usize].load(Ordering::Relaxed)
+    }
+
+    /// Records this subtask dropped, over every reason.
+    pub fn records_dropped_total(&self) -> u64 {
+        DropReason::ALL
+            .iter()
+            .map(|&r| self.records_dropped(r))
+            .sum()
+    }
+
+    /// Sets the count of `reason`; called by the owning task once per batch.
+    pub(crate) fn set_records_dropped(&self, reason: DropReason, value: u64) {
+        self.dropped[reason as usize].store(value, Ordering::Relaxed)
+    }
+
+    /// Adds to the count of `reason` (records left in flight, counted when the job ends).
+    pub(crate) fn add_records_dropped(&self, reason: DropReason, n: u64) {
+        self.dropped[reason as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Records waiting in this subtask's input channels.

@@ -4,8 +4,10 @@ use crate::batch::Event;
 use crate::chain::{Chain, ChainError};
 use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
 use crate::component::{PollContext, Source, SourceStatus};
-use crate::event_time::{InputWatermarks, TimestampCheck, WatermarkAction, WatermarkGenerator};
-use crate::metrics::{SubtaskMetrics, TaskMetrics};
+use crate::event_time::{
+    InputWatermarks, InvalidTimestampPolicy, TimestampCheck, WatermarkAction, WatermarkGenerator,
+};
+use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
 use crossbeam_channel::{RecvTimeoutError, TryRecvError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,6 +98,13 @@ impl Task {
         };
         self.times.publish();
         self.chain.publish();
+        // After a hard stop or a failure, count what this task held as left in flight (0 when
+        // it ended cleanly).
+        let (taken, source) = match &self.head {
+            Head::Channel(reader) => (Some(reader.taken), None),
+            Head::Source { metrics, .. } => (None, Some(&**metrics)),
+        };
+        self.chain.count_undelivered(taken, source);
         match result {
             Ok(()) => TaskEnd::Done,
             Err(ChainError::Aborted) => TaskEnd::Aborted,
@@ -124,6 +133,7 @@ impl Task {
         let mut out = Output::with_capacity(self.batch_size);
         let mut records_out = 0u64;
         let mut invalid_timestamps = 0u64;
+        let mut dropped_timestamps = 0u64;
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -151,9 +161,13 @@ impl Task {
                 .poll(&ctx, &mut out)
                 .map_err(|error| ChainError::User { node: None, error })?;
             if let Some(check) = timestamp_check {
-                invalid_timestamps += check
+                let invalid = check
                     .apply(out.records_mut(), now)
                     .map_err(|error| ChainError::User { node: None, error })?;
+                invalid_timestamps += invalid;
+                if check.on_invalid == InvalidTimestampPolicy::Drop {
+                    dropped_timestamps += invalid;
+                }
             }
             if let Some(w) = watermarks.as_mut() {
                 w.observe(out.records(), now);
@@ -165,6 +179,14 @@ impl Task {
                     stats.record_batch(now, out.records().iter().map(|r| r.timestamp));
                 }
             }
+            // Published before the push, so a push that fails or is aborted still leaves the
+            // count of what this source emitted right.
+            metrics.set_records_out(records_out);
+            let errors = source.input_errors();
+            metrics.set_malformed_records(errors.malformed);
+            metrics.set_records_dropped(DropReason::Malformed, errors.malformed);
+            metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
+            metrics.set_records_dropped(DropReason::InvalidTimestamp, dropped_timestamps);
             self.chain.push(out.records(), &mut cx)?;
             out.clear();
             if let Some(w) = watermarks.as_mut() {
@@ -177,13 +199,9 @@ impl Task {
                     WatermarkAction::None => {}
                 }
             }
-            metrics.set_records_out(records_out);
             let lag = source.lag(now);
             metrics.set_lag_records(lag.records);
             metrics.set_lag_bytes(lag.bytes);
-            let errors = source.input_errors();
-            metrics.set_malformed_records(errors.malformed);
-            metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
             match status {
                 SourceStatus::Ready => {
                     self.chain.flush_expired(Instant::now(), &mut cx)?;

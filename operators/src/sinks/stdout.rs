@@ -11,12 +11,14 @@
 //! `stdin` sources read: the timestamp in whole milliseconds since the Unix epoch (rounded
 //! down), NaN and infinite values as `null`. Each batch is formatted into a buffer kept by the
 //! subtask and written with standard output locked once, so lines of parallel subtasks never
-//! interleave; `finish` flushes. A closed standard output (a broken pipe) fails the job.
+//! interleave; `finish` flushes. A closed standard output (a broken pipe, as in
+//! `tidemark run job.yaml | head -1`) stops the job cleanly, as ripgrep does: the sink returns
+//! [`OutputClosed`], and what it gets from then on is counted as dropped (`output_closed`).
 
 use std::io::Write;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
+use tidemark_runtime::{BoxError, OutputClosed, Record, Sink, SubtaskContext};
 
 use crate::config;
 use crate::json_lines::write_record;
@@ -67,6 +69,11 @@ impl<W: Write + Send> WriterSink<W> {
     }
 
     fn error(&self, e: std::io::Error) -> BoxError {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Box::new(OutputClosed {
+                output: self.name.to_string(),
+            });
+        }
         format!("cannot write to {}: {e}", self.name).into()
     }
 }
@@ -114,22 +121,32 @@ mod tests {
         );
     }
 
+    /// A writer that fails every write with `kind`.
+    struct Failing(std::io::ErrorKind);
+    impl Write for Failing {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(self.0.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn write_errors_name_the_output() {
-        struct Closed;
-        impl Write for Closed {
-            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-                Err(std::io::ErrorKind::BrokenPipe.into())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut sink = WriterSink::new(Closed, "standard output");
+        let mut sink = WriterSink::new(Failing(std::io::ErrorKind::StorageFull), "standard output");
         let err = sink.write(&Record::new(1, 1.0, 1)).unwrap_err().to_string();
         assert!(
             err.starts_with("cannot write to standard output: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_broken_pipe_says_the_output_is_closed() {
+        let mut sink = WriterSink::new(Failing(std::io::ErrorKind::BrokenPipe), "standard output");
+        let err = sink.write(&Record::new(1, 1.0, 1)).unwrap_err();
+        assert!(OutputClosed::is_output_closed(err.as_ref()), "{err}");
+        assert_eq!(err.to_string(), "standard output was closed");
     }
 }
