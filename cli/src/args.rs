@@ -47,9 +47,13 @@ pub struct RunArgs {
     /// Stop the job after this long (sources stop, in-flight records drain)
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Write the final report as JSON to this file
+    /// Write the final report as JSON to this file (whatever the outcome)
     #[arg(long, value_name = "PATH")]
     pub report_file: Option<PathBuf>,
+    /// After a stop (signal or --duration), how long in-flight records may take to reach the
+    /// sinks; past it the job stops hard, counts what was left in flight, and exits 1
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    pub drain_timeout: Duration,
     /// Keep serving /metrics this long after the job ends
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0")]
     pub linger: Duration,

@@ -3,19 +3,35 @@
 
 use crate::settings::Settings;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tidemark_markers::{format_duration, legacy_quantile, LatencyHistogram, LatencyKey};
-use tidemark_runtime::{JobOutcome, MetricsRegistry, VertexKind};
+use tidemark_markers::{
+    format_duration, legacy_quantile, round_significant, LatencyHistogram, LatencyKey,
+};
+
+/// Significant digits of the latencies in the report (milliseconds): 0.000421, 12.3457, 250.004.
+const DIGITS: u32 = 6;
+use tidemark_runtime::{DropReason, JobOutcome, MetricsRegistry, SubtaskMetrics, VertexKind};
 
 /// The final report. Times are RFC 3339 in UTC with milliseconds; latencies are milliseconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The job's name.
-    pub job_name: String,
+    /// The job's name; `null` when the job file could not be read.
+    pub job_name: Option<String>,
     /// `finished`, `stopped` or `failed`.
     pub outcome: &'static str,
-    /// Which subtask failed and why, when the outcome is `failed`.
+    /// The command's exit code: 0 finished or stopped, 1 failed while running (or stopped hard
+    /// after `--drain-timeout`), 2 bad usage or job file, 130 stopped hard by a second signal.
+    pub exit_code: u8,
+    /// What stopped the job, when the outcome is `stopped` or it was stopped hard: `SIGINT`,
+    /// `SIGTERM`, `--duration 5s`, `standard output closed`, `--drain-timeout 30s passed`, ….
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The error, as the command printed it, when the outcome is `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Which subtask failed and why, when a subtask failed (or could not be made).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureReport>,
     /// When the job started (RFC 3339, UTC).
@@ -24,8 +40,8 @@ pub struct Report {
     pub end_time: String,
     /// Wall time from start to the end of the last task.
     pub elapsed_seconds: f64,
-    /// The settings the run used.
-    pub settings: SettingsReport,
+    /// The settings the run used; `null` when they could not be resolved.
+    pub settings: Option<SettingsReport>,
     /// Records emitted by all sources and received by all sinks.
     pub records: RecordTotals,
     /// Per vertex, per subtask record counts, in graph order.
@@ -39,6 +55,50 @@ pub struct Report {
     /// Peak resident set size of the process in MiB (`VmHWM` of `/proc/self/status`, read when
     /// the job ended); `null` where `/proc` is missing.
     pub peak_rss_mb: Option<f64>,
+    /// Tasks that had not ended when a hard stop gave up waiting for them (user code that did
+    /// not return); what they held is not in the counts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks_not_ended: Vec<String>,
+}
+
+/// Records dropped, per reason (every reason, 0 included, in [`DropReason::ALL`] order).
+pub type DroppedByReason = BTreeMap<&'static str, u64>;
+
+/// The dropped counts of one subtask: only the reasons with a count above 0.
+fn dropped_of(metrics: &SubtaskMetrics) -> DroppedByReason {
+    DropReason::ALL
+        .iter()
+        .map(|&r| (r.as_str(), metrics.records_dropped(r)))
+        .filter(|&(_, n)| n > 0)
+        .collect()
+}
+
+/// `a` + `b`, reason by reason.
+fn add_dropped(into: &mut DroppedByReason, from: &DroppedByReason) {
+    for (reason, n) in from {
+        *into.entry(reason).or_default() += n;
+    }
+}
+
+/// `1 record`, `2 records`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// `malformed 3, in flight 1024`: the reasons with a count, in [`DropReason::ALL`] order.
+fn why(dropped: &DroppedByReason) -> String {
+    DropReason::ALL
+        .iter()
+        .filter_map(|r| {
+            let n = *dropped.get(r.as_str())?;
+            (n > 0).then(|| format!("{n} {}", r.as_str().replace('_', " ")))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The sinks' marker and record end-to-end latency over all their subtasks and keys, in
@@ -101,8 +161,8 @@ impl SinkLatency {
     ) -> SinkLatency {
         markers.sort_unstable_by(f64::total_cmp);
         e2e.sort_unstable_by(f64::total_cmp);
-        let ms = |ns: f64| (ns.is_finite()).then_some(ns / 1e6);
-        let seconds_to_ms = |s: f64| (s.is_finite()).then_some(s * 1e3);
+        let ms = |ns: f64| (ns.is_finite()).then_some(round_significant(ns / 1e6, DIGITS));
+        let seconds_to_ms = |s: f64| (s.is_finite()).then_some(round_significant(s * 1e3, DIGITS));
         SinkLatency {
             marker_p50_ms: ms(legacy_quantile(&markers, 0.5)),
             marker_p99_ms: ms(legacy_quantile(&markers, 0.99)),
@@ -193,6 +253,12 @@ pub struct RecordTotals {
     pub emitted_by_sources: u64,
     /// Sum of `records_in` over the sinks' subtasks.
     pub received_by_sinks: u64,
+    /// Sum of `dropped` over every reason.
+    pub dropped_total: u64,
+    /// Records (for `malformed`: input lines) that did not reach a sink, per reason, summed
+    /// over every vertex: `malformed`, `invalid_timestamp`, `late`, `expression_error`,
+    /// `output_closed`, `in_flight` (left undelivered by a hard stop). Every reason is listed.
+    pub dropped: DroppedByReason,
 }
 
 /// One vertex's counts.
@@ -206,6 +272,8 @@ pub struct VertexReport {
     pub records_in: u64,
     /// Sum over subtasks.
     pub records_out: u64,
+    /// Sum over subtasks, per reason (only reasons with a count).
+    pub dropped: DroppedByReason,
     /// Per subtask.
     pub subtasks: Vec<SubtaskReport>,
 }
@@ -219,6 +287,8 @@ pub struct SubtaskReport {
     pub records_in: u64,
     /// Records emitted.
     pub records_out: u64,
+    /// Records dropped, per reason (only reasons with a count).
+    pub dropped: DroppedByReason,
 }
 
 /// Marker latency of one key. Window statistics are over the last `history_size` markers;
@@ -285,6 +355,46 @@ pub struct RunSummary<'a> {
     pub ended: SystemTime,
     /// The settings used.
     pub settings: &'a Settings,
+    /// What stopped the job (a signal, `--duration`, a closed output, a drain timeout).
+    pub stop_reason: Option<String>,
+    /// The error the command reports, if it fails.
+    pub error: Option<String>,
+    /// The exit code the command returns.
+    pub exit_code: u8,
+    /// Tasks a hard stop gave up waiting for.
+    pub tasks_not_ended: Vec<String>,
+}
+
+/// Why a job never ran (or never got a registry), for [`Report::not_started`].
+#[derive(Debug, Clone)]
+pub struct NotStarted<'a> {
+    /// The job's name, if the job file was read.
+    pub job_name: Option<&'a str>,
+    /// The settings, if they were resolved.
+    pub settings: Option<&'a Settings>,
+    /// When the command started.
+    pub started: SystemTime,
+    /// The error as printed.
+    pub error: String,
+    /// The exit code.
+    pub exit_code: u8,
+    /// The subtask that could not be made, if that was the error.
+    pub failure: Option<FailureReport>,
+}
+
+impl SettingsReport {
+    /// The report's view of `settings`.
+    pub fn of(settings: &Settings) -> SettingsReport {
+        SettingsReport {
+            latency_interval: format_duration(settings.latency.interval),
+            latency_granularity: settings.latency.granularity.to_string(),
+            latency_history_size: settings.latency.history_size.get(),
+            buffer_timeout: format_duration(settings.buffer_timeout),
+            parallelism: settings.parallelism.get(),
+            chaining: settings.chaining,
+            e2e_latency_everywhere: settings.e2e_latency_everywhere,
+        }
+    }
 }
 
 impl Report {
@@ -293,6 +403,7 @@ impl Report {
         let (outcome, failure) = match run.outcome {
             JobOutcome::Finished => ("finished", None),
             JobOutcome::Stopped => ("stopped", None),
+            JobOutcome::Aborted => ("failed", None),
             JobOutcome::Failed(f) => (
                 "failed",
                 Some(FailureReport {
@@ -306,6 +417,8 @@ impl Report {
         let mut latency = Vec::new();
         let mut markers_emitted = Vec::new();
         let (mut emitted, mut received) = (0, 0);
+        let mut dropped: DroppedByReason =
+            DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
         for v in registry.vertices() {
             let subtasks: Vec<SubtaskReport> = v
                 .subtasks
@@ -315,10 +428,16 @@ impl Report {
                     subtask: i,
                     records_in: s.records_in(),
                     records_out: s.records_out(),
+                    dropped: dropped_of(s),
                 })
                 .collect();
             let records_in = subtasks.iter().map(|s| s.records_in).sum();
             let records_out = subtasks.iter().map(|s| s.records_out).sum();
+            let mut vertex_dropped = DroppedByReason::new();
+            for s in &subtasks {
+                add_dropped(&mut vertex_dropped, &s.dropped);
+            }
+            add_dropped(&mut dropped, &vertex_dropped);
             match v.kind {
                 VertexKind::Source => emitted += records_out,
                 VertexKind::Sink => received += records_in,
@@ -329,6 +448,7 @@ impl Report {
                 kind: v.kind.as_str(),
                 records_in,
                 records_out,
+                dropped: vertex_dropped,
                 subtasks,
             });
             for (i, s) in v.subtasks.iter().enumerate() {
@@ -347,30 +467,58 @@ impl Report {
             }
         }
         Report {
-            job_name: registry.job_name().to_string(),
+            job_name: Some(registry.job_name().to_string()),
             outcome,
+            exit_code: run.exit_code,
+            stop_reason: run.stop_reason.clone(),
+            error: run.error.clone(),
             failure,
             start_time: rfc3339(registry.started()),
             end_time: rfc3339(run.ended),
             elapsed_seconds: run.elapsed.as_secs_f64(),
-            settings: SettingsReport {
-                latency_interval: format_duration(run.settings.latency.interval),
-                latency_granularity: run.settings.latency.granularity.to_string(),
-                latency_history_size: run.settings.latency.history_size.get(),
-                buffer_timeout: format_duration(run.settings.buffer_timeout),
-                parallelism: run.settings.parallelism.get(),
-                chaining: run.settings.chaining,
-                e2e_latency_everywhere: run.settings.e2e_latency_everywhere,
-            },
+            settings: Some(SettingsReport::of(run.settings)),
             records: RecordTotals {
                 emitted_by_sources: emitted,
                 received_by_sinks: received,
+                dropped_total: dropped.values().sum(),
+                dropped,
             },
             vertices,
             latency,
             markers_emitted,
             sink_latency: SinkLatency::collect(registry),
             peak_rss_mb: peak_rss_mb(),
+            tasks_not_ended: run.tasks_not_ended.clone(),
+        }
+    }
+
+    /// The report of a run that failed before its job ran (an invalid job file, a component
+    /// that could not be made, such as a file source whose file is missing): outcome `failed`,
+    /// the error, and no counts.
+    pub fn not_started(why: &NotStarted<'_>) -> Report {
+        Report {
+            job_name: why.job_name.map(str::to_string),
+            outcome: "failed",
+            exit_code: why.exit_code,
+            stop_reason: None,
+            error: Some(why.error.clone()),
+            failure: why.failure.clone(),
+            start_time: rfc3339(why.started),
+            end_time: rfc3339(SystemTime::now()),
+            elapsed_seconds: 0.0,
+            settings: why.settings.map(SettingsReport::of),
+            records: RecordTotals {
+                emitted_by_sources: 0,
+                received_by_sinks: 0,
+                dropped_total: 0,
+                dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
+            },
+            vertices: Vec::new(),
+            latency: Vec::new(),
+            markers_emitted: Vec::new(),
+            sink_latency: SinkLatency::default(),
+            peak_rss_mb: peak_rss_mb(),
+            tasks_not_ended: Vec::new(),
         }
     }
 
@@ -384,16 +532,29 @@ impl Report {
         /// Most latency rows shown; the report file has them all.
         const MAX_LATENCY_ROWS: usize = 16;
         let mut s = String::new();
+        let name = self.job_name.as_deref().unwrap_or("?");
         let _ = write!(
             s,
-            "tidemark: job \"{}\" {} after {:.2}s",
-            self.job_name, self.outcome, self.elapsed_seconds
+            "tidemark: job \"{name}\" {} after {:.2}s",
+            self.outcome, self.elapsed_seconds
         );
-        let _ = writeln!(
+        if let Some(reason) = &self.stop_reason {
+            let _ = write!(s, " ({reason})");
+        }
+        let r = &self.records;
+        let _ = write!(
             s,
-            "; {} records from sources, {} to sinks",
-            self.records.emitted_by_sources, self.records.received_by_sinks
+            "; {} from sources, {} to sinks",
+            plural(r.emitted_by_sources, "record", "records"),
+            r.received_by_sinks
         );
+        if r.dropped_total > 0 {
+            let _ = write!(s, ", {} dropped ({})", r.dropped_total, why(&r.dropped));
+        }
+        s.push('\n');
+        if self.vertices.is_empty() {
+            return s;
+        }
         let id_w = self
             .vertices
             .iter()
@@ -403,18 +564,34 @@ impl Report {
             .max("vertex".len());
         let _ = writeln!(
             s,
-            "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}",
-            "vertex", "kind", "par", "records in", "records out"
+            "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}  {:>9}",
+            "vertex", "kind", "par", "records in", "records out", "dropped"
         );
         for v in &self.vertices {
-            let _ = writeln!(
-                s,
-                "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}",
+            let dropped: u64 = v.dropped.values().sum();
+            let line = format!(
+                "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}  {:>9}  {}",
                 v.id,
                 v.kind,
                 v.subtasks.len(),
                 v.records_in,
-                v.records_out
+                v.records_out,
+                dropped,
+                why(&v.dropped)
+            );
+            let _ = writeln!(s, "{}", line.trim_end());
+        }
+        let malformed = r.dropped.get("malformed").copied().unwrap_or(0);
+        if r.emitted_by_sources == 0 && malformed > 0 {
+            let lines = if malformed == 1 {
+                "its one line was".to_string()
+            } else {
+                format!("all {malformed} lines were")
+            };
+            let _ = writeln!(
+                s,
+                "  note: the sources read no record: {lines} malformed and skipped \
+                 (on_error: skip); is it the right input?"
             );
         }
         let sinks: Vec<&LatencyReport> = self
@@ -491,7 +668,7 @@ fn latency_report(
     stats: &tidemark_markers::LatencyStats,
 ) -> LatencyReport {
     let w = stats.window_stats();
-    let ms = |ns: f64| ns / 1e6;
+    let ms = |ns: f64| round_significant(ns / 1e6, DIGITS);
     let q = |p: f64| ms(w.quantile(p).unwrap_or(f64::NAN));
     LatencyReport {
         source_id: key.source_id.map(|i| registry.vertex_id(i).to_string()),
@@ -599,6 +776,10 @@ mod tests {
                 elapsed,
                 ended: SystemTime::now(),
                 settings: &settings,
+                stop_reason: None,
+                error: None,
+                exit_code: 0,
+                tasks_not_ended: Vec::new(),
             },
         );
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
@@ -681,6 +862,10 @@ mod tests {
                 elapsed,
                 ended: SystemTime::now(),
                 settings: &settings,
+                stop_reason: None,
+                error: None,
+                exit_code: 0,
+                tasks_not_ended: Vec::new(),
             },
         );
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
@@ -785,6 +970,10 @@ mod tests {
                 elapsed,
                 ended: SystemTime::now(),
                 settings: &settings,
+                stop_reason: None,
+                error: Some("job \"report-test\" failed: boom".into()),
+                exit_code: 1,
+                tasks_not_ended: Vec::new(),
             },
         );
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
@@ -792,5 +981,200 @@ mod tests {
         assert_eq!(json["failure"]["vertex_id"], "double");
         assert_eq!(json["failure"]["subtask"], 1);
         assert_eq!(json["failure"]["message"], "boom");
+        assert_eq!(json["exit_code"], 1);
+        assert_eq!(json["error"], "job \"report-test\" failed: boom");
+    }
+
+    /// Reads no record: `malformed` lines skipped, nothing else.
+    struct AllMalformed(u64);
+
+    impl tidemark_runtime::Source for AllMalformed {
+        fn poll(
+            &mut self,
+            _ctx: &tidemark_runtime::PollContext,
+            _out: &mut tidemark_runtime::Output,
+        ) -> Result<tidemark_runtime::SourceStatus, tidemark_runtime::BoxError> {
+            Ok(tidemark_runtime::SourceStatus::Finished)
+        }
+        fn input_errors(&self) -> tidemark_runtime::SourceErrorCounts {
+            tidemark_runtime::SourceErrorCounts {
+                malformed: self.0,
+                invalid_timestamps: 0,
+            }
+        }
+    }
+
+    fn report_of(registry: &MetricsRegistry, outcome: &JobOutcome) -> Report {
+        let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
+        Report::collect(
+            registry,
+            &RunSummary {
+                outcome,
+                elapsed: Duration::from_millis(10),
+                ended: SystemTime::now(),
+                settings: &settings,
+                stop_reason: None,
+                error: None,
+                exit_code: 0,
+                tasks_not_ended: Vec::new(),
+            },
+        )
+    }
+
+    #[test]
+    fn skipped_lines_show_in_the_table_and_the_report() {
+        let mut graph = JobGraph::new("binary-input");
+        let src = graph
+            .add_source("src", 1, |_| Ok(Box::new(AllMalformed(37))))
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
+            .unwrap();
+        graph.connect(src, sink, Partitioning::Forward).unwrap();
+        let result = run(graph, JobConfig::default()).unwrap();
+        let report = report_of(&result.metrics, &result.outcome);
+
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["records"]["dropped_total"], 37);
+        assert_eq!(json["records"]["dropped"]["malformed"], 37);
+        for reason in DropReason::ALL {
+            assert!(
+                json["records"]["dropped"][reason.as_str()].is_u64(),
+                "{reason}"
+            );
+        }
+        assert_eq!(json["vertices"][0]["dropped"]["malformed"], 37);
+        assert_eq!(
+            json["vertices"][0]["subtasks"][0]["dropped"]["malformed"],
+            37
+        );
+        assert_eq!(json["vertices"][1]["dropped"], serde_json::json!({}));
+
+        let table = report.table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "tidemark: job \"binary-input\" finished after 0.01s; 0 records from sources, 0 to \
+             sinks, 37 dropped (37 malformed)"
+        );
+        assert!(lines[1].ends_with("dropped"), "{table}");
+        let src_row = lines
+            .iter()
+            .find(|l| l.trim_start().starts_with("src"))
+            .unwrap();
+        assert!(src_row.ends_with("37  37 malformed"), "{table}");
+        assert!(
+            table.contains("the sources read no record: all 37 lines were malformed"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn one_record_is_singular() {
+        let mut graph = JobGraph::new("one");
+        let src = graph
+            .add_source("numbers", 1, |_| Ok(Box::new(CountingSource::new(1))))
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
+            .unwrap();
+        graph.connect(src, sink, Partitioning::Forward).unwrap();
+        let result = run(graph, JobConfig::default()).unwrap();
+        let table = report_of(&result.metrics, &result.outcome).table();
+        assert!(
+            table.contains("; 1 record from sources, 1 to sinks\n"),
+            "{table}"
+        );
+        assert!(!table.contains("dropped ("), "nothing dropped: {table}");
+    }
+
+    /// Significant digits of a JSON number as written (`0.00442742` has 6).
+    fn significant_digits(number: &str) -> usize {
+        let mantissa = number.split(['e', 'E']).next().unwrap();
+        let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+        digits.trim_start_matches('0').trim_end_matches('0').len()
+    }
+
+    #[test]
+    fn latencies_have_at_most_six_significant_digits() {
+        assert_eq!(significant_digits("0.004427419999999993"), 16);
+        assert_eq!(significant_digits("0.00442742"), 6);
+        let (registry, elapsed) = finished_registry();
+        let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
+        let outcome = JobOutcome::Finished;
+        let report = Report::collect(
+            &registry,
+            &RunSummary {
+                outcome: &outcome,
+                elapsed,
+                ended: SystemTime::now(),
+                settings: &settings,
+                stop_reason: None,
+                error: None,
+                exit_code: 0,
+                tasks_not_ended: Vec::new(),
+            },
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        let mut checked = 0;
+        let mut check = |key: &str, v: &serde_json::Value| {
+            if key.ends_with("_ms") || key.contains("_ms_") {
+                if let Some(n) = v.as_f64() {
+                    let text = v.to_string();
+                    assert!(significant_digits(&text) <= 6, "{key}: {text} ({n})");
+                    checked += 1;
+                }
+            }
+        };
+        for row in json["latency"].as_array().unwrap() {
+            for (k, v) in row.as_object().unwrap() {
+                check(k, v);
+            }
+        }
+        for (k, v) in json["sink_latency"].as_object().unwrap() {
+            check(k, v);
+        }
+        assert!(checked > 10, "{checked} latencies checked");
+    }
+
+    #[test]
+    fn a_job_that_never_ran_still_has_a_report() {
+        let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
+        let report = Report::not_started(&NotStarted {
+            job_name: Some("etl"),
+            settings: Some(&settings),
+            started: SystemTime::now(),
+            error: "the job could not start: vertex \"src\" subtask 0: no file".into(),
+            exit_code: 1,
+            failure: Some(FailureReport {
+                vertex_id: "src".into(),
+                subtask: 0,
+                message: "no file".into(),
+            }),
+        });
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["job_name"], "etl");
+        assert_eq!(json["outcome"], "failed");
+        assert_eq!(json["exit_code"], 1);
+        assert!(json["error"].as_str().unwrap().contains("no file"));
+        assert_eq!(json["failure"]["vertex_id"], "src");
+        assert_eq!(json["records"]["emitted_by_sources"], 0);
+        assert_eq!(json["settings"]["parallelism"], 1);
+        assert_eq!(
+            report.table(),
+            "tidemark: job \"etl\" failed after 0.00s; 0 records from sources, 0 to sinks\n"
+        );
+        let unknown = Report::not_started(&NotStarted {
+            job_name: None,
+            settings: None,
+            started: SystemTime::now(),
+            error: "job.yaml:1:1: bad".into(),
+            exit_code: 2,
+            failure: None,
+        });
+        let json: serde_json::Value = serde_json::from_str(&unknown.to_json()).unwrap();
+        assert!(json["job_name"].is_null());
+        assert!(json["settings"].is_null());
+        assert_eq!(json["exit_code"], 2);
     }
 }

@@ -1,28 +1,76 @@
 //! `tidemark run`: build the job, serve its metrics, run it to its end (or `--duration`, or a
-//! signal), print and write the report, linger, and say how it went.
+//! signal), stop it hard past `--drain-timeout`, print and write the report whatever the
+//! outcome, linger, and say how it went.
 
 use crate::args::RunArgs;
 use crate::endpoint::MetricsServer;
-use crate::error::{JobFailed, RunError, EXIT_OK};
 use crate::live::{settings_json, ComponentInfo, LiveJob, QueueShape};
+use crate::error::{self, JobFailed, RunError, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK};
 use crate::progress::Progress;
-use crate::report::{Report, RunSummary};
+use crate::report::{plural, FailureReport, NotStarted, Report, RunSummary};
+use crate::settings::Settings;
 use crate::signals;
 use crate::{LoadedJob, Loader};
 use anyhow::Context as _;
 use std::fs::File;
 use std::io::Write as _;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 use tidemark_markers::format_duration;
-use tidemark_runtime::{JobHandle, JobOutcome, StartError};
+use tidemark_runtime::{DropReason, JobHandle, JobOutcome, StartError};
 
 /// How often the wait loop looks at the job, the clock and the signals.
 const POLL: Duration = Duration::from_millis(50);
 
-/// Runs the job of `args`; returns the exit code, or an error whose kind sets it.
+/// How long a hard stop waits for the tasks to end. Tasks notice a hard stop within
+/// milliseconds unless user code keeps them busy (a long sleep in a `delay` step); the report is
+/// written without them after this long, naming them.
+const HARD_STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// What `run` knows so far, for the report of a run that fails before its job runs.
+#[derive(Default)]
+struct Known {
+    job_name: Option<String>,
+    settings: Option<Settings>,
+    failure: Option<FailureReport>,
+}
+
+/// Runs the job of `args`; returns the exit code, or an error whose kind sets it. With
+/// `--report-file`, the report is written whatever happens once the file is created.
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let started = SystemTime::now();
+    // Fail first if the report cannot be written: then there is nowhere to say anything.
+    let mut report_file = match &args.report_file {
+        Some(path) => Some(ReportFile::create(path)?),
+        None => None,
+    };
+    let mut known = Known::default();
+    let result = run_job(&args, &mut known, report_file.as_mut());
+    if let (Err(e), Some(file)) = (&result, report_file.as_mut()) {
+        if !file.written {
+            let report = Report::not_started(&NotStarted {
+                job_name: known.job_name.as_deref(),
+                settings: known.settings.as_ref(),
+                started,
+                error: format!("{e:#}"),
+                exit_code: error::exit_code(e),
+                failure: known.failure.take(),
+            });
+            if let Err(write_error) = file.write(&report) {
+                eprintln!("error: {write_error:#}");
+            }
+        }
+    }
+    result
+}
+
+fn run_job(
+    args: &RunArgs,
+    known: &mut Known,
+    mut report_file: Option<&mut ReportFile>,
+) -> anyhow::Result<u8> {
     let mut loader = Loader::new()
         .flags(args.settings.clone())
         .metrics_addr(args.metrics_addr.clone())
@@ -36,18 +84,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         graph,
         config,
     } = loader.load_file(&args.job)?;
+    known.job_name = Some(job.name.clone());
+    known.settings = Some(settings.clone());
     let queue = QueueShape {
         channel_capacity: config.channel_capacity,
         batch_size: config.batch_size,
-    };
-
-    // Fail before the job starts if the report cannot be written or the address is taken.
-    let mut report_file = match &args.report_file {
-        Some(path) => Some(
-            File::create(path)
-                .with_context(|| format!("cannot create report file {}", path.display()))?,
-        ),
-        None => None,
     };
     let signals = signals::install()?;
 
@@ -55,7 +96,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     // first record flows; a taken address stops us before any thread runs.
     let prepared = tidemark_runtime::prepare(graph, config).map_err(|e| match e {
         StartError::Graph(e) => anyhow::Error::new(e),
-        other => RunError(anyhow::Error::new(other).context("the job could not start")).into(),
+        other => {
+            if let StartError::Factory {
+                vertex,
+                subtask,
+                message,
+            } = &other
+            {
+                known.failure = Some(FailureReport {
+                    vertex_id: vertex.clone(),
+                    subtask: *subtask,
+                    message: message.clone(),
+                });
+            }
+            RunError(anyhow::Error::new(other).context("the job could not start")).into()
+        }
     })?;
     let registry = prepared.metrics().clone();
     let components: Vec<ComponentInfo> = job
@@ -86,15 +141,78 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         server.url()
     );
 
-    let interrupted = wait(
+    let ending = wait(
         &handle,
         &signals,
         args.duration,
+        args.drain_timeout,
         Progress::new(registry.clone()),
     );
-    let result = handle.wait();
+    let result = match ending.hard {
+        Some(_) => handle.wait_at_most(HARD_STOP_GRACE),
+        None => handle.wait(),
+    };
     let ended = SystemTime::now();
     live.set_outcome(&result.outcome);
+
+    let in_flight: u64 = result
+        .metrics
+        .vertices()
+        .iter()
+        .flat_map(|v| v.subtasks.iter())
+        .map(|s| s.records_dropped(DropReason::InFlight))
+        .sum();
+    let left = plural(in_flight, "record", "records");
+    // What the command will say and return.
+    let (error, exit_code, stop_reason) = match (&result.outcome, &ending.hard) {
+        (JobOutcome::Failed(failure), _) => (
+            Some(format!("job \"{}\" failed: {failure}", job.name)),
+            EXIT_JOB_FAILED,
+            ending.stop_reason.clone(),
+        ),
+        (JobOutcome::Aborted, Some(HardStop::DrainTimeout)) => (
+            Some(format!(
+                "job \"{}\" did not drain within --drain-timeout {}: stopped hard, {left} left \
+                 in flight (undelivered)",
+                job.name,
+                format_duration(args.drain_timeout)
+            )),
+            EXIT_JOB_FAILED,
+            Some(format!(
+                "{}, then --drain-timeout {} passed",
+                ending.stop_reason.as_deref().unwrap_or("stop"),
+                format_duration(args.drain_timeout)
+            )),
+        ),
+        (JobOutcome::Aborted, hard) => (
+            Some(format!(
+                "job \"{}\" stopped hard by a second signal: {left} left in flight (undelivered)",
+                job.name
+            )),
+            EXIT_INTERRUPTED,
+            Some(format!(
+                "{}, then {} again",
+                ending.stop_reason.as_deref().unwrap_or("stop"),
+                match hard {
+                    Some(HardStop::SecondSignal(name)) => name,
+                    _ => "a signal",
+                }
+            )),
+        ),
+        (JobOutcome::Stopped, _) => (
+            None,
+            EXIT_OK,
+            Some(
+                ending
+                    .stop_reason
+                    .clone()
+                    .unwrap_or_else(|| "a sink's output was closed (broken pipe)".to_string()),
+            ),
+        ),
+        (JobOutcome::Finished, _) => (None, EXIT_OK, None),
+    };
+    let mut tasks_not_ended = result.tasks_not_ended.clone();
+    tasks_not_ended.sort();
 
     let report = Report::collect(
         &result.metrics,
@@ -103,17 +221,31 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             elapsed: result.elapsed,
             ended,
             settings: &settings,
+            stop_reason,
+            error: error.clone(),
+            exit_code,
+            tasks_not_ended: tasks_not_ended.clone(),
         },
     );
     eprint!("{}", report.table());
-    if let (Some(file), Some(path)) = (report_file.as_mut(), &args.report_file) {
-        file.write_all(report.to_json().as_bytes())
-            .and_then(|()| file.sync_all())
-            .with_context(|| format!("cannot write report file {}", path.display()))
-            .map_err(RunError)?;
+    if !tasks_not_ended.is_empty() {
+        eprintln!(
+            "tidemark: {} had not ended after the hard stop (user code still busy); what {} held \
+             is not counted: {}",
+            plural(tasks_not_ended.len() as u64, "task", "tasks"),
+            if tasks_not_ended.len() == 1 {
+                "it"
+            } else {
+                "they"
+            },
+            tasks_not_ended.join(", ")
+        );
+    }
+    if let Some(file) = report_file.as_mut() {
+        file.write(&report).map_err(RunError)?;
     }
 
-    if !interrupted && !args.linger.is_zero() {
+    if !ending.interrupted && ending.hard.is_none() && !args.linger.is_zero() {
         eprintln!(
             "tidemark: job ended; serving {} for {} more",
             server.url(),
@@ -136,36 +268,118 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             failure,
         }
         .into()),
+        JobOutcome::Aborted if exit_code == EXIT_INTERRUPTED => {
+            eprintln!("tidemark: {}", error.unwrap_or_default());
+            Ok(EXIT_INTERRUPTED)
+        }
+        JobOutcome::Aborted => Err(RunError(anyhow::anyhow!(error.unwrap_or_default())).into()),
         JobOutcome::Finished | JobOutcome::Stopped => Ok(EXIT_OK),
     }
 }
 
-/// Waits until the job ends, stopping it when `duration` passes or a signal arrives. Returns
-/// whether a signal stopped it.
+/// The report file, created before anything else so a bad path fails at once (exit 2), and
+/// written once.
+struct ReportFile {
+    path: PathBuf,
+    file: File,
+    written: bool,
+}
+
+impl ReportFile {
+    fn create(path: &Path) -> anyhow::Result<ReportFile> {
+        let file = File::create(path)
+            .with_context(|| format!("cannot create report file {}", path.display()))?;
+        Ok(ReportFile {
+            path: path.to_path_buf(),
+            file,
+            written: false,
+        })
+    }
+
+    fn write(&mut self, report: &Report) -> anyhow::Result<()> {
+        self.written = true;
+        self.file
+            .write_all(report.to_json().as_bytes())
+            .and_then(|()| self.file.sync_all())
+            .with_context(|| format!("cannot write report file {}", self.path.display()))
+    }
+}
+
+/// Why the wait loop stopped the job hard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HardStop {
+    /// The drain after a stop took longer than `--drain-timeout`.
+    DrainTimeout,
+    /// A second SIGINT/SIGTERM (its name).
+    SecondSignal(&'static str),
+}
+
+/// How the wait loop ended.
+struct Ending {
+    /// A signal arrived.
+    interrupted: bool,
+    /// What asked the job to stop: `SIGINT`, `SIGTERM`, `--duration 5s`.
+    stop_reason: Option<String>,
+    /// Set when the job was stopped hard ([`JobHandle::abort`]).
+    hard: Option<HardStop>,
+}
+
+/// Waits until the job ends, stopping it when `duration` passes or a signal arrives, and
+/// stopping it hard when the drain takes longer than `drain_timeout` or a second signal comes.
 fn wait(
     handle: &JobHandle,
     signals: &Receiver<&'static str>,
     duration: Option<Duration>,
+    drain_timeout: Duration,
     mut progress: Option<Progress>,
-) -> bool {
+) -> Ending {
     let deadline = duration.map(|d| Instant::now() + d);
-    let mut stopping = false;
-    let mut interrupted = false;
+    let mut ending = Ending {
+        interrupted: false,
+        stop_reason: None,
+        hard: None,
+    };
+    // When the drain must be over, once a stop was asked for.
+    let mut drain_until: Option<Instant> = None;
     while !handle.is_finished() {
+        let mut stop = None;
         match signals.recv_timeout(POLL) {
-            Ok(_) => {
-                interrupted = true;
-                if !stopping {
-                    handle.stop();
-                    stopping = true;
+            Ok(name) => {
+                ending.interrupted = true;
+                if drain_until.is_some() {
+                    ending.hard = Some(HardStop::SecondSignal(name));
+                } else {
+                    stop = Some(name.to_string());
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
         }
-        if !stopping && deadline.is_some_and(|d| Instant::now() >= d) {
+        if drain_until.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+            stop = Some(format!(
+                "--duration {}",
+                format_duration(duration.unwrap_or_default())
+            ));
+        }
+        if let Some(reason) = stop {
             handle.stop();
-            stopping = true;
+            ending.stop_reason = Some(reason);
+            drain_until = Some(Instant::now() + drain_timeout);
+        }
+        if ending.hard.is_none() && drain_until.is_some_and(|d| Instant::now() >= d) {
+            let msg = format!(
+                "tidemark: the job did not drain within --drain-timeout {}: stopping hard",
+                format_duration(drain_timeout)
+            );
+            match progress.as_ref() {
+                Some(p) => p.println(&msg),
+                None => eprintln!("{msg}"),
+            }
+            ending.hard = Some(HardStop::DrainTimeout);
+        }
+        if ending.hard.is_some() {
+            handle.abort();
+            break;
         }
         if let Some(p) = progress.as_mut() {
             p.tick();
@@ -174,5 +388,5 @@ fn wait(
     if let Some(p) = progress {
         p.finish();
     }
-    interrupted
+    ending
 }

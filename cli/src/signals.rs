@@ -1,12 +1,14 @@
-//! SIGINT and SIGTERM: the first asks the job to stop (sources stop, in-flight records drain,
-//! the report is written, exit 0); a second one exits at once with code 130.
+//! SIGINT and SIGTERM: the first asks the job to stop (sources stop, in-flight records drain
+//! for at most `--drain-timeout`, the report is written, exit 0); the second stops it hard (what
+//! is in flight is dropped and counted, the report is written, exit 130); a third one exits at
+//! once with code 130, in case even the hard stop hangs.
 
 use crate::error::EXIT_INTERRUPTED;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::sync::mpsc::{self, Receiver};
 
-/// Installs the handlers. The receiver gets the first signal's name; a second signal exits the
-/// process from the handler thread.
+/// Installs the handlers. The receiver gets the first two signals' names; a third signal exits
+/// the process from the handler thread.
 pub fn install() -> anyhow::Result<Receiver<&'static str>> {
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     let (tx, rx) = mpsc::channel();
@@ -21,16 +23,21 @@ pub fn install() -> anyhow::Result<Receiver<&'static str>> {
                 } else {
                     "SIGTERM"
                 };
-                if received == 1 {
-                    eprintln!(
+                match received {
+                    1 => eprintln!(
                         "tidemark: {name}: stopping the job (sources stop, in-flight records \
-                         drain); send it again to exit at once"
-                    );
-                    let _ = tx.send(name);
-                } else {
-                    eprintln!("tidemark: {name} again: exiting at once");
-                    std::process::exit(i32::from(EXIT_INTERRUPTED));
+                         drain); send it again to stop at once"
+                    ),
+                    2 => eprintln!(
+                        "tidemark: {name} again: stopping hard (records in flight are dropped \
+                         and counted); send it once more to exit without a report"
+                    ),
+                    _ => {
+                        eprintln!("tidemark: {name} a third time: exiting at once");
+                        std::process::exit(i32::from(EXIT_INTERRUPTED));
+                    }
                 }
+                let _ = tx.send(name);
             }
         })?;
     Ok(rx)

@@ -202,6 +202,10 @@ impl LiveJob {
             JobOutcome::Finished => (JobState::Finished, None),
             JobOutcome::Stopped => (JobState::Stopped, None),
             JobOutcome::Failed(failure) => (JobState::Failed, Some(failure.to_string())),
+            JobOutcome::Aborted => (
+                JobState::Failed,
+                Some("stopped hard: the records in flight were dropped".to_string()),
+            ),
         };
         *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state;
     }
