@@ -4,8 +4,8 @@
 
 use crate::args::RunArgs;
 use crate::endpoint::MetricsServer;
-use crate::live::{settings_json, ComponentInfo, LiveJob, QueueShape};
 use crate::error::{self, JobFailed, RunError, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK};
+use crate::live::{settings_json, ComponentInfo, LiveJob, QueueShape};
 use crate::progress::Progress;
 use crate::report::{plural, FailureReport, NotStarted, Report, RunSummary};
 use crate::settings::Settings;
@@ -15,8 +15,8 @@ use anyhow::Context as _;
 use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tidemark_markers::format_duration;
 use tidemark_runtime::{DropReason, JobHandle, JobOutcome, StartError};
