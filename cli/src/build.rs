@@ -349,7 +349,20 @@ fn setting_error(
     let location: Vec<String> = error.location().into_iter().map(str::to_owned).collect();
     let mut path = vec![section_of(v.kind), v.id.as_str()];
     path.extend(location.iter().map(String::as_str));
-    job.error(
+    // An expression's error points into the expression as written in the file.
+    let in_expression = match &error.problem {
+        SettingProblem::Expression {
+            expression,
+            line,
+            column,
+            ..
+        } => job.pos(&path).and_then(|key| {
+            job.source_map
+                .position_in_value(key, expression, *line, *column)
+        }),
+        _ => None,
+    };
+    let mut located = job.error(
         &path,
         Some(v.vref()),
         Problem::ComponentSetting {
@@ -357,7 +370,11 @@ fn setting_error(
             error,
             suggestion,
         },
-    )
+    );
+    if in_expression.is_some() {
+        located.pos = in_expression;
+    }
+    located
 }
 
 #[cfg(test)]
@@ -790,6 +807,37 @@ sinks:
         // Operators do not list them.
         let e = one_error(&GOOD.replace("    cost: 2us", "    cost: 2us\n    watermark: {}"));
         assert!(!e.contains("watermarks"), "{e}");
+    }
+
+    #[test]
+    fn expression_errors_point_into_the_expression() {
+        let job = |where_: &str| {
+            format!(
+                "name: x\nsources:\n  gen:\n    type: generator\noperators:\n  paid:\n    \
+                 type: filter\n    input: gen\n    where: {where_}\nsinks:\n  out:\n    \
+                 type: discard\n    input: paid\n"
+            )
+        };
+        assert_eq!(
+            one_error(&job("'v +'")),
+            "job.yaml:9:16: operator \"paid\": invalid filter settings: where: syntax error: \
+             the expression ends too early, in `v +`"
+        );
+        assert_eq!(
+            one_error(&job("\"value > 1 && lenght(s) > 2\"")),
+            "job.yaml:9:26: operator \"paid\": invalid filter settings: where: unknown \
+             function 'lenght', in `value > 1 && lenght(s) > 2`"
+        );
+        // A block scalar: the line inside it.
+        let e = one_error(&job("|\n      value > 1 &&\n        sise(s) > 2"));
+        assert!(e.starts_with("job.yaml:11:9: "), "{e}");
+        assert!(
+            e.contains("unknown function 'sise' (did you mean 'size'?)"),
+            "{e}"
+        );
+        // Folded text is found from the column on.
+        let e = one_error(&job(">-\n      value > 1 &&\n      sise(s) > 2"));
+        assert!(e.starts_with("job.yaml:11:7: "), "{e}");
     }
 
     #[test]

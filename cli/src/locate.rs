@@ -27,6 +27,7 @@ impl fmt::Display for Pos {
 #[derive(Clone, Debug, Default)]
 pub struct SourceMap {
     keys: Vec<(Vec<String>, Pos)>,
+    lines: Vec<String>,
 }
 
 impl SourceMap {
@@ -74,7 +75,84 @@ impl SourceMap {
             }
             stack.push((indent, key));
         }
-        SourceMap { keys }
+        SourceMap {
+            keys,
+            lines: text.lines().map(str::to_owned).collect(),
+        }
+    }
+
+    /// Where `line`:`column` (1-based, within `value`) of a scalar value written at or after
+    /// `from` is in the file: the value's text is looked for from `from` on (plain, quoted, in
+    /// a flow mapping or a block scalar). `None` if it is not found as written (a quoted value
+    /// with escapes, say).
+    pub fn position_in_value(
+        &self,
+        from: Pos,
+        value: &str,
+        line: usize,
+        column: usize,
+    ) -> Option<Pos> {
+        let wanted = value.lines().nth(line.saturating_sub(1))?;
+        if wanted.trim().is_empty() {
+            return None;
+        }
+        // The value's first line, then the wanted line from there on.
+        let first = value.lines().next()?;
+        let Some(start) = self.find_text(from, first) else {
+            // Folded or escaped: look for the text from the column on, as far as it is unique
+            // enough to find.
+            let rest: String = wanted
+                .chars()
+                .skip(column.saturating_sub(1))
+                .take(16)
+                .collect();
+            let rest = rest.trim_end();
+            return (!rest.is_empty())
+                .then(|| self.find_text(from, rest))
+                .flatten();
+        };
+        let at = if line <= 1 {
+            start
+        } else {
+            self.find_text(
+                Pos {
+                    line: start.line + 1,
+                    column: 1,
+                },
+                wanted,
+            )?
+        };
+        Some(Pos {
+            line: at.line,
+            column: at.column + column.saturating_sub(1),
+        })
+    }
+
+    /// The first place `needle` is written at or after `from`, within 100 lines.
+    fn find_text(&self, from: Pos, needle: &str) -> Option<Pos> {
+        for (i, text) in self
+            .lines
+            .iter()
+            .enumerate()
+            .skip(from.line.saturating_sub(1))
+            .take(100)
+        {
+            let skip = if i + 1 == from.line {
+                text.char_indices()
+                    .nth(from.column.saturating_sub(1))
+                    .map_or(text.len(), |(b, _)| b)
+            } else {
+                0
+            };
+            if let Some(found) = text[skip..].find(needle) {
+                let byte = skip + found;
+                return Some(Pos {
+                    line: i + 1,
+                    column: text[..byte].chars().count() + 1,
+                });
+            }
+        }
+        None
     }
 
     /// The position of the first key at `path` (parent keys first).

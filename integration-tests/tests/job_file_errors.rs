@@ -16,6 +16,53 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        name: "where_syntax_error",
+        yaml: "name: bad
+sources:
+  gen:
+    type: generator
+    count: 10
+operators:
+  paid:
+    type: filter
+    input: gen
+    where: 'v +'
+sinks:
+  out:
+    type: discard
+    input: paid
+",
+        at: Some("10:16"),
+        expect: &[
+            "operator \"paid\"",
+            "where: syntax error: the expression ends too early",
+            "in `v +`",
+        ],
+    },
+    Case {
+        name: "where_unknown_function",
+        yaml: "name: bad
+sources:
+  gen:
+    type: generator
+    count: 10
+operators:
+  paid:
+    type: filter
+    input: gen
+    where: 'value > 1 && sise(key) > 2'
+sinks:
+  out:
+    type: discard
+    input: paid
+",
+        at: Some("10:26"),
+        expect: &[
+            "operator \"paid\"",
+            "unknown function 'sise' (did you mean 'size'?)",
+        ],
+    },
+    Case {
         name: "unknown_field",
         yaml: "name: bad
 sources:

@@ -54,7 +54,7 @@ fn main() {
     let events = events();
     let eval = Evaluator::new();
     let scope = |i: usize| Scope {
-        event: &events[i % events.len()],
+        event: (&events[i % events.len()]).into(),
         key: &Value::Null,
         timestamp_ms: 0,
     };

@@ -429,7 +429,7 @@ mod tests {
         for json in [r#"{"v": 1}"#, r#"{"v": 2.5}"#, r#"{"v": null}"#] {
             let ev = Value::from_json(json.as_bytes()).unwrap();
             let scope = Scope {
-                event: &ev,
+                event: (&ev).into(),
                 key: &Value::Null,
                 timestamp_ms: 0,
             };
@@ -442,7 +442,7 @@ mod tests {
         // A value that is not a number is an error naming the expression.
         let ev = Value::from_json(br#"{"v": "x"}"#).unwrap();
         let scope = Scope {
-            event: &ev,
+            event: (&ev).into(),
             key: &Value::Null,
             timestamp_ms: 0,
         };

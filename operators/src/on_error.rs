@@ -31,7 +31,7 @@ use serde::Deserialize;
 use tidemark_runtime::value::Value;
 use tidemark_runtime::BoxError;
 
-use crate::expr::{EvalError, Expr};
+use crate::expr::{EvalError, EventRef, Expr};
 
 /// The most bytes of a record shown in a failure message.
 pub const RECORD_SHOWN_BYTES: usize = 1024;
@@ -198,7 +198,13 @@ impl OnError {
     /// Handles `error` of `expr` on the record whose event is `event`: `Ok(())` when the record
     /// is dropped (and counted, and maybe written), `Err` to fail the job.
     #[cold]
-    pub fn handle(&mut self, expr: &Expr, error: EvalError, event: &Value) -> Result<(), BoxError> {
+    pub fn handle(
+        &mut self,
+        expr: &Expr,
+        error: EvalError,
+        event: &EventRef<'_>,
+    ) -> Result<(), BoxError> {
+        let event = &event.to_value();
         let message = format!("expression `{}` failed: {}", expr.source(), error.message);
         if !self.skip {
             return Err(format!("{message}; record: {}", shown(event)).into());
@@ -270,7 +276,7 @@ mod tests {
             .eval(
                 &expr,
                 &Scope {
-                    event: &event,
+                    event: (&event).into(),
                     key: &Value::Null,
                     timestamp_ms: 0,
                 },
@@ -285,7 +291,10 @@ mod tests {
         let mut on = OnErrorFactory::new(ErrorPolicy::Fail, Path::new("."))
             .subtask("paid")
             .unwrap();
-        let message = on.handle(&expr, err, &event).unwrap_err().to_string();
+        let message = on
+            .handle(&expr, err, &EventRef::Value(&event))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             message,
             "expression `w > 2` failed: no field \"w\" in the event (it has k, v); \
@@ -310,7 +319,8 @@ mod tests {
         let mut skip = OnErrorFactory::new(ErrorPolicy::Skip, Path::new("."))
             .subtask("paid")
             .unwrap();
-        skip.handle(&expr, err.clone(), &event).unwrap();
+        skip.handle(&expr, err.clone(), &EventRef::Value(&event))
+            .unwrap();
         assert_eq!(skip.dropped, 1);
 
         let dir = std::env::temp_dir().join(format!("tidemark-dl-{}", std::process::id()));
@@ -318,8 +328,9 @@ mod tests {
         let factory = OnErrorFactory::new(ErrorPolicy::DeadLetter("dl.jsonl".into()), &dir);
         let mut a = factory.subtask("paid").unwrap();
         let mut b = factory.subtask("paid").unwrap();
-        a.handle(&expr, err.clone(), &event).unwrap();
-        b.handle(&expr, err, &event).unwrap();
+        a.handle(&expr, err.clone(), &EventRef::Value(&event))
+            .unwrap();
+        b.handle(&expr, err, &EventRef::Value(&event)).unwrap();
         assert_eq!((a.dropped, b.dropped), (1, 1));
         let text = std::fs::read_to_string(dir.join("dl.jsonl")).unwrap();
         let line =

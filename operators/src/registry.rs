@@ -353,6 +353,19 @@ pub enum SettingProblem {
     /// Anything else: what is wrong and what is expected.
     #[error("{0}")]
     Message(String),
+    /// A CEL expression that does not compile; `line` and `column` (1-based) are within the
+    /// expression, for the job-file loader to turn into a position in the file.
+    #[error("{message}, in `{expression}`")]
+    Expression {
+        /// The expression as written.
+        expression: String,
+        /// Line within the expression.
+        line: usize,
+        /// Column within that line.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 fn expected_fields(expected: &[String]) -> String {

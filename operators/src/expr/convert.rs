@@ -13,7 +13,7 @@ use cel::context::VariableResolver;
 use cel::ExecutionError;
 use tidemark_runtime::value::{Map, Value};
 
-use super::{Number, Scope};
+use super::{EventRef, Number, Scope};
 
 /// Hands the scope's event fields and `record` to an expression, on demand.
 pub(crate) struct Resolver<'a> {
@@ -31,10 +31,14 @@ impl VariableResolver for Resolver<'_> {
             );
             return Some(CowVal::owned(CelMap::from(map)));
         }
-        self.scope
-            .event
-            .get(variable)
-            .map(|v| CowVal::Owned(to_val(v)))
+        match self.scope.event {
+            EventRef::Value(event) => event.get(variable).map(|v| CowVal::Owned(to_val(v))),
+            EventRef::Numeric { key, value } => match variable {
+                "key" => Some(CowVal::owned(CelInt::from(key))),
+                "value" => Some(CowVal::owned(CelDouble::from(value))),
+                _ => None,
+            },
+        }
     }
 }
 
@@ -175,13 +179,10 @@ fn a(type_name: &str) -> String {
 }
 
 /// The crate's error in the spec's words: a missing field names the event's fields.
-pub(crate) fn error_message(e: &ExecutionError, event: &Value) -> String {
+pub(crate) fn error_message(e: &ExecutionError, event: &EventRef<'_>) -> String {
     match e {
         ExecutionError::UndeclaredReference(name) => {
-            let fields: Vec<&str> = event
-                .as_map()
-                .map(|m| m.keys().collect())
-                .unwrap_or_default();
+            let fields = event.field_names();
             if fields.is_empty() {
                 format!("no field \"{name}\" in the event (it has no fields)")
             } else {

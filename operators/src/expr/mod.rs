@@ -45,6 +45,7 @@ use cel::Context;
 use tidemark_runtime::value::Value;
 
 pub use check::Type;
+
 use check::{Checker, Finding};
 use convert::Resolver;
 
@@ -79,6 +80,21 @@ pub struct CompileError {
     pub column: usize,
     /// What is wrong.
     pub message: String,
+}
+
+impl CompileError {
+    /// This error as a component's setting error at the dotted `path` (`"where"`,
+    /// `"set.amount_eur"`), for a component of `type_name`.
+    pub fn into_config_error(self, type_name: &str, path: &str) -> crate::ConfigError {
+        let mut error = crate::FieldError::new(path, "");
+        error.problem = crate::SettingProblem::Expression {
+            expression: self.expression,
+            line: self.line,
+            column: self.column,
+            message: self.message,
+        };
+        crate::ConfigError::invalid(type_name, error)
+    }
 }
 
 impl Expr {
@@ -163,10 +179,24 @@ fn article(t: Type) -> &'static str {
     }
 }
 
-/// The parser's message, with its jargon ("mismatched input '<EOF>' expecting …") made plainer.
+/// The parser's message, with its jargon ("mismatched input '<EOF>' expecting {…}") made
+/// plainer: what was found where something else was expected.
 fn syntax_message(msg: &str) -> String {
     let msg = msg.strip_prefix("Syntax error: ").unwrap_or(msg);
-    let msg = msg.replace("'<EOF>'", "the end of the expression");
+    for prefix in [
+        "mismatched input ",
+        "extraneous input ",
+        "no viable alternative at input ",
+    ] {
+        if let Some(rest) = msg.strip_prefix(prefix) {
+            let found = rest.split(" expecting").next().unwrap_or(rest).trim();
+            return if found == "'<EOF>'" || found.ends_with("<EOF>'") {
+                "syntax error: the expression ends too early".to_owned()
+            } else {
+                format!("syntax error: unexpected {found}")
+            };
+        }
+    }
     format!("syntax error: {msg}")
 }
 
@@ -199,11 +229,58 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// An event as an expression reads it: a [`Value`] (a map), or the generator's numeric event
+/// `{"key": key, "value": value}` held without a map.
+#[derive(Clone, Copy, Debug)]
+pub enum EventRef<'a> {
+    /// Any event.
+    Value(&'a Value),
+    /// `{"key": key, "value": value}`.
+    Numeric {
+        /// The `key` field.
+        key: i64,
+        /// The `value` field.
+        value: f64,
+    },
+}
+
+impl<'a> From<&'a Value> for EventRef<'a> {
+    fn from(v: &'a Value) -> Self {
+        EventRef::Value(v)
+    }
+}
+
+impl EventRef<'_> {
+    /// The event as a value (the numeric event made into a map).
+    pub fn to_value(&self) -> Value {
+        match self {
+            EventRef::Value(v) => (*v).clone(),
+            EventRef::Numeric { key, value } => {
+                let mut m = tidemark_runtime::value::Map::with_capacity(2);
+                m.insert("key", *key);
+                m.insert("value", *value);
+                Value::from(m)
+            }
+        }
+    }
+
+    /// The event's field names, for messages.
+    pub fn field_names(&self) -> Vec<String> {
+        match self {
+            EventRef::Value(v) => v
+                .as_map()
+                .map(|m| m.keys().map(str::to_owned).collect())
+                .unwrap_or_default(),
+            EventRef::Numeric { .. } => vec!["key".to_owned(), "value".to_owned()],
+        }
+    }
+}
+
 /// What an expression reads: one record's event, key and timestamp.
 #[derive(Clone, Copy, Debug)]
 pub struct Scope<'a> {
     /// The event; its fields are the expression's top-level variables.
-    pub event: &'a Value,
+    pub event: EventRef<'a>,
     /// `record.key` (`null` when the record has no key).
     pub key: &'a Value,
     /// `record.timestamp`: milliseconds since the Unix epoch.
@@ -285,7 +362,7 @@ impl Evaluator {
         let result = match cel::Value::resolve_val(&expr.inner.ast, &inner) {
             Ok(v) => Ok(f(v.as_ref())),
             Err(e) => Err(EvalError {
-                message: convert::error_message(&e, scope.event),
+                message: convert::error_message(&e, &scope.event),
             }),
         };
         result
@@ -328,3 +405,17 @@ impl From<Number> for Value {
 
 #[cfg(test)]
 mod tests;
+
+/// Calls `f` with the [`Scope`] of `record`: its event, key and timestamp in milliseconds.
+#[inline]
+pub fn with_record<T>(record: &tidemark_runtime::Record, f: impl FnOnce(&Scope<'_>) -> T) -> T {
+    let key = Value::Int(record.key as i64);
+    f(&Scope {
+        event: EventRef::Numeric {
+            key: record.key as i64,
+            value: record.value,
+        },
+        key: &key,
+        timestamp_ms: record.timestamp.div_euclid(1_000_000),
+    })
+}

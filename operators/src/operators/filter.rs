@@ -1,14 +1,27 @@
-//! The `filter` operator: keeps a fraction of the keys, chosen by a hash of the key.
+//! The `filter` operator: keeps the events a CEL condition holds for, and/or a fraction of the
+//! keys chosen by a hash of the key.
 //!
 //! ```yaml
 //! operators:
+//!   paid:
+//!     type: filter
+//!     input: orders
+//!     where: 'status == "paid" && amount > 100'   # CEL; must give a bool
+//!     on_error: skip                              # fail (default) | skip | {dead_letter: PATH}
 //!   some_users:
 //!     type: filter
 //!     input: clicks
 //!     keep: 0.25     # fraction of keys kept, 0..=1 (default 1)
 //! ```
 //!
-//! A record is kept iff the top 53 bits of a 64-bit hash of its key, read as a fraction of 1,
+//! **`where`** is compiled when the job is built ([`crate::expr`]): a syntax error, an unknown
+//! function or a condition known not to give a bool (`where: 'status'` is fine, `where: '"x"'`
+//! is not) fails validation. A record is kept when the condition gives `true`; when it fails
+//! on a record (a missing field, a type mismatch, an int division by zero) or gives something
+//! other than a bool, `on_error` decides ([`crate::on_error`]). With both `where` and `keep`,
+//! a record must pass both.
+//!
+//! **`keep`**: a record is kept iff the top 53 bits of a 64-bit hash of its key, read as a fraction of 1,
 //! are below `keep`. So one key is always kept or always dropped, on every subtask and in every
 //! run; `keep: 1` keeps all and `keep: 0` none; and the keys kept at a smaller `keep` are a
 //! subset of those kept at a larger one. The hash (a SplitMix64 finaliser over the key with a
@@ -19,14 +32,16 @@ use serde::Deserialize;
 use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
 use crate::config;
+use crate::expr::{self, Evaluator, Expr};
+use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "filter",
     kind: ComponentKind::Operator,
-    fields: &["keep"],
-    summary: "keeps the fraction `keep` of the keys, chosen by a hash of the key",
+    fields: &["where", "keep", "on_error"],
+    summary: "keeps the events a CEL condition `where` holds for, or a fraction `keep` of the keys",
     build,
 };
 
@@ -34,22 +49,75 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterConfig {
+    /// The condition (CEL) an event must meet.
+    #[serde(default, rename = "where")]
+    pub condition: Option<String>,
     /// The fraction of keys kept, from 0 to 1.
     #[serde(default = "one")]
     pub keep: f64,
+    /// What to do with a record the condition fails on.
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
 }
 
 fn one() -> f64 {
     1.0
 }
 
-fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: FilterConfig = config::parse(INFO.type_name, config)?;
     let op =
         FilterOperator::new(config.keep).map_err(|m| config::invalid(INFO.type_name, "keep", m))?;
-    Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
-        Ok(Box::new(op) as Box<dyn Operator>)
+    let Some(condition) = &config.condition else {
+        return Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
+            Ok(Box::new(op) as Box<dyn Operator>)
+        })));
+    };
+    let condition = Expr::compile_condition(condition)
+        .map_err(|e| e.into_config_error(INFO.type_name, "where"))?;
+    let on_error = OnErrorFactory::new(config.on_error, &env.job_dir);
+    Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(WhereFilter {
+            keep: op,
+            condition: condition.clone(),
+            eval: Evaluator::new(),
+            on_error: on_error.subtask(&ctx.vertex_id)?,
+        }) as Box<dyn Operator>)
     })))
+}
+
+/// One subtask of a `filter` with `where`.
+#[derive(Debug)]
+pub struct WhereFilter {
+    keep: FilterOperator,
+    condition: Expr,
+    eval: Evaluator,
+    on_error: OnError,
+}
+
+impl WhereFilter {
+    /// Records dropped because the condition failed on them (`on_error: skip` or a dead
+    /// letter).
+    pub fn expression_errors(&self) -> u64 {
+        self.on_error.dropped
+    }
+}
+
+impl Operator for WhereFilter {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        if !self.keep.keeps(record.key) {
+            return Ok(());
+        }
+        let (eval, condition, on_error) = (&self.eval, &self.condition, &mut self.on_error);
+        let kept = expr::with_record(&record, |scope| match eval.eval_bool(condition, scope) {
+            Ok(kept) => Ok(kept),
+            Err(e) => on_error.handle(condition, e, &scope.event).map(|()| false),
+        })?;
+        if kept {
+            out.emit(record);
+        }
+        Ok(())
+    }
 }
 
 /// The filter's hash of a key.
@@ -154,6 +222,106 @@ mod tests {
             single.process(*r, &mut out2).unwrap();
         }
         assert_eq!(out2.records(), out);
+    }
+
+    fn filtered(settings: serde_json::Value, input: &[Record]) -> Result<Vec<Record>, String> {
+        let mut op = operator(&INFO, settings);
+        let mut out = Output::default();
+        for r in input {
+            op.process(*r, &mut out).map_err(|e| e.to_string())?;
+        }
+        Ok(out.records().to_vec())
+    }
+
+    #[test]
+    fn where_keeps_the_events_the_condition_holds_for() {
+        let input: Vec<Record> = (0..10)
+            .map(|k| Record::new(k, k as f64 / 2.0, k as i64 * 1_000_000))
+            .collect();
+        let kept = filtered(json!({"where": "value > 2"}), &input).unwrap();
+        assert_eq!(kept, input[5..]);
+        // Int and double compare by value; record fields too.
+        let kept = filtered(
+            json!({"where": "key >= 8 || record.timestamp == 1"}),
+            &input,
+        )
+        .unwrap();
+        assert_eq!(kept, [input[1], input[8], input[9]]);
+        // With keep, both must hold.
+        let kept = filtered(json!({"where": "value >= 0", "keep": 0.0}), &input).unwrap();
+        assert!(kept.is_empty());
+    }
+
+    #[test]
+    fn where_failures_follow_on_error() {
+        let input = [Record::new(1, 1.0, 0), Record::new(2, 0.0, 0)];
+        // fail (default): names the expression, the error and the record.
+        let err = filtered(json!({"where": "10 / int(value) > 2"}), &input).unwrap_err();
+        assert_eq!(
+            err,
+            "expression `10 / int(value) > 2` failed: division by zero: 10 / 0; \
+             record: {\"key\":2,\"value\":0.0}"
+        );
+        // skip: dropped and counted.
+        let mut op = FilterConfigTest::op(json!({"where": "w > 2", "on_error": "skip"}));
+        let mut out = Output::default();
+        for r in &input {
+            op.process(*r, &mut out).unwrap();
+        }
+        assert!(out.is_empty());
+        assert_eq!(op.expression_errors(), 2);
+        // Not a bool at run time is an error too.
+        let err = filtered(json!({"where": "value"}), &input).unwrap_err();
+        assert!(
+            err.contains("must give a bool, but gave a double 1.0"),
+            "{err}"
+        );
+    }
+
+    struct FilterConfigTest;
+    impl FilterConfigTest {
+        fn op(settings: serde_json::Value) -> WhereFilter {
+            let config: FilterConfig = config::parse("filter", settings).unwrap();
+            WhereFilter {
+                keep: FilterOperator::new(config.keep).unwrap(),
+                condition: Expr::compile_condition(config.condition.as_deref().unwrap()).unwrap(),
+                eval: Evaluator::new(),
+                on_error: OnErrorFactory::new(config.on_error, std::path::Path::new("."))
+                    .subtask("f")
+                    .unwrap(),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_conditions_fail_the_build_with_the_column() {
+        for (condition, column, message) in [
+            ("v +", 4, "syntax error"),
+            ("'paid'", 1, "must give a bool, but gives a string"),
+            (
+                "value > 1 && lenght(s) > 2",
+                14,
+                "unknown function 'lenght'",
+            ),
+        ] {
+            let err = build(json!({ "where": condition }), &BuildEnv::default()).unwrap_err();
+            let ConfigError::Invalid { problems, .. } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(problems[0].path, ["where"]);
+            match &problems[0].problem {
+                crate::SettingProblem::Expression {
+                    expression,
+                    line,
+                    column: c,
+                    message: m,
+                } => {
+                    assert_eq!((expression.as_str(), *line, *c), (condition, 1, column));
+                    assert!(m.starts_with(message), "{m}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
