@@ -8,7 +8,7 @@
 //! assert_eq!(expr.result_type(), Type::Double);
 //! let eval = Evaluator::new();                              // once per subtask
 //! let event = Value::from_json(br#"{"amount": 100}"#).unwrap();
-//! let scope = Scope { event: &event, key: &Value::Null, timestamp_ms: 0 };
+//! let scope = Scope { event: (&event).into(), key: &Value::Null, timestamp_ms: 0 };
 //! assert_eq!(eval.eval(&expr, &scope)?, Value::Double(92.0));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
