@@ -2,7 +2,8 @@
 
 use crate::args::{Cli, Command, PlanArgs, PlanFormat, SettingFlags, ValidateArgs};
 use crate::error::EXIT_OK;
-use crate::Loader;
+use crate::redact::redacted_json;
+use crate::{LoadedJob, Loader};
 use tidemark_runtime::ExecutionPlan;
 
 /// Runs the command; returns the exit code, or an error whose kind sets it.
@@ -23,6 +24,7 @@ fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     let job = loader.load_file(&args.job)?;
     let plan = ExecutionPlan::new(&job.graph, job.settings.chaining)?;
     print!("{plan}");
+    print!("{}", settings_text(&job));
     println!("ok");
     Ok(EXIT_OK)
 }
@@ -37,8 +39,34 @@ fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     let job = Loader::new().flags(flags).load_file(&args.job)?;
     let plan = ExecutionPlan::new(&job.graph, job.settings.chaining)?;
     match args.format {
-        PlanFormat::Text => print!("{plan}"),
+        PlanFormat::Text => {
+            print!("{plan}");
+            print!("{}", settings_text(&job));
+        }
         PlanFormat::Dot => print!("{}", plan.to_dot()),
     }
     Ok(EXIT_OK)
+}
+
+/// The run's settings (from the one settings table) and each vertex's own settings, secrets
+/// shown as `***`.
+pub fn settings_text(job: &LoadedJob) -> String {
+    let mut out = String::from("settings:\n");
+    for (key, value) in job.settings.entries() {
+        out.push_str(&format!("  {key} = {value}\n"));
+    }
+    let configured: Vec<_> = job
+        .job
+        .vertices
+        .iter()
+        .filter(|v| !v.config.is_empty())
+        .collect();
+    if !configured.is_empty() {
+        out.push_str("vertex settings:\n");
+        for v in configured {
+            let config = redacted_json(&serde_json::Value::Object(v.config.clone()));
+            out.push_str(&format!("  {} ({}): {config}\n", v.id, v.type_name));
+        }
+    }
+    out
 }

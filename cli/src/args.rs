@@ -45,7 +45,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
     /// Stop the job after this long (sources stop, in-flight records drain)
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Write the final report as JSON to this file (whatever the outcome)
     #[arg(long, value_name = "PATH")]
@@ -55,25 +55,23 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
     pub drain_timeout: Duration,
     /// Keep serving /metrics this long after the job ends
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s", allow_hyphen_values = true)]
     pub linger: Duration,
     /// Seed for generators and marker routing, for repeatable runs [default: random]
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Override a setting by its key (repeatable); the matching flag wins over -D.
-    /// Keys: metrics.latency.interval, metrics.latency.granularity,
-    /// metrics.latency.history-size, execution.buffer-timeout, parallelism.default,
-    /// metrics.reporter.prom.port, pipeline.operator-chaining.enabled,
-    /// metrics.e2e-latency.everywhere
-    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
+    /// Override a setting by its key (repeatable); the matching flag wins over -D (--help lists
+    /// the keys)
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define,
+          long_help = crate::settings::define_help())]
     pub defines: Vec<(String, String)>,
 }
 
 /// Settings that may also come from the job file or `-D`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SettingFlags {
-    /// Latency marker interval; 0 disables markers [default: job file, else 0]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    /// Latency marker interval, with a unit; 0 disables markers [default: job file, else 200ms]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub latency_interval: Option<Duration>,
     /// Latency series per: single | operator | subtask [default: job file, else operator]
     #[arg(long, value_name = "G", value_parser = parse_granularity)]
@@ -82,7 +80,7 @@ pub struct SettingFlags {
     #[arg(long, value_name = "N", value_parser = parse_history_size)]
     pub latency_history_size: Option<NonZeroUsize>,
     /// Longest a partly filled batch waits before it is sent [default: job file, else 1ms]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub buffer_timeout: Option<Duration>,
     /// Default parallelism of every vertex [default: job file, else 1]
     #[arg(long, value_name = "N", value_parser = parse_parallelism)]
@@ -106,8 +104,9 @@ pub struct ValidateArgs {
     /// Settings that override the job file, as for `run`.
     #[command(flatten)]
     pub settings: SettingFlags,
-    /// Override a setting by its key (repeatable), as for `run`.
-    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define)]
+    /// Override a setting by its key (repeatable), as for `run` (--help lists the keys)
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define,
+          long_help = crate::settings::define_help())]
     pub defines: Vec<(String, String)>,
 }
 
@@ -137,8 +136,22 @@ pub enum PlanFormat {
     Dot,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    tidemark_markers::parse_duration(s).map_err(|e| e.to_string())
+/// A duration on the command line: it needs a unit (`1.5s`, `200ms`); a bare number is an
+/// error suggesting one (only `0` needs none), and a negative one says so.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "negative duration \"{s}\": a duration is 0 or more, e.g. 1s or 200ms"
+        ));
+    }
+    if t.parse::<f64>().is_ok_and(|n| n != 0.0) {
+        return Err(format!(
+            "duration \"{s}\" has no unit: write {t}s for seconds or {t}ms for milliseconds \
+             (units: ns, us, ms, s, m, h)"
+        ));
+    }
+    tidemark_markers::parse_duration(t).map_err(|e| e.to_string())
 }
 
 fn parse_granularity(s: &str) -> Result<Granularity, String> {
@@ -213,6 +226,48 @@ mod tests {
                 ("execution.buffer-timeout".to_string(), "2ms".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn durations_need_a_unit_and_may_not_be_negative() {
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        let e = parse_duration("1.5").unwrap_err();
+        assert!(
+            e.contains("has no unit: write 1.5s for seconds or 1.5ms for milliseconds"),
+            "{e}"
+        );
+        let e = parse_duration("-1s").unwrap_err();
+        assert!(e.starts_with("negative duration \"-1s\""), "{e}");
+        // Through clap: a value starting with '-' reaches the parser.
+        for (value, needle) in [("-1s", "negative duration"), ("1.5", "has no unit")] {
+            let e = Cli::try_parse_from(["tidemark", "run", "j.yaml", "--duration", value])
+                .unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn validate_takes_defines_and_setting_flags() {
+        let cli = Cli::try_parse_from([
+            "tidemark",
+            "validate",
+            "j.yaml",
+            "-D",
+            "parallelism.default=2",
+            "--parallelism",
+            "3",
+        ])
+        .unwrap();
+        let Command::Validate(v) = cli.command else {
+            panic!("not validate")
+        };
+        assert_eq!(
+            v.defines,
+            vec![("parallelism.default".to_string(), "2".to_string())]
+        );
+        assert_eq!(v.settings.parallelism, NonZeroUsize::new(3));
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub fn build_graph_with(
                 }
                 let keyed = registry.find(v.kind, &v.type_name).is_some_and(|c| c.keyed);
                 graph.set_keyed(id, keyed);
+                if !v.type_name.is_empty() {
+                    graph.set_type_name(id, &v.type_name);
+                }
                 ids.insert(v.id.as_str(), id);
             }
             Err(e) => {
@@ -347,6 +350,29 @@ fn setting_error(
     suggestion: Option<String>,
 ) -> JobFileError {
     let location: Vec<String> = error.location().into_iter().map(str::to_owned).collect();
+    // What is said about a secret's value is not shown.
+    let (error, suggestion) = if crate::redact::path_is_secret(location.iter().map(String::as_str))
+    {
+        let problem = match error.problem {
+            SettingProblem::Message(_) => SettingProblem::Message(
+                "invalid value (not shown: the setting is secret)".to_string(),
+            ),
+            SettingProblem::UnknownValue { expected, .. } => SettingProblem::UnknownValue {
+                value: crate::redact::REDACTED.to_owned(),
+                expected,
+            },
+            other => other,
+        };
+        (
+            FieldError {
+                path: error.path,
+                problem,
+            },
+            None,
+        )
+    } else {
+        (error, suggestion)
+    };
     let mut path = vec![section_of(v.kind), v.id.as_str()];
     path.extend(location.iter().map(String::as_str));
     // An expression's error points into the expression as written in the file.

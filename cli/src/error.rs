@@ -194,6 +194,9 @@ pub enum Problem {
         /// For an unknown field or value: the closest accepted one.
         suggestion: Option<String>,
     },
+    /// A `${VAR}` that cannot be replaced.
+    #[error("{0}")]
+    Substitution(crate::substitute::SubstitutionError),
     /// The job graph's rules (the runtime's [`tidemark_runtime::JobGraph::problems`]).
     #[error("{0}")]
     Graph(tidemark_runtime::GraphError),

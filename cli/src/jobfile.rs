@@ -161,7 +161,34 @@ impl JobFile {
     /// Otherwise the job comes back with what could be read and its [`problems`](Self::problems),
     /// which [`crate::build::build_graph`] reports together with the graph's: check them (or use
     /// [`JobFile::checked`]) before using a job file on its own.
+    ///
+    /// `${NAME}` and `${NAME:-default}` are first replaced by environment variables
+    /// ([`crate::substitute`]).
     pub fn parse(text: &str, file: &str) -> Result<JobFile, JobFileErrors> {
+        JobFile::parse_with_vars(text, file, &|name| std::env::var(name).ok())
+    }
+
+    /// [`JobFile::parse`] with the variables of `lookup` instead of the environment.
+    pub fn parse_with_vars(
+        text: &str,
+        file: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<JobFile, JobFileErrors> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let text = crate::substitute::substitute(text, lookup).map_err(|errors| {
+            JobFileErrors(
+                errors
+                    .into_iter()
+                    .map(|e| JobFileError {
+                        file: file.to_string(),
+                        pos: Some(e.pos()),
+                        vertex: None,
+                        problem: Problem::Substitution(e),
+                    })
+                    .collect(),
+            )
+        })?;
+        let text = text.as_str();
         let map = SourceMap::new(text);
         let mut p = Parser {
             file: file.to_string(),
@@ -438,7 +465,6 @@ impl Parser {
 
     fn parse(&mut self, text: &str) -> Option<JobFile> {
         // Merge keys (`<<: *defaults`) are applied, so shared settings can be written once.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let root: Value = match serde_yaml_ng::from_str(text).and_then(|Document(mut v)| {
             v.apply_merge()?;
             Ok(v)

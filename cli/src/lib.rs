@@ -14,6 +14,8 @@
 //! | [`build`] | job file + settings → runtime graph and config, with a component [`Registry`] |
 //! | [`settings`] | precedence: flag > `-D` > job file > default |
 //! | [`error`] | job-file errors ([`JobFileErrors`](error::JobFileErrors)), exit codes, printing |
+//! | [`substitute`] | `${VAR}` / `${VAR:-default}` / `$$` in job files |
+//! | [`redact`] | the one rule for secrets: keys with password/secret/token/credential print as `***` |
 //! | [`args`] | the command line (clap) |
 //! | `app`, `run` | command dispatch, `validate`, `plan`; `run` |
 //! | `endpoint`, `live` | the HTTP endpoint: `/metrics` and the live view's `/api/v1/job`, `/api/v1/metrics` |
@@ -48,10 +50,12 @@ pub mod jobfile;
 mod live;
 pub mod locate;
 mod progress;
+pub mod redact;
 mod report;
 mod run;
 pub mod settings;
 mod signals;
+pub mod substitute;
 mod suggest;
 
 use std::path::{Path, PathBuf};

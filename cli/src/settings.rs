@@ -1,12 +1,17 @@
 //! The run's settings and their precedence: a flag, then `-D key=value`, then the job file,
 //! then the built-in default. When a flag and a `-D` set the same setting, the flag wins.
+//!
+//! [`SETTINGS`] is the one table of them: each row's `-D` key, job-file field, flag, default
+//! and help, how a `-D` value is read, and how the value is shown. It drives the `-D` keys and
+//! their parsing, the `-D` help, "did you mean", `plan`'s settings section and
+//! [`Settings::entries`] (for the report and any JSON API).
 
-use crate::args::{parse_parallelism, SettingFlags};
+use crate::args::{parse_duration, parse_parallelism, SettingFlags};
 use crate::jobfile::{JobFile, LatencySection};
 use crate::suggest::{did_you_mean, hint};
 use std::num::NonZeroUsize;
 use std::time::Duration;
-use tidemark_markers::{parse_duration, Buckets, LatencyConfig};
+use tidemark_markers::{format_duration, Buckets, LatencyConfig};
 use tidemark_runtime::config::DEFAULT_BUFFER_TIMEOUT;
 
 /// Where `/metrics` is served unless a flag or `-D` says otherwise.
@@ -23,17 +28,166 @@ pub const CHAINING_KEY: &str = "pipeline.operator-chaining.enabled";
 /// `-D` key of recording record end-to-end latency at every vertex.
 pub const E2E_EVERYWHERE_KEY: &str = "metrics.e2e-latency.everywhere";
 
-/// Every key `-D` accepts.
-pub const KEYS: [&str; 8] = [
-    LatencyConfig::INTERVAL_KEY,
-    LatencyConfig::GRANULARITY_KEY,
-    LatencyConfig::HISTORY_SIZE_KEY,
-    BUFFER_TIMEOUT_KEY,
-    PARALLELISM_KEY,
-    PROM_PORT_KEY,
-    CHAINING_KEY,
-    E2E_EVERYWHERE_KEY,
+/// The default marker interval: markers are on unless turned off with 0 (they cost under 1 %).
+pub const DEFAULT_MARKER_INTERVAL: Duration = Duration::from_millis(200);
+
+/// One setting of a run.
+pub struct SettingSpec {
+    /// Its `-D` key (Flink's where Flink has one).
+    pub key: &'static str,
+    /// Its job-file field, if the job file can set it.
+    pub file_field: Option<&'static str>,
+    /// Its `run` flag, if any.
+    pub flag: Option<&'static str>,
+    /// The built-in default, as shown.
+    pub default: &'static str,
+    /// What it does.
+    pub help: &'static str,
+    /// Sets it in `s` from a `-D` value.
+    apply: fn(&mut Settings, &str) -> Result<(), String>,
+    /// Its value in `s`, as shown.
+    show: fn(&Settings) -> String,
+}
+
+impl SettingSpec {
+    /// Its value in `s`, as shown (secrets as `***`).
+    pub fn show(&self, s: &Settings) -> String {
+        crate::redact::redact_value(self.key, &(self.show)(s)).to_owned()
+    }
+}
+
+impl std::fmt::Debug for SettingSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SettingSpec")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+/// Every setting, in the order help and `plan` list them.
+pub static SETTINGS: [SettingSpec; 8] = [
+    SettingSpec {
+        key: LatencyConfig::INTERVAL_KEY,
+        file_field: Some("latency.interval"),
+        flag: Some("--latency-interval"),
+        default: "200ms",
+        help: "marker interval; 0 disables markers (a bare -D number is milliseconds, as in Flink)",
+        apply: |s, v| apply_latency(s, LatencyConfig::INTERVAL_KEY, v),
+        show: |s| format_duration(s.latency.interval),
+    },
+    SettingSpec {
+        key: LatencyConfig::GRANULARITY_KEY,
+        file_field: Some("latency.granularity"),
+        flag: Some("--latency-granularity"),
+        default: "operator",
+        help: "latency series per: single | operator | subtask",
+        apply: |s, v| apply_latency(s, LatencyConfig::GRANULARITY_KEY, v),
+        show: |s| s.latency.granularity.to_string(),
+    },
+    SettingSpec {
+        key: LatencyConfig::HISTORY_SIZE_KEY,
+        file_field: Some("latency.history_size"),
+        flag: Some("--latency-history-size"),
+        default: "128",
+        help: "samples in each latency series' sliding window",
+        apply: |s, v| apply_latency(s, LatencyConfig::HISTORY_SIZE_KEY, v),
+        show: |s| s.latency.history_size.to_string(),
+    },
+    SettingSpec {
+        key: BUFFER_TIMEOUT_KEY,
+        file_field: Some("buffer_timeout"),
+        flag: Some("--buffer-timeout"),
+        default: "1ms",
+        help: "longest a partly filled batch waits before it is sent",
+        apply: |s, v| {
+            s.buffer_timeout = parse_duration(v)?;
+            Ok(())
+        },
+        show: |s| format_duration(s.buffer_timeout),
+    },
+    SettingSpec {
+        key: PARALLELISM_KEY,
+        file_field: Some("parallelism"),
+        flag: Some("--parallelism"),
+        default: "1",
+        help: "default parallelism of every vertex (at most 1024)",
+        apply: |s, v| {
+            s.parallelism = parse_parallelism(v)?;
+            Ok(())
+        },
+        show: |s| s.parallelism.to_string(),
+    },
+    SettingSpec {
+        key: PROM_PORT_KEY,
+        file_field: None,
+        flag: Some("--metrics-addr"),
+        default: "127.0.0.1:9249",
+        help: "port of the Prometheus endpoint (the flag takes HOST:PORT)",
+        apply: |s, v| {
+            let port: u16 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid port \"{v}\": expected a number from 0 to 65535"))?;
+            let host = DEFAULT_METRICS_ADDR
+                .rsplit_once(':')
+                .map_or("127.0.0.1", |h| h.0);
+            s.metrics_addr = format!("{host}:{port}");
+            Ok(())
+        },
+        show: |s| s.metrics_addr.clone(),
+    },
+    SettingSpec {
+        key: CHAINING_KEY,
+        file_field: Some("chaining"),
+        flag: Some("--no-chaining"),
+        default: "true",
+        help: "chain forward edges into one task",
+        apply: |s, v| {
+            s.chaining = parse_bool(v)?;
+            Ok(())
+        },
+        show: |s| s.chaining.to_string(),
+    },
+    SettingSpec {
+        key: E2E_EVERYWHERE_KEY,
+        file_field: Some("e2e_latency_everywhere"),
+        flag: Some("--e2e-latency-everywhere"),
+        default: "false",
+        help: "record end-to-end latency at every vertex, not only at sources and terminal ones",
+        apply: |s, v| {
+            s.e2e_latency_everywhere = parse_bool(v)?;
+            Ok(())
+        },
+        show: |s| s.e2e_latency_everywhere.to_string(),
+    },
 ];
+
+fn apply_latency(s: &mut Settings, key: &str, value: &str) -> Result<(), String> {
+    match s.latency.apply(key, value) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("not a latency setting: {key}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Every key `-D` accepts, from [`SETTINGS`].
+pub fn keys() -> Vec<&'static str> {
+    SETTINGS.iter().map(|s| s.key).collect()
+}
+
+/// The `-D` help: every key with its default and what it does, from [`SETTINGS`].
+pub fn define_help() -> String {
+    let mut help = String::from(
+        "Override a setting by its key (repeatable); the matching flag wins over -D. Keys:",
+    );
+    for s in &SETTINGS {
+        help.push_str(&format!(
+            "\n  {} (default {}): {}",
+            s.key, s.default, s.help
+        ));
+    }
+    help
+}
 
 /// What the job file says about the settings (its top-level fields).
 #[derive(Debug, Clone, Default)]
@@ -92,7 +246,7 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
     /// A key no setting has.
-    #[error("unknown setting -D {key}: valid keys are {}{}", KEYS.join(", "), hint(suggestion))]
+    #[error("unknown setting -D {key}: valid keys are {}{}", keys().join(", "), hint(suggestion))]
     UnknownKey {
         /// As written.
         key: String,
@@ -111,6 +265,34 @@ pub enum SettingsError {
     },
 }
 
+impl Settings {
+    /// The built-in defaults (the `default` column of [`SETTINGS`]).
+    pub fn defaults() -> Settings {
+        Settings {
+            latency: LatencyConfig {
+                interval: DEFAULT_MARKER_INTERVAL,
+                ..LatencyConfig::default()
+            },
+            buffer_timeout: DEFAULT_BUFFER_TIMEOUT,
+            parallelism: NonZeroUsize::MIN,
+            metrics_addr: DEFAULT_METRICS_ADDR.to_string(),
+            chaining: true,
+            e2e_latency_everywhere: false,
+            marker_buckets: Buckets::marker_latency(),
+            e2e_buckets: Buckets::e2e_latency(),
+        }
+    }
+
+    /// Every setting of [`SETTINGS`] with its value, as shown (secrets as `***`): for `plan`,
+    /// the report and JSON APIs.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        SETTINGS
+            .iter()
+            .map(|spec| (spec.key, spec.show(self)))
+            .collect()
+    }
+}
+
 /// Resolves the settings: defaults, then the job file, then each `-D` in order, then flags.
 pub fn resolve(
     file: &FileSettings,
@@ -118,17 +300,7 @@ pub fn resolve(
     metrics_addr: Option<&str>,
     defines: &[(String, String)],
 ) -> Result<Settings, SettingsError> {
-    // Defaults.
-    let mut s = Settings {
-        latency: LatencyConfig::default(),
-        buffer_timeout: DEFAULT_BUFFER_TIMEOUT,
-        parallelism: NonZeroUsize::MIN,
-        metrics_addr: DEFAULT_METRICS_ADDR.to_string(),
-        chaining: true,
-        e2e_latency_everywhere: false,
-        marker_buckets: Buckets::marker_latency(),
-        e2e_buckets: Buckets::e2e_latency(),
-    };
+    let mut s = Settings::defaults();
     // The job file.
     if let Some(b) = &file.latency.buckets {
         s.marker_buckets = b.clone();
@@ -159,41 +331,17 @@ pub fn resolve(
     }
     // -D, in order: the last one for a key wins.
     for (key, value) in defines {
-        let invalid = |message: String| SettingsError::InvalidValue {
-            key: key.clone(),
-            value: value.clone(),
-            message,
+        let Some(spec) = SETTINGS.iter().find(|s| s.key == key) else {
+            return Err(SettingsError::UnknownKey {
+                key: key.clone(),
+                suggestion: did_you_mean(key, keys()),
+            });
         };
-        match s.latency.apply(key, value) {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => return Err(invalid(e.to_string())),
-        }
-        match key.as_str() {
-            BUFFER_TIMEOUT_KEY => {
-                s.buffer_timeout = parse_duration(value).map_err(|e| invalid(e.to_string()))?
-            }
-            PARALLELISM_KEY => s.parallelism = parse_parallelism(value).map_err(invalid)?,
-            PROM_PORT_KEY => {
-                let port: u16 = value.trim().parse().map_err(|_| {
-                    invalid(format!(
-                        "invalid port \"{value}\": expected a number from 0 to 65535"
-                    ))
-                })?;
-                let host = DEFAULT_METRICS_ADDR
-                    .rsplit_once(':')
-                    .map_or("127.0.0.1", |h| h.0);
-                s.metrics_addr = format!("{host}:{port}");
-            }
-            CHAINING_KEY => s.chaining = parse_bool(value).map_err(invalid)?,
-            E2E_EVERYWHERE_KEY => s.e2e_latency_everywhere = parse_bool(value).map_err(invalid)?,
-            _ => {
-                return Err(SettingsError::UnknownKey {
-                    key: key.clone(),
-                    suggestion: did_you_mean(key, KEYS),
-                })
-            }
-        }
+        (spec.apply)(&mut s, value).map_err(|message| SettingsError::InvalidValue {
+            key: key.clone(),
+            value: crate::redact::redact_value(key, value).to_owned(),
+            message,
+        })?;
     }
     // Flags.
     if let Some(i) = flags.latency_interval {
@@ -272,12 +420,76 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(s.latency, LatencyConfig::default());
+        // Markers are on by default, every 200 ms.
+        assert_eq!(s.latency.interval, Duration::from_millis(200));
+        assert_eq!(s.latency.granularity, LatencyConfig::default().granularity);
+        assert_eq!(
+            s.latency.history_size,
+            LatencyConfig::default().history_size
+        );
         assert_eq!(s.buffer_timeout, DEFAULT_BUFFER_TIMEOUT);
         assert_eq!(s.parallelism, nz(1));
         assert_eq!(s.metrics_addr, "127.0.0.1:9249");
         assert!(s.chaining);
         assert!(!s.e2e_latency_everywhere);
+    }
+
+    /// The table's `default` column is what the defaults are, and every row's key is accepted
+    /// by `-D` with the value it shows.
+    #[test]
+    fn the_settings_table_agrees_with_the_defaults_and_round_trips() {
+        let defaults = Settings::defaults();
+        for spec in &SETTINGS {
+            assert_eq!(spec.show(&defaults), spec.default, "{}", spec.key);
+        }
+        // Showing a value and reading it back with -D gives the same settings.
+        let mut changed = Settings::defaults();
+        let defines: Vec<(String, String)> = d(&[
+            ("metrics.latency.interval", "15ms"),
+            ("metrics.latency.granularity", "subtask"),
+            ("execution.buffer-timeout", "3ms"),
+            ("parallelism.default", "4"),
+            ("pipeline.operator-chaining.enabled", "false"),
+        ]);
+        for (k, v) in &defines {
+            let spec = SETTINGS.iter().find(|s| s.key == k).unwrap();
+            (spec.apply)(&mut changed, v).unwrap();
+        }
+        for spec in &SETTINGS {
+            if spec.key == PROM_PORT_KEY {
+                continue; // shown as the address, set as a port
+            }
+            let mut again = Settings::defaults();
+            (spec.apply)(&mut again, &spec.show(&changed)).unwrap();
+            assert_eq!(spec.show(&again), spec.show(&changed), "{}", spec.key);
+        }
+        let keys: Vec<&str> = changed.entries().iter().map(|e| e.0).collect();
+        assert_eq!(keys, super::keys());
+        assert!(define_help().contains("metrics.latency.interval (default 200ms)"));
+    }
+
+    #[test]
+    fn durations_in_defines_need_a_unit_except_the_marker_interval() {
+        let e = resolve(
+            &file(),
+            &SettingFlags::default(),
+            None,
+            &d(&[("execution.buffer-timeout", "5")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("has no unit: write 5s for seconds or 5ms for milliseconds"),
+            "{e}"
+        );
+        let s = resolve(
+            &file(),
+            &SettingFlags::default(),
+            None,
+            &d(&[("metrics.latency.interval", "5")]),
+        )
+        .unwrap();
+        assert_eq!(s.latency.interval, Duration::from_millis(5));
     }
 
     #[test]

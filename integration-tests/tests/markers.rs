@@ -442,10 +442,26 @@ fn interval_zero_in_the_job_file_disables_markers() {
     check_no_markers("interval-zero", &job, &[]);
 }
 
+/// Markers are on by default (every 200 ms), so latency shows without configuring anything; the
+/// sources run about half a second at their rate, past the first interval.
 #[test]
-fn no_latency_section_means_no_markers() {
-    let job = two_source_job("no-latency", "{}");
-    check_no_markers("no-latency", &job, &[]);
+fn markers_are_on_by_default_every_200ms() {
+    let dir = TempDir::new("default-markers");
+    let job = two_source_job("default-markers", "{}");
+    let (m, report) = run_and_scrape(&dir, &job, &[]);
+    assert!(
+        m.total(EMITTED) > 0.0,
+        "markers should be on by default:\n{}",
+        m.body
+    );
+    assert!(m.body.contains("tidemark_marker_latency_seconds"));
+    assert_eq!(report["settings"]["latency_interval"], "200ms");
+}
+
+#[test]
+fn interval_zero_in_the_job_file_turns_markers_off() {
+    let job = two_source_job("file-zero", "{interval: 0}");
+    check_no_markers("file-zero", &job, &[]);
 }
 
 #[test]

@@ -159,6 +159,7 @@ pub struct Vertex {
     pub(crate) factory: Factory,
     pub(crate) source_options: SourceOptions,
     pub(crate) keyed: bool,
+    pub(crate) type_name: Option<String>,
 }
 
 impl Vertex {
@@ -169,6 +170,11 @@ impl Vertex {
     /// How many parallel subtasks it runs.
     pub fn parallelism(&self) -> usize {
         self.parallelism
+    }
+    /// The component type it was built from (`generator`, `map`, …), if known; shown by the
+    /// plan.
+    pub fn type_name(&self) -> Option<&str> {
+        self.type_name.as_deref()
     }
     /// Whether it groups records by key (see [`JobGraph::set_keyed`]).
     pub fn is_keyed(&self) -> bool {
@@ -352,6 +358,7 @@ impl JobGraph {
             factory,
             source_options: SourceOptions::default(),
             keyed: false,
+            type_name: None,
         });
         Ok(VertexId(self.vertices.len() - 1))
     }
@@ -404,6 +411,11 @@ impl JobGraph {
     /// parallelism 1 its input edges must be `hash` ([`GraphError::KeyedNotHashed`]).
     pub fn set_keyed(&mut self, vertex: VertexId, keyed: bool) {
         self.vertices[vertex.0].keyed = keyed;
+    }
+
+    /// Records the component type a vertex was built from, for the plan (`plan`, DOT).
+    pub fn set_type_name(&mut self, vertex: VertexId, type_name: impl Into<String>) {
+        self.vertices[vertex.0].type_name = Some(type_name.into());
     }
 
     /// The partitioning an edge from `from` to `to` gets when none is asked for: `hash` into a

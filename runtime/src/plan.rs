@@ -51,6 +51,7 @@ pub struct ExecutionPlan {
     pub chained: Vec<(VertexId, VertexId, Partitioning)>,
     pub(crate) vertex_ids: Vec<String>,
     pub(crate) vertex_kinds: Vec<&'static str>,
+    pub(crate) vertex_types: Vec<Option<String>>,
 }
 
 impl ExecutionPlan {
@@ -138,6 +139,7 @@ impl ExecutionPlan {
             chained,
             vertex_ids: graph.vertices.iter().map(|v| v.id.clone()).collect(),
             vertex_kinds: graph.vertices.iter().map(|v| v.kind().as_str()).collect(),
+            vertex_types: graph.vertices.iter().map(|v| v.type_name.clone()).collect(),
         })
     }
 
@@ -151,7 +153,16 @@ impl ExecutionPlan {
         self.tasks.iter().map(|t| t.parallelism).sum()
     }
 
-    /// The plan as Graphviz DOT: one cluster per task, one node per vertex.
+    /// `source generator`, or `source` when the type is not known.
+    fn kind_and_type(&self, v: VertexId) -> String {
+        match &self.vertex_types[v.0] {
+            Some(t) => format!("{} {t}", self.vertex_kinds[v.0]),
+            None => self.vertex_kinds[v.0].to_string(),
+        }
+    }
+
+    /// The plan as a Graphviz DOT digraph: one cluster per task, a box per vertex labelled
+    /// with its id, kind, component type and parallelism.
     pub fn to_dot(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "digraph \"{}\" {{", self.job_name);
@@ -165,7 +176,7 @@ impl ExecutionPlan {
                     "    \"{}\" [label=\"{}\\n{} x{}\"];",
                     self.vertex_id(*v),
                     self.vertex_id(*v),
-                    self.vertex_kinds[v.0],
+                    self.kind_and_type(*v),
                     t.parallelism
                 );
             }
@@ -211,7 +222,10 @@ impl fmt::Display for ExecutionPlan {
             let members: Vec<String> = t
                 .vertices
                 .iter()
-                .map(|v| format!("{} {}", self.vertex_kinds[v.0], self.vertex_id(*v)))
+                .map(|v| match &self.vertex_types[v.0] {
+                    Some(t) => format!("{} {} ({t})", self.vertex_kinds[v.0], self.vertex_id(*v)),
+                    None => format!("{} {}", self.vertex_kinds[v.0], self.vertex_id(*v)),
+                })
                 .collect();
             writeln!(
                 f,
