@@ -210,7 +210,8 @@ fn elsewhere_hint(type_name: &str, elsewhere: &Option<VertexKind>) -> String {
     match elsewhere {
         Some(kind) => {
             let section = kind.section();
-            format!("; \"{type_name}\" is a {kind} type: move the vertex under \"{section}\"")
+            let kind = kind.with_article();
+            format!("; \"{type_name}\" is {kind} type: move the vertex under \"{section}\"")
         }
         None => String::new(),
     }
@@ -325,5 +326,28 @@ pub fn print(error: &anyhow::Error) {
         }
     } else {
         let _ = writeln!(err, "error: {error:#}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_of_another_kind_is_named_with_its_article() {
+        let problem = |elsewhere| Problem::UnknownType {
+            section: "sink",
+            type_name: "map".into(),
+            known: vec!["discard".into()],
+            suggestion: None,
+            elsewhere: Some(elsewhere),
+        };
+        let text = problem(VertexKind::Operator).to_string();
+        assert!(
+            text.ends_with("; \"map\" is an operator type: move the vertex under \"operators\""),
+            "{text}"
+        );
+        let text = problem(VertexKind::Source).to_string();
+        assert!(text.contains("\"map\" is a source type"), "{text}");
     }
 }

@@ -148,10 +148,10 @@ impl Component {
                 FieldError::new(
                     "",
                     format!(
-                        "the {} type built a {}, not a {}",
+                        "the {} type built {}, not {}",
                         self.type_name,
-                        built.kind(),
-                        self.kind
+                        built.kind().with_article(),
+                        self.kind.with_article()
                     ),
                 ),
             ));

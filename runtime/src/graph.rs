@@ -91,6 +91,15 @@ impl VertexKind {
         }
     }
 
+    /// The kind with its indefinite article, for messages: "a source", "an operator", "a sink".
+    pub fn with_article(self) -> &'static str {
+        match self {
+            VertexKind::Source => "a source",
+            VertexKind::Operator => "an operator",
+            VertexKind::Sink => "a sink",
+        }
+    }
+
     /// The job-file section that holds vertices of this kind: `"sources"`, `"operators"` or
     /// `"sinks"`.
     pub fn section(self) -> &'static str {

@@ -321,3 +321,90 @@ fn operators_and_sources_report_their_drops_by_reason() {
     assert_eq!(sum(m, "k", |s| s.records_in()), 14);
     assert_eq!(dropped_everywhere(m, DropReason::InFlight), 0);
 }
+
+/// Ten records, every other one stamped a day in the past.
+struct HalfStale {
+    done: bool,
+}
+
+impl Source for HalfStale {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if !self.done {
+            const DAY: i64 = 86_400_000_000_000;
+            for k in 0..10 {
+                let ts = if k % 2 == 0 {
+                    ctx.now_nanos - DAY
+                } else {
+                    ctx.now_nanos
+                };
+                out.emit(Record::new(k, 0.0, ts));
+            }
+            self.done = true;
+        }
+        Ok(SourceStatus::Finished)
+    }
+}
+
+/// Counts late records the old way (`late_records_dropped`) only.
+struct OldStyleWindow;
+
+impl Operator for OldStyleWindow {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        out.emit(record);
+        Ok(())
+    }
+    fn late_records_dropped(&self) -> u64 {
+        4
+    }
+}
+
+#[test]
+fn records_dropped_for_their_timestamp_or_as_late_are_counted() {
+    for (policy, dropped) in [
+        (tidemark_runtime::InvalidTimestampPolicy::Drop, 5),
+        (tidemark_runtime::InvalidTimestampPolicy::Clamp, 0),
+    ] {
+        let mut g = JobGraph::new("stale");
+        let s = g
+            .add_source("s", 1, |_| Ok(Box::new(HalfStale { done: false })))
+            .unwrap();
+        g.set_source_options(
+            s,
+            tidemark_runtime::SourceOptions {
+                timestamp_check: Some(tidemark_runtime::TimestampCheck {
+                    before_max: Some(Duration::from_secs(3600)),
+                    after_max: None,
+                    on_invalid: policy,
+                }),
+                watermarks: None,
+            },
+        );
+        let w = g
+            .add_operator("w", 1, |_| Ok(Box::new(OldStyleWindow)))
+            .unwrap();
+        let k = g
+            .add_sink("k", 1, |_| {
+                Ok(Box::new(tidemark_runtime::testing::DiscardSink))
+            })
+            .unwrap();
+        g.connect(s, w, Partitioning::Forward).unwrap();
+        g.connect(w, k, Partitioning::Forward).unwrap();
+        let result = wait_or_fail(
+            start(g, JobConfig::default()).unwrap(),
+            Duration::from_secs(60),
+        );
+        assert_eq!(result.outcome, JobOutcome::Finished);
+        let m = &result.metrics;
+        let source = &m.vertex("s").unwrap().subtasks[0];
+        assert_eq!(source.invalid_timestamp_records(), 5, "{policy:?}");
+        assert_eq!(
+            source.records_dropped(DropReason::InvalidTimestamp),
+            dropped,
+            "{policy:?}: clamped records are not dropped"
+        );
+        assert_eq!(sum(m, "k", |s| s.records_in()), 10 - dropped);
+        let window = &m.vertex("w").unwrap().subtasks[0];
+        assert_eq!(window.records_dropped(DropReason::Late), 4);
+        assert_eq!(window.late_records_dropped(), 4);
+    }
+}
