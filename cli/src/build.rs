@@ -14,10 +14,12 @@ use crate::settings::Settings;
 use crate::suggest::did_you_mean;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
+use tidemark_operators::on_error::ErrorPolicy;
+use tidemark_operators::operators::key_by::key_by;
 use tidemark_operators::{BuildEnv, Built, ConfigError, FieldError, Registry, SettingProblem};
 use tidemark_runtime::{
-    BoxError, GraphError, JobConfig, JobGraph, Operator, Sink, Source, SubtaskContext, VertexId,
-    VertexKind,
+    BoxError, GraphError, JobConfig, JobGraph, Operator, Partitioning, Sink, Source,
+    SubtaskContext, VertexId, VertexKind,
 };
 
 /// The runtime configuration of a run with these settings.
@@ -41,9 +43,12 @@ fn common_fields(kind: VertexKind) -> Vec<&'static str> {
             .into_iter()
             .chain(SOURCE_EVENT_TIME_FIELDS)
             .collect(),
-        _ => VERTEX_FIELDS.to_vec(),
+        _ => VERTEX_FIELDS.into_iter().chain([EDGE_KEY]).collect(),
     }
 }
+
+/// On an operator or sink: the CEL expression its `hash` input edges route and group on.
+const EDGE_KEY: &str = "key";
 
 /// [`build_graph_with`] the built-in components, not checking input files.
 pub fn build_graph(
@@ -140,6 +145,12 @@ pub fn build_graph_with(
             let partitioning = v
                 .partition
                 .unwrap_or_else(|| graph.default_partitioning(from, to));
+            if v.kind != VertexKind::Source && v.config.contains_key(EDGE_KEY) {
+                let input_v = job.vertex(input).expect("known input");
+                let p = input_v.parallelism.unwrap_or(default_parallelism).get();
+                keyed_edge(job, v, input, (from, p), to, &env, &mut graph, &mut errors);
+                continue;
+            }
             graph.add_edge(from, to, partitioning);
         }
     }
@@ -205,6 +216,104 @@ pub fn build_graph_with(
     } else {
         sort_errors(&mut errors);
         Err(JobFileErrors(errors))
+    }
+}
+
+/// The edge `input` → `v` where `v` has `key:`: a key stage ([`key_by`]) after the input, with
+/// its parallelism and a forward edge (so it runs in the input's task), then a `hash` edge to
+/// `v`. The stage is named `<v>.key` (`<v>.key.<input>` when `v` has several inputs).
+#[allow(clippy::too_many_arguments)]
+fn keyed_edge(
+    job: &JobFile,
+    v: &VertexSpec,
+    input: &str,
+    (from, parallelism): (VertexId, usize),
+    to: VertexId,
+    env: &BuildEnv,
+    graph: &mut JobGraph,
+    errors: &mut Vec<JobFileError>,
+) {
+    let section = section_of(v.kind);
+    if v.partition.is_some_and(|p| p != Partitioning::Hash) {
+        errors.push(
+            job.error(
+                &[section, &v.id, "partition"],
+                Some(v.vref()),
+                Problem::Invalid {
+                    field: "partition".into(),
+                    message: "`key` is what a hash edge routes on: use partition: hash, or leave \
+                          partition out"
+                        .into(),
+                },
+            ),
+        );
+        return;
+    }
+    let expression = match v.config.get(EDGE_KEY) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        other => {
+            errors.push(job.error(
+                &[section, &v.id, EDGE_KEY],
+                Some(v.vref()),
+                Problem::Invalid {
+                    field: EDGE_KEY.into(),
+                    message: format!(
+                        "expected a CEL expression (a string), found {}",
+                        other.map_or("nothing".to_owned(), |o| o.to_string())
+                    ),
+                },
+            ));
+            return;
+        }
+    };
+    // A bad `on_error` is the component's to report; the stage then fails records.
+    let on_error: ErrorPolicy = v
+        .config
+        .get("on_error")
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .unwrap_or_default();
+    let factory = match key_by(&expression, on_error, env) {
+        Ok(f) => f,
+        Err(e) => {
+            let type_name = v.type_name.clone();
+            let error = e.into_config_error(&type_name, EDGE_KEY);
+            if let ConfigError::Invalid { problems, .. } = error {
+                for error in problems {
+                    errors.push(setting_error(job, v, type_name.clone(), error, None));
+                }
+            }
+            return;
+        }
+    };
+    let name = if v.inputs.len() > 1 {
+        format!("{}.key.{input}", v.id)
+    } else {
+        format!("{}.key", v.id)
+    };
+    if job.vertex(&name).is_some() {
+        errors.push(job.error(
+            &[section, &v.id, EDGE_KEY],
+            Some(v.vref()),
+            Problem::Invalid {
+                field: EDGE_KEY.into(),
+                message: format!(
+                    "the key stage would be named \"{name}\", which is taken by another vertex"
+                ),
+            },
+        ));
+        return;
+    }
+    match graph.add_operator(&name, parallelism, factory) {
+        Ok(stage) => {
+            graph.add_edge(from, stage, Partitioning::Forward);
+            graph.add_edge(stage, to, Partitioning::Hash);
+        }
+        Err(e) => errors.push(job.error(
+            &[section, &v.id, EDGE_KEY],
+            Some(v.vref()),
+            Problem::Graph(e),
+        )),
     }
 }
 
@@ -291,8 +400,11 @@ fn component(
         .chain(common_fields(v.kind))
         .collect();
     let mut config = v.config.clone();
+    if v.kind != VertexKind::Source {
+        config.remove(EDGE_KEY); // the edge's, see `keyed_edge`
+    }
     let mut unknown = false;
-    for field in v.config.keys() {
+    for field in config.clone().keys() {
         if !info.fields.iter().any(|f| f == field) {
             unknown = true;
             config.remove(field);
@@ -406,7 +518,6 @@ fn setting_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tidemark_runtime::Partitioning;
 
     fn errors(text: &str) -> Vec<String> {
         let job = JobFile::parse(text, "job.yaml").expect("parses");
@@ -833,6 +944,64 @@ sinks:
         // Operators do not list them.
         let e = one_error(&GOOD.replace("    cost: 2us", "    cost: 2us\n    watermark: {}"));
         assert!(!e.contains("watermarks"), "{e}");
+    }
+
+    const EDGE_KEY_JOB: &str = "\
+name: keyed
+sources:
+  gen:
+    type: generator
+    parallelism: 2
+  more:
+    type: generator
+operators:
+  per_mod:
+    type: reduce
+    input: gen
+    key: 'key % 5'
+    aggregate: count
+    parallelism: 3
+sinks:
+  out:
+    type: discard
+    input: per_mod
+";
+
+    #[test]
+    fn an_edge_key_adds_a_key_stage_before_a_hash_edge() {
+        let job = JobFile::parse(EDGE_KEY_JOB, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::MIN).unwrap();
+        let plan = tidemark_runtime::ExecutionPlan::new(&graph, true)
+            .unwrap()
+            .to_string();
+        assert!(
+            plan.contains("gen -> per_mod.key: forward (chained)"),
+            "{plan}"
+        );
+        assert!(plan.contains("per_mod.key -> per_mod: hash"), "{plan}");
+        assert!(plan.contains("gen+per_mod.key x2"), "{plan}");
+        // Several inputs: one stage each, named after the input.
+        let two = EDGE_KEY_JOB.replace("input: gen\n    key", "input: [gen, more]\n    key");
+        let job = JobFile::parse(&two, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::MIN).unwrap();
+        let plan = tidemark_runtime::ExecutionPlan::new(&graph, true)
+            .unwrap()
+            .to_string();
+        assert!(plan.contains("gen -> per_mod.key.gen: forward"), "{plan}");
+        assert!(plan.contains("more -> per_mod.key.more: forward"), "{plan}");
+    }
+
+    #[test]
+    fn edge_key_errors() {
+        let e = one_error(&EDGE_KEY_JOB.replace("'key % 5'", "'key %'"));
+        assert!(
+            e.starts_with(
+                "job.yaml:12:16: operator \"per_mod\": invalid reduce settings: key: syntax error"
+            ),
+            "{e}"
+        );
+        let e = one_error(&EDGE_KEY_JOB.replace("    key:", "    partition: rebalance\n    key:"));
+        assert!(e.starts_with("job.yaml:12:5: operator \"per_mod\": field \"partition\": `key` is what a hash edge routes on"), "{e}");
     }
 
     #[test]

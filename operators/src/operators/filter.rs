@@ -104,6 +104,13 @@ impl WhereFilter {
 }
 
 impl Operator for WhereFilter {
+    fn records_dropped(&self, reason: tidemark_runtime::DropReason) -> u64 {
+        match reason {
+            tidemark_runtime::DropReason::ExpressionError => self.on_error.dropped,
+            _ => 0,
+        }
+    }
+
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         if !self.keep.keeps(record.key) {
             return Ok(());

@@ -2,6 +2,7 @@
 
 pub mod delay;
 pub mod filter;
+pub mod key_by;
 pub mod map;
 pub mod reduce;
 pub mod window;
