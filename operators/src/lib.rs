@@ -13,6 +13,7 @@
 //! | [`expr`] | CEL expressions over events: [`Expr`](expr::Expr) compiled once, [`Evaluator`](expr::Evaluator) per subtask |
 //! | [`on_error`] | `on_error: fail \| skip \| {dead_letter: PATH}` for records an expression fails on |
 //! | [`aggregates`] | `aggregates:` of `window` and `reduce`: count, sum, min, max, mean over expressions |
+//! | [`window_assigner`] | window kinds (tumbling, sliding, session): which windows a timestamp is in, session merging, when a window fires and expires |
 //! | [`config`] | settings several components share ([`Timestamps`](config::Timestamps), [`OnError`](config::OnError), [`Aggregate`](config::Aggregate), …) |
 //!
 //! Each component is one file holding its settings struct (`serde`, unknown fields rejected),
@@ -88,6 +89,7 @@ pub mod sinks;
 pub mod sources;
 #[cfg(test)]
 mod test_util;
+pub mod window_assigner;
 
 pub use config::parse_settings;
 pub use registry::{
