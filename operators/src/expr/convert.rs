@@ -32,7 +32,18 @@ impl VariableResolver for Resolver<'_> {
             return Some(CowVal::owned(CelMap::from(map)));
         }
         match self.scope.event {
-            EventRef::Value(event) => event.get(variable).map(|v| CowVal::Owned(to_val(v))),
+            EventRef::Value(event) => match event.get(variable) {
+                Some(v) => Some(CowVal::Owned(to_val(v))),
+                // The whole event, for `has(event.field)`, unless it has a field `event`.
+                None if variable == "event" => Some(CowVal::Owned(to_val(event))),
+                None => None,
+            },
+            EventRef::Numeric { key, value } if variable == "event" => {
+                let mut map: HashMap<CelMapKey<'b>, Box<dyn Val + 'b>> = HashMap::with_capacity(2);
+                map.insert(CelMapKey::from("key"), Box::new(CelInt::from(key)));
+                map.insert(CelMapKey::from("value"), Box::new(CelDouble::from(value)));
+                Some(CowVal::owned(CelMap::from(map)))
+            }
             EventRef::Numeric { key, value } => match variable {
                 "key" => Some(CowVal::owned(CelInt::from(key))),
                 "value" => Some(CowVal::owned(CelDouble::from(value))),

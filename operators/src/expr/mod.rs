@@ -14,8 +14,9 @@
 //! ```
 //!
 //! **Variables**: the event's fields by name at the top level (`amount`, `user.name`), and
-//! `record.key` and `record.timestamp` (an int, milliseconds since the Unix epoch). A field the
-//! event does not have is a run-time error ("no field …"); `has(user.name)` tests for one.
+//! `record.key` and `record.timestamp` (an int, milliseconds since the Unix epoch), and the whole
+//! event as `event` (unless it has a field of that name). A field the event does not have is a
+//! run-time error ("no field …"); `has(event.tier)` or `has(user.name)` tests for one.
 //!
 //! **Numbers** mix as the spec says, even where CEL is stricter: ints and doubles compare by
 //! value (`amount > 100` holds for `100.5`), arithmetic with a double gives a double

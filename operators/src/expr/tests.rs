@@ -347,3 +347,64 @@ fn listed_functions_exist() {
         .message
         .contains("nosuch"));
 }
+
+/// Every example of the cheat-sheet in docs/events.md runs and gives what it says.
+#[test]
+fn cheat_sheet_examples() {
+    let json = r#"{"amount": 150, "name": "ann", "first": "a", "last": "b", "tags": ["vip", "x"],
+        "regions_by_name": {"eu": 1}, "user": {"email": "a@b.c"}, "s": "u1-a,b", "x": -2.5,
+        "status": "paid", "m": {"key": 3}, "tier": "gold"}"#;
+    for (src, expected) in [
+        ("amount > 100 && status == \"paid\"", "true"),
+        ("amount > 1000 ? \"gold\" : \"standard\"", "\"standard\""),
+        ("has(user.email)", "true"),
+        ("has(event.tier) ? tier : \"standard\"", "\"gold\""),
+        ("has(event.nope) ? nope : \"standard\"", "\"standard\""),
+        ("\"vip\" in tags", "true"),
+        ("\"eu\" in regions_by_name", "true"),
+        ("size(name) + size(tags) + name.size()", "8"),
+        (
+            "s.startsWith(\"u\") && s.endsWith(\"b\") && s.contains(\"-\")",
+            "true",
+        ),
+        ("s.matches(\"^u[0-9]+\")", "true"),
+        ("s.lowerAscii() + s.upperAscii()", "\"u1-a,bU1-A,B\""),
+        ("\" x \".trim()", "\"x\""),
+        ("s.replace(\"-\", \"_\")", "\"u1_a,b\""),
+        ("s.split(\",\")", "[\"u1-a\",\"b\"]"),
+        ("s.substring(0, 3)", "\"u1-\""),
+        ("s.indexOf(\"-\")", "2"),
+        ("s.charAt(0)", "\"u\""),
+        ("[\"a\",\"b\"].join(\"-\")", "\"a-b\""),
+        ("first + \" \" + last", "\"a b\""),
+        ("int(\"42\") + int(3.9)", "45"),
+        ("double(amount)", "150.0"),
+        ("string(42)", "\"42\""),
+        ("bool(\"true\")", "true"),
+        (
+            "math.floor(x) + math.ceil(x) + math.round(x) + math.trunc(x)",
+            "-10.0",
+        ),
+        ("math.abs(x) * math.sign(x)", "-2.5"),
+        ("math.greatest(1, 2.5) + math.least(1, 2)", "3.5"),
+        ("math.isNaN(x)", "false"),
+        (
+            "tags.exists(t, t == \"x\") && tags.all(t, size(t) > 0)",
+            "true",
+        ),
+        ("tags.exists_one(t, t == \"x\")", "true"),
+        ("tags.map(t, t.upperAscii())", "[\"VIP\",\"X\"]"),
+        ("tags.filter(t, t != \"x\")", "[\"vip\"]"),
+        ("tags[0]", "\"vip\""),
+        ("m[\"key\"] + m.key", "6"),
+        ("{\"a\": 1, \"b\": x}", "{\"a\":1,\"b\":-2.5}"),
+        ("timestamp(record.timestamp / 1000).getHours()", "22"),
+        ("timestamp(\"2026-11-30T10:00:00Z\").getDayOfWeek()", "1"),
+        ("duration(\"90s\") > duration(\"1m\")", "true"),
+        ("x == null", "false"),
+        ("7 / 2 == 3 && 1 == 1.0", "true"),
+        ("\"a\" < \"b\"", "true"),
+    ] {
+        assert_eq!(ok(src, json).to_string(), expected, "{src}");
+    }
+}
