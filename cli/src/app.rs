@@ -12,6 +12,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => crate::run::run(args),
         Command::Validate(args) => validate(args),
         Command::Plan(args) => plan(args),
+        #[cfg(feature = "kafka")]
+        Command::DevKafka(args) => crate::dev_kafka::run(args),
     }
 }
 

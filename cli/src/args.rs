@@ -29,6 +29,24 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Print the execution graph: vertices, subtasks, chains, edges.
     Plan(PlanArgs),
+    /// Run a Kafka mock cluster (librdkafka's) in the foreground until Ctrl-C.
+    #[cfg(feature = "kafka")]
+    DevKafka(DevKafkaArgs),
+}
+
+/// `tidemark dev-kafka`.
+#[cfg(feature = "kafka")]
+#[derive(Debug, Args)]
+pub struct DevKafkaArgs {
+    /// Port of broker 1 (broker i listens on PORT+i-1) [default: random free ports]
+    #[arg(long, value_name = "P")]
+    pub port: Option<u16>,
+    /// Number of brokers
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub brokers: u16,
+    /// A topic to create, NAME:PARTITIONS (repeatable); others are auto-created with 4
+    #[arg(long, value_name = "NAME:PARTITIONS")]
+    pub topic: Vec<String>,
 }
 
 /// `tidemark run`.
@@ -57,6 +75,10 @@ pub struct RunArgs {
     /// Keep serving /metrics this long after the job ends
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s", allow_hyphen_values = true)]
     pub linger: Duration,
+    /// How long Kafka sources and sinks wait for the brokers before the job fails
+    #[cfg(feature = "kafka")]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    pub kafka_timeout: Duration,
     /// Seed for generators and marker routing, for repeatable runs [default: random]
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,

@@ -18,6 +18,7 @@
 //! | [`redact`] | the one rule for secrets: keys with password/secret/token/credential print as `***` |
 //! | [`args`] | the command line (clap) |
 //! | `app`, `run` | command dispatch, `validate`, `plan`; `run` |
+//! | `dev_kafka` | `dev-kafka`: a mock Kafka cluster in the foreground (feature `kafka`) |
 //! | `endpoint`, `live` | the HTTP endpoint: `/metrics` and the live view's `/api/v1/job`, `/api/v1/metrics` |
 //! | `report`, `signals`, `progress`, `suggest` | the final report, SIGINT/SIGTERM, the status line, "did you mean" |
 //!
@@ -44,6 +45,8 @@
 mod app;
 pub mod args;
 pub mod build;
+#[cfg(feature = "kafka")]
+mod dev_kafka;
 mod endpoint;
 pub mod error;
 pub mod jobfile;
@@ -105,9 +108,16 @@ impl Default for Loader {
 }
 
 impl Loader {
-    /// A loader with the built-in components and no overrides.
+    /// A loader with the built-in components (with the `kafka` feature, the Kafka source
+    /// and sink too) and no overrides.
     pub fn new() -> Self {
-        Loader::with_registry(Registry::builtin())
+        #[allow(unused_mut)]
+        let mut registry = Registry::builtin();
+        #[cfg(feature = "kafka")]
+        for component in tidemark_kafka::components() {
+            registry.register(component);
+        }
+        Loader::with_registry(registry)
     }
 
     /// A loader with the components of `registry`.

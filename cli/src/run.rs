@@ -40,6 +40,8 @@ struct Known {
 /// Runs the job of `args`; returns the exit code, or an error whose kind sets it. With
 /// `--report-file`, the report is written whatever happens once the file is created.
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    #[cfg(feature = "kafka")]
+    tidemark_kafka::set_default_timeout(args.kafka_timeout);
     let started = SystemTime::now();
     // Fail first if the report cannot be written: then there is nowhere to say anything.
     let mut report_file = match &args.report_file {

@@ -58,7 +58,8 @@ impl TimestampCheck {
             .map(|d| now_nanos.saturating_add(d.as_nanos().min(i64::MAX as u128) as i64))
             .unwrap_or(i64::MAX);
         let invalid = |r: &Record| {
-            r.timestamp_type == TimestampType::Create && (r.timestamp < low || r.timestamp > high)
+            r.timestamp_type != TimestampType::Ingestion
+                && (r.timestamp < low || r.timestamp > high)
         };
         if low == i64::MIN && high == i64::MAX {
             return Ok(0);

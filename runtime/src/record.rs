@@ -7,8 +7,11 @@ pub enum TimestampType {
     /// Set where the event was made (the generator, a file's `timestamp` field).
     #[default]
     Create = 0,
-    /// Set by the source when it read the record (Kafka's LogAppendTime).
+    /// Set by the source when it read the record.
     Ingestion = 1,
+    /// Set by the Kafka broker when it appended the message to its log (Kafka's
+    /// LogAppendTime, KIP-32).
+    LogAppend = 2,
 }
 
 impl TimestampType {
@@ -17,6 +20,7 @@ impl TimestampType {
         match self {
             TimestampType::Create => "create",
             TimestampType::Ingestion => "ingestion",
+            TimestampType::LogAppend => "log_append",
         }
     }
 }

@@ -1,0 +1,164 @@
+//! # tidemark-kafka
+//!
+//! Kafka for Tidemark: a source whose subtasks (of every instance running the job) form one
+//! consumer group, a sink that keeps record timestamps, Kafka's lag series, and the mock
+//! cluster behind `tidemark dev-kafka`. The contract is `spec/kafka.md`; the user guide is
+//! `docs/kafka.md`. Built on `rdkafka` with librdkafka compiled from the crate's bundled
+//! sources, without tokio (`BaseConsumer`, `ThreadedProducer`).
+//!
+//! ## Map of the crate
+//! | module | holds |
+//! |---|---|
+//! | [`source`] | the `kafka` source: config, consumer group, positions, commits, lag |
+//! | [`sink`] | the `kafka` sink: config, producer, delivery reports |
+//! | [`decode`] | messages → records: formats, key, timestamp types |
+//! | [`client`] | broker lists, pass-through properties, the broker's last error, `--kafka-timeout` |
+//! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
+//! | [`dev_cluster`] | librdkafka's mock cluster on its own thread (`tidemark dev-kafka`, tests) |
+//!
+//! ## Example
+//! ```
+//! use tidemark_kafka::dev_cluster::{DevCluster, DevClusterOptions};
+//!
+//! let cluster = DevCluster::start(DevClusterOptions {
+//!     topics: vec![("orders".into(), 4)],
+//!     ..DevClusterOptions::default()
+//! })
+//! .unwrap();
+//! assert!(cluster.bootstrap_servers().starts_with("127.0.0.1:"));
+//! ```
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod decode;
+pub mod dev_cluster;
+pub mod metrics;
+pub mod sink;
+pub mod source;
+
+use std::sync::{Arc, OnceLock};
+
+use tidemark_operators::config::parse_settings;
+use tidemark_operators::{Built, Component, ComponentKind, ConfigError, FieldError};
+use tidemark_runtime::component::{SinkFactory, SourceFactory};
+use tidemark_runtime::{Sink, Source, SubtaskContext};
+
+pub use client::{default_timeout, set_default_timeout, Brokers};
+pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions};
+pub use metrics::KafkaMetrics;
+pub use sink::{KafkaSink, KafkaSinkConfig, KafkaSinkFactory};
+pub use source::{KafkaSource, KafkaSourceConfig, KafkaSourceFactory, Start};
+
+/// The `type` name of the source and the sink in job files.
+pub const TYPE_NAME: &str = "kafka";
+
+/// One-line summaries for the component registry.
+pub const SOURCE_SUMMARY: &str =
+    "reads Kafka topics in a consumer group shared by every instance of the job";
+/// One-line summary of the sink.
+pub const SINK_SUMMARY: &str = "writes records to a Kafka topic as JSON, keeping their timestamps";
+
+/// The Kafka series of this process (one job per process).
+pub fn process_metrics() -> &'static Arc<KafkaMetrics> {
+    static METRICS: OnceLock<Arc<KafkaMetrics>> = OnceLock::new();
+    METRICS.get_or_init(|| Arc::new(KafkaMetrics::default()))
+}
+
+/// The `kafka` source and sink, for a component [`Registry`](tidemark_operators::Registry).
+pub fn components() -> Vec<Component> {
+    vec![
+        Component::new(
+            ComponentKind::Source,
+            TYPE_NAME,
+            source::FIELDS,
+            |settings, _env| Ok(Built::Source(build_source(settings)?)),
+        )
+        .summary(SOURCE_SUMMARY),
+        Component::new(
+            ComponentKind::Sink,
+            TYPE_NAME,
+            sink::FIELDS,
+            |settings, _env| Ok(Built::Sink(build_sink(settings)?)),
+        )
+        .summary(SINK_SUMMARY),
+    ]
+}
+
+fn invalid((path, message): (&str, String)) -> ConfigError {
+    ConfigError::invalid(TYPE_NAME, FieldError::new(path, message))
+}
+
+/// Builds the `kafka` source from its job-file settings: checks them and returns the factory
+/// of its subtasks. Errors name the setting and what is expected.
+pub fn build_source(config: serde_json::Value) -> Result<SourceFactory, ConfigError> {
+    let config: KafkaSourceConfig = parse_settings(TYPE_NAME, config)?;
+    config.check().map_err(invalid)?;
+    let factory = Arc::new(KafkaSourceFactory::new(config, process_metrics().clone()));
+    Ok(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(factory.make(ctx)?) as Box<dyn Source>)
+    }))
+}
+
+/// Builds the `kafka` sink from its job-file settings.
+pub fn build_sink(config: serde_json::Value) -> Result<SinkFactory, ConfigError> {
+    let config: KafkaSinkConfig = parse_settings(TYPE_NAME, config)?;
+    config.check().map_err(invalid)?;
+    let factory = Arc::new(KafkaSinkFactory::new(config));
+    Ok(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(factory.make(ctx)?) as Box<dyn Sink>)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_are_checked_before_any_broker() {
+        let err = |r: Result<SourceFactory, ConfigError>| r.err().unwrap().to_string();
+        let e = err(build_source(
+            json!({"brokers": "h:1", "topics": ["t"], "strat": "x"}),
+        ));
+        assert!(e.contains("unknown field `strat`"), "{e}");
+        assert!(e.contains("`start`"), "{e}");
+        let e = err(build_source(json!({"brokers": "h:1", "topics": []})));
+        assert_eq!(
+            e,
+            "invalid kafka settings: topics: must list at least one topic name"
+        );
+        let e = err(build_source(
+            json!({"brokers": "h:1", "topics": ["t"], "start": "now"}),
+        ));
+        assert!(e.contains("start: "), "{e}");
+        assert!(e.contains("`earliest`"), "{e}");
+        let e = build_sink(json!({"brokers": "", "topic": "t"}))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "invalid kafka settings: brokers: must name at least one host:port"
+        );
+        let e = build_sink(json!({"brokers": "h:1"}))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("topic"), "{e}");
+        assert!(build_sink(
+            json!({"brokers": ["h:1"], "topic": "t", "properties": {"acks": "all"}})
+        )
+        .is_ok());
+        let names: Vec<_> = components()
+            .iter()
+            .map(|c| (c.kind, c.type_name.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (ComponentKind::Source, "kafka".to_owned()),
+                (ComponentKind::Sink, "kafka".to_owned())
+            ]
+        );
+    }
+}

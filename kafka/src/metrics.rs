@@ -1,0 +1,158 @@
+//! Kafka's own series: lag per partition (KIP-1226), lag per source subtask in records and
+//! seconds, and commits. Sources write here at most every 100 ms; a scrape renders the
+//! Prometheus text with [`KafkaMetrics::render`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+/// A topic and a partition.
+pub type PartitionKey = (String, i32);
+
+#[derive(Default)]
+struct State {
+    /// (source_id, topic, partition) → lag in records.
+    partition_lag: BTreeMap<(String, String, i32), i64>,
+    /// (source_id, subtask) → (records, seconds).
+    subtask_lag: BTreeMap<(String, usize), (i64, f64)>,
+    /// source_id → commits.
+    commits: BTreeMap<String, u64>,
+}
+
+/// The Kafka series of one job.
+#[derive(Default)]
+pub struct KafkaMetrics {
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for KafkaMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KafkaMetrics")
+    }
+}
+
+impl KafkaMetrics {
+    /// Sets one partition's lag.
+    pub fn set_partition_lag(&self, source_id: &str, key: &PartitionKey, lag: i64) {
+        if let Ok(mut s) = self.state.lock() {
+            s.partition_lag
+                .insert((source_id.to_owned(), key.0.clone(), key.1), lag);
+        }
+    }
+
+    /// Forgets a partition that moved to another subtask.
+    pub fn remove_partition(&self, source_id: &str, key: &PartitionKey) {
+        if let Ok(mut s) = self.state.lock() {
+            s.partition_lag
+                .remove(&(source_id.to_owned(), key.0.clone(), key.1));
+        }
+    }
+
+    /// Sets a subtask's lag: records over its partitions, seconds since its last record's
+    /// timestamp (0 when it is caught up).
+    pub fn set_subtask_lag(&self, source_id: &str, subtask: usize, records: i64, seconds: f64) {
+        if let Ok(mut s) = self.state.lock() {
+            s.subtask_lag
+                .insert((source_id.to_owned(), subtask), (records, seconds));
+        }
+    }
+
+    /// Counts one commit of offsets.
+    pub fn count_commit(&self, source_id: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            *s.commits.entry(source_id.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The lag of one partition, if this instance holds it.
+    pub fn partition_lag(&self, source_id: &str, topic: &str, partition: i32) -> Option<i64> {
+        self.state.lock().ok().and_then(|s| {
+            s.partition_lag
+                .get(&(source_id.to_owned(), topic.to_owned(), partition))
+                .copied()
+        })
+    }
+
+    /// Commits made by a source's subtasks.
+    pub fn commits(&self, source_id: &str) -> u64 {
+        self.state
+            .lock()
+            .map(|s| s.commits.get(source_id).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// The Prometheus text of these series, each labelled with `job_name` (and
+    /// `tidemark_instance` when given).
+    pub fn render(&self, job_name: &str, instance: Option<&str>) -> String {
+        let Ok(s) = self.state.lock() else {
+            return String::new();
+        };
+        let mut base = format!("job_name=\"{}\"", escape(job_name));
+        if let Some(i) = instance {
+            let _ = write!(base, ",tidemark_instance=\"{}\"", escape(i));
+        }
+        let mut out = String::new();
+        if !s.partition_lag.is_empty() {
+            out.push_str("# HELP tidemark_kafka_lag_records Messages not yet read: the partition's high watermark (as the last fetch gave it) minus the position.\n# TYPE tidemark_kafka_lag_records gauge\n");
+            for ((source, topic, partition), lag) in &s.partition_lag {
+                let _ = writeln!(
+                    out,
+                    "tidemark_kafka_lag_records{{{base},source_id=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {lag}",
+                    escape(source),
+                    escape(topic)
+                );
+            }
+        }
+        if !s.subtask_lag.is_empty() {
+            out.push_str("# HELP tidemark_source_lag_seconds Seconds between now and the timestamp of the last record a source subtask read (0 when caught up).\n# TYPE tidemark_source_lag_seconds gauge\n");
+            for ((source, subtask), (_, seconds)) in &s.subtask_lag {
+                let _ = writeln!(
+                    out,
+                    "tidemark_source_lag_seconds{{{base},source_id=\"{}\",source_subtask_index=\"{subtask}\"}} {seconds}",
+                    escape(source)
+                );
+            }
+        }
+        if !s.commits.is_empty() {
+            out.push_str("# HELP tidemark_kafka_commits_total Offset commits made to Kafka.\n# TYPE tidemark_kafka_commits_total counter\n");
+            for (source, n) in &s.commits {
+                let _ = writeln!(
+                    out,
+                    "tidemark_kafka_commits_total{{{base},source_id=\"{}\"}} {n}",
+                    escape(source)
+                );
+            }
+        }
+        out
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_lag_and_commits() {
+        let m = KafkaMetrics::default();
+        assert_eq!(m.render("j", None), "");
+        m.set_partition_lag("in", &("t".into(), 3), 12);
+        m.set_subtask_lag("in", 1, 12, 0.5);
+        m.count_commit("in");
+        m.count_commit("in");
+        let text = m.render("j", Some("a"));
+        assert!(text.contains(
+            "tidemark_kafka_lag_records{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 12\n"
+        ), "{text}");
+        assert!(text.contains("tidemark_source_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",source_subtask_index=\"1\"} 0.5\n"), "{text}");
+        assert!(text.contains("tidemark_kafka_commits_total{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\"} 2\n"), "{text}");
+        m.remove_partition("in", &("t".into(), 3));
+        assert_eq!(m.partition_lag("in", "t", 3), None);
+        assert_eq!(m.commits("in"), 2);
+    }
+}

@@ -1,0 +1,275 @@
+//! The `kafka` sink: writes each record as a JSON message, keyed by the record's key, with the
+//! record's timestamp as the message timestamp, so end-to-end latency continues downstream
+//! (KIP-613).
+//!
+//! ```yaml
+//! sinks:
+//!   totals:
+//!     type: kafka
+//!     input: per_customer
+//!     brokers: 127.0.0.1:9092
+//!     topic: totals
+//!     properties: {}          # passed to librdkafka as they are
+//! ```
+//!
+//! - Messages go through librdkafka's producer queue; a full queue makes the sink wait
+//!   (backpressure), never drop.
+//! - Delivery failures (after librdkafka's own retries) fail the job, naming the topic and the
+//!   broker's error. `finish` and every checkpoint wait until every message written so far is
+//!   acknowledged by the broker.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use serde::Deserialize;
+use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
+
+use crate::client::{
+    client_config, default_timeout, unreachable_message, Brokers, ErrorContext, Properties,
+};
+
+/// Settings of the `kafka` sink.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSinkConfig {
+    /// Bootstrap servers.
+    pub brokers: Brokers,
+    /// The topic to write.
+    pub topic: String,
+    /// Passed to librdkafka as they are.
+    #[serde(default)]
+    pub properties: Properties,
+}
+
+/// The settings' names, for the registry's "did you mean".
+pub const FIELDS: &[&str] = &["brokers", "topic", "properties"];
+
+impl KafkaSinkConfig {
+    /// Checks what can be checked without a broker.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.brokers.is_empty() {
+            return Err(("brokers", "must name at least one host:port".into()));
+        }
+        if self.topic.trim().is_empty() {
+            return Err(("topic", "must not be empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Counts deliveries and keeps the first failure.
+#[derive(Clone, Default)]
+pub struct DeliveryContext {
+    errors: ErrorContext,
+    delivered: Arc<AtomicU64>,
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl rdkafka::client::ClientContext for DeliveryContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        self.errors.log(level, fac, message)
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.errors.error(error, reason)
+    }
+}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((e, m)) => {
+                if let Ok(mut f) = self.failed.lock() {
+                    f.get_or_insert_with(|| {
+                        format!("delivery to {}/{} failed: {e}", m.topic(), m.partition())
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Makes the subtasks of one `kafka` sink vertex; the first checks that the brokers answer.
+pub struct KafkaSinkFactory {
+    config: Arc<KafkaSinkConfig>,
+    reachable: OnceLock<Result<(), String>>,
+}
+
+impl KafkaSinkFactory {
+    /// A factory for `config`.
+    pub fn new(config: KafkaSinkConfig) -> Self {
+        KafkaSinkFactory {
+            config: Arc::new(config),
+            reachable: OnceLock::new(),
+        }
+    }
+
+    /// Makes one subtask's producer.
+    pub fn make(&self, ctx: &SubtaskContext) -> Result<KafkaSink, BoxError> {
+        let config = &*self.config;
+        let what = format!("kafka sink \"{}\"", ctx.vertex_id);
+        let mut client = client_config(&config.brokers, &Properties::new());
+        client.set("linger.ms", "5").set(
+            "client.id",
+            format!(
+                "tidemark-{}-{}-{}",
+                ctx.job_name, ctx.vertex_id, ctx.subtask
+            ),
+        );
+        for (k, v) in &config.properties {
+            client.set(k, v.as_text());
+        }
+        let context = DeliveryContext::default();
+        let producer: ThreadedProducer<DeliveryContext> = client
+            .create_with_context(context.clone())
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let reachable = self.reachable.get_or_init(|| {
+            let timeout = default_timeout();
+            crate::client::wait_for_metadata(producer.client(), &config.topic, timeout, || {})
+                .map_err(|e| {
+                    unreachable_message(&what, &config.brokers, timeout, &e, &context.errors)
+                })
+        });
+        reachable.clone()?;
+        Ok(KafkaSink {
+            producer,
+            context,
+            topic: config.topic.clone(),
+            what,
+            written: 0,
+            value: Vec::with_capacity(128),
+            key: Vec::with_capacity(24),
+        })
+    }
+}
+
+/// One subtask of the `kafka` sink.
+pub struct KafkaSink {
+    producer: ThreadedProducer<DeliveryContext>,
+    context: DeliveryContext,
+    topic: String,
+    what: String,
+    written: u64,
+    value: Vec<u8>,
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for KafkaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSink")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl KafkaSink {
+    fn failure(&self) -> Option<String> {
+        self.context.failed.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Messages the broker acknowledged.
+    pub fn delivered(&self) -> u64 {
+        self.context.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every message written so far is acknowledged (or failed).
+    pub fn flush_and_wait(&mut self) -> Result<(), BoxError> {
+        let timeout = default_timeout();
+        let started = Instant::now();
+        loop {
+            if let Some(f) = self.failure() {
+                return Err(format!("{}: {f}", self.what).into());
+            }
+            match self.producer.flush(Duration::from_millis(100)) {
+                Ok(()) => break,
+                Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                    if started.elapsed() < timeout => {}
+                Err(e) => {
+                    let detail = self.context.errors.last_error().unwrap_or(e.to_string());
+                    return Err(format!(
+                        "{}: messages not acknowledged within {:?}: {detail}",
+                        self.what, timeout
+                    )
+                    .into());
+                }
+            }
+        }
+        match self.failure() {
+            Some(f) => Err(format!("{}: {f}", self.what).into()),
+            None => Ok(()),
+        }
+    }
+
+    fn send(&mut self, record: &Record) -> Result<(), BoxError> {
+        self.value.clear();
+        self.key.clear();
+        write_json(&mut self.value, record);
+        let _ = write!(self.key, "{}", record.key);
+        let ms = record.timestamp.div_euclid(1_000_000);
+        let mut pending = BaseRecord::to(&self.topic)
+            .payload(&self.value[..])
+            .key(&self.key[..])
+            .timestamp(ms);
+        loop {
+            match self.producer.send(pending) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    pending = back;
+                    if let Some(f) = self.failure() {
+                        return Err(format!("{}: {f}", self.what).into());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((e, _)) => {
+                    return Err(
+                        format!("{}: cannot write to {}: {e}", self.what, self.topic).into(),
+                    )
+                }
+            }
+        }
+        self.written += 1;
+        Ok(())
+    }
+}
+
+/// The record as the JSON value the sink writes.
+pub fn write_json(buf: &mut Vec<u8>, record: &Record) {
+    let ms = record.timestamp.div_euclid(1_000_000);
+    let _ = write!(buf, "{{\"key\":{},\"value\":", record.key);
+    if record.value.is_finite() {
+        let _ = write!(buf, "{}", record.value);
+    } else {
+        buf.extend_from_slice(b"null");
+    }
+    let _ = write!(buf, ",\"timestamp\":{ms}}}");
+}
+
+impl Sink for KafkaSink {
+    fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        self.send(record)
+    }
+
+    fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
+        if let Some(f) = self.failure() {
+            return Err(format!("{}: {f}", self.what).into());
+        }
+        for r in records {
+            self.send(r)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BoxError> {
+        self.flush_and_wait()
+    }
+}

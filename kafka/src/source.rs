@@ -1,0 +1,602 @@
+//! The `kafka` source: the source subtasks of every instance running the job form one consumer
+//! group and share the topics' partitions (cooperative rebalancing).
+//!
+//! ```yaml
+//! sources:
+//!   orders:
+//!     type: kafka
+//!     brokers: 127.0.0.1:9092        # "h:p,h:p" or a list
+//!     topics: [orders]
+//!     group: orders-job              # default: the job name
+//!     start: committed               # committed (else earliest) | earliest | latest
+//!     format: json                   # json | text
+//!     key: customer_id               # a field of the value; default: the message key
+//!     timestamp: ts                  # a field (ms); default: the message timestamp
+//!     on_error: skip                 # fail (default) | skip
+//!     properties: {}                 # passed to librdkafka as they are
+//! ```
+//!
+//! - `earliest` and `latest` apply to the partitions a subtask is first given in this run;
+//!   partitions that move here in a rebalance resume where the group committed.
+//! - A subtask without partitions is idle: it returns no records, markers keep flowing.
+//! - Offsets: with checkpointing on, positions are committed when every sink has acknowledged
+//!   the checkpoint (at least once, see `docs/kafka.md`); without it, librdkafka commits the
+//!   positions of the records handed to the job every 5 s and when the source closes.
+//! - Start: the first subtask to start fetches the topics' metadata; if the brokers do not
+//!   answer within `--kafka-timeout` (30 s), the job fails with the broker's own error.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use serde::Deserialize;
+use tidemark_operators::config::OnError;
+use tidemark_runtime::{
+    BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
+    SubtaskContext,
+};
+
+use crate::client::{
+    client_config, default_timeout, unreachable_message, Brokers, ErrorContext, Properties,
+};
+use crate::decode::{Decoder, Format};
+use crate::metrics::{KafkaMetrics, PartitionKey};
+
+/// Where a subtask starts reading the partitions it is first given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// The group's committed offset, else the earliest.
+    #[default]
+    Committed,
+    /// The earliest offset, whatever was committed.
+    Earliest,
+    /// The latest offset: only messages written from now on.
+    Latest,
+}
+
+/// Settings of the `kafka` source.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSourceConfig {
+    /// Bootstrap servers.
+    pub brokers: Brokers,
+    /// Topics to read.
+    pub topics: Vec<String>,
+    /// Consumer group; default: the job name.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Where to start.
+    #[serde(default)]
+    pub start: Start,
+    /// The value's format.
+    #[serde(default)]
+    pub format: Format,
+    /// A field of the value holding the key; default: the message key.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// A field of the value holding the timestamp (ms); default: the message's timestamp.
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// What to do with a message that is not valid for `format`.
+    #[serde(default)]
+    pub on_error: OnError,
+    /// Passed to librdkafka as they are.
+    #[serde(default)]
+    pub properties: Properties,
+}
+
+/// The settings' names, for the registry's "did you mean".
+pub const FIELDS: &[&str] = &[
+    "brokers",
+    "topics",
+    "group",
+    "start",
+    "format",
+    "key",
+    "timestamp",
+    "on_error",
+    "properties",
+];
+
+impl KafkaSourceConfig {
+    /// Checks what can be checked without a broker.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.brokers.is_empty() {
+            return Err(("brokers", "must name at least one host:port".into()));
+        }
+        if self.topics.is_empty() || self.topics.iter().any(|t| t.trim().is_empty()) {
+            return Err(("topics", "must list at least one topic name".into()));
+        }
+        if matches!(&self.group, Some(g) if g.trim().is_empty()) {
+            return Err(("group", "must not be empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Makes the subtasks of one `kafka` source vertex. The first subtask made checks that the
+/// brokers answer; the others reuse that answer.
+pub struct KafkaSourceFactory {
+    config: Arc<KafkaSourceConfig>,
+    reachable: OnceLock<Result<(), String>>,
+    metrics: Arc<KafkaMetrics>,
+    /// Commit read positions on a timer (no checkpointing).
+    pub auto_commit: bool,
+}
+
+impl KafkaSourceFactory {
+    /// A factory for `config`, reporting into `metrics`.
+    pub fn new(config: KafkaSourceConfig, metrics: Arc<KafkaMetrics>) -> Self {
+        KafkaSourceFactory {
+            config: Arc::new(config),
+            reachable: OnceLock::new(),
+            metrics,
+            auto_commit: true,
+        }
+    }
+
+    /// Makes subtask `ctx.subtask`: joins the group and subscribes.
+    pub fn make(&self, ctx: &SubtaskContext) -> Result<KafkaSource, BoxError> {
+        KafkaSource::new(self, ctx)
+    }
+}
+
+/// The partitions a consumer holds, as rebalances change them.
+#[derive(Default)]
+struct Assignment {
+    partitions: BTreeSet<PartitionKey>,
+    /// Partitions given to this subtask at least once in this run.
+    seen: BTreeSet<PartitionKey>,
+    /// Partitions taken away since the source last looked.
+    revoked: Vec<PartitionKey>,
+}
+
+/// The consumer's context: keeps the broker's last error and follows rebalances.
+pub struct SourceContext {
+    errors: ErrorContext,
+    start: Start,
+    assignment: Mutex<Assignment>,
+    rebalances: AtomicU64,
+    /// Positions are committed by librdkafka's timer, on revocation and on close (no
+    /// checkpointing), rather than when checkpoints complete.
+    auto_commit: AtomicBool,
+}
+
+impl rdkafka::client::ClientContext for SourceContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        self.errors.log(level, fac, message)
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.errors.error(error, reason)
+    }
+}
+
+impl ConsumerContext for SourceContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        self.rebalances.fetch_add(1, Ordering::Relaxed);
+        let keys: Vec<PartitionKey> = tpl
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_owned(), e.partition()))
+            .collect();
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            rdkafka::consumer::RebalanceProtocol::Cooperative
+        );
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let mut a = self.assignment.lock().expect("assignment lock");
+                if self.start != Start::Committed {
+                    let offset = match self.start {
+                        Start::Earliest => Offset::Beginning,
+                        _ => Offset::End,
+                    };
+                    for key in &keys {
+                        if !a.seen.contains(key) {
+                            let _ = tpl.set_partition_offset(&key.0, key.1, offset);
+                        }
+                    }
+                }
+                for key in keys {
+                    a.seen.insert(key.clone());
+                    a.partitions.insert(key);
+                }
+                drop(a);
+                let _ = if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                };
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                if self.auto_commit.load(Ordering::Relaxed) {
+                    // Hand over at the position reached, so the next owner does not repeat it.
+                    let _ = consumer.commit_consumer_state(CommitMode::Sync);
+                }
+                let mut a = self.assignment.lock().expect("assignment lock");
+                if cooperative {
+                    for key in &keys {
+                        a.partitions.remove(key);
+                    }
+                    a.revoked.extend(keys);
+                    drop(a);
+                    let _ = consumer.incremental_unassign(tpl);
+                } else {
+                    let all: Vec<_> = std::mem::take(&mut a.partitions).into_iter().collect();
+                    a.revoked.extend(all);
+                    drop(a);
+                    let _ = consumer.unassign();
+                }
+            }
+            _ => {
+                // A failed rebalance: give up what we hold; the group will assign again.
+                let mut a = self.assignment.lock().expect("assignment lock");
+                let all: Vec<_> = std::mem::take(&mut a.partitions).into_iter().collect();
+                a.revoked.extend(all);
+                drop(a);
+                let _ = if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+            }
+        }
+    }
+}
+
+/// One subtask of the `kafka` source.
+pub struct KafkaSource {
+    consumer: BaseConsumer<SourceContext>,
+    decoder: Decoder,
+    on_error: OnError,
+    source_id: String,
+    subtask: usize,
+    metrics: Arc<KafkaMetrics>,
+    auto_commit: bool,
+    /// Next offset to read per partition (last record handed to the job + 1).
+    positions: BTreeMap<PartitionKey, i64>,
+    malformed: u64,
+    last_timestamp: Option<i64>,
+    last_lag_at: i64,
+    lag: SourceLag,
+    /// Checkpoint number → the positions it covers.
+    pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("source_id", &self.source_id)
+            .field("subtask", &self.subtask)
+            .finish()
+    }
+}
+
+/// How often the lag is read from librdkafka's cached high watermarks.
+const LAG_EVERY_NANOS: i64 = 100_000_000;
+
+impl KafkaSource {
+    fn new(factory: &KafkaSourceFactory, ctx: &SubtaskContext) -> Result<Self, BoxError> {
+        let config = &*factory.config;
+        let group = config.group.clone().unwrap_or_else(|| ctx.job_name.clone());
+        let mut client = client_config(&config.brokers, &Properties::new());
+        client
+            .set("group.id", &group)
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("enable.partition.eof", "false")
+            .set(
+                "auto.offset.reset",
+                match config.start {
+                    Start::Latest => "latest",
+                    _ => "earliest",
+                },
+            )
+            .set(
+                "enable.auto.commit",
+                if factory.auto_commit { "true" } else { "false" },
+            )
+            .set("enable.auto.offset.store", "false")
+            .set(
+                "client.id",
+                format!(
+                    "tidemark-{}-{}-{}",
+                    ctx.job_name, ctx.vertex_id, ctx.subtask
+                ),
+            );
+        for (k, v) in &config.properties {
+            client.set(k, v.as_text());
+        }
+        let context = SourceContext {
+            errors: ErrorContext::default(),
+            start: config.start,
+            assignment: Mutex::new(Assignment::default()),
+            rebalances: AtomicU64::new(0),
+            auto_commit: AtomicBool::new(factory.auto_commit),
+        };
+        let what = format!("kafka source \"{}\"", ctx.vertex_id);
+        let consumer: BaseConsumer<SourceContext> = client
+            .create_with_context(context)
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let reachable = factory.reachable.get_or_init(|| {
+            let timeout = default_timeout();
+            for topic in &config.topics {
+                let waited =
+                    crate::client::wait_for_metadata(consumer.client(), topic, timeout, || {
+                        let _ = consumer.poll(Duration::ZERO);
+                    });
+                if let Err(e) = waited {
+                    return Err(unreachable_message(
+                        &what,
+                        &config.brokers,
+                        timeout,
+                        &e,
+                        &consumer.context().errors,
+                    ));
+                }
+            }
+            Ok(())
+        });
+        reachable.clone()?;
+        let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&topics)
+            .map_err(|e| format!("{what}: cannot subscribe to {topics:?}: {e}"))?;
+        Ok(KafkaSource {
+            consumer,
+            decoder: Decoder {
+                format: config.format,
+                key_field: config.key.clone(),
+                timestamp_field: config.timestamp.clone(),
+            },
+            on_error: config.on_error,
+            source_id: ctx.vertex_id.clone(),
+            subtask: ctx.subtask,
+            metrics: factory.metrics.clone(),
+            auto_commit: factory.auto_commit,
+            positions: BTreeMap::new(),
+            malformed: 0,
+            last_timestamp: None,
+            last_lag_at: i64::MIN,
+            lag: SourceLag {
+                records: 0,
+                bytes: -1,
+            },
+            pending_checkpoints: BTreeMap::new(),
+        })
+    }
+
+    /// The partitions this subtask holds now.
+    pub fn assigned(&self) -> Vec<PartitionKey> {
+        self.consumer
+            .context()
+            .assignment
+            .lock()
+            .map(|a| a.partitions.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many rebalances this subtask's consumer has seen.
+    pub fn rebalances(&self) -> u64 {
+        self.consumer.context().rebalances.load(Ordering::Relaxed)
+    }
+
+    fn forget_revoked(&mut self) {
+        let revoked = match self.consumer.context().assignment.lock() {
+            Ok(mut a) if !a.revoked.is_empty() => std::mem::take(&mut a.revoked),
+            _ => return,
+        };
+        for key in &revoked {
+            self.positions.remove(key);
+            for snapshot in self.pending_checkpoints.values_mut() {
+                snapshot.remove(key);
+            }
+            self.metrics.remove_partition(&self.source_id, key);
+        }
+    }
+
+    fn update_lag(&mut self, now: i64) {
+        let assigned = self.assigned();
+        let mut total = 0i64;
+        for key in &assigned {
+            let Some(high) = cached_high_watermark(&self.consumer, key) else {
+                continue;
+            };
+            let position = match self.positions.get(key) {
+                Some(p) => *p,
+                None => self.committed_or_low(key, high),
+            };
+            let lag = (high - position).max(0);
+            total += lag;
+            self.metrics.set_partition_lag(&self.source_id, key, lag);
+        }
+        self.lag = SourceLag {
+            records: total,
+            bytes: -1,
+        };
+        let seconds = match self.last_timestamp {
+            Some(ts) if total > 0 => (now - ts).max(0) as f64 / 1e9,
+            _ => 0.0,
+        };
+        self.metrics
+            .set_subtask_lag(&self.source_id, self.subtask, total, seconds);
+    }
+
+    /// Before this subtask read anything from a partition: where the consumer stands.
+    fn committed_or_low(&self, key: &PartitionKey, high: i64) -> i64 {
+        if let Ok(tpl) = self.consumer.position() {
+            if let Some(e) = tpl.find_partition(&key.0, key.1) {
+                if let Offset::Offset(o) = e.offset() {
+                    return o;
+                }
+            }
+        }
+        high
+    }
+
+    fn commit(&mut self, positions: &BTreeMap<PartitionKey, i64>) -> Result<(), BoxError> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for ((topic, partition), offset) in positions {
+            tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                .map_err(|e| format!("kafka source \"{}\": {e}", self.source_id))?;
+        }
+        let deadline = std::time::Instant::now() + default_timeout();
+        let mut result = self.consumer.commit(&tpl, CommitMode::Sync);
+        // A rebalance under way (another member joining or leaving): let it finish, then retry
+        // with what this subtask still holds.
+        while matches!(
+            &result,
+            Err(KafkaError::ConsumerCommit(
+                rdkafka::types::RDKafkaErrorCode::RebalanceInProgress
+            ))
+        ) && std::time::Instant::now() < deadline
+        {
+            let _ = self.consumer.poll(Duration::from_millis(50));
+            result = self.consumer.commit(&tpl, CommitMode::Sync);
+        }
+        match result {
+            Ok(()) => {
+                self.metrics.count_commit(&self.source_id);
+                Ok(())
+            }
+            // A partition moved away meanwhile: its new owner resumes from the last commit,
+            // so records may be read twice, never lost.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// The partition's high watermark as the latest fetch response gave it (no request is made).
+fn cached_high_watermark(
+    consumer: &BaseConsumer<SourceContext>,
+    key: &PartitionKey,
+) -> Option<i64> {
+    let topic = std::ffi::CString::new(key.0.as_str()).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer lives as long as `consumer`; the out-pointers are valid.
+    let err = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            key.1,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+}
+
+impl Source for KafkaSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        self.forget_revoked();
+        let mut emitted = 0usize;
+        let mut timeout = Duration::ZERO;
+        while emitted < ctx.max_records {
+            let message = match self.consumer.poll(timeout) {
+                None => break,
+                Some(Ok(m)) => m,
+                Some(Err(e)) => {
+                    // Transient broker errors are retried by librdkafka; fatal ones end the job.
+                    if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
+                        return Err(format!("kafka source \"{}\": {e}", self.source_id).into());
+                    }
+                    break;
+                }
+            };
+            timeout = Duration::ZERO;
+            let key = (message.topic().to_owned(), message.partition());
+            let offset = message.offset();
+            match self.decoder.decode(
+                message.key(),
+                message.payload(),
+                message.timestamp(),
+                ctx.now_nanos,
+            ) {
+                Ok(record) => {
+                    self.last_timestamp = Some(record.timestamp);
+                    out.emit(record);
+                    emitted += 1;
+                }
+                Err(malformed) => match self.on_error {
+                    OnError::Skip => self.malformed += 1,
+                    OnError::Fail => {
+                        return Err(format!(
+                            "kafka source \"{}\": message at {}/{} offset {offset}: {} (on_error: fail)",
+                            self.source_id, key.0, key.1, malformed.0
+                        )
+                        .into())
+                    }
+                },
+            }
+            if self.auto_commit {
+                let _ = self.consumer.store_offset(&key.0, key.1, offset);
+            }
+            self.positions.insert(key, offset + 1);
+        }
+        if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
+            self.update_lag(ctx.now_nanos);
+            self.last_lag_at = ctx.now_nanos;
+        }
+        if emitted > 0 {
+            Ok(SourceStatus::Ready)
+        } else {
+            Ok(SourceStatus::Idle {
+                until: Some(ctx.now_nanos + 5_000_000),
+            })
+        }
+    }
+
+    fn lag(&self, _now_nanos: i64) -> SourceLag {
+        self.lag
+    }
+
+    fn input_errors(&self) -> SourceErrorCounts {
+        SourceErrorCounts {
+            malformed: self.malformed,
+            invalid_timestamps: 0,
+        }
+    }
+}
+
+impl Drop for KafkaSource {
+    fn drop(&mut self) {
+        if self.auto_commit {
+            let positions = std::mem::take(&mut self.positions);
+            let _ = self.commit(&positions);
+        }
+        // Dropping the consumer leaves the group (librdkafka's close).
+    }
+}
+
+impl KafkaSource {
+    /// Records the positions checkpoint `n` covers (called as barrier `n` leaves).
+    pub fn snapshot_positions(&mut self, n: u64) {
+        self.forget_revoked();
+        self.pending_checkpoints.insert(n, self.positions.clone());
+    }
+
+    /// Every sink acknowledged checkpoint `n`: commit its positions (and drop older ones).
+    pub fn commit_checkpoint(&mut self, n: u64) -> Result<(), BoxError> {
+        self.forget_revoked();
+        let Some(positions) = self.pending_checkpoints.remove(&n) else {
+            return Ok(());
+        };
+        self.pending_checkpoints.retain(|k, _| *k > n);
+        self.commit(&positions)
+    }
+}
