@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
@@ -459,13 +459,16 @@ impl KafkaSource {
         let mut result = self.consumer.commit(&tpl, CommitMode::Sync);
         // A rebalance under way (another member joining or leaving): let it finish, then retry
         // with what this subtask still holds.
-        while matches!(
-            &result,
-            Err(KafkaError::ConsumerCommit(
-                rdkafka::types::RDKafkaErrorCode::RebalanceInProgress
-            ))
-        ) && std::time::Instant::now() < deadline
-        {
+        while let Err(KafkaError::ConsumerCommit(code)) = &result {
+            let retry = matches!(
+                code,
+                RDKafkaErrorCode::RebalanceInProgress
+                    | RDKafkaErrorCode::IllegalGeneration
+                    | RDKafkaErrorCode::UnknownMemberId
+            );
+            if !retry || std::time::Instant::now() >= deadline {
+                break;
+            }
             let _ = self.consumer.poll(Duration::from_millis(50));
             result = self.consumer.commit(&tpl, CommitMode::Sync);
         }
