@@ -70,7 +70,13 @@ pub struct RunArgs {
     pub report_file: Option<PathBuf>,
     /// After a stop (signal or --duration), how long in-flight records may take to reach the
     /// sinks; past it the job stops hard, counts what was left in flight, and exits 1
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = parse_duration,
+        default_value = "30s",
+        allow_hyphen_values = true
+    )]
     pub drain_timeout: Duration,
     /// Keep serving /metrics this long after the job ends
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s", allow_hyphen_values = true)]
@@ -265,6 +271,28 @@ mod tests {
         for (value, needle) in [("-1s", "negative duration"), ("1.5", "has no unit")] {
             let e = Cli::try_parse_from(["tidemark", "run", "j.yaml", "--duration", value])
                 .unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn drain_timeout_defaults_to_30s_and_takes_a_duration() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["tidemark", "run", "j.yaml"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+        };
+        let Command::Run(run) = parse(&[]).unwrap().command else {
+            panic!("not run")
+        };
+        assert_eq!(run.drain_timeout, Duration::from_secs(30));
+        let Command::Run(run) = parse(&["--drain-timeout", "250ms"]).unwrap().command else {
+            panic!("not run")
+        };
+        assert_eq!(run.drain_timeout, Duration::from_millis(250));
+        for (value, needle) in [("-1s", "negative duration"), ("5", "has no unit")] {
+            let e = parse(&["--drain-timeout", value]).unwrap_err();
             assert_eq!(e.exit_code(), 2);
             assert!(e.to_string().contains(needle), "{e}");
         }
