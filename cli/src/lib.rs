@@ -259,3 +259,8 @@ pub enum LoadError {
     #[error("{0}")]
     Settings(#[from] SettingsError),
 }
+
+/// The library guide (`docs/library.md`), compiled and run as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+pub struct LibraryGuide;

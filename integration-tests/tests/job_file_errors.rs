@@ -652,3 +652,383 @@ fn bad_settings_on_the_command_line_exit_2() {
         );
     }
 }
+
+/// The `error: ` lines of a command's standard error.
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect()
+}
+
+/// Issue 8 item 3: two unknown fields and `parallelism: 0` on three lines give three messages in
+/// one round, in file order, from `validate` and from `run` (before: only the first).
+#[test]
+fn three_mistakes_on_three_lines_give_three_messages() {
+    let dir = TempDir::new("three");
+    dir.write(
+        "three.yaml",
+        "name: three
+sources:
+  gen:
+    type: generator
+    cuont: 10
+    scael: 2
+    parallelism: 0
+sinks:
+  out:
+    type: discard
+    input: gen
+",
+    );
+    for cmd in [
+        &["validate", "three.yaml"][..],
+        &["run", "three.yaml", "--metrics-addr", "127.0.0.1:0"][..],
+    ] {
+        let out = tidemark(dir.path(), cmd);
+        assert_eq!(out.code(), 2, "{cmd:?}: {}", out.stderr);
+        let errors = error_lines(&out.stderr);
+        assert_eq!(errors.len(), 3, "{cmd:?}:\n{}", out.stderr);
+        assert!(
+            errors[0].starts_with("error: three.yaml:5:5: source \"gen\": unknown field \"cuont\""),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            errors[0].ends_with("did you mean \"count\"?"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            errors[1].starts_with("error: three.yaml:6:5: source \"gen\": unknown field \"scael\""),
+            "{}",
+            out.stderr
+        );
+        assert!(errors[2].starts_with("error: three.yaml:7:5: source \"gen\": field \"parallelism\": parallelism must be at least 1"), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("3 errors in the job file"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+/// Several bad settings of one component, a nested one among them: each at its own line.
+#[test]
+fn every_bad_setting_of_a_component_at_its_line() {
+    let dir = TempDir::new("settings");
+    dir.write(
+        "bad.yaml",
+        "name: bad
+sources:
+  gen:
+    type: generator
+    count: many
+    key_distribution: zipff
+    disorder:
+      delay: 1s
+      fractoin: 0.1
+sinks:
+  out: {type: discard, input: gen}
+",
+    );
+    let out = tidemark(dir.path(), ["validate", "bad.yaml"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    let errors = error_lines(&out.stderr);
+    assert_eq!(errors.len(), 3, "{}", out.stderr);
+    assert!(
+        errors[0].starts_with(
+            "error: bad.yaml:5:5: source \"gen\": invalid generator settings: count: invalid type"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(errors[1].starts_with("error: bad.yaml:6:5: source \"gen\": invalid generator settings: key_distribution: unknown value `zipff`"), "{}", out.stderr);
+    assert!(
+        errors[1].ends_with("did you mean \"zipf\"?"),
+        "{}",
+        out.stderr
+    );
+    assert!(errors[2].starts_with("error: bad.yaml:9:7: source \"gen\": invalid generator settings: disorder: unknown field `fractoin`"), "{}", out.stderr);
+    assert!(
+        errors[2].ends_with("did you mean \"fraction\"?"),
+        "{}",
+        out.stderr
+    );
+}
+
+const KEYED_JOB: &str = "name: keyed
+sources:
+  gen: {type: generator, count: 4000, keys: 8, parallelism: 2}
+operators:
+  counts:
+    type: reduce
+    input: gen
+    aggregate: count
+    parallelism: 2
+sinks:
+  out: {type: file, input: counts, path: out.jsonl, parallelism: 1}
+";
+
+/// Issue 8 item 2: a reduce at parallelism 2 without `partition` gets `hash`, so each key's count
+/// is whole: the last count of every key adds up to every record (with the old rebalance default
+/// each subtask counted about half of each key). An explicit rebalance is a validation error.
+#[test]
+fn keyed_operators_default_to_hash_and_refuse_other_partitionings() {
+    let dir = TempDir::new("keyed");
+    dir.write("keyed.yaml", KEYED_JOB);
+    let plan = tidemark(dir.path(), ["plan", "keyed.yaml"]);
+    assert_eq!(plan.code(), 0, "{}", plan.stderr);
+    assert!(
+        plan.stdout.contains("gen -> counts: hash"),
+        "{}",
+        plan.stdout
+    );
+    let out = tidemark(
+        dir.path(),
+        ["run", "keyed.yaml", "--metrics-addr", "127.0.0.1:0"],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let mut last = std::collections::BTreeMap::new();
+    for line in dir.read("out.jsonl").lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = v["key"].as_u64().unwrap();
+        let count = v["value"].as_f64().unwrap();
+        let e = last.entry(key).or_insert(0.0f64);
+        *e = e.max(count);
+    }
+    assert_eq!(last.len(), 8, "{last:?}");
+    assert_eq!(last.values().sum::<f64>(), 4000.0, "{last:?}");
+
+    for p in ["rebalance", "forward", "broadcast"] {
+        dir.write(
+            "explicit.yaml",
+            &KEYED_JOB.replace(
+                "    aggregate: count\n",
+                &format!("    aggregate: count\n    partition: {p}\n"),
+            ),
+        );
+        let out = tidemark(dir.path(), ["validate", "explicit.yaml"]);
+        assert_eq!(out.code(), 2, "{p}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("explicit.yaml:9:5: operator \"counts\": edge \"gen\" -> \"counts\": \"counts\" groups records by key, so its input must be partitioned by hash, not {p}")),
+            "{p}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// Issue 8 item 10: `x-` keys hold anchors; a huge parallelism is one bounded error that does not
+/// stop the other checks; 4294967297 is refused at validation; plan and DOT name the types.
+#[test]
+fn x_keys_parallelism_bounds_and_types_in_the_plan() {
+    let dir = TempDir::new("smaller");
+    dir.write(
+        "anchors.yaml",
+        "x-gen: &gen {type: generator, count: 10}
+name: anchors
+sources:
+  a: {<<: *gen, parallelism: 2}
+  b: *gen
+sinks:
+  out: {type: discard, input: [a, b]}
+",
+    );
+    let out = tidemark(dir.path(), ["plan", "anchors.yaml"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("source a (generator)"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("sink out (discard)"), "{}", out.stdout);
+    let dot = tidemark(dir.path(), ["plan", "anchors.yaml", "--format", "dot"]);
+    assert!(
+        dot.stdout
+            .contains("\"a\" [label=\"a\\nsource generator x2\"]"),
+        "{}",
+        dot.stdout
+    );
+
+    dir.write(
+        "huge.yaml",
+        "name: huge
+sources:
+  gen:
+    type: generator
+    parallelism: 99999999999999999999
+    cuont: 1
+  other:
+    type: generator
+    parallelism: 4294967297
+sinks:
+  out: {type: discard, input: [gen, other]}
+",
+    );
+    let out = tidemark(dir.path(), ["validate", "huge.yaml"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    let errors = error_lines(&out.stderr);
+    assert_eq!(errors.len(), 3, "{}", out.stderr);
+    assert_eq!(errors[0], "error: huge.yaml:5:5: source \"gen\": field \"parallelism\": parallelism 99999999999999999999 is more than the maximum of 1024 subtasks per vertex");
+    assert!(
+        errors[1].contains("huge.yaml:6:5:") && errors[1].contains("\"cuont\""),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        errors[2].contains("huge.yaml:9:5:")
+            && errors[2].contains("parallelism 4294967297 is more than the maximum of 1024"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Issue 8 item 10: `validate` takes `-D` and `--parallelism`, and fails for a missing input file.
+#[test]
+fn validate_takes_settings_and_checks_input_files() {
+    let dir = TempDir::new("validate-flags");
+    dir.write(
+        "good.yaml",
+        GOOD.replace("    parallelism: 2\n", "").as_str(),
+    );
+    let out = tidemark(
+        dir.path(),
+        ["validate", "good.yaml", "-D", "parallelism.default=3"],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stdout.contains("x3"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("parallelism.default = 3"),
+        "{}",
+        out.stdout
+    );
+    let out = tidemark(
+        dir.path(),
+        [
+            "validate",
+            "good.yaml",
+            "-D",
+            "parallelism.default=3",
+            "--parallelism",
+            "4",
+        ],
+    );
+    assert!(
+        out.stdout.contains("parallelism.default = 4"),
+        "{}",
+        out.stdout
+    );
+    let out = tidemark(
+        dir.path(),
+        ["validate", "good.yaml", "-D", "parallelism.defualt=3"],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+
+    dir.write(
+        "input.yaml",
+        "name: input
+sources:
+  in: {type: file, path: missing.jsonl}
+sinks:
+  out: {type: discard, input: in}
+",
+    );
+    let out = tidemark(dir.path(), ["validate", "input.yaml"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("input.yaml:3:3: source \"in\": invalid file settings: path: no such file:"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("missing.jsonl"), "{}", out.stderr);
+    dir.write("missing.jsonl", "{\"key\": 1}\n");
+    let out = tidemark(dir.path(), ["validate", "input.yaml"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+}
+
+/// Issue 8 item 11: `${VAR}` and `${VAR:-default}` come from the environment; an unset one is an
+/// error naming it and its line.
+#[test]
+fn environment_variables_in_the_job_file() {
+    let dir = TempDir::new("vars");
+    dir.write(
+        "vars.yaml",
+        "name: ${JOB_NAME:-vars}
+sources:
+  gen: {type: generator, count: ${TIDEMARK_IT_COUNT}}
+sinks:
+  out: {type: file, input: gen, path: ${TIDEMARK_IT_OUT:-out}.jsonl}
+",
+    );
+    let run = |vars: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(common::tidemark_bin());
+        cmd.current_dir(dir.path())
+            .args(["run", "vars.yaml", "--metrics-addr", "127.0.0.1:0"])
+            .env_remove("TIDEMARK_IT_COUNT")
+            .env_remove("TIDEMARK_IT_OUT")
+            .env_remove("JOB_NAME");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        common::run_command(
+            cmd,
+            std::time::Duration::from_secs(60),
+            "tidemark run vars.yaml",
+        )
+    };
+    let out = run(&[]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert_eq!(
+        error_lines(&out.stderr),
+        ["error: vars.yaml:3:33: environment variable TIDEMARK_IT_COUNT is not set: set it, or write ${TIDEMARK_IT_COUNT:-default} for a default"]
+    );
+    let out = run(&[("TIDEMARK_IT_COUNT", "25"), ("TIDEMARK_IT_OUT", "records")]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(dir.read("records.jsonl").lines().count(), 25);
+}
+
+/// Issue 8 item 6: durations on the command line need a unit; a negative one says so; the marker
+/// interval by `-D` is milliseconds as in Flink.
+#[test]
+fn command_line_durations_need_a_unit() {
+    let dir = TempDir::new("durations");
+    dir.write("good.yaml", GOOD);
+    for (args, needle) in [
+        (
+            &["--duration", "1.5"][..],
+            "duration \"1.5\" has no unit: write 1.5s for seconds or 1.5ms for milliseconds",
+        ),
+        (&["--duration", "-1s"][..], "negative duration \"-1s\""),
+        (&["--linger", "2"][..], "duration \"2\" has no unit"),
+        (
+            &["--latency-interval", "200"][..],
+            "duration \"200\" has no unit",
+        ),
+        (
+            &["-D", "execution.buffer-timeout=5"][..],
+            "-D execution.buffer-timeout=5: duration \"5\" has no unit",
+        ),
+    ] {
+        let mut all = vec!["run", "good.yaml", "--metrics-addr", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let out = tidemark(dir.path(), &all);
+        assert_eq!(out.code(), 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
+    }
+    let out = tidemark(
+        dir.path(),
+        [
+            "validate",
+            "good.yaml",
+            "-D",
+            "metrics.latency.interval=200",
+        ],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("metrics.latency.interval = 200ms"),
+        "{}",
+        out.stdout
+    );
+}

@@ -83,8 +83,3 @@ pub use plan::ExecutionPlan;
 pub use record::{Record, TimestampType};
 pub use tidemark_markers as markers;
 pub use value::{Map, Value};
-
-/// The library guide (`docs/library.md`), compiled and run as a doc test so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/library.md")]
-pub struct LibraryGuide;

@@ -276,30 +276,11 @@ fn unix_ms(t: std::time::SystemTime) -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Words that make a setting secret wherever they appear in its key (job-file.md).
-const SECRET_WORDS: [&str; 4] = ["password", "secret", "token", "credential"];
-
-/// `value` with every setting whose key holds a secret word replaced by `"***"`, at any depth.
-///
-/// This is the one place the live view redacts; it follows the job file's rule (any key holding
-/// `password`, `secret`, `token` or `credential`, in any case).
-pub fn redact_secrets(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(key, value)| {
-                    let lower = key.to_ascii_lowercase();
-                    if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
-                        (key, Value::String("***".to_owned()))
-                    } else {
-                        (key, redact_secrets(value))
-                    }
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(redact_secrets).collect()),
-        other => other,
-    }
+/// `value` with every setting whose key holds a secret word replaced by `"***"`, at any depth:
+/// the job file's one rule, [`crate::redact::redact_json`].
+pub fn redact_secrets(mut value: Value) -> Value {
+    crate::redact::redact_json(&mut value);
+    value
 }
 
 /// The settings in force as `/api/v1/job` shows them (the same fields as the report's).
