@@ -1,9 +1,10 @@
-//! The HTTP endpoint on the metrics address: `/metrics` for Prometheus and the live view's JSON
-//! API under `/api/v1/` (`docs/live-view.md`).
+//! The HTTP endpoint on the metrics address: `/metrics` for Prometheus, the live view page at
+//! `/` and its JSON API under `/api/v1/` (`docs/live-view.md`).
 //!
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | 200, the Prometheus text format with [`CONTENT_TYPE`] |
+//! | `GET /` | 200, the live view page (HTML, everything inline, no network fetches) |
 //! | `GET /api/v1/job` | 200, JSON: the job, its settings, vertices and edges |
 //! | `GET /api/v1/metrics` | 200, JSON: a snapshot of the job's numbers |
 //! | `HEAD` on any of these | the same headers, no body |
@@ -39,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use tidemark_runtime::exporter::{render_text, CONTENT_TYPE};
 
-use crate::live::LiveJob;
+use crate::live::{LiveJob, PAGE_HTML};
 
 /// The path the metrics are served on.
 pub const METRICS_PATH: &str = "/metrics";
@@ -68,6 +69,7 @@ const CONNECTION_STACK: usize = 512 * 1024;
 
 const PLAIN: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +183,11 @@ impl MetricsServer {
     /// The URL of the metrics, e.g. `http://127.0.0.1:9249/metrics`.
     pub fn url(&self) -> String {
         format!("http://{}{METRICS_PATH}", self.local_addr())
+    }
+
+    /// The URL of the live view, e.g. `http://127.0.0.1:9249/`.
+    pub fn page_url(&self) -> String {
+        format!("http://{}/", self.local_addr())
     }
 
     /// Stops accepting connections and closes the listening socket. Connections being served
@@ -503,6 +510,7 @@ fn write_answer(mut stream: &TcpStream, answer: &Answer, head_only: bool) -> io:
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Resource {
     Metrics,
+    Page,
     JobApi,
     MetricsApi,
 }
@@ -519,6 +527,7 @@ fn route(method: &str, target: &str) -> Route {
     let path = target.split(['?', '#']).next().unwrap_or("");
     let resource = match path {
         METRICS_PATH => Resource::Metrics,
+        "/" | "/index.html" => Resource::Page,
         JOB_API_PATH => Resource::JobApi,
         METRICS_API_PATH => Resource::MetricsApi,
         _ => return Route::NotFound,
@@ -546,8 +555,8 @@ fn respond(method: &str, target: &str, job: &LiveJob) -> Answer {
         Route::NotFound => Answer::text(
             404,
             format!(
-                "not found: {target}; this endpoint serves {METRICS_PATH} (Prometheus), \
-                 {JOB_API_PATH} and {METRICS_API_PATH}\n"
+                "not found: {target}; this endpoint serves {METRICS_PATH} (Prometheus), / (the \
+                 live view), {JOB_API_PATH} and {METRICS_API_PATH}\n"
             ),
         ),
     }
@@ -559,6 +568,7 @@ fn serve(resource: Resource, job: &LiveJob) -> Answer {
             Ok(text) => Answer::new(200, CONTENT_TYPE, text),
             Err(error) => Answer::text(500, format!("cannot render the metrics: {error}\n")),
         },
+        Resource::Page => Answer::new(200, HTML, PAGE_HTML),
         Resource::JobApi => Answer::new(200, JSON, job.job_json()),
         Resource::MetricsApi => Answer::new(200, JSON, job.metrics_json()),
     }

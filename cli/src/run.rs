@@ -142,6 +142,7 @@ fn run_job(
         if subtasks == 1 { "thread" } else { "threads" },
         server.url()
     );
+    eprintln!("tidemark: live view at {}", server.page_url());
 
     let ending = wait(
         &handle,

@@ -193,7 +193,7 @@ sinks:
     let head = http(addr, "HEAD", "/metrics");
     assert_eq!(head.status, 200);
     assert!(head.body.is_empty());
-    for path in ["/nope", "/", "/metrics/x", "/favicon.ico"] {
+    for path in ["/nope", "/metrics/x", "/favicon.ico"] {
         let response = http(addr, "GET", path);
         assert_eq!(response.status, 404, "GET {path}");
     }

@@ -155,9 +155,27 @@ fn the_api_answers_json() {
 }
 
 #[test]
+fn the_page_is_served_from_the_binary() {
+    let server = MetricsServer::start("127.0.0.1:0", finished_job()).unwrap();
+    for path in ["/", "/index.html", "/?refresh=1"] {
+        let answer = request(server.local_addr(), "GET", path);
+        assert_eq!(answer.status, 200, "{path}");
+        assert_eq!(
+            answer.header("Content-Type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert!(answer.body.starts_with("<!DOCTYPE html>"));
+        // The page asks only its own endpoint: no absolute URL to fetch from.
+        assert!(answer.body.contains("getJson(\"/api/v1/metrics\")"));
+        assert!(!answer.body.contains("src=\"http"), "an external script");
+        assert!(!answer.body.contains("href=\"http"), "an external style");
+    }
+}
+
+#[test]
 fn head_answers_without_body() {
     let server = MetricsServer::start("127.0.0.1:0", finished_job()).unwrap();
-    for path in [METRICS_PATH, JOB_API_PATH, METRICS_API_PATH] {
+    for path in [METRICS_PATH, "/", JOB_API_PATH, METRICS_API_PATH] {
         let answer = request(server.local_addr(), "HEAD", path);
         assert_eq!(answer.status, 200);
         assert!(answer.header("Content-Type").is_some());
@@ -187,7 +205,7 @@ fn other_paths_and_methods() {
         assert!(answer.body.contains("/metrics"), "{}", answer.body);
         assert!(answer.body.contains("/api/v1/job"), "{}", answer.body);
     }
-    for path in [METRICS_PATH, JOB_API_PATH, METRICS_API_PATH] {
+    for path in [METRICS_PATH, "/", JOB_API_PATH, METRICS_API_PATH] {
         for method in ["POST", "PUT", "DELETE"] {
             let answer = request(addr, method, path);
             assert_eq!(answer.status, 405, "{method} {path}");

@@ -1,4 +1,4 @@
-//! The live view's data: what `/api/v1/job` and `/api/v1/metrics` answer, and the page at `/`
+//! The live view: the page at `/` and what `/api/v1/job` and `/api/v1/metrics` answer
 //! (`docs/live-view.md`).
 //!
 //! [`LiveJob`] holds what the endpoint needs about a run: its metrics registry, a description
@@ -17,6 +17,10 @@ use tidemark_runtime::{ExecutionPlan, JobOutcome, MetricsRegistry, Partitioning}
 use crate::report::rfc3339;
 use crate::settings::Settings;
 use snapshot::History;
+
+/// The live view page: one HTML file with its styles and scripts inline (plain JavaScript and
+/// SVG, no library), so the page makes no request but to the endpoint's own JSON API.
+pub const PAGE_HTML: &str = include_str!("page.html");
 
 /// What the job file (or a library user) says about one vertex.
 #[derive(Clone, Debug)]

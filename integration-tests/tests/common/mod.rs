@@ -265,6 +265,37 @@ impl Proc {
         Proc::from_child(child, what)
     }
 
+    /// Starts `tidemark ARGS` in `dir` with a pipe to its standard input, returned beside it
+    /// (drop it to close the input).
+    pub fn spawn_with_stdin<I, S>(dir: &Path, args: I) -> (Proc, std::process::ChildStdin)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<_> = args
+            .into_iter()
+            .map(|a| a.as_ref().to_os_string())
+            .collect();
+        let what = format!(
+            "tidemark {}",
+            args.iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let mut child = Command::new(tidemark_bin())
+            .args(&args)
+            .current_dir(dir)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        let stdin = child.stdin.take().expect("piped stdin");
+        (Proc::from_child(child, what), stdin)
+    }
+
     fn from_child(mut child: Child, what: String) -> Proc {
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
@@ -468,13 +499,24 @@ impl Response {
 /// Sends `METHOD PATH` to `addr` over a fresh connection and reads the whole response (every
 /// step at most [`TIMEOUT`]). Understands `Content-Length`, chunked bodies and bodiless `HEAD`.
 pub fn http(addr: SocketAddr, method: &str, path: &str) -> Response {
+    http_with_body(addr, method, path, "")
+}
+
+/// [`http`] with a JSON request body (sent when not empty).
+pub fn http_with_body(addr: SocketAddr, method: &str, path: &str, body: &str) -> Response {
     let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT)
         .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
     stream.set_read_timeout(Some(TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(TIMEOUT)).unwrap();
+    let content_type = if body.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/json; charset=utf-8\r\n"
+    };
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{content_type}Content-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .and_then(|()| stream.flush())
     .unwrap_or_else(|e| panic!("cannot send the request to {addr}: {e}"));
