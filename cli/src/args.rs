@@ -81,6 +81,9 @@ pub struct RunArgs {
     /// Keep serving /metrics this long after the job ends
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s", allow_hyphen_values = true)]
     pub linger: Duration,
+    /// Print the summary table at the end even when standard error is not a terminal
+    #[arg(long)]
+    pub summary: bool,
     /// How long Kafka sources and sinks wait for the brokers before the job fails
     #[cfg(feature = "kafka")]
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]

@@ -13,7 +13,7 @@ use crate::signals;
 use crate::{LoadedJob, Loader};
 use anyhow::Context as _;
 use std::fs::File;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -230,7 +230,12 @@ fn run_job(
             tasks_not_ended: tasks_not_ended.clone(),
         },
     );
-    eprint!("{}", report.table());
+    if args.summary || std::io::stderr().is_terminal() {
+        eprint!("{}", report.table());
+    }
+    for warning in report.warnings() {
+        eprintln!("tidemark: warning: {warning}");
+    }
     if !tasks_not_ended.is_empty() {
         eprintln!(
             "tidemark: {} had not ended after the hard stop (user code still busy); what {} held \

@@ -32,6 +32,7 @@ fn run_and_scrape(dir: &TempDir, job: &str, args: &[&str]) -> (Metrics, serde_js
         LINGER.into(),
         "--report-file".into(),
         report_path.display().to_string(),
+        "--summary".into(),
     ];
     cmd_args.extend(args.iter().map(|a| (*a).to_owned()));
     let mut proc = Proc::spawn(dir.path(), &cmd_args);

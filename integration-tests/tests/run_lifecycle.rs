@@ -55,6 +55,7 @@ sinks:
             "127.0.0.1:0",
             "--report-file",
             "report.json",
+            "--summary",
         ],
     );
     let addr = proc.metrics_addr();

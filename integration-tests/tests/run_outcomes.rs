@@ -140,6 +140,7 @@ fn start_slow_job(dir: &TempDir, extra: &[&str]) -> Proc {
         "127.0.0.1:0",
         "--report-file",
         "report.json",
+        "--summary",
     ];
     args.extend_from_slice(extra);
     let mut proc = Proc::spawn(dir.path(), &args);
@@ -262,6 +263,7 @@ sinks:
             "report.json",
             "--linger",
             LINGER,
+            "--summary",
         ],
     );
     let addr = proc.wait_lingering();
@@ -291,7 +293,10 @@ sinks:
         .unwrap_or_else(|| panic!("no row for src:\n{stderr}"));
     assert!(src_row.ends_with("3  3 malformed"), "{src_row}");
     assert!(
-        stderr.contains("all 3 lines were malformed and skipped (on_error: skip)"),
+        stderr.contains(
+            "tidemark: warning: the sources read no record: all 3 lines were malformed and \
+             skipped (on_error: skip)"
+        ),
         "{stderr}"
     );
     let report = read_report(&dir.path().join("report.json"));
@@ -377,4 +382,60 @@ sinks:
     assert_eq!(received, emitted, "{report}");
     assert!(dropped(&report, "output_closed") > 0, "{report}");
     assert!(dropped(&report, "output_closed") <= received, "{report}");
+}
+
+#[test]
+fn the_table_needs_a_terminal_or_summary_but_warnings_are_always_printed() {
+    let dir = temp_dir();
+    write(&dir, "input.bin", b"\x00\x01\xff\n");
+    write(
+        &dir,
+        "job.yaml",
+        "name: quiet
+sources:
+  src:
+    type: file
+    path: input.bin
+    on_error: skip
+sinks:
+  out:
+    type: discard
+    input: src
+",
+    );
+    // Standard error is a pipe here, not a terminal.
+    let out = tidemark(
+        dir.path(),
+        ["run", "job.yaml", "--metrics-addr", "127.0.0.1:0"],
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert!(!out.stderr.contains("records in"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("tidemark: warning: the sources read no record: its one line was malformed"),
+        "{}",
+        out.stderr
+    );
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "job.yaml",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--summary",
+        ],
+    );
+    assert_eq!(out.code(), 0, "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("tidemark: job \"quiet\" finished after"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("1 dropped (1 malformed)"),
+        "{}",
+        out.stderr
+    );
 }
