@@ -36,7 +36,6 @@ use std::sync::Arc;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
-use prometheus::{Encoder, TextEncoder};
 use tidemark_markers::{legacy_quantile, round_significant, Granularity, LatencyKey, LatencyStats};
 
 use crate::graph::VertexKind;
@@ -393,13 +392,22 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
 /// [`CONTENT_TYPE`]), followed by the [`process_families`] of this process, as a Prometheus
 /// client library serves them. Fails only if the `prometheus` encoder rejects a family (it
 /// rejects empty ones, which `gather` never returns); the caller decides how to report it.
+///
+/// The text is what `prometheus::TextEncoder` writes for these families, byte for byte, but
+/// written by a leaner encoder (`text_encoder.rs`): a scrape of a large job is mostly text.
 pub fn render_text(registry: &MetricsRegistry) -> Result<String, prometheus::Error> {
     let mut families = gather(registry);
     families.extend(process_families(registry.job_name()));
-    let mut text = Vec::with_capacity(16 * 1024);
-    TextEncoder::new().encode(&families, &mut text)?;
-    String::from_utf8(text)
-        .map_err(|e| prometheus::Error::Msg(format!("metrics text is not UTF-8: {e}")))
+    // Sized like the previous scrape (plus some room), so the text is not copied as it grows.
+    let hint = registry
+        .text_size_hint
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let mut text = String::with_capacity((hint + hint / 8).max(16 * 1024));
+    crate::text_encoder::encode(&families, &mut text)?;
+    registry
+        .text_size_hint
+        .store(text.len(), std::sync::atomic::Ordering::Relaxed);
+    Ok(text)
 }
 
 /// The standard `process_*` series of this process (CPU seconds, resident and virtual memory,
@@ -764,6 +772,23 @@ mod tests {
             text.lines().find(|l| l.starts_with("tidemark_job_running")),
             Some(r#"tidemark_job_running{job_name="exporter-test"} 0"#)
         );
+    }
+
+    #[test]
+    fn the_text_is_what_the_prometheus_encoder_writes() {
+        use prometheus::{Encoder, TextEncoder};
+        for granularity in Granularity::ALL {
+            let registry = run_job(granularity, Duration::from_millis(1));
+            let mut reference = Vec::new();
+            TextEncoder::new()
+                .encode(&gather(&registry), &mut reference)
+                .unwrap();
+            let reference = String::from_utf8(reference).unwrap();
+            let text = render_text(&registry).unwrap();
+            // The job's families, then the process's (which move between two readings).
+            assert!(text.starts_with(&reference), "{granularity}");
+            assert!(text[reference.len()..].starts_with("# HELP process_"));
+        }
     }
 
     #[cfg(target_os = "linux")]

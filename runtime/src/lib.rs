@@ -59,6 +59,7 @@ pub mod plan;
 pub mod record;
 mod task;
 pub mod testing;
+mod text_encoder;
 pub mod value;
 
 pub use batch::{Batch, Event};

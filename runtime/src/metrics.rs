@@ -286,6 +286,8 @@ pub struct MetricsRegistry {
     vertices: Vec<VertexMetrics>,
     tasks: Vec<TaskMetricsGroup>,
     running: AtomicBool,
+    /// Bytes of the last rendered scrape, to size the next one.
+    pub(crate) text_size_hint: std::sync::atomic::AtomicUsize,
 }
 
 impl MetricsRegistry {
@@ -302,6 +304,7 @@ impl MetricsRegistry {
             vertices,
             tasks,
             running: AtomicBool::new(true),
+            text_size_hint: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
