@@ -36,6 +36,7 @@
 
 pub mod check;
 mod convert;
+mod fast;
 mod mixed;
 
 use std::fmt;
@@ -61,6 +62,8 @@ struct Compiled {
     source: String,
     ast: IdedExpr,
     result_type: Type,
+    /// The direct evaluator, where the expression is simple enough ([`fast`]).
+    shortcut: Option<fast::Node>,
 }
 
 impl fmt::Debug for Expr {
@@ -115,6 +118,7 @@ impl Expr {
                 message,
             }
         })?;
+        let shortcut = fast::plan(program.expression());
         let mut ast = program.expression().clone();
         let mut checker = Checker::new();
         let result_type = checker.walk(&mut ast);
@@ -140,6 +144,7 @@ impl Expr {
                 source: source.to_owned(),
                 ast,
                 result_type,
+                shortcut,
             }),
         })
     }
@@ -158,6 +163,27 @@ impl Expr {
                     article(other),
                     other.name()
                 ),
+            }),
+        }
+    }
+
+    /// Whether a record can be evaluated without the `cel` crate's interpreter (the
+    /// expression is a field, a comparison, arithmetic or `&&`/`||`/`!` over those); the
+    /// results are the same either way.
+    pub fn has_shortcut(&self) -> bool {
+        self.inner.shortcut.is_some()
+    }
+
+    /// This expression without the shortcut: always evaluated by the `cel` crate (for tests
+    /// and benchmarks that compare the two).
+    #[doc(hidden)]
+    pub fn without_shortcut(&self) -> Expr {
+        Expr {
+            inner: Arc::new(Compiled {
+                source: self.inner.source.clone(),
+                ast: self.inner.ast.clone(),
+                result_type: self.inner.result_type,
+                shortcut: None,
             }),
         }
     }
@@ -325,12 +351,23 @@ impl Evaluator {
 
     /// Evaluates `expr` over `scope`, converting the result to an event [`Value`].
     pub fn eval(&self, expr: &Expr, scope: &Scope<'_>) -> Result<Value, EvalError> {
+        if let Some(v) = expr.inner.shortcut.as_ref().and_then(|n| n.eval(scope)) {
+            return Ok(v);
+        }
         self.with_result(expr, scope, convert::to_value)?
     }
 
     /// Evaluates a condition: `Ok(true)` or `Ok(false)`, or an error if it fails or does not
     /// give a bool.
     pub fn eval_bool(&self, expr: &Expr, scope: &Scope<'_>) -> Result<bool, EvalError> {
+        if let Some(b) = expr
+            .inner
+            .shortcut
+            .as_ref()
+            .and_then(|n| n.eval_bool(scope))
+        {
+            return Ok(b);
+        }
         self.with_result(expr, scope, |v| match convert::as_bool(v) {
             Some(b) => Ok(b),
             None => Err(EvalError {
@@ -341,6 +378,14 @@ impl Evaluator {
 
     /// Evaluates `expr` as a number: `Ok(Some(Number))`, or `Ok(None)` for `null`.
     pub fn eval_number(&self, expr: &Expr, scope: &Scope<'_>) -> Result<Option<Number>, EvalError> {
+        if let Some(n) = expr
+            .inner
+            .shortcut
+            .as_ref()
+            .and_then(|n| n.eval_number(scope))
+        {
+            return Ok(n);
+        }
         self.with_result(expr, scope, |v| match convert::as_number(v) {
             Some(n) => Ok(Some(n)),
             None if convert::is_null(v) => Ok(None),

@@ -180,7 +180,7 @@ fn results_become_event_values() {
     );
     assert_eq!(
         ok("user", r#"{"user": {"z": 1, "a": 2}}"#).to_string(),
-        r#"{"a":2,"z":1}"#
+        r#"{"z":1,"a":2}"#
     );
     assert_eq!(ok("5u", "{}"), Value::Int(5));
 }
@@ -339,6 +339,7 @@ fn listed_functions_exist() {
                 .expression()
                 .clone(),
             result_type: Type::Dyn,
+            shortcut: None,
         }),
     };
     assert!(raw
@@ -406,5 +407,167 @@ fn cheat_sheet_examples() {
         ("\"a\" < \"b\"", "true"),
     ] {
         assert_eq!(ok(src, json).to_string(), expected, "{src}");
+    }
+}
+
+/// Maps with their keys sorted, so the two evaluators' results compare whatever the order.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Map(m) => {
+            let mut entries: Vec<(String, String)> = m
+                .iter()
+                .map(|(k, v)| (k.to_owned(), canonical(v)))
+                .collect();
+            entries.sort();
+            format!("{entries:?}")
+        }
+        Value::List(l) => format!("{:?}", l.iter().map(canonical).collect::<Vec<_>>()),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The shortcut gives exactly what the `cel` crate gives, over random events of every type
+/// (fields missing, null, ints at the edges, NaN, strings, maps), for expressions it takes.
+#[test]
+fn the_shortcut_agrees_with_the_crate() {
+    use rand::{Rng, SeedableRng};
+    let exprs = [
+        "a",
+        "a.b",
+        "a.b.c",
+        "a == b",
+        "a != b",
+        "a < b",
+        "a <= b",
+        "a > b",
+        "a >= 2",
+        "a > 2.5",
+        "a == 'x'",
+        "a + b",
+        "a - b",
+        "a * b",
+        "a / b",
+        "a % b",
+        "a * 0.92",
+        "a * 2",
+        "-a",
+        "!a",
+        "a && b",
+        "a || b",
+        "a > 1 && b < 2",
+        "a > 1 || b",
+        "a ? b : c",
+        "a == null",
+        "(a + 1) * 0.5",
+        "a / 2.0 + b * 3",
+        "record.key",
+        "record.timestamp - a",
+        "key * value",
+        "value > 0.5",
+        "'p' + a",
+        "a.b > 1 && c == 'u'",
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let scalar = |rng: &mut rand::rngs::StdRng, depth: u32| -> String {
+        match rng.random_range(0..12) {
+            0 => "null".into(),
+            1 => format!("{}", rng.random_bool(0.5)),
+            2 => format!("{}", rng.random_range(-3i64..4)),
+            3 => format!(
+                "{}",
+                [i64::MAX, i64::MIN, 1 << 53, (1 << 53) + 1][rng.random_range(0..4)]
+            ),
+            4 | 5 => format!("{:?}", rng.random_range(-3.0f64..3.0)),
+            6 => "0".into(),
+            7 => "0.0".into(),
+            8 => format!("\"{}\"", ["x", "u", "", "p"][rng.random_range(0..4)]),
+            9 if depth > 0 => "[1, \"x\"]".into(),
+            10 if depth > 0 => format!(
+                "{{\"b\": {}, \"c\": {{\"x\": 1}}}}",
+                ["1", "2.5", "\"s\"", "null", "{\"c\": 3}"][rng.random_range(0..5)]
+            ),
+            _ => "2".into(),
+        }
+    };
+    let compiled: Vec<(Expr, Expr)> = exprs
+        .iter()
+        .map(|s| {
+            let e = Expr::compile(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert!(e.has_shortcut(), "{s} should have a shortcut");
+            let slow = e.without_shortcut();
+            (e, slow)
+        })
+        .collect();
+    let eval = Evaluator::new();
+    let mut took = 0;
+    for _ in 0..3000 {
+        let mut fields = Vec::new();
+        for name in ["a", "b", "c"] {
+            if rng.random_bool(0.9) {
+                fields.push(format!("\"{name}\": {}", scalar(&mut rng, 1)));
+            }
+        }
+        let json = format!("{{{}}}", fields.join(", "));
+        let event = Value::from_json(json.as_bytes()).unwrap();
+        let key = Value::from_json(scalar(&mut rng, 0).as_bytes()).unwrap();
+        let numeric = rng.random_bool(0.2);
+        let scope = Scope {
+            event: if numeric {
+                EventRef::Numeric {
+                    key: rng.random_range(-5..5),
+                    value: rng.random_range(-1.0..1.0),
+                }
+            } else {
+                EventRef::Value(&event)
+            },
+            key: &key,
+            timestamp_ms: 1_700_000_000_000,
+        };
+        for (fast, slow) in &compiled {
+            let Some(direct) = fast.inner.shortcut.as_ref().unwrap().eval(&scope) else {
+                continue; // the crate evaluates it either way
+            };
+            took += 1;
+            let crate_says = eval.eval(slow, &scope);
+            match &crate_says {
+                Ok(v) => assert_eq!(
+                    canonical(&direct),
+                    canonical(v),
+                    "{} over {json} (numeric: {numeric})",
+                    fast.source()
+                ),
+                Err(e) => panic!(
+                    "{} over {json}: the shortcut gave {direct}, the crate failed: {e}",
+                    fast.source()
+                ),
+            }
+            assert_eq!(
+                eval.eval_bool(fast, &scope),
+                eval.eval_bool(slow, &scope),
+                "{}",
+                fast.source()
+            );
+            // (By text: NaN is not equal to itself.)
+            assert_eq!(
+                format!("{:?}", eval.eval_number(fast, &scope)),
+                format!("{:?}", eval.eval_number(slow, &scope)),
+                "{}",
+                fast.source()
+            );
+        }
+    }
+    // The shortcut was exercised (random types defeat it often; real events far less).
+    assert!(took > 3000 * exprs.len() / 10, "{took}");
+    // Things it leaves to the crate.
+    for s in [
+        "size(a)",
+        "a.startsWith('x')",
+        "has(a.b)",
+        "event",
+        "record",
+        "[a]",
+        "1u + a",
+    ] {
+        assert!(!Expr::compile(s).unwrap().has_shortcut(), "{s}");
     }
 }
