@@ -78,7 +78,7 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub drain_timeout: Duration,
-    /// Keep serving /metrics this long after the job ends
+    /// Keep serving /metrics and the live view (/, /api/v1/*) this long after the job ends
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s", allow_hyphen_values = true)]
     pub linger: Duration,
     /// Print the summary table at the end even when standard error is not a terminal

@@ -182,3 +182,62 @@ fn job_and_metrics_while_running_and_after() {
     assert_eq!(post.header("allow"), Some("GET, HEAD"));
     proc.end_lingering();
 }
+
+/// Not a test but a measurement, run by hand (numbers, no thresholds): scrape and API latency
+/// of a running job with no other client, then with 50 connections stalled half-way through a
+/// request and 50 that never read their answer.
+///
+/// `cargo test --release -p tidemark-integration-tests --test live_api -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn measure_latency_with_stalled_connections() {
+    use std::time::Instant;
+    let dir = TempDir::new("live-api-measure");
+    dir.write("job.yaml", JOB);
+    let mut proc = Proc::spawn(
+        dir.path(),
+        ["run", "job.yaml", "--metrics-addr", "127.0.0.1:0"],
+    );
+    let addr = proc.metrics_addr();
+    let time = |path: &str| {
+        let mut ms: Vec<f64> = (0..40)
+            .map(|_| {
+                let started = Instant::now();
+                assert_eq!(http(addr, "GET", path).status, 200);
+                let took = started.elapsed().as_secs_f64() * 1e3;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                took
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        (ms[ms.len() / 2], ms[ms.len() - 1])
+    };
+    let paths = ["/metrics", "/api/v1/metrics", "/"];
+    let alone: Vec<(f64, f64)> = paths.iter().map(|p| time(p)).collect();
+    let mut held: Vec<TcpStream> = Vec::new();
+    for _ in 0..50 {
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        held.push(half);
+        let mut deaf = TcpStream::connect(addr).unwrap();
+        deaf.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        held.push(deaf);
+    }
+    let stalled: Vec<(f64, f64)> = paths.iter().map(|p| time(p)).collect();
+    for ((path, a), s) in paths.iter().zip(&alone).zip(&stalled) {
+        println!(
+            "{path:16} alone: median {:.2} ms, max {:.2} ms | with 50 stalled + 50 non-reading: \
+             median {:.2} ms, max {:.2} ms (median ratio {:.2})",
+            a.0,
+            a.1,
+            s.0,
+            s.1,
+            s.0 / a.0
+        );
+    }
+    drop(held);
+    proc.terminate();
+    proc.wait();
+}
