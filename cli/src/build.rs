@@ -404,17 +404,20 @@ fn component(
         config.remove(EDGE_KEY); // the edge's, see `keyed_edge`
     }
     let mut unknown = false;
+    let mut suggested: Vec<String> = Vec::new();
     for field in config.clone().keys() {
         if !info.fields.iter().any(|f| f == field) {
             unknown = true;
             config.remove(field);
+            let suggestion = did_you_mean(field, accepted.iter().copied());
+            suggested.extend(suggestion.clone());
             errors.push(job.error(
                 &[section, &v.id, field],
                 Some(v.vref()),
                 Problem::UnknownField {
                     field: field.clone(),
                     expected: accepted.iter().map(|s| s.to_string()).collect(),
-                    suggestion: did_you_mean(field, accepted.iter().copied()),
+                    suggestion,
                 },
             ));
         }
@@ -428,6 +431,12 @@ fn component(
             problems,
         }) => {
             for error in problems {
+                // `topic` for `topics`: the unknown field's suggestion says it already.
+                if let SettingProblem::MissingField(field) = &error.problem {
+                    if error.path.is_empty() && suggested.contains(field) {
+                        continue;
+                    }
+                }
                 let suggestion = match &error.problem {
                     SettingProblem::UnknownField { field, expected } => {
                         did_you_mean(field, expected.iter().map(String::as_str))
@@ -769,6 +778,16 @@ sinks:
         assert!(
             errs[1].contains("cost: invalid duration \"fast\""),
             "{errs:#?}"
+        );
+    }
+
+    #[test]
+    fn a_misspelt_required_field_is_one_error() {
+        let text = GOOD.replace("    type: discard", "    type: file\n    pth: out.jsonl");
+        let e = one_error(&text);
+        assert!(
+            e.contains("unknown field \"pth\"") && e.ends_with("did you mean \"path\"?"),
+            "{e}"
         );
     }
 

@@ -1032,3 +1032,61 @@ fn command_line_durations_need_a_unit() {
         out.stdout
     );
 }
+
+/// Issue 8 item 11: a secret setting (here Kafka's `sasl.password`, from the environment) is
+/// printed as `***` by `plan` and `validate`, and an error about it does not show its value.
+#[test]
+fn secrets_are_never_shown() {
+    let dir = TempDir::new("secrets");
+    let job = "name: secrets
+sources:
+  in:
+    type: kafka
+    brokers: [localhost:9092]
+    topics: [t]
+    group: g
+    properties:
+      security.protocol: SASL_SSL
+      sasl.password: ${TIDEMARK_IT_PASSWORD}
+sinks:
+  out: {type: discard, input: in}
+";
+    dir.write("secrets.yaml", job);
+    dir.write(
+        "bad.yaml",
+        &job.replace(
+            "${TIDEMARK_IT_PASSWORD}",
+            "{nested: ${TIDEMARK_IT_PASSWORD}}",
+        ),
+    );
+    for args in [
+        &["plan", "secrets.yaml"][..],
+        &["validate", "secrets.yaml"][..],
+        &["validate", "bad.yaml"][..],
+    ] {
+        let mut cmd = std::process::Command::new(common::tidemark_bin());
+        cmd.current_dir(dir.path())
+            .args(args)
+            .env("TIDEMARK_IT_PASSWORD", "hunter2-secret-value");
+        let out = common::run_command(cmd, std::time::Duration::from_secs(60), "tidemark");
+        assert!(!out.stdout.contains("hunter2"), "{args:?}: {}", out.stdout);
+        assert!(!out.stderr.contains("hunter2"), "{args:?}: {}", out.stderr);
+        if args[1] == "bad.yaml" {
+            assert_eq!(out.code(), 2, "{}", out.stderr);
+            assert!(
+                out.stderr.contains(
+                    "properties.sasl.password: invalid value (not shown: the setting is secret)"
+                ),
+                "{}",
+                out.stderr
+            );
+        } else {
+            assert_eq!(out.code(), 0, "{args:?}: {}", out.stderr);
+            assert!(
+                out.stdout.contains("\"sasl.password\":\"***\""),
+                "{args:?}: {}",
+                out.stdout
+            );
+        }
+    }
+}

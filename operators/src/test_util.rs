@@ -1,6 +1,6 @@
 //! Helpers for the unit tests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tidemark_runtime::{
     Operator, Output, PollContext, Record, Source, SourceStatus, SubtaskContext,
@@ -50,24 +50,19 @@ pub(crate) fn process(op: &mut dyn Operator, records: &[Record]) -> Vec<Record> 
 }
 
 /// A fresh folder, removed when dropped.
-pub(crate) struct TempDir(PathBuf);
+pub(crate) struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub(crate) fn new(name: &str) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("tidemark-operators-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("tidemark-operators-{name}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }

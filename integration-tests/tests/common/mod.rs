@@ -14,7 +14,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -101,27 +100,20 @@ pub fn tidemark_bin() -> &'static Path {
 // ---------------------------------------------------------------------------------------------
 // Temporary folders
 
-/// A fresh folder under the system temp dir, removed on drop (kept when the test panicked, and
-/// its path printed, to look at the job files and outputs).
+/// A fresh folder under the system temp dir (made by `tempfile`), removed on drop (kept when the
+/// test panicked, and its path printed, to look at the job files and outputs).
 pub struct TempDir {
     path: PathBuf,
 }
 
 impl TempDir {
     pub fn new(label: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!(
-            "tidemark-it-{label}-{}-{n}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
-        TempDir { path }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("tidemark-it-{label}-"))
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary folder: {e}"));
+        // Removed by our Drop, which keeps it when the test failed.
+        TempDir { path: dir.keep() }
     }
 
     pub fn path(&self) -> &Path {
