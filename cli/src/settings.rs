@@ -2,9 +2,10 @@
 //! then the built-in default. When a flag and a `-D` set the same setting, the flag wins.
 //!
 //! [`SETTINGS`] is the one table of them: each row's `-D` key, job-file field, flag, default
-//! and help, how a `-D` value is read, and how the value is shown. It drives the `-D` keys and
-//! their parsing, the `-D` help, "did you mean", `plan`'s settings section and
-//! [`Settings::entries`] (for the report and any JSON API).
+//! and help, how the job file, a `-D` value and the flags set it, and how the value is shown. It
+//! drives the precedence ([`resolve`] walks it layer by layer), the `-D` keys and their parsing,
+//! the `-D` help, "did you mean", `plan`'s and `validate`'s settings section and
+//! [`Settings::entries`] (for JSON APIs).
 
 use crate::args::{parse_duration, parse_parallelism, SettingFlags};
 use crate::jobfile::{JobFile, LatencySection};
@@ -47,6 +48,10 @@ pub struct SettingSpec {
     apply: fn(&mut Settings, &str) -> Result<(), String>,
     /// Its value in `s`, as shown.
     show: fn(&Settings) -> String,
+    /// Sets it in `s` from the job file, if the file sets it.
+    from_file: fn(&FileSettings, &mut Settings),
+    /// Sets it in `s` from the flags (and `--metrics-addr`), if one is given.
+    from_flags: fn(&SettingFlags, Option<&str>, &mut Settings),
 }
 
 impl SettingSpec {
@@ -74,6 +79,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
         help: "marker interval; 0 disables markers (a bare -D number is milliseconds, as in Flink)",
         apply: |s, v| apply_latency(s, LatencyConfig::INTERVAL_KEY, v),
         show: |s| format_duration(s.latency.interval),
+        from_file: |f, s| {
+            if let Some(i) = f.latency.interval {
+                s.latency.interval = i;
+            }
+        },
+        from_flags: |f, _, s| {
+            if let Some(i) = f.latency_interval {
+                s.latency.interval = i;
+            }
+        },
     },
     SettingSpec {
         key: LatencyConfig::GRANULARITY_KEY,
@@ -83,6 +98,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
         help: "latency series per: single | operator | subtask",
         apply: |s, v| apply_latency(s, LatencyConfig::GRANULARITY_KEY, v),
         show: |s| s.latency.granularity.to_string(),
+        from_file: |f, s| {
+            if let Some(g) = f.latency.granularity {
+                s.latency.granularity = g;
+            }
+        },
+        from_flags: |f, _, s| {
+            if let Some(g) = f.latency_granularity {
+                s.latency.granularity = g;
+            }
+        },
     },
     SettingSpec {
         key: LatencyConfig::HISTORY_SIZE_KEY,
@@ -92,6 +117,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
         help: "samples in each latency series' sliding window",
         apply: |s, v| apply_latency(s, LatencyConfig::HISTORY_SIZE_KEY, v),
         show: |s| s.latency.history_size.to_string(),
+        from_file: |f, s| {
+            if let Some(h) = f.latency.history_size {
+                s.latency.history_size = h;
+            }
+        },
+        from_flags: |f, _, s| {
+            if let Some(h) = f.latency_history_size {
+                s.latency.history_size = h;
+            }
+        },
     },
     SettingSpec {
         key: BUFFER_TIMEOUT_KEY,
@@ -104,6 +139,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
             Ok(())
         },
         show: |s| format_duration(s.buffer_timeout),
+        from_file: |f, s| {
+            if let Some(b) = f.buffer_timeout {
+                s.buffer_timeout = b;
+            }
+        },
+        from_flags: |f, _, s| {
+            if let Some(b) = f.buffer_timeout {
+                s.buffer_timeout = b;
+            }
+        },
     },
     SettingSpec {
         key: PARALLELISM_KEY,
@@ -116,6 +161,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
             Ok(())
         },
         show: |s| s.parallelism.to_string(),
+        from_file: |f, s| {
+            if let Some(p) = f.parallelism {
+                s.parallelism = p;
+            }
+        },
+        from_flags: |f, _, s| {
+            if let Some(p) = f.parallelism {
+                s.parallelism = p;
+            }
+        },
     },
     SettingSpec {
         key: PROM_PORT_KEY,
@@ -141,6 +196,12 @@ pub static SETTINGS: [SettingSpec; 8] = [
                 .unwrap_or_default()
                 .to_owned()
         },
+        from_file: |_, _| {},
+        from_flags: |_, addr, s| {
+            if let Some(a) = addr {
+                s.metrics_addr = a.to_string();
+            }
+        },
     },
     SettingSpec {
         key: CHAINING_KEY,
@@ -153,6 +214,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
             Ok(())
         },
         show: |s| s.chaining.to_string(),
+        from_file: |f, s| {
+            if let Some(c) = f.chaining {
+                s.chaining = c;
+            }
+        },
+        from_flags: |f, _, s| {
+            if f.no_chaining {
+                s.chaining = false;
+            }
+        },
     },
     SettingSpec {
         key: E2E_EVERYWHERE_KEY,
@@ -165,6 +236,16 @@ pub static SETTINGS: [SettingSpec; 8] = [
             Ok(())
         },
         show: |s| s.e2e_latency_everywhere.to_string(),
+        from_file: |f, s| {
+            if let Some(e) = f.e2e_latency_everywhere {
+                s.e2e_latency_everywhere = e;
+            }
+        },
+        from_flags: |f, _, s| {
+            if f.e2e_latency_everywhere {
+                s.e2e_latency_everywhere = true;
+            }
+        },
     },
 ];
 
@@ -308,32 +389,14 @@ pub fn resolve(
 ) -> Result<Settings, SettingsError> {
     let mut s = Settings::defaults();
     // The job file.
+    for spec in &SETTINGS {
+        (spec.from_file)(file, &mut s);
+    }
     if let Some(b) = &file.latency.buckets {
         s.marker_buckets = b.clone();
     }
     if let Some(b) = &file.e2e_buckets {
         s.e2e_buckets = b.clone();
-    }
-    if let Some(i) = file.latency.interval {
-        s.latency.interval = i;
-    }
-    if let Some(g) = file.latency.granularity {
-        s.latency.granularity = g;
-    }
-    if let Some(h) = file.latency.history_size {
-        s.latency.history_size = h;
-    }
-    if let Some(b) = file.buffer_timeout {
-        s.buffer_timeout = b;
-    }
-    if let Some(p) = file.parallelism {
-        s.parallelism = p;
-    }
-    if let Some(c) = file.chaining {
-        s.chaining = c;
-    }
-    if let Some(e) = file.e2e_latency_everywhere {
-        s.e2e_latency_everywhere = e;
     }
     // -D, in order: the last one for a key wins.
     for (key, value) in defines {
@@ -350,29 +413,8 @@ pub fn resolve(
         })?;
     }
     // Flags.
-    if let Some(i) = flags.latency_interval {
-        s.latency.interval = i;
-    }
-    if let Some(g) = flags.latency_granularity {
-        s.latency.granularity = g;
-    }
-    if let Some(h) = flags.latency_history_size {
-        s.latency.history_size = h;
-    }
-    if let Some(b) = flags.buffer_timeout {
-        s.buffer_timeout = b;
-    }
-    if let Some(p) = flags.parallelism {
-        s.parallelism = p;
-    }
-    if let Some(a) = metrics_addr {
-        s.metrics_addr = a.to_string();
-    }
-    if flags.no_chaining {
-        s.chaining = false;
-    }
-    if flags.e2e_latency_everywhere {
-        s.e2e_latency_everywhere = true;
+    for spec in &SETTINGS {
+        (spec.from_flags)(flags, metrics_addr, &mut s);
     }
     Ok(s)
 }
