@@ -135,6 +135,7 @@ sinks:
     type: file
     input: events
     path: out.jsonl
+    timestamp_field: timestamp
 "
     )
 }
@@ -290,6 +291,7 @@ sinks:
     type: file
     input: gen
     path: out.jsonl
+    timestamp_field: timestamp
 ";
     let result = run_job(text, dir.path(), SteppingClock::new(T0, SEC));
     assert_eq!(result.outcome, JobOutcome::Finished);
@@ -340,6 +342,7 @@ sinks:
     type: file
     input: counts
     path: out.jsonl
+    timestamp_field: timestamp
 ";
     let result = run_job(text, dir.path(), SteppingClock::new(T0, 100 * MS));
     assert_eq!(result.outcome, JobOutcome::Finished);
@@ -388,6 +391,7 @@ sinks:
     type: file
     input: counts
     path: out.jsonl
+    timestamp_field: timestamp
 ";
     let result = run_job(text, dir.path(), SteppingClock::new(T0, 100 * MS));
     assert_eq!(result.outcome, JobOutcome::Finished);
@@ -447,7 +451,7 @@ fn clamped_timestamps_reach_the_sink_as_the_ingestion_time() {
     let dir = TempDir::new("types");
     std::fs::write(dir.path().join("in.jsonl"), FILE_BODY).unwrap();
     let text = file_job("clamp").replace(
-        "sinks:\n  out:\n    type: file\n    input: events\n    path: out.jsonl\n",
+        "sinks:\n  out:\n    type: file\n    input: events\n    path: out.jsonl\n    timestamp_field: timestamp\n",
         "sinks:\n  out:\n    type: discard\n    input: events\n",
     );
     let result = run_job(&text, dir.path(), Arc::new(ManualClock::new(T0)));

@@ -2,7 +2,10 @@
 //! the per-record update is monomorphised into the operator's loop), and a key→accumulator map
 //! that is a plain vector for small keys.
 
+use std::cmp::Ordering;
+
 use rustc_hash::FxHashMap;
+use tidemark_runtime::{BoxError, Record, Value};
 
 /// Keys below this are kept in a vector indexed by the key (grown on demand, 16 bytes per key,
 /// so at most 1 MiB); larger keys go to a hash map.
@@ -19,6 +22,8 @@ pub(crate) struct Acc {
 
 /// One aggregate function.
 pub(crate) trait Aggregator: Send + 'static {
+    /// Whether the aggregate reads the field `value` (all but `count`).
+    const NEEDS_VALUE: bool = true;
     /// Adds `v` to `acc` and returns the aggregate so far.
     fn update(acc: &mut Acc, v: f64) -> f64;
     /// The aggregate of a non-empty accumulator.
@@ -37,6 +42,7 @@ pub(crate) struct Max;
 pub(crate) struct Mean;
 
 impl Aggregator for Count {
+    const NEEDS_VALUE: bool = false;
     #[inline(always)]
     fn update(acc: &mut Acc, _v: f64) -> f64 {
         acc.count += 1;
@@ -96,6 +102,31 @@ impl Aggregator for Mean {
     }
 }
 
+/// The number the old single `aggregate` works on: the event's numeric field `value`. An event
+/// without one is an error (unless the aggregate is `count`, which reads no value).
+#[inline(always)]
+pub(crate) fn input<A: Aggregator>(record: &Record) -> Result<f64, BoxError> {
+    match record.numeric_value() {
+        Some(v) => Ok(v),
+        None if !A::NEEDS_VALUE => Ok(0.0),
+        None => Err(no_value(record)),
+    }
+}
+
+#[cold]
+fn no_value(record: &Record) -> BoxError {
+    let mut event = record.event_json();
+    if event.len() > 1024 {
+        let mut cut = 1024;
+        while !event.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        event.truncate(cut);
+        event.push('…');
+    }
+    format!("field `value` is missing or not a number in {event}").into()
+}
+
 /// Calls `$body` with the type `$A` bound to the [`Aggregator`] of `$aggregate`.
 macro_rules! with_aggregator {
     ($aggregate:expr, $A:ident => $body:expr) => {
@@ -126,50 +157,115 @@ macro_rules! with_aggregator {
 pub(crate) use with_aggregator;
 
 /// Accumulators by key.
+///
+/// Int keys in `0..DENSE_KEYS` index a vector; every other key (negative or large ints,
+/// strings, any value) goes to a hash map.
 #[derive(Debug, Default)]
 pub(crate) struct KeyedAccs {
     dense: Vec<Acc>,
-    sparse: FxHashMap<u64, Acc>,
+    sparse: FxHashMap<Value, Acc>,
+}
+
+/// The order keys are emitted in: ints ascending (dense and sparse alike), then doubles,
+/// strings and the rest, each ascending (by their JSON text beyond strings).
+fn key_order(a: &Value, b: &Value) -> Ordering {
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::Bool(_) => 1,
+            Value::Int(_) => 2,
+            Value::Double(_) => 3,
+            Value::String(_) => 4,
+            Value::List(_) => 5,
+            Value::Map(_) => 6,
+        }
+    }
+    rank(a).cmp(&rank(b)).then_with(|| match (a, b) {
+        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Double(x), Value::Double(y)) => x.total_cmp(y),
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        _ => a.to_string().cmp(&b.to_string()),
+    })
 }
 
 impl KeyedAccs {
-    /// The accumulator of `key`, made empty if it has none.
+    /// The accumulator of `record`'s key, made empty if it has none.
     #[inline(always)]
-    pub(crate) fn get(&mut self, key: u64) -> &mut Acc {
-        if key < self.dense.len() as u64 {
-            return &mut self.dense[key as usize];
+    pub(crate) fn get_for(&mut self, record: &Record) -> &mut Acc {
+        if let Some(i) = record.int_key() {
+            if (i as u64) < self.dense.len() as u64 {
+                return &mut self.dense[i as usize];
+            }
+        }
+        self.get_slow(&record.key())
+    }
+
+    /// The accumulator of `key`, made empty if it has none.
+    #[cfg(test)]
+    pub(crate) fn get(&mut self, key: &Value) -> &mut Acc {
+        if let Value::Int(i) = key {
+            if (*i as u64) < self.dense.len() as u64 {
+                return &mut self.dense[*i as usize];
+            }
         }
         self.get_slow(key)
     }
 
     #[cold]
     #[inline(never)]
-    fn get_slow(&mut self, key: u64) -> &mut Acc {
-        if key < DENSE_KEYS {
-            // key < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
-            let len = (key + 1)
-                .max(2 * self.dense.len() as u64)
-                .clamp(64, DENSE_KEYS);
-            self.dense.resize(len as usize, Acc::default());
-            &mut self.dense[key as usize]
-        } else {
-            self.sparse.entry(key).or_default()
+    fn get_slow(&mut self, key: &Value) -> &mut Acc {
+        match key {
+            Value::Int(i) if (0..DENSE_KEYS as i64).contains(i) => {
+                let key = *i as u64;
+                // key < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
+                let len = (key + 1)
+                    .max(2 * self.dense.len() as u64)
+                    .clamp(64, DENSE_KEYS);
+                self.dense.resize(len as usize, Acc::default());
+                &mut self.dense[key as usize]
+            }
+            _ => {
+                if !self.sparse.contains_key(key) {
+                    self.sparse.insert(key.clone(), Acc::default());
+                }
+                self.sparse.get_mut(key).expect("inserted above")
+            }
         }
     }
 
-    /// Calls `f` with every key that has state, in ascending key order, keeping the state.
-    pub(crate) fn for_each_sorted(&self, mut f: impl FnMut(u64, &Acc)) {
+    /// The sparse keys in emission order, split into the ints before the dense ones and the
+    /// rest.
+    fn sorted_sparse(&self) -> (Vec<Value>, Vec<Value>) {
+        let mut keys: Vec<Value> = self.sparse.keys().cloned().collect();
+        keys.sort_unstable_by(key_order);
+        let negative = keys
+            .iter()
+            .take_while(|k| {
+                matches!(k, Value::Null | Value::Bool(_)) || matches!(k, Value::Int(i) if *i < 0)
+            })
+            .count();
+        let rest = keys.split_off(negative);
+        (keys, rest)
+    }
+
+    /// Calls `f` with every key that has state, in key order, keeping the state.
+    pub(crate) fn for_each_sorted(&self, mut f: impl FnMut(&Value, &Acc)) {
+        let (before, after) = if self.sparse.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            self.sorted_sparse()
+        };
+        for key in &before {
+            f(key, &self.sparse[key]);
+        }
         for (key, acc) in self.dense.iter().enumerate() {
             if acc.count > 0 {
-                f(key as u64, acc);
+                f(&Value::Int(key as i64), acc);
             }
         }
-        if !self.sparse.is_empty() {
-            let mut keys: Vec<u64> = self.sparse.keys().copied().collect();
-            keys.sort_unstable();
-            for key in keys {
-                f(key, &self.sparse[&key]);
-            }
+        for key in &after {
+            f(key, &self.sparse[key]);
         }
     }
 
@@ -179,23 +275,11 @@ impl KeyedAccs {
         self.sparse.clear();
     }
 
-    /// Calls `f` with every key that has state, in ascending key order, and forgets the state
-    /// (keeping the memory).
-    pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(u64, Acc)) {
-        for (key, acc) in self.dense.iter_mut().enumerate() {
-            if acc.count > 0 {
-                f(key as u64, *acc);
-                *acc = Acc::default();
-            }
-        }
-        if !self.sparse.is_empty() {
-            let mut keys: Vec<u64> = self.sparse.keys().copied().collect();
-            keys.sort_unstable();
-            for key in keys {
-                f(key, self.sparse[&key]);
-            }
-            self.sparse.clear();
-        }
+    /// Calls `f` with every key that has state, in key order, and forgets the state (keeping
+    /// the memory).
+    pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(&Value, Acc)) {
+        self.for_each_sorted(|key, acc| f(key, *acc));
+        self.clear();
     }
 }
 
@@ -222,32 +306,48 @@ mod tests {
     #[test]
     fn keyed_state_for_small_and_large_keys() {
         let mut s = KeyedAccs::default();
-        for key in [5, DENSE_KEYS + 7, 5, u64::MAX, 0, DENSE_KEYS - 1] {
+        let dense = DENSE_KEYS as i64;
+        let keys = [
+            Value::Int(5),
+            Value::from("b"),
+            Value::Int(dense + 7),
+            Value::Int(5),
+            Value::Int(-1),
+            Value::Int(0),
+            Value::from("a"),
+            Value::Int(dense - 1),
+        ];
+        for key in &keys {
             Sum::update(s.get(key), 1.0);
         }
         let mut seen = Vec::new();
-        s.drain_sorted(|k, acc| seen.push((k, acc.count)));
-        assert_eq!(
-            seen,
-            [
-                (0, 1),
-                (5, 2),
-                (DENSE_KEYS - 1, 1),
-                (DENSE_KEYS + 7, 1),
-                (u64::MAX, 1)
-            ]
-        );
+        s.drain_sorted(|k, acc| seen.push((k.to_string(), acc.count)));
+        let expected: Vec<(String, u64)> = [
+            ("-1".to_string(), 1),
+            ("0".to_string(), 1),
+            ("5".to_string(), 2),
+            ((dense - 1).to_string(), 1),
+            ((dense + 7).to_string(), 1),
+            ("\"a\"".to_string(), 1),
+            ("\"b\"".to_string(), 1),
+        ]
+        .into();
+        assert_eq!(seen, expected);
         let mut again = 0;
         s.drain_sorted(|_, _| again += 1);
         assert_eq!(again, 0);
         // for_each_sorted keeps the state; clear forgets it.
-        for key in [9, DENSE_KEYS + 1, 2] {
-            Count::update(s.get(key), 0.0);
+        for key in [9, dense + 1, 2] {
+            Count::update(s.get(&Value::Int(key)), 0.0);
         }
         let mut seen = Vec::new();
-        s.for_each_sorted(|k, acc| seen.push((k, acc.count)));
-        s.for_each_sorted(|k, acc| seen.push((k, acc.count)));
-        assert_eq!(seen, [(2, 1), (9, 1), (DENSE_KEYS + 1, 1)].repeat(2));
+        s.for_each_sorted(|k, acc| seen.push((k.clone(), acc.count)));
+        s.for_each_sorted(|k, acc| seen.push((k.clone(), acc.count)));
+        let ints = |v: &[i64]| v.iter().map(|&i| (Value::Int(i), 1)).collect::<Vec<_>>();
+        assert_eq!(
+            seen,
+            [ints(&[2, 9, dense + 1]), ints(&[2, 9, dense + 1])].concat()
+        );
         s.clear();
         s.for_each_sorted(|_, _| again += 1);
         assert_eq!(again, 0);

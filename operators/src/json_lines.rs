@@ -1,75 +1,186 @@
-//! The JSON-lines record format of the `file` and `stdin` sources and the `stdout` and `file`
-//! sinks: one object per line, `{"key": 7, "value": 1.5, "timestamp": 1700000000000}`.
+//! The line formats of the `file` and `stdin` sources and the `stdout` and `file` sinks.
 //!
-//! - `key`: an unsigned 64-bit integer, required.
-//! - `value`: a number; absent means 0, `null` means NaN (sinks write NaN and infinities as
-//!   `null`, since JSON has no such numbers).
-//! - `timestamp`: milliseconds since the Unix epoch (an integer, or a number with a fraction),
-//!   optional; `null` counts as absent. Inside the job timestamps are nanoseconds.
+//! Reading (`format:` on the source):
+//! - `json` (default): each line is one JSON object, the event, fields in order. A line that
+//!   is anything else (an array, a number, invalid JSON) is malformed. Blank lines are skipped
+//!   without being counted.
+//! - `text`: each line is the event `{"message": "<the line>"}` (without its line break; a line
+//!   that is not UTF-8 is malformed).
 //!
-//! Other fields are ignored. Blank lines are skipped without being counted as malformed.
+//! A UTF-8 byte order mark at the start of the first line is ignored.
+//!
+//! The record's key is the event's field named by `key:` (a missing field makes the line
+//! malformed); without `key:`, the field `key` if the event has one, else no key (`null`).
+//! The timestamp is the field named by `timestamp:` (missing: malformed); without it, the field
+//! `timestamp` if present and not `null`, else the ingestion time. A timestamp is an int of
+//! milliseconds since the Unix epoch (a double keeps its fraction) or an RFC 3339 string
+//! (`2026-11-30T12:00:00.250Z`, `2026-11-30T13:00:00+01:00`). Inside the job timestamps are
+//! nanoseconds.
+//!
+//! Writing: every sink writes each record's event as one compact JSON object per line, fields in
+//! order, ints as ints and doubles with their fraction (`5.0`); NaN and infinities as `null`.
+//! The record's key and timestamp are outside the event and not written, unless the sink's
+//! `timestamp_field: NAME` asks for the timestamp (whole milliseconds) as field `NAME`.
 
-use std::fmt;
 use std::io::{self, Write};
+use std::sync::Arc;
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-use tidemark_runtime::{Record, TimestampType};
+use tidemark_runtime::{Map, Record, TimestampType, Value};
 
 use crate::config::Timestamps;
 
-/// What a line must look like, for error messages.
-pub(crate) const EXPECTED_LINE: &str = "expected a JSON object like \
-    {\"key\": 7, \"value\": 1.5, \"timestamp\": 1700000000000} with key an unsigned integer, \
-    value a number (default 0) and timestamp in milliseconds since the Unix epoch (optional)";
-
 const NANOS_PER_MILLI: i64 = 1_000_000;
 
-/// A record as read from a line, before its timestamp is settled.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct LineRecord {
-    pub key: u64,
-    pub value: f64,
-    /// The line's `timestamp`, in nanoseconds since the Unix epoch.
-    pub timestamp: Option<i64>,
+/// How a source's lines become events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// Each line is `{"message": "<the line>"}`.
+    Text,
 }
 
-#[derive(Deserialize)]
-struct Wire {
-    key: u64,
-    #[serde(default, deserialize_with = "nullable_f64")]
-    value: f64,
-    #[serde(default, deserialize_with = "millis_as_nanos")]
-    timestamp: Option<i64>,
+/// A record as read from a line, before its timestamp is settled.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct LineRecord {
+    pub key: Value,
+    pub event: Map,
+    /// The line's timestamp, in nanoseconds since the Unix epoch.
+    pub timestamp: Option<i64>,
 }
 
 /// Why a line could not be read as a record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LineError {
-    /// The 1-based column where the parser stopped, if known.
+    /// The 1-based column where the JSON parser stopped, if it was a syntax error.
     pub column: Option<usize>,
     /// What is wrong, without position.
     pub message: String,
 }
 
 impl LineError {
+    fn new(message: impl Into<String>) -> Self {
+        LineError {
+            column: None,
+            message: message.into(),
+        }
+    }
+
     /// The full message for the line `line` of `origin`.
     pub(crate) fn describe(&self, origin: &str, line: u64) -> String {
         match self.column {
             Some(column) => format!(
-                "{origin}: line {line}, column {column}: malformed record: {}; {EXPECTED_LINE}",
+                "{origin}: line {line}, column {column}: malformed line: {}",
                 self.message
             ),
-            None => format!(
-                "{origin}: line {line}: malformed record: {}; {EXPECTED_LINE}",
-                self.message
-            ),
+            None => format!("{origin}: line {line}: malformed line: {}", self.message),
         }
     }
 }
 
-/// Parses one line (with or without its line break). A blank line gives `Ok(None)`.
-pub(crate) fn parse_line(line: &[u8]) -> Result<Option<LineRecord>, LineError> {
+/// Which field a source takes the key or timestamp from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Field {
+    /// This field, which must be present.
+    Named(Arc<str>),
+    /// The default field, if present.
+    Default(&'static str),
+}
+
+impl Field {
+    fn new(name: Option<&str>, default: &'static str) -> Self {
+        name.map_or(Field::Default(default), |n| Field::Named(n.into()))
+    }
+
+    /// The field's value; `Ok(None)` when the default field is absent (or `null`).
+    fn get<'a>(&self, event: &'a Map, what: &str) -> Result<Option<&'a Value>, LineError> {
+        match self {
+            Field::Named(name) => match event.get(name) {
+                Some(v) => Ok(Some(v)),
+                None => Err(LineError::new(format!(
+                    "{what}: no field `{name}` in the event{}",
+                    field_list(event)
+                ))),
+            },
+            Field::Default(name) => Ok(event.get(name).filter(|v| !v.is_null())),
+        }
+    }
+}
+
+fn field_list(event: &Map) -> String {
+    if event.is_empty() {
+        " (it has no fields)".to_owned()
+    } else {
+        let names: Vec<&str> = event.keys().take(20).collect();
+        format!(" (it has {})", names.join(", "))
+    }
+}
+
+/// Reads lines into records for one source subtask.
+#[derive(Clone, Debug)]
+pub(crate) struct LineReader {
+    format: Format,
+    key: Field,
+    timestamp: Field,
+}
+
+impl LineReader {
+    /// A reader of `format` taking the key from field `key` and the timestamp from field
+    /// `timestamp` (the defaults when `None`).
+    pub(crate) fn new(format: Format, key: Option<&str>, timestamp: Option<&str>) -> Self {
+        LineReader {
+            format,
+            key: Field::new(key, "key"),
+            timestamp: Field::new(timestamp, "timestamp"),
+        }
+    }
+
+    /// Parses line number `number` (1-based, with or without its line break). A blank JSON
+    /// line gives `Ok(None)`.
+    pub(crate) fn parse(&self, line: &[u8], number: u64) -> Result<Option<LineRecord>, LineError> {
+        let mut line = line;
+        if number == 1 {
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        }
+        let event = match self.format {
+            Format::Json => match parse_object(line)? {
+                Some(event) => event,
+                None => return Ok(None),
+            },
+            Format::Text => {
+                let line = line.strip_suffix(b"\n").unwrap_or(line);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let text = std::str::from_utf8(line).map_err(|e| {
+                    LineError::new(format!(
+                        "not UTF-8 text (invalid byte at column {})",
+                        e.valid_up_to() + 1
+                    ))
+                })?;
+                let mut m = Map::with_capacity(1);
+                m.push_unchecked("message", text);
+                m
+            }
+        };
+        let key = self.key.get(&event, "key")?.cloned().unwrap_or(Value::Null);
+        let timestamp = match self.timestamp.get(&event, "timestamp")? {
+            Some(v) => {
+                Some(timestamp_nanos(v).map_err(|m| LineError::new(format!("timestamp: {m}")))?)
+            }
+            None => None,
+        };
+        Ok(Some(LineRecord {
+            key,
+            event,
+            timestamp,
+        }))
+    }
+}
+
+/// Parses one JSON object; `Ok(None)` for a blank line.
+fn parse_object(line: &[u8]) -> Result<Option<Map>, LineError> {
     let end = line
         .iter()
         .rposition(|b| !b.is_ascii_whitespace())
@@ -78,71 +189,77 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Option<LineRecord>, LineError> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    match serde_json::from_slice::<Wire>(line) {
-        Ok(w) => Ok(Some(LineRecord {
-            key: w.key,
-            value: w.value,
-            timestamp: w.timestamp,
-        })),
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Map(m)) => Ok(Some(Arc::unwrap_or_clone(m))),
+        Ok(other) => Err(LineError::new(format!(
+            "expected a JSON object, found {} {}",
+            article(other.type_name()),
+            other.type_name()
+        ))),
         Err(e) => {
             let text = e.to_string();
             let position = format!(" at line {} column {}", e.line(), e.column());
-            let message = text.strip_suffix(&position).unwrap_or(&text).to_owned();
+            let message = text.strip_suffix(&position).unwrap_or(&text);
             Err(LineError {
                 column: (e.line() > 0).then_some(e.column()),
-                message,
+                message: format!("invalid JSON: {message}; expected one JSON object per line"),
             })
         }
     }
 }
 
-fn nullable_f64<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+fn article(type_name: &str) -> &'static str {
+    if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
-fn millis_as_nanos<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    struct Millis;
-    impl Visitor<'_> for Millis {
-        type Value = Option<i64>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("milliseconds since the Unix epoch")
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            v.checked_mul(NANOS_PER_MILLI)
-                .map(Some)
-                .ok_or_else(|| E::custom(format!("timestamp {v} ms is out of range")))
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            match i64::try_from(v) {
-                Ok(v) => self.visit_i64(v),
-                Err(_) => Err(E::custom(format!("timestamp {v} ms is out of range"))),
-            }
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            let nanos = (v * NANOS_PER_MILLI as f64).round();
+/// A timestamp value in nanoseconds since the Unix epoch: an int or double of milliseconds, or
+/// an RFC 3339 string.
+pub(crate) fn timestamp_nanos(v: &Value) -> Result<i64, String> {
+    let out_of_range = || format!("{v} is out of range");
+    match v {
+        Value::Int(ms) => ms.checked_mul(NANOS_PER_MILLI).ok_or_else(out_of_range),
+        Value::Double(ms) => {
+            let nanos = (ms * NANOS_PER_MILLI as f64).round();
             // i64::MAX as f64 rounds up to 2^63, which is out of range.
             if nanos.is_finite() && nanos >= i64::MIN as f64 && nanos < i64::MAX as f64 {
-                Ok(Some(nanos as i64))
+                Ok(nanos as i64)
             } else {
-                Err(E::custom(format!("timestamp {v} ms is out of range")))
+                Err(out_of_range())
             }
         }
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .map_err(|e| format!("{v} is not an RFC 3339 time ({e})"))?
+            .timestamp_nanos_opt()
+            .ok_or_else(out_of_range),
+        other => Err(format!(
+            "expected milliseconds since the Unix epoch (an int) or an RFC 3339 string, found {} {}",
+            article(other.type_name()),
+            other.type_name()
+        )),
     }
-    d.deserialize_any(Millis)
 }
 
-/// Writes `record` as one JSON line, its timestamp in whole milliseconds (rounded down).
-pub(crate) fn write_record<W: Write>(w: &mut W, record: &Record) -> io::Result<()> {
-    write!(w, "{{\"key\":{},\"value\":", record.key)?;
-    serde_json::to_writer(&mut *w, &record.value).map_err(io::Error::from)?;
-    writeln!(
-        w,
-        ",\"timestamp\":{}}}",
-        record.timestamp.div_euclid(NANOS_PER_MILLI)
-    )
+/// Writes the record's event as one JSON line; with `timestamp_field`, the record's timestamp
+/// (whole milliseconds since the Unix epoch, rounded down) is written as that field (replacing
+/// an event field of that name where it is, else last).
+pub(crate) fn write_record<W: Write>(
+    w: &mut W,
+    record: &Record,
+    timestamp_field: Option<&str>,
+) -> io::Result<()> {
+    match timestamp_field {
+        None => record.write_event_json(&mut *w)?,
+        Some(name) => {
+            let mut event = Map::clone(&record.event().as_map().expect("an event is a map"));
+            event.insert(name, record.timestamp_millis());
+            Value::from(event).write_json(&mut *w)?;
+        }
+    }
+    w.write_all(b"\n")
 }
 
 /// How a reading source settles the timestamp of each record: the line's own (`create`) or the
@@ -163,20 +280,13 @@ impl Stamping {
     /// ingestion time when the mode is `ingestion` or the line has none.
     #[inline]
     pub(crate) fn stamp(&self, line: LineRecord, now: i64) -> Record {
-        match (self.mode, line.timestamp) {
-            (Timestamps::Create, Some(ts)) => Record {
-                key: line.key,
-                value: line.value,
-                timestamp: ts,
-                timestamp_type: TimestampType::Create,
-            },
-            _ => Record {
-                key: line.key,
-                value: line.value,
-                timestamp: now,
-                timestamp_type: TimestampType::Ingestion,
-            },
-        }
+        let (timestamp, timestamp_type) = match (self.mode, line.timestamp) {
+            (Timestamps::Create, Some(ts)) => (ts, TimestampType::Create),
+            _ => (now, TimestampType::Ingestion),
+        };
+        let mut record = Record::with_event(line.key, line.event, timestamp);
+        record.timestamp_type = timestamp_type;
+        record
     }
 }
 
@@ -184,78 +294,166 @@ impl Stamping {
 mod tests {
     use super::*;
 
+    fn json() -> LineReader {
+        LineReader::new(Format::Json, None, None)
+    }
+
+    fn event(s: &str) -> Map {
+        serde_json::from_str(s).unwrap()
+    }
+
     #[test]
-    fn parses_full_and_partial_lines() {
-        assert_eq!(
-            parse_line(b"{\"key\":7,\"value\":1.5,\"timestamp\":1700000000000}\n"),
-            Ok(Some(LineRecord {
-                key: 7,
-                value: 1.5,
-                timestamp: Some(1_700_000_000_000_000_000)
-            }))
-        );
-        assert_eq!(
-            parse_line(b" {\"key\": 1, \"extra\": [\"x\"]}\r\n"),
-            Ok(Some(LineRecord {
-                key: 1,
-                value: 0.0,
-                timestamp: None
-            }))
-        );
-        let r = parse_line(b"{\"key\":2,\"value\":null,\"timestamp\":1.5}")
+    fn json_lines_are_events_with_the_default_key_and_timestamp_fields() {
+        let r = json()
+            .parse(
+                b"{\"key\":7,\"value\":1.5,\"timestamp\":1700000000000}\n",
+                2,
+            )
             .unwrap()
             .unwrap();
-        assert!(r.value.is_nan());
-        assert_eq!(r.timestamp, Some(1_500_000));
-        assert_eq!(parse_line(b"  \r\n"), Ok(None));
-        assert_eq!(parse_line(b""), Ok(None));
-    }
-
-    #[test]
-    fn malformed_lines_say_what_and_where() {
-        let e = parse_line(b"{\"value\": 1}").unwrap_err();
-        assert_eq!(e.message, "missing field `key`");
-        assert_eq!(e.column, Some(12));
-        let e = parse_line(b"{\"key\": -1}").unwrap_err();
-        assert!(e.message.contains("expected u64"), "{e:?}");
-        let e = parse_line(b"{\"key\": 1, \"timestamp\": 99999999999999999}").unwrap_err();
-        assert!(e.message.contains("out of range"), "{e:?}");
-        let e = parse_line(b"not json").unwrap_err();
-        let text = e.describe("in.jsonl", 3);
-        assert!(
-            text.starts_with("in.jsonl: line 3, column 2: malformed record: expected"),
-            "{text}"
-        );
-        assert!(text.ends_with(EXPECTED_LINE));
-    }
-
-    #[test]
-    fn writes_lines_the_parser_reads_back() {
-        let mut buf = Vec::new();
-        write_record(&mut buf, &Record::new(3, 2.5, 1_700_000_000_123_456_789)).unwrap();
-        write_record(&mut buf, &Record::new(4, f64::NAN, -1)).unwrap();
+        assert_eq!(r.key, Value::Int(7));
+        assert_eq!(r.timestamp, Some(1_700_000_000_000_000_000));
         assert_eq!(
-            String::from_utf8(buf.clone()).unwrap(),
-            "{\"key\":3,\"value\":2.5,\"timestamp\":1700000000123}\n\
-             {\"key\":4,\"value\":null,\"timestamp\":-1}\n"
+            r.event,
+            event(r#"{"key":7,"value":1.5,"timestamp":1700000000000}"#)
         );
-        let mut lines = buf.split(|&b| b == b'\n');
-        let first = parse_line(lines.next().unwrap()).unwrap().unwrap();
-        assert_eq!(first.timestamp, Some(1_700_000_000_123_000_000));
+        let r = json()
+            .parse(
+                b" {\"user\": \"u1\", \"value\": null, \"timestamp\": null}\r\n",
+                2,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.key, Value::Null);
+        assert_eq!(r.timestamp, None);
+        // null stays null: it does not become NaN.
+        assert_eq!(r.event.get("value"), Some(&Value::Null));
+        assert_eq!(json().parse(b"  \r\n", 2), Ok(None));
+        assert_eq!(json().parse(b"", 2), Ok(None));
+    }
+
+    #[test]
+    fn named_key_and_timestamp_fields_must_be_present() {
+        let reader = LineReader::new(Format::Json, Some("k"), Some("ts"));
+        let r = reader
+            .parse(br#"{"k":"a","ts":"2026-11-30T12:00:00.250Z","v":1}"#, 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.key, Value::from("a"));
+        assert_eq!(r.timestamp, Some(1_796_040_000_250_000_000));
+        let e = reader.parse(br#"{"ts":1,"v":1}"#, 1).unwrap_err();
+        assert_eq!(e.message, "key: no field `k` in the event (it has ts, v)");
+        let e = reader.parse(br#"{"k":1}"#, 1).unwrap_err();
+        assert_eq!(
+            e.message,
+            "timestamp: no field `ts` in the event (it has k)"
+        );
+        let e = reader.parse(br#"{"k":1,"ts":true}"#, 1).unwrap_err();
+        assert!(
+            e.message.starts_with("timestamp: expected milliseconds"),
+            "{e:?}"
+        );
+        let e = reader.parse(br#"{"k":1,"ts":"yesterday"}"#, 1).unwrap_err();
+        assert!(
+            e.message.contains("\"yesterday\" is not an RFC 3339 time"),
+            "{e:?}"
+        );
+        let e = reader
+            .parse(br#"{"k":1,"ts":99999999999999999}"#, 1)
+            .unwrap_err();
+        assert!(e.message.contains("out of range"), "{e:?}");
+        // Offsets and fractions of milliseconds.
+        let r = reader
+            .parse(br#"{"k":1,"ts":"2026-11-30T13:00:00+01:00"}"#, 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.timestamp, Some(1_796_040_000_000_000_000));
+        let r = reader.parse(br#"{"k":1,"ts":1.5}"#, 1).unwrap().unwrap();
+        assert_eq!(r.timestamp, Some(1_500_000));
+    }
+
+    #[test]
+    fn lines_that_are_not_objects_are_malformed_with_a_clear_message() {
+        let e = json().parse(b"[1, 2]", 3).unwrap_err();
+        assert_eq!(e.message, "expected a JSON object, found a list");
+        assert_eq!(
+            e.describe("in.jsonl", 3),
+            "in.jsonl: line 3: malformed line: expected a JSON object, found a list"
+        );
+        let e = json().parse(b"42", 3).unwrap_err();
+        assert_eq!(e.message, "expected a JSON object, found an int");
+        let e = json().parse(b"{\"a\": }", 3).unwrap_err();
+        let text = e.describe("in.jsonl", 3);
+        assert_eq!(
+            text,
+            "in.jsonl: line 3, column 7: malformed line: invalid JSON: expected value; \
+             expected one JSON object per line"
+        );
+        assert!(!text.contains("key"), "{text}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_on_the_first_line_is_ignored() {
+        let line = b"\xEF\xBB\xBF{\"key\":1}";
+        assert_eq!(json().parse(line, 1).unwrap().unwrap().key, Value::Int(1));
+        assert!(json().parse(line, 2).is_err());
+        let text = LineReader::new(Format::Text, None, None);
+        let r = text.parse(b"\xEF\xBB\xBFhello\r\n", 1).unwrap().unwrap();
+        assert_eq!(Value::from(r.event).to_string(), r#"{"message":"hello"}"#);
+    }
+
+    #[test]
+    fn text_lines_become_messages() {
+        let text = LineReader::new(Format::Text, None, None);
+        let r = text.parse(b"  a \"quoted\" line\n", 4).unwrap().unwrap();
+        assert_eq!(
+            Value::from(r.event).to_string(),
+            r#"{"message":"  a \"quoted\" line"}"#
+        );
+        assert_eq!((r.key, r.timestamp), (Value::Null, None));
+        let r = text.parse(b"\n", 5).unwrap().unwrap();
+        assert_eq!(Value::from(r.event).to_string(), r#"{"message":""}"#);
+        let e = text.parse(b"ab\xFFc\n", 6).unwrap_err();
+        assert_eq!(e.message, "not UTF-8 text (invalid byte at column 3)");
+    }
+
+    #[test]
+    fn sinks_write_events_as_json_lines() {
+        let mut buf = Vec::new();
+        let numeric = Record::new(3, 2.5, 1_700_000_000_123_456_789);
+        write_record(&mut buf, &numeric, None).unwrap();
+        write_record(&mut buf, &Record::new(4, f64::NAN, -1), None).unwrap();
+        let r = json()
+            .parse(br#"{"b":1,"a":5.0,"s":"x","n":null}"#, 1)
+            .unwrap()
+            .unwrap();
+        let general = Stamping::new(Timestamps::Create).stamp(r, 7_999_999);
+        write_record(&mut buf, &general, None).unwrap();
+        // With a timestamp field: appended, or replacing a field of that name in place.
+        write_record(&mut buf, &numeric, Some("ts")).unwrap();
+        write_record(&mut buf, &general, Some("a")).unwrap();
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "{\"key\":3,\"value\":2.5}\n\
+             {\"key\":4,\"value\":null}\n\
+             {\"b\":1,\"a\":5.0,\"s\":\"x\",\"n\":null}\n\
+             {\"key\":3,\"value\":2.5,\"ts\":1700000000123}\n\
+             {\"b\":1,\"a\":7,\"s\":\"x\",\"n\":null}\n"
+        );
     }
 
     #[test]
     fn stamping_takes_the_line_timestamp_or_the_ingestion_time() {
         let line = |ts: Option<i64>| LineRecord {
-            key: 1,
-            value: 2.0,
+            key: Value::Int(1),
+            event: Map::new(),
             timestamp: ts,
         };
         let now = 1_000_000_000_000;
         let create = Stamping::new(Timestamps::Create);
         let r = create.stamp(line(Some(5)), now);
         assert_eq!((r.timestamp, r.timestamp_type), (5, TimestampType::Create));
-        assert_eq!((r.key, r.value), (1, 2.0));
+        assert_eq!(*r.key(), Value::Int(1));
         // No timestamp: the ingestion time.
         let r = create.stamp(line(None), now);
         assert_eq!(

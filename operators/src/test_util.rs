@@ -66,3 +66,12 @@ impl TempDir {
         self.0.path()
     }
 }
+
+/// The int key and numeric `value` of a numeric record.
+pub(crate) fn kv(r: &Record) -> (u64, f64) {
+    let key = r.int_key().unwrap_or_else(|| panic!("no int key: {r:?}"));
+    let value = r
+        .numeric_value()
+        .unwrap_or_else(|| panic!("no value: {r:?}"));
+    (key as u64, value)
+}

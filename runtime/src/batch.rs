@@ -48,7 +48,7 @@ impl Batch {
 
     /// Empties the batch, keeping its buffers.
     pub fn clear(&mut self) {
-        self.records.clear();
+        crate::record::clear_records(&mut self.records);
         self.events.clear();
     }
 }

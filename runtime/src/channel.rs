@@ -90,7 +90,7 @@ impl ChannelWriter {
                 .saturating_sub(self.pending.records.len())
                 .max(1);
             let (now, rest) = records.split_at(room.min(records.len()));
-            self.pending.records.extend_from_slice(now);
+            crate::record::extend_cloned(&mut self.pending.records, now);
             records = rest;
             if self.pending.records.len() >= self.batch_size {
                 self.send(cx)?;

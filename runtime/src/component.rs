@@ -100,7 +100,7 @@ pub trait Operator: Send {
     /// monomorphised per operator, so the per-record call inlines.
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
         for record in records {
-            self.process(*record, out)?;
+            self.process(record.clone(), out)?;
         }
         Ok(())
     }

@@ -75,7 +75,7 @@ impl TimestampCheck {
                     };
                     return Err(format!(
                         "record with key {} has timestamp {} ms, {} ms {what} the ingestion time, beyond {limit} (invalid_timestamp: fail)",
-                        r.key,
+                        r.key(),
                         r.timestamp / 1_000_000,
                         (r.timestamp - now_nanos).abs() / 1_000_000
                     )
@@ -392,10 +392,9 @@ mod tests {
         assert!(err.to_string().contains("11000 ms before"), "{err}");
         assert!(err.to_string().contains("timestamp_before_max"), "{err}");
         // Ingestion timestamps are never checked.
-        let mut b = vec![Record {
-            timestamp_type: TimestampType::Ingestion,
-            ..rec(0)
-        }];
+        let mut ingested = rec(0);
+        ingested.timestamp_type = TimestampType::Ingestion;
+        let mut b = vec![ingested];
         assert_eq!(
             check(InvalidTimestampPolicy::Drop)
                 .apply(&mut b, now)

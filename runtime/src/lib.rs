@@ -7,7 +7,7 @@
 //! ## Map of the crate
 //! | module | holds |
 //! |---|---|
-//! | [`record`] | [`Record`] and its [`TimestampType`] |
+//! | [`record`] | [`Record`]: key, event, timestamp and its [`TimestampType`] |
 //! | [`batch`] | [`Batch`]: records plus positioned [`Event`]s (markers, watermarks) |
 //! | [`component`] | the traits users implement: [`Source`], [`Operator`], [`Sink`] |
 //! | [`output`] | [`Output`], the reusable buffer components emit into |

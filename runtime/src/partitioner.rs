@@ -47,7 +47,7 @@ impl EdgeWriter {
             Partitioning::Rebalance => {
                 let mut next = self.next;
                 for r in records {
-                    self.channels[next].push(*r, cx)?;
+                    self.channels[next].push(r.clone(), cx)?;
                     next += 1;
                     if next == n {
                         next = 0;
@@ -58,7 +58,7 @@ impl EdgeWriter {
             }
             Partitioning::Hash => {
                 for r in records {
-                    self.channels[hash_channel(r.key, n)].push(*r, cx)?;
+                    self.channels[hash_channel(r.routing_hash(), n)].push(r.clone(), cx)?;
                 }
                 Ok(())
             }

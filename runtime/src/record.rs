@@ -1,4 +1,10 @@
-//! The record: what flows through a Tidemark job.
+//! The record: what flows through a Tidemark job: a key, an event and a timestamp.
+
+use std::borrow::Cow;
+use std::io;
+use std::sync::Arc;
+
+use crate::value::{Map, Value};
 
 /// Where a record's timestamp came from (Kafka KIP-32).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -25,30 +31,464 @@ impl TimestampType {
     }
 }
 
-/// One record: a key, a value and a timestamp with its type.
+/// One record: a key, an event and a timestamp with its type.
 ///
-/// Records are small `Copy` values so that batches of them move through channels without any
-/// per-record allocation.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// - The **event** is the data, always an object of the JSON data model ([`Map`] of
+///   [`Value`]s). Read it with [`Record::get`] (one field) or [`Record::event`] (the whole
+///   event as a [`Value::Map`]), change it with [`Record::set`], [`Record::remove`] or
+///   [`Record::event_mut`].
+/// - The **key** ([`Record::key`]) is what `hash` edges route on ([`Record::routing_hash`]) and
+///   what `reduce` and `window` group by; [`Value::Null`] means the record has none. It stays
+///   outside the event: the generator's events carry their key also as the field `key`, other
+///   sources take it from the event (`key:` in the job file).
+/// - The **timestamp** is nanoseconds since the Unix epoch, with its [`TimestampType`].
+///
+/// Two representations hold the same thing. The generator's numeric events
+/// `{"key": <int>, "value": <double>}` keyed by that int are held inline, without heap
+/// allocation, so a record is 40 bytes and cloning one is a copy: the throughput path (W1)
+/// moves them as cheaply as plain numbers. Every other record holds its key and event behind
+/// one reference count, so cloning it never copies the event either. Changing a field turns a
+/// numeric record into the general form only when the result is no longer numeric, and a
+/// shared event is copied before it is changed (copy on write).
+#[derive(Debug)]
 pub struct Record {
-    /// The partitioning key (`hash` edges route on it).
-    pub key: u64,
-    /// The payload.
-    pub value: f64,
     /// Nanoseconds since the Unix epoch.
     pub timestamp: i64,
     /// Where `timestamp` came from.
     pub timestamp_type: TimestampType,
+    body: Body,
+}
+
+#[derive(Debug)]
+enum Body {
+    /// Key `Int(key)`, event `{"key": key, "value": value}`.
+    Numeric { key: i64, value: f64 },
+    /// Any key and event.
+    General(Arc<General>),
+}
+
+#[derive(Clone, Debug)]
+struct General {
+    key: Value,
+    /// Always a `Value::Map`.
+    event: Value,
+}
+
+impl Clone for Record {
+    /// A numeric record is copied; any other shares its event (a reference count).
+    #[inline(always)]
+    fn clone(&self) -> Record {
+        Record {
+            timestamp: self.timestamp,
+            timestamp_type: self.timestamp_type,
+            body: match &self.body {
+                Body::Numeric { key, value } => Body::Numeric {
+                    key: *key,
+                    value: *value,
+                },
+                Body::General(g) => Body::General(Arc::clone(g)),
+            },
+        }
+    }
+}
+
+impl Default for Record {
+    /// The numeric record `{"key": 0, "value": 0.0}` at time 0.
+    fn default() -> Self {
+        Record::new(0, 0.0, 0)
+    }
+}
+
+impl PartialEq for Record {
+    /// Equal when timestamps, keys and events are (whatever the representation).
+    fn eq(&self, other: &Record) -> bool {
+        self.timestamp == other.timestamp
+            && self.timestamp_type == other.timestamp_type
+            && match (&self.body, &other.body) {
+                (Body::Numeric { key: k1, value: v1 }, Body::Numeric { key: k2, value: v2 }) => {
+                    k1 == k2 && v1.to_bits() == v2.to_bits()
+                }
+                _ => self.key() == other.key() && self.event() == other.event(),
+            }
+    }
+}
+
+fn numeric_map(key: i64, value: f64) -> Map {
+    let mut m = Map::with_capacity(2);
+    m.push_unchecked("key", key);
+    m.push_unchecked("value", value);
+    m
 }
 
 impl Record {
-    /// A record with a create-time timestamp.
+    /// A numeric record: key `key`, event `{"key": key, "value": value}`, a create-time
+    /// timestamp. (`key` is taken as a two's-complement `i64`.)
+    #[inline]
     pub fn new(key: u64, value: f64, timestamp: i64) -> Self {
         Record {
-            key,
-            value,
             timestamp,
             timestamp_type: TimestampType::Create,
+            body: Body::Numeric {
+                key: key as i64,
+                value,
+            },
         }
+    }
+
+    /// A record of any event (and key: `Value::Null` for none), with a create-time timestamp.
+    pub fn with_event(key: impl Into<Value>, event: impl Into<Arc<Map>>, timestamp: i64) -> Self {
+        Record {
+            timestamp,
+            timestamp_type: TimestampType::Create,
+            body: Body::General(Arc::new(General {
+                key: key.into(),
+                event: Value::Map(event.into()),
+            })),
+        }
+    }
+
+    /// The record `{"key": key, "value": value}` keyed by `key`: numeric (no allocation) when
+    /// the key is an int. What the old single-aggregate `reduce` and `window` emit.
+    #[inline]
+    pub fn keyed_value(key: &Value, value: f64, timestamp: i64) -> Self {
+        match key {
+            Value::Int(k) => Record::new(*k as u64, value, timestamp),
+            other => {
+                let mut m = Map::with_capacity(2);
+                m.push_unchecked("key", other.clone());
+                m.push_unchecked("value", value);
+                Record::with_event(other.clone(), m, timestamp)
+            }
+        }
+    }
+
+    /// The record with timestamp type `timestamp_type`.
+    pub fn with_timestamp_type(mut self, timestamp_type: TimestampType) -> Self {
+        self.timestamp_type = timestamp_type;
+        self
+    }
+
+    /// Makes this the numeric record keyed by `key` with event `{"key": key, "value": value}`,
+    /// keeping the timestamp.
+    #[inline(always)]
+    pub fn set_numeric(&mut self, key: i64, value: f64) {
+        self.body = Body::Numeric { key, value };
+    }
+
+    /// The key and value of a numeric record (see [`Record::new`]); `None` for any other.
+    #[inline(always)]
+    pub fn numeric_parts(&self) -> Option<(i64, f64)> {
+        match self.body {
+            Body::Numeric { key, value } => Some((key, value)),
+            Body::General(_) => None,
+        }
+    }
+
+    /// True when the record is held in the numeric form (no heap data).
+    #[inline(always)]
+    pub fn is_numeric(&self) -> bool {
+        matches!(self.body, Body::Numeric { .. })
+    }
+
+    /// The key (`Value::Null` when the record has none).
+    #[inline]
+    pub fn key(&self) -> Cow<'_, Value> {
+        match &self.body {
+            Body::Numeric { key, .. } => Cow::Owned(Value::Int(*key)),
+            Body::General(g) => Cow::Borrowed(&g.key),
+        }
+    }
+
+    /// The key's int, if it is one (no clone).
+    #[inline(always)]
+    pub fn int_key(&self) -> Option<i64> {
+        match &self.body {
+            Body::Numeric { key, .. } => Some(*key),
+            Body::General(g) => g.key.as_i64(),
+        }
+    }
+
+    /// The hash `hash` edges route on: [`Value::routing_hash`] of the key.
+    #[inline(always)]
+    pub fn routing_hash(&self) -> u64 {
+        match &self.body {
+            Body::Numeric { key, .. } => *key as u64,
+            Body::General(g) => g.key.routing_hash(),
+        }
+    }
+
+    /// Sets the key (the event stays as it is).
+    pub fn set_key(&mut self, key: impl Into<Value>) {
+        let key = key.into();
+        if let (Body::Numeric { key: k, .. }, Value::Int(new)) = (&self.body, &key) {
+            if k == new {
+                return;
+            }
+        }
+        self.general_mut().key = key;
+    }
+
+    /// The event as a [`Value::Map`] (built for a numeric record, borrowed otherwise).
+    #[inline]
+    pub fn event(&self) -> Cow<'_, Value> {
+        match &self.body {
+            Body::Numeric { key, value } => Cow::Owned(Value::from(numeric_map(*key, *value))),
+            Body::General(g) => Cow::Borrowed(&g.event),
+        }
+    }
+
+    /// The event's field `name`, if it has one (a cheap clone).
+    #[inline]
+    pub fn get(&self, name: &str) -> Option<Value> {
+        match &self.body {
+            Body::Numeric { key, value } => match name {
+                "key" => Some(Value::Int(*key)),
+                "value" => Some(Value::Double(*value)),
+                _ => None,
+            },
+            Body::General(g) => g.event.get(name).cloned(),
+        }
+    }
+
+    /// The event's field `value` as a double when it is a number (int or double): what the
+    /// numeric operators (`map` scale/offset, `aggregate: sum`) work on.
+    #[inline(always)]
+    pub fn numeric_value(&self) -> Option<f64> {
+        match &self.body {
+            Body::Numeric { value, .. } => Some(*value),
+            Body::General(g) => g.event.get("value").and_then(Value::as_f64),
+        }
+    }
+
+    /// Sets the numeric field `value` (a double), keeping a numeric record numeric.
+    #[inline(always)]
+    pub fn set_numeric_value(&mut self, v: f64) {
+        match &mut self.body {
+            Body::Numeric { value, .. } => *value = v,
+            Body::General(_) => self.set("value", v),
+        }
+    }
+
+    /// Sets the event's field `name` (replaced in place, or appended). A numeric record stays
+    /// numeric when `value` is set to a double.
+    pub fn set(&mut self, name: &str, value: impl Into<Value>) {
+        let value = value.into();
+        if let (Body::Numeric { value: v, .. }, "value", Value::Double(d)) =
+            (&mut self.body, name, &value)
+        {
+            *v = *d;
+            return;
+        }
+        self.event_mut().insert(name, value);
+    }
+
+    /// Removes the event's field `name`, returning its value.
+    pub fn remove(&mut self, name: &str) -> Option<Value> {
+        if let Body::Numeric { .. } = self.body {
+            if name != "key" && name != "value" {
+                return None;
+            }
+        }
+        self.event_mut().remove(name)
+    }
+
+    /// The event's fields for changing (a numeric record takes the general form; a shared
+    /// event is copied first).
+    pub fn event_mut(&mut self) -> &mut Map {
+        self.general_mut()
+            .event
+            .as_map_mut()
+            .expect("a record's event is a map")
+    }
+
+    /// Replaces the event, keeping the key and timestamp.
+    pub fn set_event(&mut self, event: impl Into<Arc<Map>>) {
+        self.general_mut().event = Value::Map(event.into());
+    }
+
+    fn general_mut(&mut self) -> &mut General {
+        if let Body::Numeric { key, value } = self.body {
+            self.body = Body::General(Arc::new(General {
+                key: Value::Int(key),
+                event: Value::from(numeric_map(key, value)),
+            }));
+        }
+        match &mut self.body {
+            Body::General(g) => Arc::make_mut(g),
+            Body::Numeric { .. } => unreachable!("made general above"),
+        }
+    }
+
+    /// Writes the event as one compact JSON object, fields in order.
+    pub fn write_event_json<W: io::Write>(&self, mut w: W) -> io::Result<()> {
+        match &self.body {
+            Body::Numeric { key, value } => {
+                write!(w, "{{\"key\":{key},\"value\":")?;
+                Value::Double(*value).write_json(&mut w)?;
+                w.write_all(b"}")
+            }
+            Body::General(g) => g.event.write_json(w),
+        }
+    }
+
+    /// The event as compact JSON text.
+    pub fn event_json(&self) -> String {
+        let mut buf = Vec::new();
+        self.write_event_json(&mut buf)
+            .expect("writing to memory cannot fail");
+        String::from_utf8(buf).expect("JSON is UTF-8")
+    }
+
+    /// The timestamp in whole milliseconds since the Unix epoch (rounded down), as expressions
+    /// and sinks see it.
+    #[inline]
+    pub fn timestamp_millis(&self) -> i64 {
+        self.timestamp.div_euclid(1_000_000)
+    }
+}
+
+/// Appends clones of `src` to `dst`. When every record of `src` is numeric (the throughput
+/// path), they are copied as one block of bytes, as `Copy` records would be. Returns whether
+/// they were all numeric.
+#[inline]
+pub(crate) fn extend_cloned(dst: &mut Vec<Record>, src: &[Record]) -> bool {
+    if src.iter().all(Record::is_numeric) {
+        dst.reserve(src.len());
+        let len = dst.len();
+        // SAFETY: a numeric record owns no heap data (its body is two plain numbers), so a
+        // bitwise copy is a valid, independent clone, and dropping either copy frees nothing.
+        // `reserve` made room for `src.len()` more records after `len`, `src` cannot overlap
+        // `dst`'s spare capacity (it is borrowed while `dst` is borrowed mutably), and the
+        // length is raised only over records just written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().add(len), src.len());
+            dst.set_len(len + src.len());
+        }
+        true
+    } else {
+        dst.extend_from_slice(src);
+        false
+    }
+}
+
+/// Empties `records`, known to hold only numeric records, without visiting them. (Were a
+/// general record among them, its event would leak: never unsafe, but wasteful.)
+#[inline(always)]
+pub(crate) fn forget_numeric(records: &mut Vec<Record>) {
+    debug_assert!(records.iter().all(Record::is_numeric));
+    // SAFETY: length 0 is always valid; numeric records own no heap data, so not running
+    // their drop code loses nothing.
+    unsafe { records.set_len(0) }
+}
+
+/// Empties `records`, keeping the buffer. Numeric records have nothing to drop, so a batch of
+/// them is emptied without visiting each record's drop code.
+#[inline]
+pub(crate) fn clear_records(records: &mut Vec<Record>) {
+    if records.iter().all(Record::is_numeric) {
+        // SAFETY: length 0 is always valid; the records given up own no heap data (checked
+        // above), so not running their drop code loses nothing.
+        unsafe { records.set_len(0) }
+    } else {
+        records.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_copies_and_clears_agree_with_clone_and_clear() {
+        let mut m = Map::new();
+        m.insert("a", "x");
+        let general = Record::with_event("k", m, 3);
+        for src in [
+            vec![Record::new(1, 1.0, 1), Record::new(2, 2.0, 2)],
+            vec![Record::new(1, 1.0, 1), general.clone()],
+        ] {
+            let mut dst = vec![Record::new(9, 9.0, 9)];
+            extend_cloned(&mut dst, &src);
+            assert_eq!(dst[1..], src[..]);
+            assert_eq!(dst.len(), 3);
+            clear_records(&mut dst);
+            assert!(dst.is_empty());
+        }
+        // The general record's event is shared by `general` and `src` only again.
+        let mut m = Map::new();
+        m.insert("a", "x");
+        assert_eq!(general, Record::with_event("k", m, 3));
+    }
+
+    #[test]
+    fn numeric_records_read_like_maps_and_stay_numeric_while_they_can() {
+        let mut r = Record::new(7, 1.5, 0);
+        assert_eq!(r.get("key"), Some(Value::Int(7)));
+        assert_eq!(r.get("value"), Some(Value::Double(1.5)));
+        assert_eq!(r.get("other"), None);
+        assert_eq!(*r.key(), Value::Int(7));
+        assert_eq!(r.routing_hash(), 7);
+        r.set("value", 2.5);
+        assert!(r.is_numeric());
+        assert_eq!(r.event_json(), r#"{"key":7,"value":2.5}"#);
+        assert_eq!(r.remove("nope"), None);
+        assert!(r.is_numeric());
+        // Setting anything else takes the general form, fields in the same order.
+        r.set("value", 3);
+        r.set("tier", "gold");
+        assert!(!r.is_numeric());
+        assert_eq!(r.event_json(), r#"{"key":7,"value":3,"tier":"gold"}"#);
+        assert_eq!(r.remove("key"), Some(Value::Int(7)));
+        assert_eq!(r.event_json(), r#"{"value":3,"tier":"gold"}"#);
+        assert_eq!(r.numeric_value(), Some(3.0));
+        // The key stays outside the event.
+        assert_eq!(*r.key(), Value::Int(7));
+        r.set_key("u1");
+        assert_eq!(*r.key(), Value::from("u1"));
+        assert_eq!(r.int_key(), None);
+        assert_eq!(r.routing_hash(), Value::from("u1").routing_hash());
+    }
+
+    #[test]
+    fn clones_share_the_event_and_changes_copy_it() {
+        let mut m = Map::new();
+        m.insert("a", 1);
+        let a = Record::with_event("k", m, 5);
+        let mut b = a.clone();
+        b.set("a", 2);
+        assert_eq!(a.get("a"), Some(Value::Int(1)));
+        assert_eq!(b.get("a"), Some(Value::Int(2)));
+        assert_ne!(a, b);
+        b.set("a", 1);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn equality_ignores_the_representation() {
+        let numeric = Record::new(1, 2.0, 0);
+        let general = Record::with_event(
+            1,
+            [("key", Value::Int(1)), ("value", Value::Double(2.0))]
+                .into_iter()
+                .collect::<Map>(),
+            0,
+        );
+        assert_eq!(numeric, general);
+        assert_eq!(*numeric.event(), *general.event());
+        assert_ne!(numeric, Record::new(1, 2.0, 1));
+        assert_eq!(Record::keyed_value(&Value::Int(1), 2.0, 0), numeric);
+        let keyed = Record::keyed_value(&Value::from("a"), 2.0, 0);
+        assert_eq!(keyed.event_json(), r#"{"key":"a","value":2.0}"#);
+    }
+
+    #[test]
+    fn records_stay_small() {
+        assert_eq!(std::mem::size_of::<Record>(), 40);
+    }
+
+    #[test]
+    fn timestamps_in_millis_round_down() {
+        assert_eq!(Record::new(0, 0.0, 1_999_999).timestamp_millis(), 1);
+        assert_eq!(Record::new(0, 0.0, -1).timestamp_millis(), -1);
     }
 }

@@ -33,13 +33,20 @@ impl Source for CountingSource {
     }
 }
 
-/// Applies a function to each record's value.
+/// Applies a function to the numeric field `value` of each event (an event without a numeric
+/// `value` fails the job).
 #[derive(Debug, Clone)]
 pub struct MapOperator<F>(pub F);
 
 impl<F: FnMut(f64) -> f64 + Send> Operator for MapOperator<F> {
     fn process(&mut self, mut record: Record, out: &mut Output) -> Result<(), BoxError> {
-        record.value = (self.0)(record.value);
+        let value = record.numeric_value().ok_or_else(|| {
+            format!(
+                "field `value` is missing or not a number in {}",
+                record.event_json()
+            )
+        })?;
+        record.set_numeric_value((self.0)(value));
         out.emit(record);
         Ok(())
     }

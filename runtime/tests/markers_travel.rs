@@ -183,10 +183,10 @@ impl Sink for OrderCheckingSink {
         let recorded = registry.vertex("sink").unwrap().subtasks[0]
             .latency()
             .total_count();
-        if recorded != record.value as u64 {
+        let value = record.numeric_value().unwrap();
+        if recorded != value as u64 {
             self.violations.lock().unwrap().push(format!(
-                "record emitted after {} markers arrived after {recorded}",
-                record.value
+                "record emitted after {value} markers arrived after {recorded}"
             ));
         }
         self.seen += 1;

@@ -163,7 +163,7 @@ impl FilterOperator {
 
 impl Operator for FilterOperator {
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        if self.keeps(record.key) {
+        if self.keeps(record.routing_hash()) {
             out.emit(record);
         }
         Ok(())
@@ -175,8 +175,8 @@ impl Operator for FilterOperator {
             t if t >= 1 << 53 => out.emit_all(records),
             _ => {
                 for record in records {
-                    if self.keeps(record.key) {
-                        out.emit(*record);
+                    if self.keeps(record.routing_hash()) {
+                        out.emit(record.clone());
                     }
                 }
             }
@@ -188,15 +188,15 @@ impl Operator for FilterOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{operator, process};
+    use crate::test_util::{kv, operator, process};
     use serde_json::json;
 
     fn kept_keys(keep: f64, keys: u64) -> Vec<u64> {
         let mut op = operator(&INFO, json!({ "keep": keep }));
         let input: Vec<Record> = (0..keys).map(|k| Record::new(k, k as f64, 0)).collect();
         let out = process(op.as_mut(), &input);
-        assert!(out.iter().all(|r| r.value == r.key as f64));
-        out.iter().map(|r| r.key).collect()
+        assert!(out.iter().map(kv).all(|(k, v)| v == k as f64));
+        out.iter().map(|r| kv(r).0).collect()
     }
 
     #[test]
@@ -216,17 +216,19 @@ mod tests {
     #[test]
     fn a_key_is_always_kept_or_always_dropped() {
         let mut op = operator(&INFO, json!({"keep": 0.5}));
-        let input: Vec<Record> = (0..50).flat_map(|k| [Record::new(k, 1.0, 0); 3]).collect();
+        let input: Vec<Record> = (0..50)
+            .flat_map(|k| [0, 1, 2].map(|_| Record::new(k, 1.0, 0)))
+            .collect();
         let out = process(op.as_mut(), &input);
         assert_eq!(out.len() % 3, 0);
         for chunk in out.chunks(3) {
-            assert!(chunk.iter().all(|r| r.key == chunk[0].key));
+            assert!(chunk.iter().all(|r| r.key() == chunk[0].key()));
         }
         // Single-record processing agrees with the batch path.
         let mut single = FilterOperator::new(0.5).unwrap();
         let mut out2 = Output::default();
         for r in &input {
-            single.process(*r, &mut out2).unwrap();
+            single.process(r.clone(), &mut out2).unwrap();
         }
         assert_eq!(out2.records(), out);
     }

@@ -14,6 +14,10 @@
 //! per record: how many iterations take one microsecond is measured once per process
 //! ([`spins_per_microsecond`]), when the first `map` with a cost is built. Under CPU contention
 //! a record then takes longer than `cost`, as real work would. Keys and timestamps pass through.
+//!
+//! `scale` and `offset` work on the event's numeric field `value` (an int becomes a double);
+//! an event without a numeric `value` fails the job, naming it, unless `scale` is 1 and
+//! `offset` 0, when every event passes unchanged (a `map` with only `cost`).
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -125,31 +129,68 @@ impl MapOperator {
         self.spins
     }
 
+    /// `value * scale + offset` on the event's numeric field `value` (an event without one
+    /// is an error).
     #[inline(always)]
-    fn apply(&self, record: &Record) -> Record {
-        Record {
-            value: record.value * self.scale + self.offset,
-            ..*record
+    fn apply(&self, record: &Record) -> Result<Record, BoxError> {
+        let mut record = record.clone();
+        self.apply_in_place(&mut record)?;
+        Ok(record)
+    }
+
+    #[inline(always)]
+    fn apply_in_place(&self, record: &mut Record) -> Result<(), BoxError> {
+        if record.is_numeric() {
+            let value = record.numeric_value().unwrap_or_default();
+            record.set_numeric_value(value * self.scale + self.offset);
+            Ok(())
+        } else {
+            self.apply_to_general(record)
         }
+    }
+
+    #[inline(never)]
+    fn apply_to_general(&self, record: &mut Record) -> Result<(), BoxError> {
+        if self.scale == 1.0 && self.offset == 0.0 {
+            // No arithmetic asked for: the event passes unchanged, `value` or not.
+            return Ok(());
+        }
+        let Some(value) = record.numeric_value() else {
+            return Err(format!(
+                "map: field `value` is missing or not a number in {}",
+                record.event_json()
+            )
+            .into());
+        };
+        record.set("value", value * self.scale + self.offset);
+        Ok(())
     }
 }
 
 impl Operator for MapOperator {
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         spin(self.spins);
-        out.emit(self.apply(&record));
+        out.emit(self.apply(&record)?);
         Ok(())
     }
 
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
         if self.spins == 0 {
             for record in records {
-                out.emit(self.apply(record));
+                match record.numeric_parts() {
+                    Some((key, value)) => out.emit_numeric(
+                        key,
+                        value * self.scale + self.offset,
+                        record.timestamp,
+                        record.timestamp_type,
+                    ),
+                    None => out.emit(self.apply(record)?),
+                }
             }
         } else {
             for record in records {
                 spin(self.spins);
-                out.emit(self.apply(record));
+                out.emit(self.apply(record)?);
             }
         }
         Ok(())
@@ -168,28 +209,47 @@ mod tests {
         let mut op = operator(&INFO, json!({"scale": 2, "offset": 1}));
         let input = [
             Record::new(1, 0.0, 10),
-            Record {
-                key: 2,
-                value: -3.5,
-                timestamp: 20,
-                timestamp_type: TimestampType::Ingestion,
-            },
+            Record::new(2, -3.5, 20).with_timestamp_type(TimestampType::Ingestion),
+            // Map events: an int `value` becomes a double, other fields stay.
+            Record::with_event("a", map_event(r#"{"value":2,"s":"x"}"#), 30),
         ];
         let out = process(op.as_mut(), &input);
         assert_eq!(
             out,
             [
                 Record::new(1, 1.0, 10),
-                Record {
-                    key: 2,
-                    value: -6.0,
-                    timestamp: 20,
-                    timestamp_type: TimestampType::Ingestion,
-                },
+                Record::new(2, -6.0, 20).with_timestamp_type(TimestampType::Ingestion),
+                Record::with_event("a", map_event(r#"{"value":5.0,"s":"x"}"#), 30),
             ]
         );
         let mut identity = operator(&INFO, json!({}));
+        let mut input = input.to_vec();
+        input.push(Record::with_event(
+            "b",
+            map_event(r#"{"s":"no value"}"#),
+            40,
+        ));
         assert_eq!(process(identity.as_mut(), &input), input);
+    }
+
+    fn map_event(s: &str) -> tidemark_runtime::Map {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn an_event_without_a_numeric_value_is_an_error() {
+        let mut op = operator(&INFO, json!({"scale": 2}));
+        let mut out = Output::default();
+        let e = op
+            .process(
+                Record::with_event("a", map_event(r#"{"value":"x"}"#), 0),
+                &mut out,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"map: field `value` is missing or not a number in {"value":"x"}"#
+        );
     }
 
     #[test]

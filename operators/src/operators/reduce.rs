@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
-use crate::aggregate::{with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
 use crate::config::{self, Aggregate};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
@@ -57,6 +57,15 @@ pub fn reduce_operator(aggregate: Aggregate) -> Box<dyn Operator> {
     with_aggregator!(aggregate, A => Box::new(ReduceOperator::<A>::default()))
 }
 
+/// The output for `record` whose key's aggregate is now `value`: `{"key": <key>, "value":
+/// value}` with the record's key and timestamp.
+#[inline]
+fn output(record: Record, value: f64) -> Record {
+    let mut out = Record::keyed_value(&record.key(), value, record.timestamp);
+    out.timestamp_type = record.timestamp_type;
+    out
+}
+
 /// One subtask of the `reduce` operator, for one aggregate type.
 #[derive(Debug)]
 struct ReduceOperator<A> {
@@ -76,15 +85,23 @@ impl<A> Default for ReduceOperator<A> {
 impl<A: Aggregator> Operator for ReduceOperator<A> {
     #[inline]
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        let value = A::update(self.state.get(record.key), record.value);
-        out.emit(Record { value, ..record });
+        let value = A::update(self.state.get_for(&record), input::<A>(&record)?);
+        out.emit(output(record, value));
         Ok(())
     }
 
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
         for record in records {
-            let value = A::update(self.state.get(record.key), record.value);
-            out.emit(Record { value, ..*record });
+            match record.numeric_parts() {
+                Some((key, v)) => {
+                    let value = A::update(self.state.get_for(record), v);
+                    out.emit_numeric(key, value, record.timestamp, record.timestamp_type);
+                }
+                None => {
+                    let value = A::update(self.state.get_for(record), input::<A>(record)?);
+                    out.emit(output(record.clone(), value));
+                }
+            }
         }
         Ok(())
     }
@@ -93,7 +110,7 @@ impl<A: Aggregator> Operator for ReduceOperator<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{operator, process};
+    use crate::test_util::{kv, operator, process};
     use serde_json::json;
     use tidemark_runtime::TimestampType;
 
@@ -108,7 +125,7 @@ mod tests {
         for (i, r) in out.iter().enumerate() {
             assert_eq!(r.timestamp, i as i64, "timestamps pass through");
         }
-        out.iter().map(|r| (r.key, r.value)).collect()
+        out.iter().map(kv).collect()
     }
 
     const INPUT: [(u64, f64); 6] = [
@@ -182,16 +199,63 @@ mod tests {
     #[test]
     fn state_lasts_across_batches_and_keeps_the_timestamp_type() {
         let mut op = reduce_operator(Aggregate::Sum);
-        let r = Record {
-            key: 9,
-            value: 1.5,
-            timestamp: 4,
-            timestamp_type: TimestampType::Ingestion,
-        };
-        process(op.as_mut(), &[r, r]);
+        let r = Record::new(9, 1.5, 4).with_timestamp_type(TimestampType::Ingestion);
+        process(op.as_mut(), &[r.clone(), r.clone()]);
         let mut out = Output::default();
-        op.process(r, &mut out).unwrap();
-        assert_eq!(out.records(), [Record { value: 4.5, ..r }]);
+        op.process(r.clone(), &mut out).unwrap();
+        assert_eq!(
+            out.records(),
+            [Record::new(9, 4.5, 4).with_timestamp_type(TimestampType::Ingestion)]
+        );
+    }
+
+    #[test]
+    fn string_keys_sum_map_events() {
+        let mut op = reduce_operator(Aggregate::Sum);
+        let event = |v: i64| {
+            let mut m = tidemark_runtime::Map::new();
+            m.insert("user", "u1");
+            m.insert("value", v);
+            m
+        };
+        let out = process(
+            op.as_mut(),
+            &[
+                Record::with_event("u1", event(2), 0),
+                Record::with_event("u2", event(5), 0),
+                Record::with_event("u1", event(3), 0),
+            ],
+        );
+        let lines: Vec<String> = out.iter().map(Record::event_json).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"key":"u1","value":2.0}"#,
+                r#"{"key":"u2","value":5.0}"#,
+                r#"{"key":"u1","value":5.0}"#
+            ]
+        );
+        // An event without a numeric value is an error naming it.
+        let mut out = Output::default();
+        let e = op
+            .process(
+                Record::with_event("u1", tidemark_runtime::Map::new(), 0),
+                &mut out,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "field `value` is missing or not a number in {}"
+        );
+        // count needs no value.
+        let mut count = reduce_operator(Aggregate::Count);
+        count
+            .process(
+                Record::with_event("u1", tidemark_runtime::Map::new(), 0),
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(out.records()[0].event_json(), r#"{"key":"u1","value":1.0}"#);
     }
 
     #[test]

@@ -53,9 +53,9 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext, TimestampType};
+use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
-use crate::aggregate::{with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
 use crate::config::{self, duration, nanos_i64, Aggregate};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
@@ -184,12 +184,7 @@ impl<A: Aggregator> EventWindowOperator<A> {
     fn emit_window(end: i64, window: &EventWindow, out: &mut Output) {
         let timestamp = end - 1;
         window.accs.for_each_sorted(|key, acc| {
-            out.emit(Record {
-                key,
-                value: A::result(acc),
-                timestamp,
-                timestamp_type: TimestampType::Create,
-            })
+            out.emit(Record::keyed_value(key, A::result(acc), timestamp))
         });
     }
 
@@ -232,14 +227,9 @@ impl<A: Aggregator> Operator for EventWindowOperator<A> {
                 if r.timestamp < end - size || r.timestamp >= end {
                     break;
                 }
-                let value = A::update(window.accs.get(r.key), r.value);
+                let value = A::update(window.accs.get_for(r), input::<A>(r)?);
                 if passed {
-                    out.emit(Record {
-                        key: r.key,
-                        value,
-                        timestamp: last,
-                        timestamp_type: TimestampType::Create,
-                    });
+                    out.emit(Record::keyed_value(&r.key(), value, last));
                 }
                 i += 1;
             }
@@ -319,25 +309,20 @@ impl<A: Aggregator> WindowOperator<A> {
     fn fire(&mut self, end: i64, out: &mut Output) {
         let timestamp = end - 1;
         self.state.drain_sorted(|key, acc| {
-            out.emit(Record {
-                key,
-                value: A::result(&acc),
-                timestamp,
-                timestamp_type: TimestampType::Create,
-            })
+            out.emit(Record::keyed_value(key, A::result(&acc), timestamp))
         });
     }
 }
 
 impl<A: Aggregator> Operator for WindowOperator<A> {
     fn process(&mut self, record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        A::update(self.state.get(record.key), record.value);
+        A::update(self.state.get_for(&record), input::<A>(&record)?);
         Ok(())
     }
 
     fn process_batch(&mut self, records: &[Record], _out: &mut Output) -> Result<(), BoxError> {
         for record in records {
-            A::update(self.state.get(record.key), record.value);
+            A::update(self.state.get_for(record), input::<A>(record)?);
         }
         Ok(())
     }
@@ -364,7 +349,7 @@ impl<A: Aggregator> Operator for WindowOperator<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::operator;
+    use crate::test_util::{kv, operator};
     use serde_json::json;
 
     const S: i64 = 1_000_000_000;
@@ -386,10 +371,10 @@ mod tests {
         assert!(out
             .records()
             .iter()
-            .all(|r| r.timestamp_type == TimestampType::Create));
+            .all(|r| r.timestamp_type == tidemark_runtime::TimestampType::Create));
         out.records()
             .iter()
-            .map(|r| (r.key, r.value, r.timestamp))
+            .map(|r| (kv(r).0, kv(r).1, r.timestamp))
             .collect()
     }
 
@@ -480,10 +465,10 @@ mod tests {
         assert!(out
             .records()
             .iter()
-            .all(|r| r.timestamp_type == TimestampType::Create));
+            .all(|r| r.timestamp_type == tidemark_runtime::TimestampType::Create));
         out.records()
             .iter()
-            .map(|r| (r.key, r.value, r.timestamp))
+            .map(|r| (kv(r).0, kv(r).1, r.timestamp))
             .collect()
     }
 

@@ -1,15 +1,20 @@
-//! The `stdout` sink: writes each record as a JSON line to standard output.
+//! The `stdout` sink: writes each record's event as a JSON line to standard output.
 //!
 //! ```yaml
 //! sinks:
 //!   out:
 //!     type: stdout
 //!     input: per_user
+//!     timestamp_field: ts    # optional: also write the record's timestamp (ms) as field `ts`
 //! ```
 //!
-//! Lines are `{"key":7,"value":1.5,"timestamp":1700000000000}`, the format the `file` and
-//! `stdin` sources read: the timestamp in whole milliseconds since the Unix epoch (rounded
-//! down), NaN and infinite values as `null`. Each batch is formatted into a buffer kept by the
+//! Each line is the record's event as one compact JSON object, fields in order, ints as ints
+//! (`3`), doubles with full precision and their fraction (`5.0`), NaN and infinities as `null`:
+//! `{"key":7,"value":1.5}` for the generator's events, the format the `file` and `stdin`
+//! sources read. The record's key and timestamp are outside the event and not written, unless
+//! `timestamp_field` names a field for the timestamp (whole milliseconds since the Unix epoch,
+//! rounded down; it replaces an event field of that name in place, else comes last).
+//! Each batch is formatted into a buffer kept by the
 //! subtask and written with standard output locked once, so lines of parallel subtasks never
 //! interleave; `finish` flushes. A closed standard output (a broken pipe, as in
 //! `tidemark run job.yaml | head -1`) stops the job cleanly, as ripgrep does: the sink returns
@@ -28,20 +33,26 @@ use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "stdout",
     kind: ComponentKind::Sink,
-    fields: &[],
-    summary: "writes JSON lines {\"key\", \"value\", \"timestamp\" (ms)} to standard output",
+    fields: &["timestamp_field"],
+    summary: "writes each event as one JSON object per line to standard output",
     build,
 };
 
-/// Settings of the `stdout` sink: none.
+/// Settings of the `stdout` sink.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StdoutConfig {}
+pub struct StdoutConfig {
+    /// Also write the record's timestamp (ms since the epoch) as this field.
+    #[serde(default)]
+    pub timestamp_field: Option<String>,
+}
 
 fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
-    let StdoutConfig {} = config::parse(INFO.type_name, config)?;
-    Ok(Built::Sink(Box::new(|_: &SubtaskContext| {
-        Ok(Box::new(WriterSink::new(std::io::stdout(), "standard output")) as Box<dyn Sink>)
+    let StdoutConfig { timestamp_field } = config::parse(INFO.type_name, config)?;
+    Ok(Built::Sink(Box::new(move |_: &SubtaskContext| {
+        let sink = WriterSink::new(std::io::stdout(), "standard output")
+            .with_timestamp_field(timestamp_field.clone());
+        Ok(Box::new(sink) as Box<dyn Sink>)
     })))
 }
 
@@ -51,6 +62,7 @@ pub struct WriterSink<W> {
     writer: W,
     name: &'static str,
     buf: Vec<u8>,
+    timestamp_field: Option<String>,
 }
 
 impl<W: Write + Send> WriterSink<W> {
@@ -60,7 +72,14 @@ impl<W: Write + Send> WriterSink<W> {
             writer,
             name,
             buf: Vec::with_capacity(64 * 1024),
+            timestamp_field: None,
         }
+    }
+
+    /// Also writes each record's timestamp (ms since the epoch) as the field `name`.
+    pub fn with_timestamp_field(mut self, name: Option<String>) -> Self {
+        self.timestamp_field = name;
+        self
     }
 
     /// The writer.
@@ -86,7 +105,8 @@ impl<W: Write + Send> Sink for WriterSink<W> {
     fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
         self.buf.clear();
         for record in records {
-            write_record(&mut self.buf, record).expect("writing to a Vec does not fail");
+            write_record(&mut self.buf, record, self.timestamp_field.as_deref())
+                .expect("writing to a Vec does not fail");
         }
         // `Stdout::write_all` holds the lock for the whole buffer.
         let result = self.writer.write_all(&self.buf);
@@ -115,9 +135,9 @@ mod tests {
         sink.finish().unwrap();
         assert_eq!(
             String::from_utf8(sink.get_ref().clone()).unwrap(),
-            "{\"key\":1,\"value\":0.5,\"timestamp\":2}\n\
-             {\"key\":2,\"value\":-1.0,\"timestamp\":3}\n\
-             {\"key\":3,\"value\":null,\"timestamp\":0}\n"
+            "{\"key\":1,\"value\":0.5}\n\
+             {\"key\":2,\"value\":-1.0}\n\
+             {\"key\":3,\"value\":null}\n"
         );
     }
 

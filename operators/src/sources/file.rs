@@ -39,15 +39,22 @@ use tidemark_runtime::{
 };
 
 use crate::config::{self, OnError, Timestamps};
-use crate::json_lines::{parse_line, Stamping};
+use crate::json_lines::{Format, LineReader, Stamping};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "file",
     kind: ComponentKind::Source,
-    fields: &["path", "on_error", "timestamps"],
-    summary: "reads JSON lines {\"key\", \"value\", \"timestamp\" (ms)} from a file",
+    fields: &[
+        "path",
+        "format",
+        "key",
+        "timestamp",
+        "on_error",
+        "timestamps",
+    ],
+    summary: "reads events from a file: one JSON object (or text line) per line",
     build,
 };
 
@@ -57,6 +64,15 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
 pub struct FileSourceConfig {
     /// The file to read; relative paths resolve against the job file's folder.
     pub path: PathBuf,
+    /// How lines become events: `json` (default) or `text`.
+    #[serde(default)]
+    pub format: Format,
+    /// The event field holding the record key (default: `key` if present).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The event field holding the timestamp (default: `timestamp` if present).
+    #[serde(default)]
+    pub timestamp: Option<String>,
     /// What to do with a malformed line.
     #[serde(default)]
     pub on_error: OnError,
@@ -77,6 +93,10 @@ impl FileSourceConfig {
 
     fn stamping(&self) -> Stamping {
         Stamping::new(self.timestamps)
+    }
+
+    fn line_reader(&self) -> LineReader {
+        LineReader::new(self.format, self.key.as_deref(), self.timestamp.as_deref())
     }
 }
 
@@ -112,6 +132,7 @@ pub struct FileSource {
     subtask: u64,
     parallelism: u64,
     on_error: OnError,
+    lines: LineReader,
     stamping: Stamping,
     errors: SourceErrorCounts,
     finished: bool,
@@ -137,6 +158,7 @@ impl FileSource {
             subtask: ctx.subtask as u64,
             parallelism: ctx.parallelism.max(1) as u64,
             on_error: config.on_error,
+            lines: config.line_reader(),
             stamping: config.stamping(),
             errors: SourceErrorCounts::default(),
             finished: false,
@@ -168,7 +190,7 @@ impl Source for FileSource {
             if (self.lines_read - 1) % self.parallelism != self.subtask {
                 continue;
             }
-            match parse_line(&self.line) {
+            match self.lines.parse(&self.line, self.lines_read) {
                 Ok(None) => {}
                 Ok(Some(parsed)) => {
                     out.emit(self.stamping.stamp(parsed, ctx.now_nanos));
@@ -203,6 +225,10 @@ mod tests {
     use tidemark_runtime::{Record, TimestampType};
 
     const MS: i64 = 1_000_000;
+
+    fn int_key(r: &Record) -> i64 {
+        r.key().as_i64().unwrap()
+    }
 
     fn source(
         dir: &TempDir,
@@ -250,15 +276,31 @@ mod tests {
         let now = 9_000 * MS;
         let records = read_all(&mut s, now).unwrap();
         let expected = [
-            (1, 1.5, 1_000 * MS, TimestampType::Create),
-            (2, 0.0, now, TimestampType::Ingestion),
-            (3, -2.0, 3_000 * MS, TimestampType::Create),
-            (4, 4.0, now, TimestampType::Ingestion),
+            (
+                1,
+                r#"{"key":1,"value":1.5,"timestamp":1000}"#,
+                1_000 * MS,
+                TimestampType::Create,
+            ),
+            (2, r#"{"key":2}"#, now, TimestampType::Ingestion),
+            (
+                3,
+                r#"{"key":3,"value":-2,"timestamp":3000,"note":"x"}"#,
+                3_000 * MS,
+                TimestampType::Create,
+            ),
+            (
+                4,
+                r#"{"key":4,"value":4,"timestamp":null}"#,
+                now,
+                TimestampType::Ingestion,
+            ),
         ];
         let got: Vec<_> = records
             .iter()
-            .map(|r| (r.key, r.value, r.timestamp, r.timestamp_type))
+            .map(|r| (int_key(r), r.event_json(), r.timestamp, r.timestamp_type))
             .collect();
+        let expected = expected.map(|(k, e, t, tt)| (k, e.to_owned(), t, tt));
         assert_eq!(got, expected);
         assert_eq!(s.input_errors(), SourceErrorCounts::default());
         assert_eq!(
@@ -290,22 +332,34 @@ mod tests {
     #[test]
     fn a_malformed_line_fails_naming_file_and_line() {
         let dir = TempDir::new("file-source-fail");
-        let body = "{\"key\":1}\n{\"key\":2}\n{\"value\":3}\n{\"key\":4}\n";
+        let body = "{\"key\":1}\n{\"key\":2}\n{\"value\":3\n{\"key\":4}\n";
         let mut s = source(&dir, body, json!({}), 0, 1);
         let err = read_all(&mut s, 0).unwrap_err().to_string();
         let path = dir.path().join("in.jsonl").display().to_string();
-        assert!(
-            err.starts_with(&format!("{path}: line 3, column 11: malformed record: missing field `key`; expected a JSON object")),
-            "{err}"
+        assert_eq!(
+            err,
+            format!(
+                "{path}: line 3, column 10: malformed line: invalid JSON: EOF while parsing an \
+                 object; expected one JSON object per line"
+            )
+        );
+        // A named key field that is missing makes the line malformed.
+        let mut s = source(&dir, body, json!({"key": "user"}), 0, 1);
+        let err = read_all(&mut s, 0).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{path}: line 1: malformed line: key: no field `user` in the event (it has key)"
+            )
         );
     }
 
     #[test]
     fn on_error_skip_counts_malformed_lines() {
         let dir = TempDir::new("file-source-skip");
-        let body = "{\"key\":1}\nnope\n{\"key\":-2}\n{\"key\":3}\n{\"key\":4,\"value\":\"x\"}\n";
+        let body = "{\"key\":1}\nnope\n[1,2]\n{\"key\":3}\n{\"key\":4,\"timestamp\":\"x\"}\n";
         let mut s = source(&dir, body, json!({"on_error": "skip"}), 0, 1);
-        let keys: Vec<u64> = read_all(&mut s, 0).unwrap().iter().map(|r| r.key).collect();
+        let keys: Vec<i64> = read_all(&mut s, 0).unwrap().iter().map(int_key).collect();
         assert_eq!(keys, [1, 3]);
         assert_eq!(s.input_errors().malformed, 3);
     }
@@ -317,15 +371,15 @@ mod tests {
         let mut seen = Vec::new();
         for i in 0..3 {
             let mut s = source(&dir, &body, json!({}), i, 3);
-            let keys: Vec<u64> = read_all(&mut s, 0).unwrap().iter().map(|r| r.key).collect();
+            let keys: Vec<i64> = read_all(&mut s, 0).unwrap().iter().map(int_key).collect();
             assert!(
-                keys.iter().all(|k| (k - 1) % 3 == i as u64),
+                keys.iter().all(|k| (k - 1) % 3 == i as i64),
                 "{i}: {keys:?}"
             );
             seen.extend(keys);
         }
         seen.sort_unstable();
-        assert_eq!(seen, (1..=10).collect::<Vec<u64>>());
+        assert_eq!(seen, (1..=10).collect::<Vec<i64>>());
     }
 
     #[test]

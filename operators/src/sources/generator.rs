@@ -373,7 +373,7 @@ impl Pace {
 
 /// A record held back by `disorder`, ordered so that a [`BinaryHeap`] pops the one due first
 /// (ties in the order they were held).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Held {
     release_at: i64,
     seq: u64,
@@ -472,7 +472,7 @@ impl Disorder {
         while self.next_hold < end {
             let j = (self.next_hold - first) as usize;
             out.emit_all(&records[from..j]);
-            let record = records[j];
+            let record = records[j].clone();
             if self.held.len() < self.max_held {
                 let release_at = record.timestamp.saturating_add(self.delay());
                 self.held.push(Held {
@@ -497,8 +497,7 @@ impl Disorder {
         while n < max {
             match self.held.peek() {
                 Some(h) if all || h.release_at <= now => {
-                    let mut record = h.record;
-                    self.held.pop();
+                    let mut record = self.held.pop().expect("peeked").record;
                     if record.timestamp_type == TimestampType::Ingestion {
                         record.timestamp = now;
                     }
@@ -614,15 +613,11 @@ impl GeneratorSource {
         let mut number = self.made;
         // A local copy of the generator state stays in registers through the loop.
         let mut rng = self.rng.clone();
-        let template = Record {
-            key: 0,
-            value: 0.0,
-            timestamp: now,
-            timestamp_type,
-        };
+        let mut template = Record::new(0, 0.0, now);
+        template.timestamp_type = timestamp_type;
         // Records are built in a small array on the stack and copied out in chunks, which
         // keeps the per-record work free of the output buffer's capacity checks.
-        let mut chunk = [template; CHUNK];
+        let mut chunk: [Record; CHUNK] = std::array::from_fn(|_| template.clone());
         let mut left = n;
         match self.plan.config.value {
             ValueKind::Counter => {
@@ -631,8 +626,7 @@ impl GeneratorSource {
                 while left > 0 {
                     let m = left.min(CHUNK as u64) as usize;
                     for slot in &mut chunk[..m] {
-                        slot.key = key(&mut rng);
-                        slot.value = counter as f64;
+                        set_numeric(slot, key(&mut rng), counter as f64);
                         counter += step;
                     }
                     self.put(&mut chunk[..m], schedule, number, out);
@@ -645,8 +639,8 @@ impl GeneratorSource {
                 while left > 0 {
                     let m = left.min(CHUNK as u64) as usize;
                     for slot in &mut chunk[..m] {
-                        slot.key = key(&mut rng);
-                        slot.value = unit_f64(&mut rng);
+                        let k = key(&mut rng);
+                        set_numeric(slot, k, unit_f64(&mut rng));
                     }
                     self.put(&mut chunk[..m], schedule, number, out);
                     number += m as u64;
@@ -677,6 +671,12 @@ impl GeneratorSource {
             Some(d) => d.put(records, first, out),
         }
     }
+}
+
+/// Makes `slot` the numeric event `{"key": key, "value": value}` keyed by `key`.
+#[inline(always)]
+fn set_numeric(slot: &mut Record, key: u64, value: f64) {
+    slot.set_numeric(key as i64, value);
 }
 
 /// Records built on the stack before they are copied to the output.
@@ -761,7 +761,7 @@ impl Source for GeneratorSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{ctx, poll};
+    use crate::test_util::{ctx, kv, poll};
     use serde_json::json;
 
     fn plan(config: serde_json::Value) -> Arc<GeneratorPlan> {
@@ -794,11 +794,11 @@ mod tests {
             assert_eq!(s.lag(0).records, 0);
             shares.push(records.len());
             for r in &records {
-                assert!(r.key < 13, "key {} out of range", r.key);
+                assert!(kv(r).0 < 13, "key {:?} out of range", r.key());
                 assert_eq!(r.timestamp, 1_000);
                 assert_eq!(r.timestamp_type, TimestampType::Create);
             }
-            values.extend(records.iter().map(|r| r.value as u64));
+            values.extend(records.iter().map(|r| kv(r).1 as u64));
         }
         assert_eq!(shares, [3336, 3336, 3335]);
         values.sort_unstable();
@@ -843,8 +843,8 @@ mod tests {
         assert_ne!(a, c);
         let mut hits = [0u32; 10];
         for r in &a {
-            hits[r.key as usize] += 1;
-            assert!((0.0..1.0).contains(&r.value));
+            hits[kv(r).0 as usize] += 1;
+            assert!((0.0..1.0).contains(&kv(r).1));
         }
         // Each key expects 2000 hits; 1500 is more than 11 standard deviations away.
         assert!(hits.iter().all(|&h| h > 1500), "{hits:?}");
@@ -855,12 +855,12 @@ mod tests {
         for keys in [100u64, ZIPF_TABLE_MAX_KEYS + 1] {
             let plan = plan(json!({"count": 50_000, "keys": keys, "key_distribution": "zipf"}));
             let records = drain(&mut GeneratorSource::new(plan, &ctx(0, 1, 3)), 1024);
-            let count = |k: u64| records.iter().filter(|r| r.key == k).count();
-            assert!(records.iter().all(|r| r.key < keys));
+            let count = |k: u64| records.iter().filter(|r| kv(r).0 == k).count();
+            assert!(records.iter().all(|r| kv(r).0 < keys));
             // With exponent 1, key 0 is twice as likely as key 1 and ten times key 9.
             let (c0, c1, c9) = (count(0), count(1), count(9));
             assert!(c0 > c1 * 3 / 2 && c1 > c9 * 3, "{keys}: {c0} {c1} {c9}");
-            let low_half = records.iter().filter(|r| r.key < keys / 2).count();
+            let low_half = records.iter().filter(|r| kv(r).0 < keys / 2).count();
             assert!(low_half > records.len() * 3 / 4, "{keys}: {low_half}");
         }
         // A steeper exponent concentrates further.
@@ -868,7 +868,7 @@ mod tests {
             json!({"count": 10_000, "keys": 100, "key_distribution": "zipf", "zipf_exponent": 3.0}),
         );
         let records = drain(&mut GeneratorSource::new(plan, &ctx(0, 1, 3)), 1024);
-        let zeros = records.iter().filter(|r| r.key == 0).count();
+        let zeros = records.iter().filter(|r| kv(r).0 == 0).count();
         assert!(zeros > 7_500, "{zeros}"); // 1/zeta(3) = 0.83
     }
 
@@ -912,7 +912,7 @@ mod tests {
         // The first record is due at the first poll.
         let (status, r) = poll(&mut s, t0, 100);
         assert_eq!(r.len(), 1);
-        assert_eq!(r[0].value, 1.0); // subtask 1 of 2 counts 1, 3, 5, ...
+        assert_eq!(kv(&r[0]).1, 1.0); // subtask 1 of 2 counts 1, 3, 5, ...
         assert_eq!(
             status,
             SourceStatus::Idle {
@@ -1073,7 +1073,7 @@ mod tests {
         assert_eq!(records.len(), 100_000);
         assert_eq!(s.emitted(), 100_000);
         assert_eq!(s.held(), 0);
-        let mut values: Vec<u64> = records.iter().map(|(_, r)| r.value as u64).collect();
+        let mut values: Vec<u64> = records.iter().map(|(_, r)| kv(r).1 as u64).collect();
         values.sort_unstable();
         assert_eq!(values, (0..100_000).collect::<Vec<u64>>());
         // About 1 % come out late (seeded, so this count is fixed; 1 % is 1000).
@@ -1108,7 +1108,8 @@ mod tests {
         let plain = drain_timed(&mut plain, 1_000 * ms, ms, 500);
         assert_eq!(late(&plain), 0);
         let pairs = |rs: &[(i64, Record)]| {
-            let mut p: Vec<(u64, u64)> = rs.iter().map(|(_, r)| (r.value as u64, r.key)).collect();
+            let mut p: Vec<(u64, u64)> =
+                rs.iter().map(|(_, r)| (kv(r).1 as u64, kv(r).0)).collect();
             p.sort_unstable();
             p
         };
@@ -1138,7 +1139,7 @@ mod tests {
         }
         let (_, r) = poll(&mut s, 5 * ms, 100);
         assert_eq!(r.len(), 1);
-        assert_eq!((r[0].value, r[0].timestamp), (0.0, 0));
+        assert_eq!((kv(&r[0]).1, r[0].timestamp), (0.0, 0));
         assert_eq!(s.lag(5 * ms).records, 0, "held records are on schedule");
         // Polled late, at 19 ms: the held records due come out (records 1..=5; the others were
         // not made yet), then the last 14 records are made and held.
