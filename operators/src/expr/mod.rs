@@ -453,17 +453,26 @@ impl From<Number> for Value {
 mod tests;
 
 /// Calls `f` with the [`Scope`] of `record`: its event, key and timestamp in milliseconds.
+/// A numeric record is read in place (no map is built).
 #[inline]
 pub fn with_record<T>(record: &tidemark_runtime::Record, f: impl FnOnce(&Scope<'_>) -> T) -> T {
-    let key = Value::Int(record.key as i64);
-    f(&Scope {
-        event: EventRef::Numeric {
-            key: record.key as i64,
-            value: record.value,
-        },
-        key: &key,
-        timestamp_ms: record.timestamp.div_euclid(1_000_000),
-    })
+    let key = record.key();
+    let timestamp_ms = record.timestamp_millis();
+    match record.numeric_parts() {
+        Some((k, value)) => f(&Scope {
+            event: EventRef::Numeric { key: k, value },
+            key: &key,
+            timestamp_ms,
+        }),
+        None => {
+            let event = record.event();
+            f(&Scope {
+                event: EventRef::Value(&event),
+                key: &key,
+                timestamp_ms,
+            })
+        }
+    }
 }
 
 /// Sets `record`'s key to `key`, what `hash` edges route on.

@@ -112,7 +112,7 @@ impl Operator for WhereFilter {
     }
 
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        if !self.keep.keeps(record.key) {
+        if !self.keep.keeps(record.routing_hash()) {
             return Ok(());
         }
         let (eval, condition, on_error) = (&self.eval, &self.condition, &mut self.on_error);
@@ -237,7 +237,7 @@ mod tests {
         let mut op = operator(&INFO, settings);
         let mut out = Output::default();
         for r in input {
-            op.process(*r, &mut out).map_err(|e| e.to_string())?;
+            op.process(r.clone(), &mut out).map_err(|e| e.to_string())?;
         }
         Ok(out.records().to_vec())
     }
@@ -255,7 +255,7 @@ mod tests {
             &input,
         )
         .unwrap();
-        assert_eq!(kept, [input[1], input[8], input[9]]);
+        assert_eq!(kept, [input[1].clone(), input[8].clone(), input[9].clone()]);
         // With keep, both must hold.
         let kept = filtered(json!({"where": "value >= 0", "keep": 0.0}), &input).unwrap();
         assert!(kept.is_empty());
@@ -275,7 +275,7 @@ mod tests {
         let mut op = FilterConfigTest::op(json!({"where": "w > 2", "on_error": "skip"}));
         let mut out = Output::default();
         for r in &input {
-            op.process(*r, &mut out).unwrap();
+            op.process(r.clone(), &mut out).unwrap();
         }
         assert!(out.is_empty());
         assert_eq!(op.expression_errors(), 2);
