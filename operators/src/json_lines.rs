@@ -254,7 +254,7 @@ pub(crate) fn write_record<W: Write>(
     match timestamp_field {
         None => record.write_event_json(&mut *w)?,
         Some(name) => {
-            let mut event = Map::clone(&record.event().as_map().expect("an event is a map"));
+            let mut event = Map::clone(record.event().as_map().expect("an event is a map"));
             event.insert(name, record.timestamp_millis());
             Value::from(event).write_json(&mut *w)?;
         }

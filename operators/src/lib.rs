@@ -32,13 +32,15 @@
 //! one of `count`, `rate`, …`` or ``cost: invalid duration "fast": …``. Relative paths resolve
 //! against [`BuildEnv::job_dir`].
 //!
-//! ## Records in files
-//! The `file` and `stdin` sources read, and the `stdout` and `file` sinks write, one JSON object
-//! per line: `{"key": 7, "value": 1.5, "timestamp": 1700000000000}` with `key` an unsigned
-//! integer (required), `value` a number (default 0; `null` reads as NaN, and NaN or infinite
-//! values are written as `null`), and `timestamp` in milliseconds since the Unix epoch
-//! (optional when reading; written rounded down from the record's nanoseconds). Other fields
-//! are ignored and blank lines skipped.
+//! ## Events in files
+//! The `file` and `stdin` sources read one event per line: a JSON object (`format: json`, the
+//! default) or a text line as `{"message": "<line>"}` (`format: text`). The record key is the
+//! field named by `key:` (default: the field `key` if present, else none) and the timestamp the
+//! field named by `timestamp:` (default: `timestamp` if present, else the ingestion time), as
+//! milliseconds since the Unix epoch or an RFC 3339 string. The `stdout` and `file` sinks write
+//! each record's event as one JSON object per line, fields in order, ints as ints (`3`) and
+//! doubles with their fraction (`5.0`). The generator's events are `{"key": <int>, "value":
+//! <double>}`, so `{"key":7,"value":1.5}` lines round-trip.
 //!
 //! ## Example
 //! A generator of 10,000 records over two subtasks, a `map`, a running sum per key behind a

@@ -478,13 +478,10 @@ pub fn with_record<T>(record: &tidemark_runtime::Record, f: impl FnOnce(&Scope<'
 /// Sets `record`'s key to `key`, what `hash` edges route on.
 #[inline]
 pub fn set_key(record: &mut tidemark_runtime::Record, key: Value) {
-    record.key = match key {
-        Value::Int(i) => i as u64,
-        other => other.routing_hash(),
-    };
+    record.set_key(key);
 }
 
 /// The key of `record` as a value.
 pub fn key_of(record: &tidemark_runtime::Record) -> Value {
-    Value::Int(record.key as i64)
+    record.key().into_owned()
 }

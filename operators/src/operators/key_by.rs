@@ -91,7 +91,10 @@ mod tests {
         let keys: Vec<_> = out.records().iter().map(expr::key_of).collect();
         assert_eq!(keys, [1.into(), 2.into(), 1.into()]);
         // Equal keys route alike.
-        assert_eq!(out.records()[0].key, out.records()[2].key);
+        assert_eq!(
+            out.records()[0].routing_hash(),
+            out.records()[2].routing_hash()
+        );
     }
 
     #[test]

@@ -1,19 +1,26 @@
-//! The `file` source: reads JSON lines from a file, once, to its end.
+//! The `file` source: reads events from a file, one per line, once, to its end.
 //!
 //! ```yaml
 //! sources:
 //!   events:
 //!     type: file
 //!     path: data/events.jsonl     # relative to the job file's folder
+//!     format: json                # json (default): one JSON object per line | text
+//!     key: user                   # the field holding the record key (default: `key` if present)
+//!     timestamp: ts               # the field holding the timestamp (default: `timestamp` if present)
 //!     on_error: skip              # fail (default) | skip
-//!     timestamps: create          # create (default): the line's `timestamp` | ingestion
+//!     timestamps: create          # create (default): the event's timestamp | ingestion
 //! ```
 //!
-//! - Each line is `{"key": 7, "value": 1.5, "timestamp": 1700000000000}` (see the crate docs):
-//!   `key` required, `value` default 0, `timestamp` in milliseconds since the Unix epoch.
-//!   Other fields are ignored; blank lines are skipped.
-//! - `timestamps: create` takes the line's `timestamp`, or stamps the record with the ingestion
-//!   time (type `ingestion`) when the line has none; `ingestion` always stamps the poll's time.
+//! - Each line is one event: a JSON object (`format: json`; any other line is malformed, blank
+//!   lines are skipped) or `{"message": "<the line>"}` (`format: text`); see the line formats
+//!   in [`crate`]'s docs. A UTF-8 byte order mark on the first line is ignored.
+//! - The key is the field `key:` names (missing: the line is malformed); without `key:`, the
+//!   field `key` if the event has one, else no key (`null`).
+//! - The timestamp is the field `timestamp:` names (missing: malformed); without it, the field
+//!   `timestamp` if present and not `null`. An int is milliseconds since the Unix epoch, a string
+//!   RFC 3339 (`2026-11-30T12:00:00.250Z`). Without a timestamp, or with `timestamps:
+//!   ingestion`, the record is stamped with the time it is read (type `ingestion`).
 //! - A malformed line fails the job with the file's path, the 1-based line (and column) and what
 //!   is expected; with `on_error: skip` it is skipped and counted
 //!   (`tidemark_source_malformed_records_total`).

@@ -1,14 +1,17 @@
-//! The `stdin` source: reads JSON lines from standard input until it closes.
+//! The `stdin` source: reads events from standard input, one per line, until it closes.
 //!
 //! ```yaml
 //! sources:
 //!   input:
 //!     type: stdin
+//!     format: json                # json (default) | text: {"message": "<the line>"}
+//!     key: user                   # the field holding the record key (default: `key` if present)
+//!     timestamp: ts               # the field holding the timestamp (default: `timestamp` if present)
 //!     on_error: skip              # fail (default) | skip
 //!     timestamps: create          # create (default) | ingestion
 //! ```
 //!
-//! Lines, errors and timestamps work as in the [`file`](super::file) source; errors name
+//! Formats, keys, errors and timestamps work as in the [`file`](super::file) source; errors name
 //! `<stdin>` and the 1-based line. A reader thread reads and parses the lines and hands them over
 //! in batches through a bounded channel, so a poll never blocks: when nothing has arrived it
 //! returns [`SourceStatus::Idle`] and latency markers keep flowing while the input is quiet. A
