@@ -2,7 +2,9 @@
 
 use rdkafka::message::Timestamp;
 use serde::Deserialize;
-use tidemark_runtime::{Record, TimestampType};
+use std::sync::Arc;
+
+use tidemark_runtime::{Map, Record, TimestampType, Value};
 
 /// How a message's value is read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -49,78 +51,56 @@ impl Decoder {
             Timestamp::NotAvailable => (now_nanos, TimestampType::Ingestion),
         };
         let payload = payload.unwrap_or_default();
-        let mut record_key = key.map(key_of).unwrap_or(0);
-        let value = match self.format {
+        let mut record_key = key.map(key_of).unwrap_or(Value::Null);
+        let event = match self.format {
             Format::Text => {
                 let text = std::str::from_utf8(payload)
                     .map_err(|e| Malformed(format!("value is not UTF-8 text: {e}")))?;
-                text.trim().parse::<f64>().unwrap_or(f64::NAN)
+                let mut m = Map::with_capacity(1);
+                m.push_unchecked("message", text);
+                m
             }
-            Format::Json => {
-                let object: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_slice(payload)
-                        .map_err(|e| Malformed(format!("value is not a JSON object: {e}")))?;
-                if let Some(field) = &self.key_field {
-                    record_key = match object.get(field) {
-                        Some(v) => json_key(v),
-                        None => {
-                            return Err(Malformed(format!("no field `{field}` for the key")));
-                        }
-                    };
+            Format::Json => match Value::from_json(payload) {
+                Ok(Value::Map(m)) => Arc::unwrap_or_clone(m),
+                Ok(other) => {
+                    return Err(Malformed(format!(
+                        "value is not a JSON object: found a {}",
+                        other.type_name()
+                    )))
                 }
-                if let Some(field) = &self.timestamp_field {
-                    match object.get(field).and_then(|v| v.as_f64()) {
-                        Some(ms) => {
-                            ts = (ms * NANOS_PER_MS as f64) as i64;
-                            ts_type = TimestampType::Create;
-                        }
-                        None => {
-                            return Err(Malformed(format!(
-                                "no numeric field `{field}` (ms since the epoch) for the timestamp"
-                            )))
-                        }
-                    }
-                }
-                match object.get("value") {
-                    Some(v) => v.as_f64().unwrap_or(f64::NAN),
-                    None => 0.0,
-                }
-            }
+                Err(e) => return Err(Malformed(format!("value is not a JSON object: {e}"))),
+            },
         };
-        Ok(Record {
-            key: record_key,
-            value,
-            timestamp: ts,
-            timestamp_type: ts_type,
-        })
+        if let Some(field) = &self.key_field {
+            record_key = match event.get(field) {
+                Some(v) => v.clone(),
+                None => return Err(Malformed(format!("no field `{field}` for the key"))),
+            };
+        }
+        if let Some(field) = &self.timestamp_field {
+            match event.get(field).and_then(Value::as_f64) {
+                Some(ms) => {
+                    ts = (ms * NANOS_PER_MS as f64) as i64;
+                    ts_type = TimestampType::Create;
+                }
+                None => {
+                    return Err(Malformed(format!(
+                        "no numeric field `{field}` (ms since the epoch) for the timestamp"
+                    )))
+                }
+            }
+        }
+        Ok(Record::with_event(record_key, event, ts).with_timestamp_type(ts_type))
     }
 }
 
-/// A message key as the record's key: a decimal number as itself, other bytes hashed (FNV-1a).
-pub fn key_of(bytes: &[u8]) -> u64 {
-    if let Some(n) = std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    {
-        return n;
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-fn json_key(v: &serde_json::Value) -> u64 {
-    match v {
-        serde_json::Value::Number(n) => n
-            .as_u64()
-            .or_else(|| n.as_i64().map(|i| i as u64))
-            .unwrap_or_else(|| n.as_f64().unwrap_or(0.0).to_bits()),
-        serde_json::Value::String(s) => key_of(s.as_bytes()),
-        serde_json::Value::Null => 0,
-        other => key_of(other.to_string().as_bytes()),
+/// A message key as the record's key: a decimal integer as an int, other bytes as a string
+/// (invalid UTF-8 replaced).
+pub fn key_of(bytes: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(bytes);
+    match text.parse::<i64>() {
+        Ok(n) => Value::Int(n),
+        Err(_) => Value::from(text.into_owned()),
     }
 }
 
@@ -140,13 +120,26 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            (r.key, r.value, r.timestamp, r.timestamp_type),
-            (42, 2.5, 1_000_000_000, TimestampType::Create)
+            (
+                r.key().into_owned(),
+                r.numeric_value(),
+                r.timestamp,
+                r.timestamp_type
+            ),
+            (
+                Value::Int(42),
+                Some(2.5),
+                1_000_000_000,
+                TimestampType::Create
+            )
         );
         let r = d
             .decode(None, Some(b"{}"), Timestamp::LogAppendTime(5), 7)
             .unwrap();
-        assert_eq!((r.key, r.timestamp_type), (0, TimestampType::LogAppend));
+        assert_eq!(
+            (r.key().into_owned(), r.timestamp_type),
+            (Value::Null, TimestampType::LogAppend)
+        );
         let r = d
             .decode(None, Some(b"{}"), Timestamp::NotAvailable, 7)
             .unwrap();
@@ -154,7 +147,7 @@ mod tests {
             (r.timestamp, r.timestamp_type),
             (7, TimestampType::Ingestion)
         );
-        assert_ne!(key_of(b"abc"), key_of(b"abd"));
+        assert_eq!(key_of(b"abc"), Value::from("abc"));
     }
 
     #[test]
@@ -173,8 +166,8 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            (r.key, r.timestamp, r.timestamp_type),
-            (17, 2_000_000_000, TimestampType::Create)
+            (r.key().into_owned(), r.timestamp, r.timestamp_type),
+            (Value::Int(17), 2_000_000_000, TimestampType::Create)
         );
         let err = d
             .decode(None, Some(br#"{"ts": 1}"#), Timestamp::NotAvailable, 0)
@@ -196,9 +189,13 @@ mod tests {
         assert_eq!(
             text.decode(None, Some(b" 3 "), Timestamp::NotAvailable, 0)
                 .unwrap()
-                .value,
-            3.0
+                .event_json(),
+            r#"{"message":" 3 "}"#
         );
+        let err = d
+            .decode(None, Some(b"[1]"), Timestamp::NotAvailable, 0)
+            .unwrap_err();
+        assert_eq!(err.0, "value is not a JSON object: found a list");
         assert!(text
             .decode(None, Some(&[0xff, 0xfe]), Timestamp::NotAvailable, 0)
             .is_err());

@@ -27,7 +27,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
+use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext, Value};
 
 use crate::client::{
     client_config, default_timeout, unreachable_message, Brokers, ErrorContext, Properties,
@@ -214,7 +214,13 @@ impl KafkaSink {
         self.value.clear();
         self.key.clear();
         write_json(&mut self.value, record);
-        let _ = write!(self.key, "{}", record.key);
+        match &*record.key() {
+            Value::Null => {}
+            Value::String(k) => self.key.extend_from_slice(k.as_bytes()),
+            other => {
+                let _ = write!(self.key, "{other}");
+            }
+        }
         let ms = record.timestamp.div_euclid(1_000_000);
         let mut pending = BaseRecord::to(&self.topic)
             .payload(&self.value[..])
@@ -242,16 +248,12 @@ impl KafkaSink {
     }
 }
 
-/// The record as the JSON value the sink writes.
+/// The record's event as the JSON object the sink writes (the timestamp travels as the
+/// message's timestamp, the key as its key).
 pub fn write_json(buf: &mut Vec<u8>, record: &Record) {
-    let ms = record.timestamp.div_euclid(1_000_000);
-    let _ = write!(buf, "{{\"key\":{},\"value\":", record.key);
-    if record.value.is_finite() {
-        let _ = write!(buf, "{}", record.value);
-    } else {
-        buf.extend_from_slice(b"null");
-    }
-    let _ = write!(buf, ",\"timestamp\":{ms}}}");
+    record
+        .write_event_json(&mut *buf)
+        .expect("writing to memory cannot fail");
 }
 
 impl Sink for KafkaSink {
