@@ -34,7 +34,7 @@ pub fn produce_ids(bootstrap: &str, topic: &str, ids: std::ops::Range<u64>) {
 }
 
 /// Reads `topic` from the beginning until `count` messages arrived or `deadline` passed;
-/// returns how often each record key was seen, and the message timestamps.
+/// returns how often each record key (the message key) was seen.
 pub fn read_keys(
     bootstrap: &str,
     topic: &str,
@@ -74,8 +74,17 @@ fn read_field(
     let started = Instant::now();
     while n < count && started.elapsed() < deadline {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-            let v: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
-            *seen.entry(v[field].as_u64().unwrap()).or_insert(0) += 1;
+            // The record key travels as the message key; event fields in the payload.
+            let id = if field == "key" {
+                std::str::from_utf8(m.key().unwrap())
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            } else {
+                let v: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
+                v[field].as_u64().unwrap()
+            };
+            *seen.entry(id).or_insert(0) += 1;
             n += 1;
         }
     }
