@@ -38,7 +38,11 @@ fn plan(args: PlanArgs) -> anyhow::Result<u8> {
         no_chaining: args.no_chaining,
         ..SettingFlags::default()
     };
-    let job = Loader::new().flags(flags).load_file(&args.job)?;
+    let mut loader = Loader::new().flags(flags);
+    for (k, v) in &args.defines {
+        loader = loader.define(k, v);
+    }
+    let job = loader.load_file(&args.job)?;
     let plan = ExecutionPlan::new(&job.graph, job.settings.chaining)?;
     match args.format {
         PlanFormat::Text => {

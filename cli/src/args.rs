@@ -156,6 +156,10 @@ pub struct PlanArgs {
     /// Plan without chaining, as `run --no-chaining`
     #[arg(long)]
     pub no_chaining: bool,
+    /// Override a setting by its key (repeatable), as for `run` (--help lists the keys)
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define,
+          long_help = crate::settings::define_help())]
+    pub defines: Vec<(String, String)>,
 }
 
 /// How `plan` prints.

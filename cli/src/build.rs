@@ -126,6 +126,13 @@ pub fn build_graph_with(
         // A vertex reading itself would be a cycle: do not offer it.
         let known: Vec<String> = readable.iter().filter(|id| **id != v.id).cloned().collect();
         for input in &v.inputs {
+            // Written in the file but unreadable (its own error says why): not unknown.
+            let written = VertexKind::ALL
+                .iter()
+                .any(|k| job.source_map.find(&[k.section(), input]).is_some());
+            if job.vertex(input).is_none() && written {
+                continue;
+            }
             if job.vertex(input).is_none() {
                 let path = [section_of(v.kind), v.id.as_str(), "input"];
                 errors.push(job.error(
@@ -161,6 +168,16 @@ pub fn build_graph_with(
         let (v, field, problem) = match problem {
             // Said already where the file lacks `input` or names unknown ones.
             GraphError::MissingInput { .. } => continue,
+            // A source written but unreadable has its own error.
+            GraphError::NoSource
+                if job.problems.iter().any(|e| {
+                    e.vertex
+                        .as_ref()
+                        .is_some_and(|v| v.kind == VertexKind::Source)
+                }) =>
+            {
+                continue
+            }
             GraphError::NoSource => (None, "", Problem::NoSource),
             GraphError::OutputFromSink(from, to) => {
                 (vertex_of(&to), "input", Problem::InputIsSink(from))
@@ -787,6 +804,19 @@ sinks:
         let e = one_error(&text);
         assert!(
             e.contains("unknown field \"pth\"") && e.ends_with("did you mean \"path\"?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_vertex_is_not_also_an_unknown_input() {
+        let text = GOOD.replace(
+            "  gen:\n    type: generator\n    rate: 1000\n",
+            "  gen: 5\n",
+        );
+        let e = one_error(&text);
+        assert!(
+            e.starts_with("job.yaml:3:3: source \"gen\": expected a mapping"),
             "{e}"
         );
     }
