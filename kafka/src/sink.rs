@@ -271,6 +271,10 @@ impl Sink for KafkaSink {
         Ok(())
     }
 
+    fn flush(&mut self) -> Result<(), BoxError> {
+        self.flush_and_wait()
+    }
+
     fn finish(&mut self) -> Result<(), BoxError> {
         self.flush_and_wait()
     }

@@ -568,6 +568,25 @@ impl Source for KafkaSource {
         self.lag
     }
 
+    fn enable_checkpoints(&mut self) {
+        // Positions are no longer stored for librdkafka's timer: only completed checkpoints
+        // commit.
+        self.auto_commit = false;
+        self.consumer
+            .context()
+            .auto_commit
+            .store(false, Ordering::Relaxed);
+    }
+
+    fn snapshot(&mut self, checkpoint: u64) -> Result<(), BoxError> {
+        self.snapshot_positions(checkpoint);
+        Ok(())
+    }
+
+    fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), BoxError> {
+        self.commit_checkpoint(checkpoint)
+    }
+
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts {
             malformed: self.malformed,

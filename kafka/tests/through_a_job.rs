@@ -26,6 +26,22 @@ fn sink_records(handle: &tidemark_runtime::JobHandle, id: &str) -> u64 {
 
 #[test]
 fn every_message_goes_through_and_the_group_commits_the_end() {
+    through("orders", "through-group", None);
+}
+
+/// With checkpoints, offsets are committed as checkpoints complete (several times while the
+/// job runs), and the stop's last checkpoint commits the end.
+#[test]
+fn with_checkpoints_the_commits_follow_the_sinks() {
+    through(
+        "orders-cp",
+        "through-cp-group",
+        Some(Duration::from_millis(100)),
+    );
+    assert!(process_metrics().commits("orders-cp") >= 2);
+}
+
+fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) {
     let cluster = DevCluster::start(DevClusterOptions {
         topics: vec![("in".into(), 4), ("out".into(), 2)],
         ..DevClusterOptions::default()
@@ -38,34 +54,39 @@ fn every_message_goes_through_and_the_group_commits_the_end() {
     let source = build_source(json!({
         "brokers": bootstrap,
         "topics": ["in"],
-        "group": "through-group",
+        "group": group,
         "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
     }))
     .unwrap();
     let sink = build_sink(json!({"brokers": bootstrap, "topic": "out"})).unwrap();
-    let src = graph.add_source("orders", 2, source).unwrap();
+    let src = graph.add_source(source_id, 2, source).unwrap();
     let out = graph.add_sink("copy", 2, sink).unwrap();
     graph.connect(src, out, Partitioning::Rebalance).unwrap();
-    let handle = start(graph, JobConfig::default()).unwrap();
+    let config = JobConfig {
+        checkpoint_interval,
+        ..JobConfig::default()
+    };
+    let handle = start(graph, config).unwrap();
     let started = Instant::now();
     while sink_records(&handle, "copy") < N && started.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Lag reaches 0 on every partition once all is read (sampled every 100 ms).
-    while (0..4).any(|p| process_metrics().partition_lag("orders", "in", p) != Some(0))
+    while (0..4).any(|p| process_metrics().partition_lag(source_id, "in", p) != Some(0))
         && started.elapsed() < Duration::from_secs(120)
     {
         std::thread::sleep(Duration::from_millis(50));
     }
     for p in 0..4 {
         assert_eq!(
-            process_metrics().partition_lag("orders", "in", p),
+            process_metrics().partition_lag(source_id, "in", p),
             Some(0),
             "partition {p}"
         );
     }
     let text = process_metrics().render("through", None);
-    assert!(text.contains("tidemark_source_lag_seconds{job_name=\"through\",source_id=\"orders\",source_subtask_index=\"0\"} 0\n"), "{text}");
+    let expected = format!("tidemark_source_lag_seconds{{job_name=\"through\",source_id=\"{source_id}\",source_subtask_index=\"0\"}} 0\n");
+    assert!(text.contains(&expected), "{text}");
     handle.stop();
     let result = handle.wait();
     assert_eq!(result.outcome, tidemark_runtime::JobOutcome::Stopped);
@@ -83,7 +104,7 @@ fn every_message_goes_through_and_the_group_commits_the_end() {
     // The group committed the end of every partition when the sources closed.
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
-        .set("group.id", "through-group")
+        .set("group.id", group)
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();

@@ -16,6 +16,9 @@ pub enum Event {
     Watermark(i64),
     /// The sender's input is idle: do not wait for its watermark until it sends one again.
     Idle,
+    /// Checkpoint barrier `n` (at-least-once): every record before it is covered by
+    /// checkpoint `n`. Sent down every channel.
+    Barrier(u64),
 }
 
 /// Records plus positioned events.

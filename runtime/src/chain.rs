@@ -3,6 +3,7 @@
 
 use crate::batch::Event;
 use crate::channel::{Aborted, SendContext};
+use crate::checkpoint::Checkpoints;
 use crate::component::{BoxError, Operator, OutputClosed, Sink};
 use crate::metrics::{DropReason, SubtaskMetrics};
 use crate::output::Output;
@@ -50,6 +51,8 @@ pub(crate) struct ChainNode {
     output_closed: bool,
     /// Records a sink got after its output was closed (or in the batch that found it closed).
     dropped_output_closed: u64,
+    /// A sink's index among the job's sink subtasks, for checkpoint acknowledgements.
+    pub(crate) sink_index: Option<usize>,
 }
 
 impl ChainNode {
@@ -70,6 +73,7 @@ impl ChainNode {
             e2e,
             output_closed: false,
             dropped_output_closed: 0,
+            sink_index: None,
         }
     }
 }
@@ -85,6 +89,8 @@ pub(crate) struct Chain {
     batch_now: i64,
     /// The vertex whose code runs now, to name the culprit of a panic.
     pub(crate) current_vertex: usize,
+    /// The job's checkpoint coordinator, when checkpointing is on.
+    pub(crate) checkpoints: Option<Arc<Checkpoints>>,
 }
 
 impl Chain {
@@ -101,6 +107,7 @@ impl Chain {
             flags,
             batch_now: 0,
             current_vertex: usize::MAX,
+            checkpoints: None,
         }
     }
 
@@ -275,7 +282,47 @@ impl Chain {
                 }
                 other => other,
             },
-        })
+        })?;
+        // Finished sinks hold nothing back: later checkpoints need not wait for them.
+        if let Some(c) = &self.checkpoints {
+            for node in &self.nodes {
+                if let Some(i) = node.sink_index {
+                    c.sink_finished(i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checkpoint barrier `n` reached this chain: every record before it has gone through
+    /// the chained vertices. Sinks flush and acknowledge `n`; the barrier goes down every
+    /// channel.
+    pub(crate) fn on_barrier(
+        &mut self,
+        n: u64,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        for i in 0..self.nodes.len() {
+            let node = &mut self.nodes[i];
+            if let NodeKind::Sink(sink) = &mut node.kind {
+                self.current_vertex = node.vertex;
+                if !node.output_closed {
+                    sink.flush().map_err(|error| ChainError::User {
+                        node: Some(i),
+                        error,
+                    })?;
+                }
+                if let (Some(c), Some(s)) = (&self.checkpoints, node.sink_index) {
+                    c.acknowledge(s, n);
+                }
+            }
+        }
+        if let Some(r) = &mut self.router {
+            r.broadcast_event(Event::Barrier(n));
+            // The barrier waits for nothing: send it with what is pending.
+            r.flush_all(cx)?;
+        }
+        Ok(())
     }
 
     /// Publishes the per-batch counters; one relaxed store per counter per batch.

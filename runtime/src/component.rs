@@ -76,6 +76,22 @@ pub trait Source: Send {
         SourceLag::UNKNOWN
     }
 
+    /// Checkpointing is on for this job: input positions are to be committed only when
+    /// [`Source::checkpoint_complete`] says so. Called once, before the first poll.
+    fn enable_checkpoints(&mut self) {}
+
+    /// Barrier `checkpoint` is about to leave this subtask: remember the input positions of
+    /// everything emitted so far.
+    fn snapshot(&mut self, _checkpoint: u64) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Every sink acknowledged `checkpoint` (and every earlier one): the positions it covers
+    /// may be committed.
+    fn checkpoint_complete(&mut self, _checkpoint: u64) -> Result<(), BoxError> {
+        Ok(())
+    }
+
     /// Counters a source keeps about its input (malformed lines skipped, invalid timestamps).
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts::default()
@@ -181,6 +197,12 @@ pub trait Sink: Send {
         for record in records {
             self.write(record)?;
         }
+        Ok(())
+    }
+
+    /// A checkpoint barrier arrived: make everything written so far durable (flush a file,
+    /// wait for a broker's acknowledgements) before the checkpoint is acknowledged.
+    fn flush(&mut self) -> Result<(), BoxError> {
         Ok(())
     }
 

@@ -38,6 +38,9 @@ pub struct JobConfig {
     pub marker_buckets: Buckets,
     /// Bucket bounds of `tidemark_record_e2e_latency_seconds` (default 1 ms to 7 days).
     pub e2e_buckets: Buckets,
+    /// How often sources start a checkpoint (barriers for at-least-once delivery, see
+    /// [`checkpoint`](crate::checkpoint)); `None`: no checkpoints.
+    pub checkpoint_interval: Option<Duration>,
 }
 
 impl Default for JobConfig {
@@ -53,6 +56,7 @@ impl Default for JobConfig {
             e2e_latency_everywhere: false,
             marker_buckets: Buckets::marker_latency(),
             e2e_buckets: Buckets::e2e_latency(),
+            checkpoint_interval: None,
         }
     }
 }

@@ -404,6 +404,7 @@ pub fn render_text(registry: &MetricsRegistry) -> Result<String, prometheus::Err
         .load(std::sync::atomic::Ordering::Relaxed);
     let mut text = String::with_capacity((hint + hint / 8).max(16 * 1024));
     crate::text_encoder::encode(&families, &mut text)?;
+    text.push_str(&registry.extra_text());
     registry
         .text_size_hint
         .store(text.len(), std::sync::atomic::Ordering::Relaxed);

@@ -312,12 +312,22 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 .collect(),
         })
         .collect();
-    let registry = Arc::new(MetricsRegistry::new(
-        graph.name.clone(),
-        lat.granularity,
-        vertices,
-        tasks_metrics,
+    let mut registry =
+        MetricsRegistry::new(graph.name.clone(), lat.granularity, vertices, tasks_metrics);
+    // Checkpoints: every sink subtask acknowledges each barrier.
+    let sink_subtasks: usize = graph
+        .vertices
+        .iter()
+        .filter(|v| v.kind() == VertexKind::Sink)
+        .map(|v| v.parallelism)
+        .sum();
+    let checkpoints = Arc::new(crate::checkpoint::Checkpoints::new(
+        config.checkpoint_interval,
+        sink_subtasks,
     ));
+    registry.set_checkpoints(checkpoints.clone());
+    let registry = Arc::new(registry);
+    let mut next_sink_index = 0usize;
 
     // Queues: one per subtask of every task that has channel input.
     let mut queues: Vec<Vec<Option<(QueueSender, ChannelReader)>>> = plan
@@ -444,13 +454,11 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                     Factory::Sink(f) => {
                         let sink = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
                         let e2e = metrics.e2e_latency().is_some();
-                        nodes.push(ChainNode::new(
-                            v.0,
-                            NodeKind::Sink(sink),
-                            metrics,
-                            batch_size,
-                            e2e,
-                        ));
+                        let mut node =
+                            ChainNode::new(v.0, NodeKind::Sink(sink), metrics, batch_size, e2e);
+                        node.sink_index = Some(next_sink_index);
+                        next_sink_index += 1;
+                        nodes.push(node);
                     }
                 }
             }
@@ -477,7 +485,10 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                     config.buffer_timeout,
                 )
             });
-            let chain = Chain::new(nodes, router, config.clock.clone(), flags.clone());
+            let mut chain = Chain::new(nodes, router, config.clock.clone(), flags.clone());
+            if checkpoints.interval().is_some() {
+                chain.checkpoints = Some(checkpoints.clone());
+            }
             let task = Task::new(
                 head,
                 chain,

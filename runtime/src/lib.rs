@@ -8,6 +8,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`record`] | [`Record`]: key, event, timestamp and its [`TimestampType`] |
+//! | [`checkpoint`] | barriers and the [`Checkpoints`](checkpoint::Checkpoints) coordinator (at least once) |
 //! | [`batch`] | [`Batch`]: records plus positioned [`Event`]s (markers, watermarks) |
 //! | [`component`] | the traits users implement: [`Source`], [`Operator`], [`Sink`] |
 //! | [`output`] | [`Output`], the reusable buffer components emit into |
@@ -46,6 +47,7 @@
 pub mod batch;
 mod chain;
 mod channel;
+pub mod checkpoint;
 pub mod component;
 pub mod config;
 pub mod event_time;

@@ -288,7 +288,22 @@ pub struct MetricsRegistry {
     running: AtomicBool,
     /// Bytes of the last rendered scrape, to size the next one.
     pub(crate) text_size_hint: std::sync::atomic::AtomicUsize,
+    checkpoints: Arc<crate::checkpoint::Checkpoints>,
+    sections: Sections,
 }
+
+#[derive(Default)]
+struct Sections(Mutex<Vec<TextSection>>);
+
+impl std::fmt::Debug for Sections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[text sections]")
+    }
+}
+
+/// Extra Prometheus text appended to every scrape (a component's own series, e.g. Kafka lag),
+/// given the job's name.
+pub type TextSection = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl MetricsRegistry {
     pub(crate) fn new(
@@ -305,7 +320,47 @@ impl MetricsRegistry {
             tasks,
             running: AtomicBool::new(true),
             text_size_hint: std::sync::atomic::AtomicUsize::new(0),
+            checkpoints: Arc::new(crate::checkpoint::Checkpoints::new(None, 0)),
+            sections: Sections::default(),
         }
+    }
+
+    pub(crate) fn set_checkpoints(&mut self, checkpoints: Arc<crate::checkpoint::Checkpoints>) {
+        self.checkpoints = checkpoints;
+    }
+
+    /// The job's checkpoints (at-least-once barriers): completed count and durations.
+    pub fn checkpoints(&self) -> &Arc<crate::checkpoint::Checkpoints> {
+        &self.checkpoints
+    }
+
+    /// Adds Prometheus text that every scrape appends (series a component keeps itself, such
+    /// as Kafka's lag per partition). `section` is given the job's name.
+    pub fn add_text_section(&self, section: TextSection) {
+        self.sections
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(section);
+    }
+
+    /// The text of the checkpoint series and every added section.
+    pub fn extra_text(&self) -> String {
+        let labels = format!(
+            "job_name=\"{}\"",
+            self.job_name.replace('\\', "\\\\").replace('"', "\\\"")
+        );
+        let mut text = self.checkpoints.render(&labels);
+        let sections = self
+            .sections
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for section in sections {
+            text.push_str(&section(&self.job_name));
+        }
+        text
     }
 
     /// The job's name (label `job_name`).

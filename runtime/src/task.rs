@@ -3,6 +3,7 @@
 use crate::batch::Event;
 use crate::chain::{Chain, ChainError};
 use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
+use crate::checkpoint::{BarrierAlignment, Checkpoints};
 use crate::component::{PollContext, Source, SourceStatus};
 use crate::event_time::{
     InputWatermarks, InvalidTimestampPolicy, TimestampCheck, WatermarkAction, WatermarkGenerator,
@@ -134,6 +135,14 @@ impl Task {
         let mut records_out = 0u64;
         let mut invalid_timestamps = 0u64;
         let mut dropped_timestamps = 0u64;
+        let mut checkpointing = self
+            .chain
+            .checkpoints
+            .clone()
+            .and_then(|c| SourceCheckpoints::new(c, Instant::now()));
+        if checkpointing.is_some() {
+            source.enable_checkpoints();
+        }
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -202,6 +211,9 @@ impl Task {
             let lag = source.lag(now);
             metrics.set_lag_records(lag.records);
             metrics.set_lag_bytes(lag.bytes);
+            if let Some(c) = checkpointing.as_mut() {
+                c.tick(source.as_mut(), &mut self.chain, Instant::now(), &mut cx)?;
+            }
             match status {
                 SourceStatus::Ready => {
                     self.chain.flush_expired(Instant::now(), &mut cx)?;
@@ -228,6 +240,15 @@ impl Task {
             self.chain.publish();
             self.times.publish();
         }
+        if let Some(c) = checkpointing.as_mut() {
+            // A last checkpoint covering everything read: wait until every sink has it, then
+            // commit, so a stopped job leaves nothing uncommitted behind.
+            let mut cx = SendContext {
+                abort: &flags.abort,
+                backpressured: &mut self.times.backpressured,
+            };
+            c.finish(source.as_mut(), &mut self.chain, &flags.abort, &mut cx)?;
+        }
         self.end_of_input()
     }
 
@@ -237,6 +258,7 @@ impl Task {
         };
         let flags = &*self.flags;
         let mut watermarks = InputWatermarks::new(reader.returns.len());
+        let mut barriers = BarrierAlignment::new(reader.returns.len());
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -280,6 +302,11 @@ impl Task {
                                     self.chain.on_watermark(wm, &mut cx)?;
                                 }
                             }
+                            Event::Barrier(n) => {
+                                if let Some(n) = barriers.on_barrier(slot as usize, n) {
+                                    self.chain.on_barrier(n, &mut cx)?;
+                                }
+                            }
                             Event::Idle => {
                                 if let Some(wm) = watermarks.on_idle(slot as usize) {
                                     self.chain.on_watermark(wm, &mut cx)?;
@@ -296,6 +323,9 @@ impl Task {
                 }
                 Some(Message::End { slot }) => {
                     reader.open -= 1;
+                    if let Some(n) = barriers.on_end(slot as usize) {
+                        self.chain.on_barrier(n, &mut cx)?;
+                    }
                     if let Some(wm) = watermarks.on_end(slot as usize) {
                         self.chain.on_watermark(wm, &mut cx)?;
                     }
@@ -341,5 +371,88 @@ impl TaskTimes {
             self.backpressured.as_nanos() as u64,
             self.idle.as_nanos() as u64,
         );
+    }
+}
+
+/// A source subtask's side of checkpointing: its barrier timer and what it has committed.
+struct SourceCheckpoints {
+    coordinator: Arc<Checkpoints>,
+    interval: Duration,
+    next_due: Instant,
+    /// The last barrier this subtask sent.
+    sent: u64,
+    /// The last checkpoint whose positions it committed.
+    committed: u64,
+}
+
+impl SourceCheckpoints {
+    fn new(coordinator: Arc<Checkpoints>, now: Instant) -> Option<Self> {
+        let interval = coordinator.interval()?;
+        Some(SourceCheckpoints {
+            coordinator,
+            interval,
+            next_due: now + interval,
+            sent: 0,
+            committed: 0,
+        })
+    }
+
+    /// Sends the next barrier when it is due, and commits what completed meanwhile.
+    fn tick(
+        &mut self,
+        source: &mut dyn Source,
+        chain: &mut Chain,
+        now: Instant,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        if now >= self.next_due {
+            self.barrier(source, chain, cx)?;
+            self.next_due = now + self.interval;
+        }
+        self.commit(source)
+    }
+
+    fn barrier(
+        &mut self,
+        source: &mut dyn Source,
+        chain: &mut Chain,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let n = self.sent + 1;
+        source
+            .snapshot(n)
+            .map_err(|error| ChainError::User { node: None, error })?;
+        self.sent = n;
+        self.coordinator.triggered(n);
+        chain.on_barrier(n, cx)
+    }
+
+    fn commit(&mut self, source: &mut dyn Source) -> Result<(), ChainError> {
+        let done = self.coordinator.completed().min(self.sent);
+        if done > self.committed {
+            self.committed = done;
+            source
+                .checkpoint_complete(done)
+                .map_err(|error| ChainError::User { node: None, error })?;
+        }
+        Ok(())
+    }
+
+    /// The last barrier, then a wait until every sink acknowledged it, then its commit.
+    fn finish(
+        &mut self,
+        source: &mut dyn Source,
+        chain: &mut Chain,
+        abort: &AtomicBool,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        self.barrier(source, chain, cx)?;
+        while self.coordinator.completed() < self.sent {
+            if abort.load(Ordering::Relaxed) {
+                return Err(ChainError::Aborted);
+            }
+            std::thread::sleep(IDLE_TICK);
+        }
+        self.commit(source)
     }
 }

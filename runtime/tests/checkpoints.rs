@@ -1,0 +1,205 @@
+//! At-least-once checkpoints: barriers go down every channel, vertices forward them once every
+//! input delivered them, sinks flush and acknowledge, and a source commits checkpoint `n` only
+//! when everything it emitted before barrier `n` has reached the sinks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tidemark_runtime::testing::MapOperator;
+use tidemark_runtime::{
+    start, BoxError, JobConfig, JobGraph, Output, Partitioning, PollContext, Record, Sink, Source,
+    SourceStatus,
+};
+
+#[derive(Default)]
+struct Shared {
+    /// Records every sink subtask has flushed (counted at flush, as a durable sink would).
+    flushed: AtomicU64,
+    written: AtomicU64,
+    flushes: AtomicU64,
+    /// (checkpoint, records emitted before its barrier, sunk when it completed) per commit.
+    commits: Mutex<Vec<(u64, u64, u64)>>,
+    emitted: AtomicU64,
+}
+
+/// Emits 50 records per poll, forever, with a short pause; remembers positions per barrier.
+struct NumberSource {
+    shared: Arc<Shared>,
+    next: u64,
+    enabled: bool,
+    snapshots: Vec<(u64, u64)>,
+}
+
+impl Source for NumberSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        for _ in 0..50 {
+            out.emit(Record::new(self.next, 1.0, ctx.now_nanos));
+            self.next += 1;
+        }
+        self.shared.emitted.fetch_add(50, Ordering::SeqCst);
+        Ok(SourceStatus::Idle {
+            until: Some(ctx.now_nanos + 200_000),
+        })
+    }
+
+    fn enable_checkpoints(&mut self) {
+        self.enabled = true;
+    }
+
+    fn snapshot(&mut self, n: u64) -> Result<(), BoxError> {
+        assert!(self.enabled);
+        self.snapshots.push((n, self.next));
+        Ok(())
+    }
+
+    fn checkpoint_complete(&mut self, n: u64) -> Result<(), BoxError> {
+        let (_, position) = *self
+            .snapshots
+            .iter()
+            .find(|(m, _)| *m == n)
+            .expect("a completed checkpoint was snapshotted");
+        let sunk = self.shared.flushed.load(Ordering::SeqCst);
+        self.shared
+            .commits
+            .lock()
+            .unwrap()
+            .push((n, position, sunk));
+        Ok(())
+    }
+}
+
+struct CountingSink {
+    shared: Arc<Shared>,
+    pending: u64,
+}
+
+impl Sink for CountingSink {
+    fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
+        self.pending += 1;
+        self.shared.written.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), BoxError> {
+        self.shared.flushes.fetch_add(1, Ordering::SeqCst);
+        self.shared
+            .flushed
+            .fetch_add(self.pending, Ordering::SeqCst);
+        self.pending = 0;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BoxError> {
+        self.flush()
+    }
+}
+
+#[test]
+fn a_source_commits_only_what_every_sink_flushed() {
+    let shared = Arc::new(Shared::default());
+    let mut graph = JobGraph::new("checkpoints");
+    let s = shared.clone();
+    let src = graph
+        .add_source("numbers", 1, move |_| {
+            Ok(Box::new(NumberSource {
+                shared: s.clone(),
+                next: 0,
+                enabled: false,
+                snapshots: Vec::new(),
+            }))
+        })
+        .unwrap();
+    let op = graph
+        .add_operator("same", 3, |_| Ok(Box::new(MapOperator(|v| v))))
+        .unwrap();
+    let s = shared.clone();
+    let sink = graph
+        .add_sink("out", 2, move |_| {
+            Ok(Box::new(CountingSink {
+                shared: s.clone(),
+                pending: 0,
+            }))
+        })
+        .unwrap();
+    graph.connect(src, op, Partitioning::Rebalance).unwrap();
+    graph.connect(op, sink, Partitioning::Rebalance).unwrap();
+    let config = JobConfig {
+        checkpoint_interval: Some(Duration::from_millis(5)),
+        ..JobConfig::default()
+    };
+    let handle = start(graph, config).unwrap();
+    while handle.metrics().checkpoints().completed_total() < 5 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    handle.stop();
+    let result = handle.wait();
+    let commits = shared.commits.lock().unwrap().clone();
+    assert!(commits.len() >= 2, "{commits:?}");
+    // With one source subtask, every record before barrier n was flushed by some sink when n
+    // completed: the commit never runs ahead of the sinks.
+    for (n, position, sunk) in &commits {
+        assert!(
+            position <= sunk,
+            "checkpoint {n}: position {position} > flushed {sunk}"
+        );
+    }
+    // Commits come in order, and the last one (the stop's own checkpoint) covers everything.
+    assert!(commits
+        .windows(2)
+        .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+    let emitted = shared.emitted.load(Ordering::SeqCst);
+    assert_eq!(commits.last().unwrap().1, emitted);
+    assert_eq!(shared.written.load(Ordering::SeqCst), emitted);
+    assert!(shared.flushes.load(Ordering::SeqCst) > 0);
+    let completed = result.metrics.checkpoints().completed_total();
+    assert!(completed >= 5);
+    let text = tidemark_runtime::exporter::render_text(&result.metrics).unwrap();
+    assert!(
+        text.contains(&format!(
+            "tidemark_checkpoints_completed_total{{job_name=\"checkpoints\"}} {completed}\n"
+        )),
+        "{text}"
+    );
+    assert!(text.contains(
+        "tidemark_checkpoint_duration_seconds_bucket{job_name=\"checkpoints\",le=\"+Inf\"}"
+    ));
+}
+
+#[test]
+fn without_an_interval_there_are_no_barriers() {
+    let shared = Arc::new(Shared::default());
+    let mut graph = JobGraph::new("plain");
+    let s = shared.clone();
+    let src = graph
+        .add_source("numbers", 1, move |_| {
+            Ok(Box::new(NumberSource {
+                shared: s.clone(),
+                next: 0,
+                enabled: false,
+                snapshots: Vec::new(),
+            }))
+        })
+        .unwrap();
+    let s = shared.clone();
+    let sink = graph
+        .add_sink("out", 1, move |_| {
+            Ok(Box::new(CountingSink {
+                shared: s.clone(),
+                pending: 0,
+            }))
+        })
+        .unwrap();
+    graph.connect(src, sink, Partitioning::Rebalance).unwrap();
+    let handle = start(graph, JobConfig::default()).unwrap();
+    while shared.written.load(Ordering::SeqCst) < 1000 {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    handle.stop();
+    let result = handle.wait();
+    assert!(shared.commits.lock().unwrap().is_empty());
+    // Only finish flushed.
+    assert_eq!(shared.flushes.load(Ordering::SeqCst), 1);
+    let text = tidemark_runtime::exporter::render_text(&result.metrics).unwrap();
+    assert!(!text.contains("tidemark_checkpoint"));
+}
