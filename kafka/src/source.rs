@@ -259,7 +259,10 @@ impl ConsumerContext for SourceContext {
 
 /// One subtask of the `kafka` source.
 pub struct KafkaSource {
-    consumer: BaseConsumer<SourceContext>,
+    /// Shared only so a poll can borrow messages from it while the source updates itself.
+    consumer: Arc<BaseConsumer<SourceContext>>,
+    /// Messages that arrived while a commit waited for a rebalance to end.
+    stash: std::collections::VecDeque<rdkafka::message::OwnedMessage>,
     decoder: Decoder,
     on_error: OnError,
     source_id: String,
@@ -355,7 +358,8 @@ impl KafkaSource {
             .subscribe(&topics)
             .map_err(|e| format!("{what}: cannot subscribe to {topics:?}: {e}"))?;
         Ok(KafkaSource {
-            consumer,
+            consumer: Arc::new(consumer),
+            stash: std::collections::VecDeque::new(),
             decoder: Decoder {
                 format: config.format,
                 key_field: config.key.clone(),
@@ -376,6 +380,15 @@ impl KafkaSource {
             },
             pending_checkpoints: BTreeMap::new(),
         })
+    }
+
+    fn assigned_now(&self, key: &PartitionKey) -> bool {
+        self.consumer
+            .context()
+            .assignment
+            .lock()
+            .map(|a| a.partitions.contains(key))
+            .unwrap_or(false)
     }
 
     /// The partitions this subtask holds now.
@@ -469,7 +482,10 @@ impl KafkaSource {
             if !retry || std::time::Instant::now() >= deadline {
                 break;
             }
-            let _ = self.consumer.poll(Duration::from_millis(50));
+            // Polling serves the rebalance; a message it returns is kept for the next poll.
+            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
+                self.stash.push_back(m.detach());
+            }
             result = self.consumer.commit(&tpl, CommitMode::Sync);
         }
         match result {
@@ -504,13 +520,78 @@ fn cached_high_watermark(
     (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
+impl KafkaSource {
+    /// Turns one message into a record in `out` (or counts it as malformed), and moves the
+    /// partition's position past it. Returns whether a record was emitted.
+    fn take<M: Message>(
+        &mut self,
+        message: &M,
+        now_nanos: i64,
+        out: &mut Output,
+    ) -> Result<bool, BoxError> {
+        let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
+        let emitted = match self.decoder.decode(
+            message.key(),
+            message.payload(),
+            message.timestamp(),
+            now_nanos,
+        ) {
+            Ok(record) => {
+                self.last_timestamp = Some(record.timestamp);
+                out.emit(record);
+                true
+            }
+            Err(malformed) => match self.on_error {
+                OnError::Skip => {
+                    self.malformed += 1;
+                    false
+                }
+                OnError::Fail => {
+                    return Err(format!(
+                        "kafka source \"{}\": message at {topic}/{partition} offset {offset}: {} (on_error: fail)",
+                        self.source_id, malformed.0
+                    )
+                    .into())
+                }
+            },
+        };
+        if self.auto_commit {
+            let _ = self.consumer.store_offset(topic, partition, offset);
+        }
+        // A few partitions per subtask: a linear look-up, no allocation per message.
+        match self
+            .positions
+            .iter_mut()
+            .find(|((t, p), _)| *p == partition && t == topic)
+        {
+            Some((_, position)) => *position = offset + 1,
+            None => {
+                self.positions
+                    .insert((topic.to_owned(), partition), offset + 1);
+            }
+        }
+        Ok(emitted)
+    }
+}
+
 impl Source for KafkaSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         self.forget_revoked();
         let mut emitted = 0usize;
-        let mut timeout = Duration::ZERO;
+        // Messages that arrived while a commit waited for a rebalance come first.
         while emitted < ctx.max_records {
-            let message = match self.consumer.poll(timeout) {
+            let Some(message) = self.stash.pop_front() else {
+                break;
+            };
+            let key = (message.topic().to_owned(), message.partition());
+            // A partition revoked meanwhile belongs to another subtask now.
+            if self.assigned_now(&key) && self.take(&message, ctx.now_nanos, out)? {
+                emitted += 1;
+            }
+        }
+        let consumer = self.consumer.clone();
+        while emitted < ctx.max_records {
+            let message = match consumer.poll(Duration::ZERO) {
                 None => break,
                 Some(Ok(m)) => m,
                 Some(Err(e)) => {
@@ -521,35 +602,9 @@ impl Source for KafkaSource {
                     break;
                 }
             };
-            timeout = Duration::ZERO;
-            let key = (message.topic().to_owned(), message.partition());
-            let offset = message.offset();
-            match self.decoder.decode(
-                message.key(),
-                message.payload(),
-                message.timestamp(),
-                ctx.now_nanos,
-            ) {
-                Ok(record) => {
-                    self.last_timestamp = Some(record.timestamp);
-                    out.emit(record);
-                    emitted += 1;
-                }
-                Err(malformed) => match self.on_error {
-                    OnError::Skip => self.malformed += 1,
-                    OnError::Fail => {
-                        return Err(format!(
-                            "kafka source \"{}\": message at {}/{} offset {offset}: {} (on_error: fail)",
-                            self.source_id, key.0, key.1, malformed.0
-                        )
-                        .into())
-                    }
-                },
+            if self.take(&message, ctx.now_nanos, out)? {
+                emitted += 1;
             }
-            if self.auto_commit {
-                let _ = self.consumer.store_offset(&key.0, key.1, offset);
-            }
-            self.positions.insert(key, offset + 1);
         }
         if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
             self.update_lag(ctx.now_nanos);
