@@ -84,6 +84,10 @@ pub struct RunArgs {
     /// Print the summary table at the end even when standard error is not a terminal
     #[arg(long)]
     pub summary: bool,
+    /// Name of this instance when several processes run one job (Kafka scale-out): the label
+    /// `tidemark_instance` on every series [default: no label]
+    #[arg(long, value_name = "NAME")]
+    pub instance_id: Option<String>,
     /// How long Kafka sources and sinks wait for the brokers before the job fails
     #[cfg(feature = "kafka")]
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]

@@ -32,6 +32,7 @@ pub fn job_config(settings: &Settings, seed: Option<u64>) -> JobConfig {
         e2e_latency_everywhere: settings.e2e_latency_everywhere,
         marker_buckets: settings.marker_buckets.clone(),
         e2e_buckets: settings.e2e_buckets.clone(),
+        checkpoint_interval: settings.checkpoint_interval,
         ..JobConfig::default()
     }
 }

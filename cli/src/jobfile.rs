@@ -25,7 +25,7 @@ use tidemark_runtime::{
 };
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 10] = [
+pub const TOP_LEVEL_FIELDS: [&str; 11] = [
     "name",
     "parallelism",
     "buffer_timeout",
@@ -33,6 +33,7 @@ pub const TOP_LEVEL_FIELDS: [&str; 10] = [
     "e2e_latency_everywhere",
     "latency",
     "e2e",
+    "checkpoint",
     "sources",
     "operators",
     "sinks",
@@ -41,6 +42,8 @@ pub const TOP_LEVEL_FIELDS: [&str; 10] = [
 pub const LATENCY_FIELDS: [&str; 4] = ["interval", "granularity", "history_size", "buckets"];
 /// The fields of the `e2e` section (record end-to-end latency).
 pub const E2E_FIELDS: [&str; 1] = ["buckets"];
+/// The fields of the `checkpoint` section.
+pub const CHECKPOINT_FIELDS: [&str; 1] = ["interval"];
 /// The fields every vertex has, besides its component's own.
 pub const VERTEX_FIELDS: [&str; 4] = ["type", "input", "parallelism", "partition"];
 /// The event-time fields every source has, besides its component's own: applied by the
@@ -75,6 +78,8 @@ pub struct JobFile {
     pub chaining: Option<bool>,
     /// Whether record end-to-end latency is recorded at every vertex.
     pub e2e_latency_everywhere: Option<bool>,
+    /// `checkpoint.interval`: barriers for at-least-once delivery (`docs/kafka.md`).
+    pub checkpoint_interval: Option<Duration>,
     /// The `latency` section.
     pub latency: LatencySection,
     /// `e2e.buckets`: the bucket bounds of `tidemark_record_e2e_latency_seconds`.
@@ -501,6 +506,7 @@ impl Parser {
         let mut e2e_latency_everywhere = None;
         let mut latency = LatencySection::default();
         let mut e2e_buckets = None;
+        let mut checkpoint_interval = None;
         let mut sections: HashMap<&str, Mapping> = HashMap::new();
         for (k, v) in &root {
             let Some(key) = key_text(k) else {
@@ -542,6 +548,7 @@ impl Parser {
                 }
                 "latency" => latency = self.latency(v),
                 "e2e" => e2e_buckets = self.e2e(v),
+                "checkpoint" => checkpoint_interval = self.checkpoint(v),
                 "sources" | "operators" | "sinks" => match v {
                     Value::Mapping(m) => {
                         let s = VertexKind::ALL
@@ -642,6 +649,7 @@ impl Parser {
             buffer_timeout,
             chaining,
             e2e_latency_everywhere,
+            checkpoint_interval,
             latency,
             e2e_buckets,
             vertices,
@@ -791,6 +799,43 @@ impl Parser {
     }
 
     /// The `e2e` section: `buckets`.
+    fn checkpoint(&mut self, v: &Value) -> Option<Duration> {
+        let m = match v {
+            Value::Mapping(m) => m,
+            Value::Null => return None,
+            other => {
+                self.err(
+                    &["checkpoint"],
+                    None,
+                    Problem::NotAMapping {
+                        what: "a mapping with interval",
+                        found: describe(other),
+                    },
+                );
+                return None;
+            }
+        };
+        let mut interval = None;
+        for (k, v) in m {
+            let key = key_text(k).unwrap_or_default();
+            if key == "interval" {
+                interval = self.duration(&["checkpoint", "interval"], None, v);
+            } else {
+                let suggestion = did_you_mean(&key, CHECKPOINT_FIELDS);
+                self.err(
+                    &["checkpoint", &key],
+                    None,
+                    Problem::UnknownField {
+                        field: key.clone(),
+                        expected: CHECKPOINT_FIELDS.iter().map(|s| s.to_string()).collect(),
+                        suggestion,
+                    },
+                );
+            }
+        }
+        interval
+    }
+
     fn e2e(&mut self, v: &Value) -> Option<Buckets> {
         let m = match v {
             Value::Mapping(m) => m,
@@ -1374,7 +1419,7 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             buffer_timeout, chaining, e2e_latency_everywhere, latency, e2e, sources, operators, sinks; \
+             buffer_timeout, chaining, e2e_latency_everywhere, latency, e2e, checkpoint, sources, operators, sinks; \
              did you mean \"parallelism\"?"
         );
     }

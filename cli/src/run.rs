@@ -115,6 +115,13 @@ fn run_job(
         }
     })?;
     let registry = prepared.metrics().clone();
+    if let Some(id) = &args.instance_id {
+        registry.set_instance(id);
+    }
+    #[cfg(feature = "kafka")]
+    registry.add_text_section(std::sync::Arc::new(|labels: &str| {
+        tidemark_kafka::process_metrics().render(labels)
+    }));
     let components: Vec<ComponentInfo> = job
         .vertices
         .iter()

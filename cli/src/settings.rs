@@ -28,6 +28,8 @@ pub const PROM_PORT_KEY: &str = "metrics.reporter.prom.port";
 pub const CHAINING_KEY: &str = "pipeline.operator-chaining.enabled";
 /// `-D` key of recording record end-to-end latency at every vertex.
 pub const E2E_EVERYWHERE_KEY: &str = "metrics.e2e-latency.everywhere";
+/// `-D` key of the checkpoint interval (Flink's).
+pub const CHECKPOINT_INTERVAL_KEY: &str = "execution.checkpointing.interval";
 
 /// The default marker interval: markers are on unless turned off with 0 (they cost under 1 %).
 pub const DEFAULT_MARKER_INTERVAL: Duration = Duration::from_millis(200);
@@ -70,7 +72,7 @@ impl std::fmt::Debug for SettingSpec {
 }
 
 /// Every setting, in the order help and `plan` list them.
-pub static SETTINGS: [SettingSpec; 8] = [
+pub static SETTINGS: [SettingSpec; 9] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
         file_field: Some("latency.interval"),
@@ -247,6 +249,25 @@ pub static SETTINGS: [SettingSpec; 8] = [
             }
         },
     },
+    SettingSpec {
+        key: CHECKPOINT_INTERVAL_KEY,
+        file_field: Some("checkpoint.interval"),
+        flag: None,
+        default: "0",
+        help: "checkpoint barriers for at-least-once delivery (Kafka offsets commit when every sink has flushed); 0 turns them off",
+        apply: |s, v| {
+            let d = parse_duration(v)?;
+            s.checkpoint_interval = (!d.is_zero()).then_some(d);
+            Ok(())
+        },
+        show: |s| format_duration(s.checkpoint_interval.unwrap_or_default()),
+        from_file: |f, s| {
+            if let Some(c) = f.checkpoint_interval {
+                s.checkpoint_interval = (!c.is_zero()).then_some(c);
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
 ];
 
 fn apply_latency(s: &mut Settings, key: &str, value: &str) -> Result<(), String> {
@@ -291,6 +312,8 @@ pub struct FileSettings {
     pub latency: LatencySection,
     /// `e2e.buckets`.
     pub e2e_buckets: Option<Buckets>,
+    /// `checkpoint.interval`.
+    pub checkpoint_interval: Option<Duration>,
 }
 
 impl FileSettings {
@@ -303,6 +326,7 @@ impl FileSettings {
             e2e_latency_everywhere: job.e2e_latency_everywhere,
             latency: job.latency.clone(),
             e2e_buckets: job.e2e_buckets.clone(),
+            checkpoint_interval: job.checkpoint_interval,
         }
     }
 }
@@ -327,6 +351,8 @@ pub struct Settings {
     pub marker_buckets: Buckets,
     /// Bucket bounds of the record end-to-end latency histogram.
     pub e2e_buckets: Buckets,
+    /// How often sources start a checkpoint; `None`: no checkpoints.
+    pub checkpoint_interval: Option<Duration>,
 }
 
 /// A bad `-D`.
@@ -367,6 +393,7 @@ impl Settings {
             e2e_latency_everywhere: false,
             marker_buckets: Buckets::marker_latency(),
             e2e_buckets: Buckets::e2e_latency(),
+            checkpoint_interval: None,
         }
     }
 
@@ -456,6 +483,7 @@ mod tests {
                 buckets: None,
             },
             e2e_buckets: None,
+            checkpoint_interval: Some(Duration::from_secs(1)),
         }
     }
 
@@ -609,6 +637,19 @@ mod tests {
     }
 
     #[test]
+    fn checkpoint_interval_from_the_job_file_and_defines() {
+        let s = resolve(&file(), &SettingFlags::default(), None, &[]).unwrap();
+        assert_eq!(s.checkpoint_interval, Some(Duration::from_secs(1)));
+        assert_eq!(Settings::defaults().checkpoint_interval, None);
+        let defines = d(&[("execution.checkpointing.interval", "250ms")]);
+        let s = resolve(&file(), &SettingFlags::default(), None, &defines).unwrap();
+        assert_eq!(s.checkpoint_interval, Some(Duration::from_millis(250)));
+        let defines = d(&[("execution.checkpointing.interval", "0s")]);
+        let s = resolve(&file(), &SettingFlags::default(), None, &defines).unwrap();
+        assert_eq!(s.checkpoint_interval, None);
+    }
+
+    #[test]
     fn last_define_wins() {
         let defines = d(&[
             ("metrics.latency.interval", "10ms"),
@@ -632,7 +673,8 @@ mod tests {
             "unknown setting -D metrics.latency.intervall: valid keys are \
              metrics.latency.interval, metrics.latency.granularity, metrics.latency.history-size, \
              execution.buffer-timeout, parallelism.default, metrics.reporter.prom.port, \
-             pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere; \
+             pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere, \
+             execution.checkpointing.interval; \
              did you mean \"metrics.latency.interval\"?"
         );
     }

@@ -81,16 +81,13 @@ impl KafkaMetrics {
             .unwrap_or(0)
     }
 
-    /// The Prometheus text of these series, each labelled with `job_name` (and
-    /// `tidemark_instance` when given).
-    pub fn render(&self, job_name: &str, instance: Option<&str>) -> String {
+    /// The Prometheus text of these series, each with the labels `base` first (rendered, as
+    /// [`MetricsRegistry::add_text_section`](tidemark_runtime::MetricsRegistry::add_text_section)
+    /// gives them: `job_name="j"`).
+    pub fn render(&self, base: &str) -> String {
         let Ok(s) = self.state.lock() else {
             return String::new();
         };
-        let mut base = format!("job_name=\"{}\"", escape(job_name));
-        if let Some(i) = instance {
-            let _ = write!(base, ",tidemark_instance=\"{}\"", escape(i));
-        }
         let mut out = String::new();
         if !s.partition_lag.is_empty() {
             out.push_str("# HELP tidemark_kafka_lag_records Messages not yet read: the partition's high watermark (as the last fetch gave it) minus the position.\n# TYPE tidemark_kafka_lag_records gauge\n");
@@ -140,12 +137,12 @@ mod tests {
     #[test]
     fn renders_lag_and_commits() {
         let m = KafkaMetrics::default();
-        assert_eq!(m.render("j", None), "");
+        assert_eq!(m.render("job_name=\"j\""), "");
         m.set_partition_lag("in", &("t".into(), 3), 12);
         m.set_subtask_lag("in", 1, 12, 0.5);
         m.count_commit("in");
         m.count_commit("in");
-        let text = m.render("j", Some("a"));
+        let text = m.render("job_name=\"j\",tidemark_instance=\"a\"");
         assert!(text.contains(
             "tidemark_kafka_lag_records{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 12\n"
         ), "{text}");

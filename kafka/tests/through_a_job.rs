@@ -84,7 +84,7 @@ fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) 
             "partition {p}"
         );
     }
-    let text = process_metrics().render("through", None);
+    let text = process_metrics().render("job_name=\"through\"");
     let expected = format!("tidemark_source_lag_seconds{{job_name=\"through\",source_id=\"{source_id}\",source_subtask_index=\"0\"}} 0\n");
     assert!(text.contains(&expected), "{text}");
     handle.stop();

@@ -65,6 +65,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The label every series carries, holding the job's name.
 pub const JOB_NAME_LABEL: &str = "job_name";
 
+/// The label naming the instance (`tidemark run --instance-id`) on every series, when set.
+pub const INSTANCE_LABEL: &str = "tidemark_instance";
+
 /// Quantiles of `tidemark_marker_latency_window_seconds` over the sliding window (0 is the minimum and
 /// 1 the maximum).
 pub const MARKER_LATENCY_QUANTILES: [f64; 8] = [0.0, 0.5, 0.75, 0.95, 0.98, 0.99, 0.999, 1.0];
@@ -398,6 +401,19 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
 pub fn render_text(registry: &MetricsRegistry) -> Result<String, prometheus::Error> {
     let mut families = gather(registry);
     families.extend(process_families(registry.job_name()));
+    if let Some(instance) = registry.instance() {
+        // Several instances of one job (Kafka scale-out): every series names its instance.
+        for family in &mut families {
+            for metric in family.mut_metric().iter_mut() {
+                let mut pair = LabelPair::default();
+                pair.set_name(INSTANCE_LABEL.to_owned());
+                pair.set_value(instance.to_owned());
+                let mut labels = metric.take_label();
+                labels.push(pair);
+                metric.set_label(labels);
+            }
+        }
+    }
     // Sized like the previous scrape (plus some room), so the text is not copied as it grows.
     let hint = registry
         .text_size_hint

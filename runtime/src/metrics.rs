@@ -290,6 +290,7 @@ pub struct MetricsRegistry {
     pub(crate) text_size_hint: std::sync::atomic::AtomicUsize,
     checkpoints: Arc<crate::checkpoint::Checkpoints>,
     sections: Sections,
+    instance: std::sync::OnceLock<String>,
 }
 
 #[derive(Default)]
@@ -302,7 +303,7 @@ impl std::fmt::Debug for Sections {
 }
 
 /// Extra Prometheus text appended to every scrape (a component's own series, e.g. Kafka lag),
-/// given the job's name.
+/// given the labels every series carries (`job_name="…"` and, when set, `tidemark_instance`).
 pub type TextSection = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl MetricsRegistry {
@@ -322,6 +323,7 @@ impl MetricsRegistry {
             text_size_hint: std::sync::atomic::AtomicUsize::new(0),
             checkpoints: Arc::new(crate::checkpoint::Checkpoints::new(None, 0)),
             sections: Sections::default(),
+            instance: std::sync::OnceLock::new(),
         }
     }
 
@@ -335,7 +337,8 @@ impl MetricsRegistry {
     }
 
     /// Adds Prometheus text that every scrape appends (series a component keeps itself, such
-    /// as Kafka's lag per partition). `section` is given the job's name.
+    /// as Kafka's lag per partition). `section` is given the labels every series carries,
+    /// rendered (`job_name="j",tidemark_instance="a"`).
     pub fn add_text_section(&self, section: TextSection) {
         self.sections
             .0
@@ -344,12 +347,24 @@ impl MetricsRegistry {
             .push(section);
     }
 
+    /// Names this instance of the job (several processes running one job file): every series
+    /// gets the label `tidemark_instance`. Set once; later calls are ignored.
+    pub fn set_instance(&self, instance: &str) {
+        let _ = self.instance.set(instance.to_owned());
+    }
+
+    /// This instance's name, if set.
+    pub fn instance(&self) -> Option<&str> {
+        self.instance.get().map(String::as_str)
+    }
+
     /// The text of the checkpoint series and every added section.
     pub fn extra_text(&self) -> String {
-        let labels = format!(
-            "job_name=\"{}\"",
-            self.job_name.replace('\\', "\\\\").replace('"', "\\\"")
-        );
+        let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut labels = format!("job_name=\"{}\"", escape(&self.job_name));
+        if let Some(i) = self.instance() {
+            labels.push_str(&format!(",tidemark_instance=\"{}\"", escape(i)));
+        }
         let mut text = self.checkpoints.render(&labels);
         let sections = self
             .sections
@@ -358,7 +373,7 @@ impl MetricsRegistry {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         for section in sections {
-            text.push_str(&section(&self.job_name));
+            text.push_str(&section(&labels));
         }
         text
     }

@@ -120,6 +120,11 @@ impl Sink for FileSink {
         Ok(())
     }
 
+    /// A checkpoint: what was written so far reaches the file (not yet synced to disk).
+    fn flush(&mut self) -> Result<(), BoxError> {
+        self.writer.flush().map_err(|e| self.error(e))
+    }
+
     fn finish(&mut self) -> Result<(), BoxError> {
         self.writer.flush().map_err(|e| self.error(e))?;
         self.writer.get_ref().sync_all().map_err(|e| self.error(e))

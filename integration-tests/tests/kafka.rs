@@ -1,0 +1,277 @@
+//! Kafka end to end: real `tidemark run` processes forming one consumer group on a mock cluster
+//! the test starts itself (librdkafka's, through `tidemark_kafka::DevCluster`).
+//!
+//! - two instances of kafka → filter → kafka: every id reaches the output topic, the group's
+//!   committed offsets reach the end, the lag series reach 0, SIGTERM exits 0;
+//! - one instance killed with SIGKILL half way: every id still arrives at least once;
+//! - partitions move on join and on leave.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{scrape, Proc, TempDir};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use tidemark_kafka::{DevCluster, DevClusterOptions};
+
+/// How long a test waits for something before it fails (not a timing assertion).
+const DEADLINE: Duration = Duration::from_secs(150);
+
+fn cluster() -> DevCluster {
+    DevCluster::start(DevClusterOptions {
+        topics: vec![("in".into(), 4), ("out".into(), 4)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap()
+}
+
+fn produce(bootstrap: &str, ids: std::ops::Range<u64>) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for id in ids {
+        let value = format!("{{\"value\": {id}}}");
+        let key = id.to_string();
+        let mut record = BaseRecord::to("in").payload(&value).key(&key);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// Reads the output topic from the start in a group of its own until every id of `0..n`
+/// arrived or the deadline passed; returns how often each id arrived.
+struct OutputReader {
+    consumer: BaseConsumer,
+    seen: BTreeMap<u64, u32>,
+}
+
+impl OutputReader {
+    fn new(bootstrap: &str, group: &str) -> Self {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        consumer.subscribe(&["out"]).unwrap();
+        OutputReader {
+            consumer,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Reads until `distinct` ids have been seen (or the deadline).
+    fn read_until(&mut self, distinct: usize) {
+        let started = Instant::now();
+        while self.seen.len() < distinct && started.elapsed() < DEADLINE {
+            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(100)) {
+                let v: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
+                *self.seen.entry(v["key"].as_u64().unwrap()).or_insert(0) += 1;
+            }
+        }
+    }
+}
+
+fn job_file(dir: &TempDir, bootstrap: &str, group: &str) -> std::path::PathBuf {
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: kafka-e2e
+parallelism: 2
+checkpoint: {{interval: 200ms}}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [in]
+    group: {group}
+    properties: {{session.timeout.ms: 6000, heartbeat.interval.ms: 500}}
+operators:
+  all:
+    type: filter
+    input: orders
+    keep: 1
+sinks:
+  copy:
+    type: kafka
+    input: all
+    brokers: {bootstrap}
+    topic: out
+"
+        ),
+    )
+}
+
+fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
+    let mut p = Proc::spawn(
+        dir,
+        [
+            "run".as_ref(),
+            job.as_os_str(),
+            "--metrics-addr".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--instance-id".as_ref(),
+            id.as_ref(),
+        ],
+    );
+    let addr = p.metrics_addr();
+    (p, addr)
+}
+
+/// The partitions an instance holds now, by its `tidemark_kafka_lag_records` series.
+fn partitions_held(addr: SocketAddr) -> usize {
+    scrape(addr).samples("tidemark_kafka_lag_records").count()
+}
+
+fn lag_total(addr: SocketAddr) -> f64 {
+    scrape(addr).total("tidemark_kafka_lag_records")
+}
+
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < DEADLINE, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn committed_is_the_end(bootstrap: &str, group: &str) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..4 {
+        tpl.add_partition("in", p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    for e in committed.elements() {
+        let (_, high) = consumer
+            .fetch_watermarks("in", e.partition(), Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(
+            e.offset(),
+            Offset::Offset(high),
+            "partition {}",
+            e.partition()
+        );
+    }
+}
+
+#[test]
+fn two_instances_carry_every_message_and_commit_the_end() {
+    const N: u64 = 20_000;
+    let cluster = cluster();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    produce(&bootstrap, 0..N);
+    let dir = TempDir::new("kafka-two");
+    let job = job_file(&dir, &bootstrap, "two");
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+
+    let mut out = OutputReader::new(&bootstrap, "reader-two");
+    out.read_until(N as usize);
+    assert_eq!(out.seen.len() as u64, N, "ids missing from the output");
+    assert_eq!(out.seen.keys().next_back(), Some(&(N - 1)));
+    // Both instances hold partitions, and once all is read every partition's lag is 0.
+    wait_until("both instances to hold partitions, 4 in all", || {
+        let (pa, pb) = (partitions_held(addr_a), partitions_held(addr_b));
+        pa > 0 && pb > 0 && pa + pb == 4
+    });
+    wait_until("lag 0 on both instances", || {
+        lag_total(addr_a) == 0.0 && lag_total(addr_b) == 0.0
+    });
+    let m = scrape(addr_a);
+    assert!(m.total("tidemark_checkpoints_completed_total") > 0.0);
+    assert!(m.total("tidemark_kafka_commits_total") > 0.0);
+
+    a.terminate();
+    b.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    committed_is_the_end(&bootstrap, "two");
+}
+
+#[test]
+fn a_killed_instance_loses_nothing() {
+    const N: u64 = 20_000;
+    let cluster = cluster();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    produce(&bootstrap, 0..N);
+    let dir = TempDir::new("kafka-kill");
+    let job = job_file(&dir, &bootstrap, "kill");
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    wait_until("both instances to hold partitions", || {
+        partitions_held(addr_a) > 0 && partitions_held(addr_b) > 0
+    });
+    let mut out = OutputReader::new(&bootstrap, "reader-kill");
+    out.read_until(N as usize / 2);
+    // SIGKILL: no drain, no commit, no leaving the group.
+    let pid = a.id() as libc::pid_t;
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    a.wait();
+    // The group moves a's partitions to b after the session timeout; b resumes at the commits.
+    out.read_until(N as usize);
+    let missing: Vec<u64> = (0..N).filter(|id| !out.seen.contains_key(id)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} ids lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    wait_until("b to hold all 4 partitions", || {
+        partitions_held(addr_b) == 4
+    });
+    b.terminate();
+    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    committed_is_the_end(&bootstrap, "kill");
+}
+
+#[test]
+fn partitions_move_on_join_and_on_leave() {
+    let cluster = cluster();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    produce(&bootstrap, 0..100);
+    let dir = TempDir::new("kafka-rebalance");
+    let job = job_file(&dir, &bootstrap, "rebalance");
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    wait_until("a alone to hold all 4 partitions", || {
+        partitions_held(addr_a) == 4
+    });
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    wait_until("b's join to give it partitions", || {
+        let (pa, pb) = (partitions_held(addr_a), partitions_held(addr_b));
+        pb > 0 && pa + pb == 4
+    });
+    b.terminate();
+    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    wait_until("b's leaving to give a all 4 partitions again", || {
+        partitions_held(addr_a) == 4
+    });
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+}
