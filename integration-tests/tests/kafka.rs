@@ -85,7 +85,7 @@ impl OutputReader {
         while self.seen.len() < distinct && started.elapsed() < DEADLINE {
             if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(100)) {
                 let v: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
-                *self.seen.entry(v["key"].as_u64().unwrap()).or_insert(0) += 1;
+                *self.seen.entry(v["value"].as_u64().unwrap()).or_insert(0) += 1;
             }
         }
     }
