@@ -1553,6 +1553,16 @@ sinks:
     }
 
     #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let job = JobFile::parse("\u{feff}name: bom\nparalelism: 2\n", "job.yaml").unwrap();
+        assert_eq!(job.name, "bom");
+        // Line 2 is still line 2, column 1.
+        assert!(job.problems[0]
+            .to_string()
+            .starts_with("job.yaml:2:1: unknown field \"paralelism\""));
+    }
+
+    #[test]
     fn merge_keys_apply() {
         let text = "\
 name: x
