@@ -1,7 +1,16 @@
-//! The `map` operator: `value = value * scale + offset`, with simulated CPU work per record.
+//! The `map` operator: sets and removes event fields with CEL expressions, or
+//! `value = value * scale + offset`; with simulated CPU work per record.
 //!
 //! ```yaml
 //! operators:
+//!   enrich:
+//!     type: map
+//!     input: paid
+//!     set:                                  # field: CEL expression over the INPUT event
+//!       amount_eur: 'amount * 0.92'
+//!       tier: 'amount > 1000 ? "gold" : "standard"'
+//!     remove: [card_number]                 # fields to drop
+//!     on_error: skip                        # fail (default) | skip | {dead_letter: PATH}
 //!   work:
 //!     type: map
 //!     input: clicks
@@ -9,6 +18,15 @@
 //!     scale: 2       # default 1
 //!     offset: 1      # default 0
 //! ```
+//!
+//! **`set`/`remove`**: every `set` expression is evaluated against the input event, none of
+//! them sees a field another one sets (so `a: 'b'` and `b: 'a'` swap two fields); then the
+//! fields are set (a new field goes at the end, an existing one keeps its place), then the
+//! `remove` fields are removed (a field not there is fine). Keys and timestamps pass through.
+//! An expression that fails on a record (a missing field, a type mismatch, an int division by
+//! zero) follows `on_error` ([`crate::on_error`]); the record is then not changed in part:
+//! it is dropped whole, or the job fails. `set`/`remove` do not combine with
+//! `scale`/`offset`.
 //!
 //! `cost` spins a counting loop through [`std::hint::black_box`] rather than reading the clock
 //! per record: how many iterations take one microsecond is measured once per process
@@ -22,18 +40,24 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
+use tidemark_runtime::value::Value;
+use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskContext};
 
 use crate::config::{self, duration};
+use crate::expr::{self, Evaluator, Expr};
+use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "map",
     kind: ComponentKind::Operator,
-    fields: &["cost", "scale", "offset"],
-    summary: "value = value * scale + offset, spinning `cost` of CPU work per record",
+    fields: &["set", "remove", "on_error", "cost", "scale", "offset"],
+    summary: "sets (CEL) and removes event fields, or value = value * scale + offset; `cost` of CPU work per record",
     build,
 };
 
@@ -41,6 +65,15 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapConfig {
+    /// Fields to set: name -> CEL expression over the input event.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    /// Fields to remove.
+    #[serde(default)]
+    pub remove: Vec<String>,
+    /// What to do with a record an expression fails on.
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
     /// Simulated CPU work per record.
     #[serde(default, with = "duration")]
     pub cost: Duration,
@@ -56,7 +89,7 @@ fn one() -> f64 {
     1.0
 }
 
-fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: MapConfig = config::parse(INFO.type_name, config)?;
     if !config.scale.is_finite() || !config.offset.is_finite() {
         return Err(config::invalid(
@@ -65,10 +98,105 @@ fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigErro
             "scale and offset must be finite numbers",
         ));
     }
+    if !config.set.is_empty() || !config.remove.is_empty() {
+        return build_set(config, env);
+    }
     let op = MapOperator::new(&config);
     Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
         Ok(Box::new(op) as Box<dyn Operator>)
     })))
+}
+
+/// A `map` with `set`/`remove`.
+fn build_set(config: MapConfig, env: &BuildEnv) -> Result<Built, ConfigError> {
+    if config.scale != 1.0 || config.offset != 0.0 {
+        let field = if config.scale != 1.0 {
+            "scale"
+        } else {
+            "offset"
+        };
+        return Err(config::invalid(
+            INFO.type_name,
+            field,
+            "scale and offset do not combine with set/remove: write the arithmetic in `set`, \
+             e.g. `value: 'value * 2.0 + 1.0'`",
+        ));
+    }
+    let mut set = Vec::with_capacity(config.set.len());
+    for (field, source) in &config.set {
+        let expr = Expr::compile(source)
+            .map_err(|e| e.into_config_error(INFO.type_name, &format!("set.{field}")))?;
+        set.push((Arc::<str>::from(field.as_str()), expr));
+    }
+    let remove: Vec<Arc<str>> = config
+        .remove
+        .iter()
+        .map(|f| Arc::from(f.as_str()))
+        .collect();
+    let spins = MapOperator::new(&config).spins;
+    let on_error = OnErrorFactory::new(config.on_error, &env.job_dir);
+    Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(SetMap {
+            set: set.clone(),
+            remove: remove.clone(),
+            spins,
+            eval: Evaluator::new(),
+            values: Vec::with_capacity(set.len()),
+            on_error: on_error.subtask(&ctx.vertex_id)?,
+        }) as Box<dyn Operator>)
+    })))
+}
+
+/// One subtask of a `map` with `set`/`remove`.
+#[derive(Debug)]
+pub struct SetMap {
+    set: Vec<(Arc<str>, Expr)>,
+    remove: Vec<Arc<str>>,
+    spins: u64,
+    eval: Evaluator,
+    /// The values of one record's `set` expressions, reused.
+    values: Vec<Value>,
+    on_error: OnError,
+}
+
+impl Operator for SetMap {
+    fn process(&mut self, mut record: Record, out: &mut Output) -> Result<(), BoxError> {
+        spin(self.spins);
+        let (eval, set, values, on_error) =
+            (&self.eval, &self.set, &mut self.values, &mut self.on_error);
+        values.clear();
+        // Every expression over the input event, before any field changes.
+        let ok = expr::with_record(&record, |scope| {
+            for (_, e) in set {
+                match eval.eval(e, scope) {
+                    Ok(v) => values.push(v),
+                    Err(err) => return on_error.handle(e, err, &scope.event).map(|()| false),
+                }
+            }
+            Ok(true)
+        })?;
+        if !ok {
+            return Ok(());
+        }
+        if !self.set.is_empty() || self.remove.iter().any(|f| record.get(f).is_some()) {
+            let event = record.event_mut();
+            for ((field, _), value) in self.set.iter().zip(self.values.drain(..)) {
+                event.insert(field.clone(), value);
+            }
+            for field in &self.remove {
+                event.remove(field);
+            }
+        }
+        out.emit(record);
+        Ok(())
+    }
+
+    fn records_dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::ExpressionError => self.on_error.dropped,
+            _ => 0,
+        }
+    }
 }
 
 /// How many iterations of the spin loop take one microsecond on this machine, measured once.
@@ -204,6 +332,115 @@ mod tests {
     use serde_json::json;
     use tidemark_runtime::TimestampType;
 
+    fn events(lines: &[&str]) -> Vec<Record> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let Value::Map(m) = Value::from_json(l.as_bytes()).unwrap() else {
+                    panic!("{l}")
+                };
+                Record::with_event(Value::from(format!("k{i}")), m, i as i64 * 1_000_000)
+            })
+            .collect()
+    }
+
+    fn set_map(settings: serde_json::Value, input: &[Record]) -> Result<Vec<String>, String> {
+        let mut op = operator(&INFO, settings);
+        let mut out = Output::default();
+        for r in input {
+            op.process(r.clone(), &mut out).map_err(|e| e.to_string())?;
+        }
+        Ok(out.records().iter().map(|r| r.event_json()).collect())
+    }
+
+    /// The spec's worked case: `set: {double: 'v * 2'}` writes `"double":2` for `v: 1` and
+    /// `"double":5.0` for `v: 2.5`.
+    #[test]
+    fn set_keeps_ints_ints_and_doubles_doubles() {
+        let input = events(&[r#"{"k":"a","v":1}"#, r#"{"k":"b","v":2.5}"#]);
+        let out = set_map(json!({"set": {"double": "v * 2"}}), &input).unwrap();
+        assert_eq!(
+            out,
+            [
+                r#"{"k":"a","v":1,"double":2}"#,
+                r#"{"k":"b","v":2.5,"double":5.0}"#
+            ]
+        );
+    }
+
+    #[test]
+    fn set_reads_the_input_event_then_remove_drops_fields() {
+        let input = events(&[r#"{"a":1,"b":"x","card":"4111","amount":1200}"#]);
+        let out = set_map(
+            json!({
+                "set": {"a": "b", "b": "a", "eur": "amount * 0.92", "tier": "amount > 1000 ? 'gold' : 'standard'"},
+                "remove": ["card", "nothing_here"],
+            }),
+            &input,
+        )
+        .unwrap();
+        // Swapped (each saw the input), existing fields in place, new ones at the end.
+        assert_eq!(
+            out,
+            [r#"{"a":"x","b":1,"amount":1200,"eur":1104.0,"tier":"gold"}"#]
+        );
+        // Keys and timestamps pass through; numeric records get fields too.
+        let mut op = operator(
+            &INFO,
+            json!({"set": {"twice": "value * 2"}, "remove": ["key"]}),
+        );
+        let r = Record::new(7, 1.5, 42);
+        let out = process(op.as_mut(), &[r.clone()]);
+        assert_eq!(out[0].event_json(), r#"{"value":1.5,"twice":3.0}"#);
+        assert_eq!((out[0].int_key(), out[0].timestamp), (Some(7), 42));
+    }
+
+    #[test]
+    fn failures_follow_on_error_and_leave_no_half_set_record() {
+        let input = events(&[r#"{"v":1}"#, r#"{"v":"x"}"#, r#"{"v":0}"#]);
+        let err = set_map(json!({"set": {"a": "v + 1", "b": "10 / v"}}), &input).unwrap_err();
+        assert_eq!(
+            err,
+            "expression `v + 1` failed: '+' cannot be applied to a string \"x\" and an int 1; \
+             record: {\"v\":\"x\"}"
+        );
+        let mut op = operator(
+            &INFO,
+            json!({"set": {"a": "v + 1", "b": "10 / v"}, "on_error": "skip"}),
+        );
+        let mut out = Output::default();
+        for r in &input {
+            op.process(r.clone(), &mut out).unwrap();
+        }
+        let kept: Vec<String> = out.records().iter().map(|r| r.event_json()).collect();
+        assert_eq!(kept, [r#"{"v":1,"a":2,"b":10}"#]);
+        assert_eq!(op.records_dropped(DropReason::ExpressionError), 2);
+    }
+
+    #[test]
+    fn set_settings_errors() {
+        let err = build(json!({"set": {"x": "v *"}}), &BuildEnv::default()).unwrap_err();
+        let ConfigError::Invalid { problems, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems[0].path, ["set", "x"]);
+        assert!(
+            matches!(
+                &problems[0].problem,
+                crate::SettingProblem::Expression { column: 4, .. }
+            ),
+            "{err}"
+        );
+        let err = build(json!({"set": {"x": "1"}, "scale": 2}), &BuildEnv::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("scale: scale and offset do not combine with set/remove"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn scales_and_offsets_values() {
         let mut op = operator(&INFO, json!({"scale": 2, "offset": 1}));
@@ -281,7 +518,7 @@ mod tests {
             ),
             (
                 json!({"cots": "1us"}),
-                "unknown field `cots`, expected one of `cost`, `scale`, `offset`",
+                "unknown field `cots`, expected one of `set`, `remove`, `on_error`, `cost`, `scale`, `offset`",
             ),
         ] {
             let err = build(settings, &BuildEnv::default())
