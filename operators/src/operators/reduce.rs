@@ -8,8 +8,22 @@
 //!     input: clicks
 //!     partition: hash     # so that each key lives in one subtask
 //!     aggregate: sum      # count | sum | min | max | mean (of value)
+//!   per_customer:
+//!     type: reduce
+//!     input: orders
+//!     key: customer_id    # the hash edge's key (CEL), see `key_by`
+//!     aggregates:         # output field -> count, or {sum|min|max|mean: CEL expression}
+//!       orders: count
+//!       total: {sum: amount}
+//!     on_error: skip      # fail (default) | skip | {dead_letter: PATH}
 //! ```
 //!
+//! **`aggregates`** ([`crate::aggregates`]): each record comes out as the event
+//! `{"key": <key>, <each aggregate>}` — the running aggregates of its key over every record this
+//! subtask has seen, itself included — with the record's timestamp. A record an expression
+//! fails on follows `on_error` and counts in no aggregate.
+//!
+//! **`aggregate`** (the older form, over the numeric field `value`):
 //! Each record comes out with its key and timestamp and, as its value, the aggregate of all the
 //! values of its key this subtask has seen, itself included. State is per subtask: without a
 //! `hash` edge in front, a key's records spread over subtasks each keep their own aggregate.
@@ -18,20 +32,25 @@
 //! The per-record path is the throughput benchmark's (W1) hot path: the aggregate is a type
 //! parameter (no branch per record) and keys below 65,536 index a vector instead of hashing.
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
+use tidemark_runtime::value::{Map, Value};
+use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskContext};
 
 use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregates::{Acc, Aggregates, AggregatesConfig};
 use crate::config::{self, Aggregate};
+use crate::expr::{self, Evaluator, Number};
+use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "reduce",
     kind: ComponentKind::Operator,
-    fields: &["aggregate"],
+    fields: &["aggregate", "aggregates", "on_error"],
     summary: "running aggregate per key (count, sum, min, max, mean), one output per input",
     build,
 };
@@ -40,16 +59,104 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReduceConfig {
-    /// What to compute over each key's values.
-    pub aggregate: Aggregate,
+    /// What to compute over each key's `value`s (the older form).
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
+    /// Named aggregates over CEL expressions.
+    #[serde(default)]
+    pub aggregates: Option<AggregatesConfig>,
+    /// What to do with a record an expression fails on (with `aggregates`).
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
 }
 
-fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: ReduceConfig = config::parse(INFO.type_name, config)?;
-    let aggregate = config.aggregate;
-    Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
-        Ok(reduce_operator(aggregate))
-    })))
+    match (config.aggregate, &config.aggregates) {
+        (Some(aggregate), None) => Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
+            Ok(reduce_operator(aggregate))
+        }))),
+        (None, Some(aggregates)) => {
+            let aggregates = aggregates
+                .compile()
+                .map_err(|(path, e)| e.into_config_error(INFO.type_name, &path))?;
+            let on_error = OnErrorFactory::new(config.on_error, &env.job_dir);
+            Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
+                Ok(Box::new(AggregatesReduce {
+                    aggregates: aggregates.clone(),
+                    eval: Evaluator::new(),
+                    state: HashMap::new(),
+                    values: Vec::new(),
+                    on_error: on_error.subtask(&ctx.vertex_id)?,
+                }) as Box<dyn Operator>)
+            })))
+        }
+        (Some(_), Some(_)) => Err(config::invalid(
+            INFO.type_name,
+            "aggregate",
+            "give `aggregate` (of value) or `aggregates`, not both",
+        )),
+        (None, None) => Err(config::invalid(
+            INFO.type_name,
+            "",
+            "missing field `aggregates` (or the older `aggregate`): what to compute per key, \
+             e.g. `aggregates: {n: count, total: {sum: amount}}`",
+        )),
+    }
+}
+
+/// One subtask of a `reduce` with `aggregates`.
+#[derive(Debug)]
+pub struct AggregatesReduce {
+    aggregates: Aggregates,
+    eval: Evaluator,
+    state: HashMap<Value, Vec<Acc>>,
+    /// One record's values, reused.
+    values: Vec<Option<Number>>,
+    on_error: OnError,
+}
+
+impl Operator for AggregatesReduce {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        let (eval, aggregates, values, on_error) = (
+            &self.eval,
+            &self.aggregates,
+            &mut self.values,
+            &mut self.on_error,
+        );
+        let ok = expr::with_record(&record, |scope| {
+            match aggregates.values(eval, scope, values) {
+                Ok(()) => Ok(true),
+                Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
+            }
+        })?;
+        if !ok {
+            return Ok(());
+        }
+        let key = record.key();
+        let state = match self.state.get_mut(&*key) {
+            Some(state) => state,
+            None => self
+                .state
+                .entry(key.clone().into_owned())
+                .or_insert_with(|| self.aggregates.new_state()),
+        };
+        self.aggregates.update(state, &self.values);
+        let mut event = Map::with_capacity(1 + self.aggregates.specs.len());
+        event.insert("key", key.clone().into_owned());
+        self.aggregates.write(state, &mut event);
+        let output = Record::with_event(key.into_owned(), event, record.timestamp)
+            .with_timestamp_type(record.timestamp_type);
+        out.emit(output);
+        Ok(())
+    }
+
+    fn records_dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::ExpressionError => self.on_error.dropped,
+            _ => 0,
+        }
+    }
 }
 
 /// A new `reduce` subtask computing `aggregate`.
@@ -263,6 +370,84 @@ mod tests {
         let err = build(json!({}), &BuildEnv::default())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("missing field `aggregate`"), "{err}");
+        assert!(
+            err.contains("missing field `aggregates` (or the older `aggregate`)"),
+            "{err}"
+        );
+        let err = build(
+            json!({"aggregate": "sum", "aggregates": {"n": "count"}}),
+            &BuildEnv::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not both"), "{err}");
+        let err = build(
+            json!({"aggregates": {"t": {"sum": "v +"}}}),
+            &BuildEnv::default(),
+        )
+        .unwrap_err();
+        let ConfigError::Invalid { problems, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems[0].path, ["aggregates", "t", "sum"]);
+    }
+
+    fn event(key: &str, json: &str, ts: i64) -> Record {
+        let Value::Map(m) = Value::from_json(json.as_bytes()).unwrap() else {
+            panic!("{json}")
+        };
+        Record::with_event(Value::from(key), m, ts)
+    }
+
+    #[test]
+    fn running_aggregates_over_expressions_per_key() {
+        let mut op = operator(
+            &INFO,
+            json!({"aggregates": {"n": "count", "s": {"sum": "v"}, "hi": {"max": "v * 2"}, "avg": {"mean": "v"}}}),
+        );
+        let input = [
+            event("a", r#"{"k":"a","v":1}"#, 10),
+            event("b", r#"{"k":"b","v":2.5}"#, 20),
+            event("a", r#"{"k":"a","v":3}"#, 30),
+        ];
+        let out = process(op.as_mut(), &input);
+        let lines: Vec<String> = out.iter().map(|r| r.event_json()).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"key":"a","avg":1.0,"hi":2,"n":1,"s":1}"#,
+                r#"{"key":"b","avg":2.5,"hi":5.0,"n":1,"s":2.5}"#,
+                r#"{"key":"a","avg":2.0,"hi":6,"n":2,"s":4}"#,
+            ]
+        );
+        let times: Vec<i64> = out.iter().map(|r| r.timestamp).collect();
+        assert_eq!(times, [10, 20, 30]);
+        assert_eq!(out[2].key().into_owned(), Value::from("a"));
+    }
+
+    #[test]
+    fn aggregate_failures_follow_on_error() {
+        let settings = json!({"aggregates": {"s": {"sum": "v"}}, "on_error": "skip"});
+        let mut op = operator(&INFO, settings);
+        let input = [
+            event("a", r#"{"v":1}"#, 0),
+            event("a", r#"{"v":"x"}"#, 0),
+            event("a", r#"{"w":1}"#, 0),
+            event("a", r#"{"v":2}"#, 0),
+        ];
+        let out = process(op.as_mut(), &input);
+        let lines: Vec<String> = out.iter().map(|r| r.event_json()).collect();
+        assert_eq!(lines, [r#"{"key":"a","s":1}"#, r#"{"key":"a","s":3}"#]);
+        assert_eq!(op.records_dropped(DropReason::ExpressionError), 2);
+        let mut op = operator(&INFO, json!({"aggregates": {"s": {"sum": "v"}}}));
+        let mut out = Output::default();
+        let err = op
+            .process(input[1].clone(), &mut out)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "expression `v` failed: must give a number, but gave a string \"x\"; record: {\"v\":\"x\"}"
+        );
     }
 }
