@@ -391,7 +391,7 @@ mod tests {
             json!({"set": {"twice": "value * 2"}, "remove": ["key"]}),
         );
         let r = Record::new(7, 1.5, 42);
-        let out = process(op.as_mut(), &[r.clone()]);
+        let out = process(op.as_mut(), std::slice::from_ref(&r));
         assert_eq!(out[0].event_json(), r#"{"value":1.5,"twice":3.0}"#);
         assert_eq!((out[0].int_key(), out[0].timestamp), (Some(7), 42));
     }
