@@ -54,6 +54,7 @@ fn run(job: &str, input: &str) -> (i32, String, Vec<String>, serde_json::Value, 
             "report.json",
             "--metrics-addr",
             "127.0.0.1:0",
+            "--summary",
         ],
     );
     let lines = std::fs::read_to_string(dir.path().join("out.jsonl"))
