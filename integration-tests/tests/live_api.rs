@@ -133,7 +133,8 @@ fn job_and_metrics_while_running_and_after() {
     assert!(vertex(&second, "gen")["lag_records"].is_i64(), "{second}");
 
     // 50 connections stalled half-way through a request and 50 that never read their answer:
-    // a scrape and both API calls still complete (the client's timeout only guards a hang).
+    // a scrape, a page load (the page and both API calls) still complete (the client's timeout
+    // only guards a hang).
     let mut held: Vec<TcpStream> = Vec::new();
     for _ in 0..50 {
         let mut half = TcpStream::connect(addr).unwrap();
@@ -147,6 +148,9 @@ fn job_and_metrics_while_running_and_after() {
     }
     for _ in 0..5 {
         assert_eq!(http(addr, "GET", "/metrics").status, 200);
+        let page = http(addr, "GET", "/");
+        assert_eq!(page.status, 200);
+        assert!(page.body.contains("Tidemark live view"));
         assert_eq!(json(addr, "/api/v1/metrics")["job"], "live");
         assert_eq!(json(addr, "/api/v1/job")["name"], "live");
     }

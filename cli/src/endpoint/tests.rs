@@ -365,6 +365,7 @@ fn stalled_and_non_reading_connections_delay_nobody() {
         assert!(answer
             .body
             .contains(r#"tidemark_job_running{job_name="endpoint-test"} 1"#));
+        assert_eq!(request(addr, "GET", "/").status, 200, "round {round}");
         assert_eq!(
             request(addr, "GET", JOB_API_PATH).status,
             200,
