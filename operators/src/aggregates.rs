@@ -173,6 +173,13 @@ impl Sum {
         }
     }
 
+    fn merge(self, other: Sum) -> Sum {
+        match other {
+            Sum::Int(b) => self.add(Number::Int(b)),
+            Sum::Double(b) => Sum::Double(self.as_f64() + b),
+        }
+    }
+
     fn value(self) -> Value {
         match self {
             Sum::Int(i) => Value::Int(i),
@@ -231,15 +238,36 @@ impl Acc {
             Aggregate::Min | Aggregate::Max => {
                 if let Some(n) = value {
                     self.count += 1;
-                    let better = match self.best {
-                        None => true,
-                        Some(b) if b.as_f64().is_nan() => true,
-                        Some(b) if function == Aggregate::Min => less(n, b),
-                        Some(b) => less(b, n),
-                    };
-                    if better {
-                        self.best = Some(n);
-                    }
+                    self.offer(function, n);
+                }
+            }
+        }
+    }
+
+    /// Keeps `n` if it is better (smaller for min, larger for max) than the best so far.
+    #[inline]
+    fn offer(&mut self, function: Aggregate, n: Number) {
+        let better = match self.best {
+            None => true,
+            Some(b) if b.as_f64().is_nan() => true,
+            Some(b) if function == Aggregate::Min => less(n, b),
+            Some(b) => less(b, n),
+        };
+        if better {
+            self.best = Some(n);
+        }
+    }
+
+    /// Folds in `other`, the state of the same aggregate over other records (two session
+    /// windows merging), as if its records had been added here.
+    pub fn merge(&mut self, function: Aggregate, other: &Acc) {
+        self.count += other.count;
+        match function {
+            Aggregate::Count => {}
+            Aggregate::Sum | Aggregate::Mean => self.sum = self.sum.merge(other.sum),
+            Aggregate::Min | Aggregate::Max => {
+                if let Some(n) = other.best {
+                    self.offer(function, n);
                 }
             }
         }
@@ -365,6 +393,45 @@ mod tests {
             Value::Int(1)
         );
         assert_eq!(run(Aggregate::Min, &[]), Value::Null);
+    }
+
+    #[test]
+    fn merging_is_adding_the_other_records() {
+        let parts: [&[Option<Number>]; 3] = [
+            &[Some(I(3)), None, Some(D(2.5))],
+            &[Some(I(i64::MAX)), Some(I(-4))],
+            &[Some(I(7)), Some(D(f64::NAN))],
+        ];
+        for function in [
+            Aggregate::Count,
+            Aggregate::Sum,
+            Aggregate::Min,
+            Aggregate::Max,
+            Aggregate::Mean,
+        ] {
+            for (a, b) in [(0, 1), (1, 2), (2, 0), (0, 2)] {
+                let mut left = Acc::default();
+                let mut right = Acc::default();
+                let mut all = Acc::default();
+                for v in parts[a] {
+                    left.update(function, *v);
+                    all.update(function, *v);
+                }
+                for v in parts[b] {
+                    right.update(function, *v);
+                    all.update(function, *v);
+                }
+                left.merge(function, &right);
+                assert_eq!(
+                    left.result(function).to_string(),
+                    all.result(function).to_string(),
+                    "{function:?} {a} {b}"
+                );
+            }
+        }
+        let mut empty = Acc::default();
+        empty.merge(Aggregate::Sum, &Acc::default());
+        assert_eq!(empty.result(Aggregate::Sum), Value::Null);
     }
 
     fn config(v: serde_json::Value) -> Result<AggregatesConfig, String> {

@@ -1,0 +1,459 @@
+//! The state of one `window` subtask with `aggregates:`: windows of any kind
+//! ([`crate::window_assigner`]) holding, per key, one accumulator per aggregate
+//! ([`crate::aggregates`]).
+//!
+//! Per record: the aggregates' expressions are evaluated once, then the values are added to
+//! the key's accumulators in each window the record belongs to (one for tumbling and session,
+//! `size / slide` for sliding). A record all of whose windows have expired is *late*: counted,
+//! and written to the dead letter when there is one. Windows fire when the progress (the
+//! watermark, or the clock in processing time) passes their last instant, emitting one result
+//! per key; a record added to a window that has already fired but has not expired (allowed
+//! lateness) emits the key's updated result at once.
+//!
+//! Nothing here allocates per record in the steady state: a key's first record in a window
+//! clones the key (an `Arc` for strings) and may grow the window's tables, which are reused
+//! for later windows.
+
+use rustc_hash::FxHashMap;
+use tidemark_runtime::value::{Map, Value};
+
+use crate::aggregates::{Acc, Aggregates};
+use crate::expr::Number;
+use crate::window_assigner::{AlignedWindows, KeyedSessions, Window, WindowKind};
+
+/// One window's accumulators of every key, in order of the keys' first records.
+#[derive(Debug, Default)]
+pub(crate) struct KeyedAccs {
+    index: FxHashMap<Value, u32>,
+    keys: Vec<Value>,
+    /// `aggregates` accumulators per key, key after key.
+    accs: Vec<Acc>,
+}
+
+impl KeyedAccs {
+    /// The accumulators of `key` (made empty if new).
+    #[inline]
+    fn get(&mut self, key: &Value, width: usize) -> &mut [Acc] {
+        let i = match self.index.get(key) {
+            Some(&i) => i as usize,
+            None => self.insert(key, width),
+        };
+        &mut self.accs[i * width..(i + 1) * width]
+    }
+
+    #[cold]
+    fn insert(&mut self, key: &Value, width: usize) -> usize {
+        let i = self.keys.len();
+        self.index.insert(key.clone(), i as u32);
+        self.keys.push(key.clone());
+        self.accs.resize(self.accs.len() + width, Acc::default());
+        i
+    }
+
+    /// Every key with its accumulators.
+    fn iter(&self, width: usize) -> impl Iterator<Item = (&Value, &[Acc])> {
+        self.keys.iter().zip(self.accs.chunks_exact(width.max(1)))
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.keys.clear();
+        self.accs.clear();
+    }
+}
+
+/// Window tables kept for reuse, so steady state does not allocate.
+const SPARE: usize = 8;
+
+/// A window's result for one key.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WindowResult<'a> {
+    /// The key.
+    pub key: &'a Value,
+    /// The window.
+    pub window: Window,
+    /// `{"key", "window_start", "window_end", <aggregates>}`.
+    pub event: Map,
+}
+
+/// Why a record was not added: all its windows have expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Late {
+    /// The last window the record belonged to.
+    pub window: Window,
+}
+
+/// The windows and accumulators of one subtask.
+#[derive(Debug)]
+pub(crate) struct WindowState {
+    kind: WindowKind,
+    lateness: i64,
+    aggregates: Aggregates,
+    /// Accumulators per key and window: the number of aggregates.
+    width: usize,
+    /// Up to where time is complete (see [`crate::window_assigner`]); `i64::MIN` at first.
+    progress: i64,
+    aligned: AlignedWindows<KeyedAccs>,
+    sessions: KeyedSessions<Value, Vec<Acc>>,
+    spare: Vec<KeyedAccs>,
+}
+
+/// The output event of one key and window: `{"key", "window_start", "window_end", …}` with
+/// the bounds in milliseconds since the epoch.
+pub(crate) fn result_event(
+    aggregates: &Aggregates,
+    key: &Value,
+    window: Window,
+    accs: &[Acc],
+) -> Map {
+    let mut event = Map::with_capacity(3 + aggregates.specs.len());
+    event.push_unchecked("key", key.clone());
+    event.push_unchecked("window_start", window.start.div_euclid(1_000_000));
+    event.push_unchecked("window_end", window.end.div_euclid(1_000_000));
+    aggregates.write(accs, &mut event);
+    event
+}
+
+/// The timestamp of a window's output: its end minus 1 ms (as Flink's), in nanoseconds.
+pub(crate) fn result_timestamp(window: Window) -> i64 {
+    window.end.saturating_sub(1_000_000)
+}
+
+impl WindowState {
+    pub(crate) fn new(kind: WindowKind, lateness: i64, aggregates: Aggregates) -> Self {
+        let width = aggregates.specs.len();
+        WindowState {
+            kind,
+            lateness,
+            aggregates,
+            width,
+            progress: i64::MIN,
+            aligned: AlignedWindows::default(),
+            sessions: KeyedSessions::default(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// The aggregates computed.
+    pub(crate) fn aggregates(&self) -> &Aggregates {
+        &self.aggregates
+    }
+
+    /// The progress so far.
+    pub(crate) fn progress(&self) -> i64 {
+        self.progress
+    }
+
+    /// Adds a record of `key` at `t` whose aggregate inputs are `values`; results of windows
+    /// that have already fired (late firings) go to `emit`. `Err` when the record is late.
+    #[inline]
+    pub(crate) fn add(
+        &mut self,
+        key: &Value,
+        t: i64,
+        values: &[Option<Number>],
+        mut emit: impl FnMut(WindowResult<'_>),
+    ) -> Result<(), Late> {
+        let (progress, lateness, width) = (self.progress, self.lateness, self.width);
+        let aggregates = &self.aggregates;
+        match self.kind {
+            WindowKind::Session { gap } => {
+                let window = Window::new(t, t.saturating_add(gap));
+                if window.is_expired(progress, lateness) {
+                    return Err(Late { window });
+                }
+                let (window, slot) = self.sessions.add(
+                    key,
+                    window,
+                    || vec![Acc::default(); width],
+                    |into, from| merge(aggregates, into, &from),
+                );
+                aggregates.update(&mut slot.state, values);
+                if window.is_due(progress) {
+                    slot.fired = true;
+                    emit(WindowResult {
+                        key,
+                        window,
+                        event: result_event(aggregates, key, window, &slot.state),
+                    });
+                }
+                Ok(())
+            }
+            kind => {
+                let mut last = None;
+                let mut added = false;
+                for window in kind.assign(t) {
+                    last = Some(window);
+                    if window.is_expired(progress, lateness) {
+                        continue;
+                    }
+                    added = true;
+                    let spare = &mut self.spare;
+                    let slot = self
+                        .aligned
+                        .slot(window, || spare.pop().unwrap_or_default());
+                    let accs = slot.state.get(key, width);
+                    aggregates.update(accs, values);
+                    if window.is_due(progress) {
+                        // Fired already (or new within the lateness): this key's update now.
+                        slot.fired = true;
+                        emit(WindowResult {
+                            key,
+                            window,
+                            event: result_event(aggregates, key, window, accs),
+                        });
+                    }
+                }
+                if added {
+                    Ok(())
+                } else {
+                    Err(Late {
+                        window: last.expect("a timestamp is in at least one window"),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Time is complete up to `progress`: fires the windows that are due, in window order
+    /// (sessions in order of their keys' timers), and forgets the expired ones. A progress
+    /// that does not advance does nothing.
+    pub(crate) fn advance(&mut self, progress: i64, mut emit: impl FnMut(WindowResult<'_>)) {
+        if progress <= self.progress {
+            return;
+        }
+        self.progress = progress;
+        let (aggregates, width) = (&self.aggregates, self.width);
+        if self.kind.is_session() {
+            self.sessions
+                .advance(progress, self.lateness, |key, window, accs| {
+                    emit(WindowResult {
+                        key,
+                        window,
+                        event: result_event(aggregates, key, window, accs),
+                    })
+                });
+        } else {
+            let spare = &mut self.spare;
+            self.aligned.advance(
+                progress,
+                self.lateness,
+                |window, keyed| fire(aggregates, width, window, keyed, &mut emit),
+                |mut keyed| {
+                    if spare.len() < SPARE {
+                        keyed.clear();
+                        spare.push(keyed);
+                    }
+                },
+            );
+        }
+    }
+
+    /// The end of input: every window that has not fired fires, and all are forgotten.
+    pub(crate) fn finish(&mut self, mut emit: impl FnMut(WindowResult<'_>)) {
+        let (aggregates, width) = (&self.aggregates, self.width);
+        self.aligned
+            .finish(|window, keyed| fire(aggregates, width, window, keyed, &mut emit));
+        self.sessions.finish(|key, window, accs| {
+            emit(WindowResult {
+                key,
+                window,
+                event: result_event(aggregates, key, window, accs),
+            })
+        });
+    }
+}
+
+fn fire(
+    aggregates: &Aggregates,
+    width: usize,
+    window: Window,
+    keyed: &mut KeyedAccs,
+    emit: &mut impl FnMut(WindowResult<'_>),
+) {
+    for (key, accs) in keyed.iter(width) {
+        emit(WindowResult {
+            key,
+            window,
+            event: result_event(aggregates, key, window, accs),
+        });
+    }
+}
+
+/// Folds the accumulators `from` into `into` (two sessions merging).
+fn merge(aggregates: &Aggregates, into: &mut [Acc], from: &[Acc]) {
+    for ((a, b), spec) in into.iter_mut().zip(from).zip(&aggregates.specs) {
+        a.merge(spec.function, b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregates::AggregatesConfig;
+    use crate::expr::{Evaluator, Scope};
+    use serde_json::json;
+
+    const MS: i64 = 1_000_000;
+
+    fn aggregates() -> Aggregates {
+        serde_json::from_value::<AggregatesConfig>(json!({"n": "count", "s": {"sum": "v"}}))
+            .unwrap()
+            .compile()
+            .unwrap()
+    }
+
+    /// A state over `{"v": …}` events with `n: count, s: {sum: v}`; times in ms.
+    struct Harness {
+        state: WindowState,
+        eval: Evaluator,
+        out: Vec<String>,
+        late: Vec<(i64, i64)>,
+    }
+
+    impl Harness {
+        fn new(kind: WindowKind, lateness_ms: i64) -> Self {
+            Harness {
+                state: WindowState::new(kind, lateness_ms * MS, aggregates()),
+                eval: Evaluator::new(),
+                out: Vec::new(),
+                late: Vec::new(),
+            }
+        }
+
+        fn add(&mut self, key: &str, t_ms: i64, v: i64) -> Vec<String> {
+            let event = Value::from_json(format!(r#"{{"v": {v}}}"#).as_bytes()).unwrap();
+            let key = Value::from(key);
+            let scope = Scope {
+                event: (&event).into(),
+                key: &key,
+                timestamp_ms: t_ms,
+            };
+            let mut values = Vec::new();
+            self.state
+                .aggregates()
+                .values(&self.eval, &scope, &mut values)
+                .unwrap();
+            let mut out = Vec::new();
+            if let Err(late) = self
+                .state
+                .add(&key, t_ms * MS, &values, |r| out.push(show(r)))
+            {
+                self.late
+                    .push((late.window.start / MS, late.window.end / MS));
+            }
+            out
+        }
+
+        fn advance(&mut self, progress_ms: i64) -> Vec<String> {
+            let mut out = Vec::new();
+            self.state.advance(progress_ms * MS, |r| out.push(show(r)));
+            out
+        }
+
+        fn finish(&mut self) -> Vec<String> {
+            let mut out = Vec::new();
+            self.state.finish(|r| out.push(show(r)));
+            out
+        }
+    }
+
+    fn show(r: WindowResult<'_>) -> String {
+        assert_eq!(r.event.get("key"), Some(r.key));
+        Value::from(r.event).to_string()
+    }
+
+    fn line(key: &str, start: i64, end: i64, n: i64, s: i64) -> String {
+        format!(r#"{{"key":"{key}","window_start":{start},"window_end":{end},"n":{n},"s":{s}}}"#)
+    }
+
+    #[test]
+    fn tumbling_windows_fire_per_key_with_the_progress() {
+        let mut h = Harness::new(WindowKind::tumbling(1000 * MS).unwrap(), 0);
+        assert!(h.add("a", 100, 1).is_empty());
+        assert!(h.add("b", 999, 2).is_empty());
+        assert!(h.add("a", 1500, 4).is_empty());
+        assert!(h.add("a", 200, 8).is_empty());
+        assert!(h.advance(998).is_empty());
+        // The progress reaches 999 ms - 1 ns: one nanosecond short.
+        let mut out = Vec::new();
+        h.state.advance(999 * MS + 999_998, |r| out.push(show(r)));
+        assert!(out.is_empty());
+        assert_eq!(
+            h.advance(1000),
+            [line("a", 0, 1000, 2, 9), line("b", 0, 1000, 1, 2)]
+        );
+        // Late: [0, 1000) expired with the lateness 0.
+        assert!(h.add("a", 5, 1).is_empty());
+        assert_eq!(h.late, [(0, 1000)]);
+        assert_eq!(h.finish(), [line("a", 1000, 2000, 1, 4)]);
+    }
+
+    #[test]
+    fn sliding_windows_get_every_record_size_over_slide_times() {
+        let mut h = Harness::new(WindowKind::sliding(1000 * MS, 500 * MS).unwrap(), 0);
+        h.add("a", 700, 1);
+        h.add("a", 1200, 10);
+        assert_eq!(h.advance(1000), [line("a", 0, 1000, 1, 1)]);
+        assert_eq!(h.advance(1500), [line("a", 500, 1500, 2, 11)]);
+        // 1200 is in [500, 1500) (expired) and [1000, 2000) (open): not late.
+        h.add("a", 1250, 100);
+        assert!(h.late.is_empty());
+        // 900 is only in [0, 1000) and [500, 1500), both expired: late.
+        h.add("a", 900, 1000);
+        assert_eq!(h.late, [(500, 1500)]);
+        assert_eq!(h.finish(), [line("a", 1000, 2000, 2, 110)]);
+    }
+
+    #[test]
+    fn sessions_start_at_the_first_record_and_end_gap_after_the_last() {
+        let mut h = Harness::new(WindowKind::session(100 * MS).unwrap(), 0);
+        h.add("a", 1000, 1);
+        h.add("b", 1010, 2);
+        h.add("a", 1050, 3);
+        h.add("a", 1150, 4); // touches 1050 + 100: same session
+        h.add("a", 1400, 5);
+        assert!(h.advance(1108).is_empty());
+        assert_eq!(
+            h.advance(1250),
+            [line("b", 1010, 1110, 1, 2), line("a", 1000, 1250, 3, 8)]
+        );
+        // A record that would open an already expired session is late.
+        h.add("b", 1000, 7);
+        assert_eq!(h.late, [(1000, 1100)]);
+        // Two sessions joined by a record between them merge, states added up.
+        h.add("a", 1600, 6);
+        h.add("a", 1500, 7);
+        assert_eq!(h.finish(), [line("a", 1400, 1700, 3, 18)]);
+    }
+
+    #[test]
+    fn allowed_lateness_fires_updates_at_once() {
+        let mut h = Harness::new(WindowKind::tumbling(1000 * MS).unwrap(), 2000);
+        h.add("a", 10, 1);
+        assert_eq!(h.advance(1000), [line("a", 0, 1000, 1, 1)]);
+        assert_eq!(h.add("a", 20, 2), [line("a", 0, 1000, 2, 3)]);
+        assert_eq!(h.add("b", 30, 5), [line("b", 0, 1000, 1, 5)]);
+        // A window that had no record but is within its lateness fires for the record.
+        assert!(h.advance(2500).is_empty());
+        assert_eq!(h.add("c", 1100, 1), [line("c", 1000, 2000, 1, 1)]);
+        // Expired at 1000 - 1 ns + 2000.
+        assert!(h.advance(3000).is_empty());
+        h.add("a", 0, 1);
+        assert_eq!(h.late, [(0, 1000)]);
+        assert!(h.finish().is_empty(), "fired windows do not fire again");
+
+        // Sessions: a late record that grows a fired session fires the grown one.
+        let mut h = Harness::new(WindowKind::session(100 * MS).unwrap(), 1000);
+        h.add("a", 0, 1);
+        assert_eq!(h.advance(150), [line("a", 0, 100, 1, 1)]);
+        assert_eq!(h.add("a", 40, 2), [line("a", 0, 140, 2, 3)]);
+        assert_eq!(h.add("a", 10, 4), [line("a", 0, 140, 3, 7)]);
+        // A session not yet due waits for the progress.
+        assert!(h.add("a", 120, 8).is_empty());
+        assert_eq!(h.advance(220), [line("a", 0, 220, 4, 15)]);
+        assert!(h.advance(5000).is_empty());
+        assert!(h.late.is_empty());
+        assert!(h.finish().is_empty());
+    }
+}
