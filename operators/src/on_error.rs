@@ -204,18 +204,25 @@ impl OnError {
         error: EvalError,
         event: &EventRef<'_>,
     ) -> Result<(), BoxError> {
-        let event = &event.to_value();
         let message = format!("expression `{}` failed: {}", expr.source(), error.message);
         if !self.skip {
-            return Err(format!("{message}; record: {}", shown(event)).into());
+            return Err(format!("{message}; record: {}", shown(&event.to_value())).into());
         }
+        self.drop_record(&message, event)
+    }
+
+    /// Drops the record whose event is `event` for the reason `message`: counts it, and writes
+    /// it with the message to the dead letter if there is one (`Err` only if that fails).
+    #[cold]
+    pub fn drop_record(&mut self, message: &str, event: &EventRef<'_>) -> Result<(), BoxError> {
         if let Some(file) = &self.dead_letter {
-            file.write(&self.vertex, &message, event).map_err(|e| {
-                format!(
-                    "cannot write to dead-letter file {}: {e} (after {message})",
-                    file.path().display()
-                )
-            })?;
+            file.write(&self.vertex, message, &event.to_value())
+                .map_err(|e| {
+                    format!(
+                        "cannot write to dead-letter file {}: {e} (after {message})",
+                        file.path().display()
+                    )
+                })?;
         }
         self.dropped += 1;
         Ok(())

@@ -307,7 +307,6 @@ mod tests {
     struct Harness {
         state: WindowState,
         eval: Evaluator,
-        out: Vec<String>,
         late: Vec<(i64, i64)>,
     }
 
@@ -316,7 +315,6 @@ mod tests {
             Harness {
                 state: WindowState::new(kind, lateness_ms * MS, aggregates()),
                 eval: Evaluator::new(),
-                out: Vec::new(),
                 late: Vec::new(),
             }
         }

@@ -1,70 +1,106 @@
-//! The `window` operator: tumbling windows in processing time or event time, one aggregate per
-//! key and window.
+//! The `window` operator: per key and window, aggregates over the records; windows tumbling,
+//! sliding or per-key sessions, in processing time or event time.
 //!
 //! ```yaml
 //! operators:
 //!   per_user:
 //!     type: window
-//!     input: clicks
-//!     partition: hash
-//!     size: 1s
-//!     aggregate: count        # count | sum | min | max | mean (of value)
-//!     time: event             # processing (default) | event
-//!     allowed_lateness: 5s    # only with time: event; default 0
+//!     input: orders
+//!     key: user                  # on the hash edge (the default partition of a window)
+//!     kind: sliding              # tumbling (default) | sliding | session
+//!     size: 10s                  # tumbling and sliding
+//!     slide: 2s                  # sliding: a record is in size/slide windows
+//!     # gap: 30s                 # session: a key's session closes after this long without records
+//!     time: event                # processing (default) | event
+//!     allowed_lateness: 5s       # only with time: event; default 0
+//!     late: {dead_letter: late.jsonl}   # drop (default: dropped and counted) | {dead_letter: PATH}
+//!     aggregates:                # output field -> count | {sum|min|max|mean: EXPRESSION}
+//!       orders: count
+//!       total: {sum: amount}
+//!     on_error: skip             # an aggregate expression failing on a record: fail | skip | {dead_letter: PATH}
 //! ```
 //!
-//! Windows are aligned to the Unix epoch: `[n·size, (n+1)·size)`. A window's output is one
-//! record per key that had records in it, in ascending key order, with the aggregate as value
-//! and timestamp `window end - 1 ns` (type `create`: the last instant the window covers, as
-//! Flink's `TimeWindow.maxTimestamp()`).
+//! **Output**: one event per key and window when the window fires,
+//! `{"key": <key>, "window_start": ms, "window_end": ms, <each aggregate>}` (bounds in
+//! milliseconds since the Unix epoch, aggregates in the order of their names), timestamped
+//! `window_end - 1 ms` (as Flink does), keys in the order of their first record in the window.
+//! See [`crate::aggregates`] for the functions.
 //!
-//! **Processing time** (`time: processing`, the default):
-//! - A record belongs to the window that is open when it is processed; the operator learns the
-//!   time from [`Operator::on_time`], which the runtime calls at least once per batch and
-//!   regularly while idle.
-//! - When the time reaches the window's end, the window fires. Then the window holding the
-//!   current time opens; windows in which nothing arrived emit nothing.
-//! - At the end of input, [`Operator::finish`] fires the open window at once (with its end as
-//!   if it had closed).
+//! **Kinds** ([`crate::window_assigner`]), aligned to the Unix epoch as Flink's:
+//! - `tumbling`: `[n·size, (n+1)·size)`; each record is in one window.
+//! - `sliding`: windows of `size` starting at every multiple of `slide` (`slide <= size`); a
+//!   record is in `size / slide` windows (rounded up when `slide` does not divide `size`).
+//! - `session`: per key; a record at `t` opens `[t, t + gap)` and sessions of one key that
+//!   overlap or touch merge, so `window_start` is the first record's timestamp and
+//!   `window_end` the last record's timestamp plus `gap`.
 //!
-//! **Event time** (`time: event`), as Flink's tumbling event-time windows with
-//! `allowedLateness`:
-//! - A record belongs to the window holding its timestamp. Time advances only with the
-//!   watermark ([`Operator::on_watermark`]): turn watermarks on at the sources, or every window
-//!   waits for the end of input.
-//! - A window fires when the watermark reaches `end - 1 ns`. Its state is kept until the
-//!   watermark reaches `end - 1 ns + allowed_lateness`; a record for a window that has fired but
-//!   is still kept updates it and emits the key's updated aggregate at once (a *late firing*,
-//!   same timestamp `end - 1 ns`), so the latest output for a key and window is the complete
-//!   one.
-//! - A record whose window is already purged (`end - 1 ns + allowed_lateness <= watermark`) is
-//!   dropped and counted ([`Operator::late_records_dropped`], exported as
-//!   `tidemark_late_records_dropped_total`). With `allowed_lateness: 0` a window fires and is
-//!   purged at once, and every record behind the watermark is dropped.
-//! - At the end of input every window that has not fired fires, in window order.
-//! - State: one accumulator per key with records, per window not yet purged. Windows not yet
-//!   purged are those ahead of the watermark (at most about `max_out_of_orderness / size + 1`
-//!   with in-order sources) and those in their allowed lateness (`allowed_lateness / size + 1`);
-//!   so memory is bounded by those windows × keys. A record far ahead of the others opens its
-//!   own window, which stays until the watermark passes it.
+//! **Processing time** (`time: processing`, the default): a record belongs to the windows
+//! holding the time at which it is processed (the runtime gives the operator the clock at least
+//! once per batch and regularly while idle, [`Operator::on_time`]; records before the first
+//! reading take the first). A window fires when the clock reaches its end.
+//!
+//! **Event time** (`time: event`): a record belongs to the windows holding its timestamp, and
+//! time advances only with the watermark ([`Operator::on_watermark`]; turn watermarks on at the
+//! sources, or every window waits for the end of input). As Flink's `allowedLateness`:
+//! - A window fires when the watermark reaches its last instant `end - 1 ns`. Its state is kept
+//!   until the watermark reaches `end - 1 ns + allowed_lateness`; a record for a window that
+//!   has fired but is still kept updates it and emits the key's updated result at once (a *late
+//!   firing*), so the latest output for a key and window is the complete one. A session that a
+//!   late record makes longer fires again with its new bounds.
+//! - A record all of whose windows are gone is **late**: dropped and counted
+//!   ([`Operator::late_records_dropped`]: `tidemark_late_records_dropped_total` and
+//!   `tidemark_records_dropped_total{reason="late"}`), and with `late: {dead_letter: PATH}`
+//!   also written there as `{"vertex":…,"error":"late: …","record":<event>}` (the file is
+//!   shared by the subtasks and created when the job starts; a relative path is relative to the
+//!   job file). With `allowed_lateness: 0` every record behind the watermark is late.
+//!
+//! At the end of a bounded input every window that has not fired fires ([`Operator::finish`]).
+//!
+//! **State**: per window not yet expired, one accumulator per aggregate per key with records
+//! in it; so memory is bounded by (windows ahead of the watermark + windows within the
+//! lateness) × keys, times `size / slide` for sliding windows. A session lives until the
+//! watermark passes its end plus the lateness.
+//!
+//! **The old single `aggregate`** (`aggregate: count | sum | min | max | mean` of the numeric
+//! field `value`, instead of `aggregates`) keeps working: with `kind: tumbling` and no dead
+//! letter it is the original fast path emitting `{"key": k, "value": v}` at `end - 1 ns`; with
+//! the other kinds it is the aggregate `value` computed as above.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
+use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext, TimestampType};
 
 use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregates::AggregatesConfig;
 use crate::config::{self, duration, nanos_i64, Aggregate};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+use crate::expr::{self, Evaluator, Number};
+use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
+use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
+use crate::window_assigner::{KindError, Window, WindowKind};
+use crate::window_state::{result_timestamp, WindowResult, WindowState};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
     type_name: "window",
     kind: ComponentKind::Operator,
-    fields: &["size", "aggregate", "time", "allowed_lateness"],
-    summary: "tumbling window in processing or event time: one aggregate per key and window",
+    fields: &[
+        "kind",
+        "size",
+        "slide",
+        "gap",
+        "aggregates",
+        "aggregate",
+        "time",
+        "allowed_lateness",
+        "late",
+        "on_error",
+    ],
+    summary: "tumbling, sliding or session windows in processing or event time: aggregates per \
+              key and window",
     build,
 };
 
@@ -72,11 +108,24 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowConfig {
-    /// The window's length.
-    #[serde(with = "duration")]
-    pub size: Duration,
-    /// What to compute over each key's values in a window.
-    pub aggregate: Aggregate,
+    /// How windows are laid out.
+    #[serde(default)]
+    pub kind: WindowKindName,
+    /// The window's length (tumbling and sliding).
+    #[serde(default, deserialize_with = "duration::option")]
+    pub size: Option<Duration>,
+    /// The distance between window starts (sliding).
+    #[serde(default, deserialize_with = "duration::option")]
+    pub slide: Option<Duration>,
+    /// The inactivity that closes a session (session).
+    #[serde(default, deserialize_with = "duration::option")]
+    pub gap: Option<Duration>,
+    /// Output field -> aggregate function over an expression.
+    #[serde(default)]
+    pub aggregates: Option<AggregatesConfig>,
+    /// The old single aggregate of the numeric field `value`.
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
     /// Which clock assigns records to windows.
     #[serde(default)]
     pub time: WindowTime,
@@ -84,6 +133,25 @@ pub struct WindowConfig {
     /// records; default 0.
     #[serde(default, deserialize_with = "duration::option")]
     pub allowed_lateness: Option<Duration>,
+    /// What happens to late records.
+    #[serde(default)]
+    pub late: LatePolicy,
+    /// What happens to a record an aggregate's expression fails on.
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
+}
+
+/// `kind:` how windows are laid out in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowKindName {
+    /// Back-to-back windows of `size`.
+    #[default]
+    Tumbling,
+    /// Windows of `size` every `slide`.
+    Sliding,
+    /// Per-key sessions closed by a `gap` without records.
+    Session,
 }
 
 /// Which clock assigns records to windows and closes them.
@@ -97,39 +165,326 @@ pub enum WindowTime {
     Event,
 }
 
-fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+/// `late:` what happens to a record whose windows are all gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatePolicy {
+    /// Dropped and counted.
+    #[default]
+    Drop,
+    /// Dropped, counted, and written to this file.
+    DeadLetter(PathBuf),
+}
+
+/// The window kind of the settings, every problem with the sizes at its field.
+fn window_kind(config: &WindowConfig, problems: &mut Vec<FieldError>) -> Option<WindowKind> {
+    let name = match config.kind {
+        WindowKindName::Tumbling => "tumbling",
+        WindowKindName::Sliding => "sliding",
+        WindowKindName::Session => "session",
+    };
+    let mut need = |field: &str, value: Option<Duration>, wanted: bool| -> Option<i64> {
+        match (value, wanted) {
+            (Some(d), true) => Some(nanos_i64(d)),
+            (None, true) => {
+                problems.push(FieldError::new(
+                    field,
+                    format!("missing: a {name} window needs `{field}`"),
+                ));
+                None
+            }
+            (Some(_), false) => {
+                let applies = match field {
+                    "slide" => "only applies with kind: sliding",
+                    "gap" => "only applies with kind: session",
+                    _ => {
+                        "does not apply with kind: session (a session's length is set by its \
+                          records and `gap`)"
+                    }
+                };
+                problems.push(FieldError::new(field, applies));
+                None
+            }
+            (None, false) => None,
+        }
+    };
+    let session = config.kind == WindowKindName::Session;
+    let size = need("size", config.size, !session);
+    let slide = need(
+        "slide",
+        config.slide,
+        config.kind == WindowKindName::Sliding,
+    );
+    let gap = need("gap", config.gap, session);
+    let kind = match config.kind {
+        WindowKindName::Tumbling => WindowKind::tumbling(size?),
+        WindowKindName::Sliding => WindowKind::sliding(size?, slide?),
+        WindowKindName::Session => WindowKind::session(gap?),
+    };
+    kind.map_err(|KindError { field, problem }| problems.push(FieldError::new(field, problem)))
+        .ok()
+}
+
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: WindowConfig = config::parse(INFO.type_name, config)?;
-    if config.size.is_zero() {
-        return Err(config::invalid(
-            INFO.type_name,
-            "size",
-            "must be more than 0",
-        ));
+    let mut problems = Vec::new();
+    let kind = window_kind(&config, &mut problems);
+    if config.time == WindowTime::Processing {
+        if config.allowed_lateness.is_some() {
+            problems.push(FieldError::new(
+                "allowed_lateness",
+                "only applies with time: event (records are never late in processing time)",
+            ));
+        }
+        if config.late != LatePolicy::Drop {
+            problems.push(FieldError::new(
+                "late",
+                "only applies with time: event (records are never late in processing time)",
+            ));
+        }
     }
-    if config.time == WindowTime::Processing && config.allowed_lateness.is_some() {
-        return Err(config::invalid(
-            INFO.type_name,
-            "allowed_lateness",
-            "only applies with time: event (records are never late in \
-             processing time)",
-        ));
+    let aggregates = match (&config.aggregates, config.aggregate) {
+        (Some(_), Some(_)) => {
+            problems.push(FieldError::new(
+                "aggregate",
+                "give either `aggregates` (fields over expressions) or the old `aggregate` \
+                 (of the field `value`), not both",
+            ));
+            None
+        }
+        (None, None) => {
+            problems.push(FieldError::new(
+                "aggregates",
+                "missing: a window needs `aggregates` (e.g. `{n: count, total: {sum: amount}}`)",
+            ));
+            None
+        }
+        (Some(aggregates), None) => match aggregates.compile() {
+            Ok(a) => Some(a),
+            Err((path, e)) => return Err(e.into_config_error(INFO.type_name, &path)),
+        },
+        (None, Some(aggregate)) => {
+            let expr = (aggregate != Aggregate::Count).then(|| "value".to_owned());
+            Some(
+                AggregatesConfig(vec![("value".to_owned(), aggregate, expr)])
+                    .compile()
+                    .expect("`value` compiles"),
+            )
+        }
+    };
+    let (Some(kind), Some(aggregates), true) = (kind, aggregates, problems.is_empty()) else {
+        return Err(ConfigError::Invalid {
+            type_name: INFO.type_name.to_owned(),
+            problems,
+        });
+    };
+    let lateness = nanos_i64(config.allowed_lateness.unwrap_or_default());
+    // The old single aggregate over tumbling windows keeps its own fast operators.
+    if let (Some(aggregate), WindowKind::Tumbling { size }, LatePolicy::Drop) =
+        (config.aggregate, kind, &config.late)
+    {
+        let time = config.time;
+        return Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
+            Ok(single_aggregate_window(aggregate, time, size, lateness))
+        })));
     }
-    Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
-        Ok(window_operator(&config))
+    let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
+    let late = match &config.late {
+        LatePolicy::Drop => None,
+        LatePolicy::DeadLetter(path) => Some(OnErrorFactory::new(
+            ErrorPolicy::DeadLetter(path.clone()),
+            &env.job_dir,
+        )),
+    };
+    let time = config.time;
+    Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(AggregatesWindow {
+            state: WindowState::new(kind, lateness, aggregates.clone()),
+            time,
+            lateness,
+            eval: Evaluator::new(),
+            on_error: on_error.subtask(&ctx.vertex_id)?,
+            late: match &late {
+                Some(f) => Some(f.subtask(&ctx.vertex_id)?),
+                None => None,
+            },
+            late_dropped: 0,
+            now: None,
+            early: Vec::new(),
+            values: Vec::new(),
+        }) as Box<dyn Operator>)
     })))
 }
 
-/// A new `window` subtask with these settings (`size` must be more than 0).
-pub fn window_operator(config: &WindowConfig) -> Box<dyn Operator> {
-    let size = nanos_i64(config.size).max(1);
-    match config.time {
+/// One subtask of the `window` operator with `aggregates` (or any kind but tumbling).
+#[derive(Debug)]
+struct AggregatesWindow {
+    state: WindowState,
+    time: WindowTime,
+    lateness: i64,
+    eval: Evaluator,
+    on_error: OnError,
+    /// The dead letter of late records, if any.
+    late: Option<OnError>,
+    late_dropped: u64,
+    /// Processing time: the clock's last reading.
+    now: Option<i64>,
+    /// Processing time: records that came before the first clock reading.
+    early: Vec<Record>,
+    /// The aggregates' inputs of the current record.
+    values: Vec<Option<Number>>,
+}
+
+/// The output record of a window's result for one key.
+fn result_record(r: WindowResult<'_>) -> Record {
+    Record::with_event(r.key.clone(), r.event, result_timestamp(r.window))
+        .with_timestamp_type(TimestampType::Create)
+}
+
+impl AggregatesWindow {
+    fn add(&mut self, record: &Record, t: i64, out: &mut Output) -> Result<(), BoxError> {
+        let (state, eval, on_error, values) = (
+            &mut self.state,
+            &self.eval,
+            &mut self.on_error,
+            &mut self.values,
+        );
+        let counted = expr::with_record(record, |scope| {
+            match state.aggregates().values(eval, scope, values) {
+                Ok(()) => Ok(true),
+                Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
+            }
+        })?;
+        if !counted {
+            return Ok(());
+        }
+        let key = record.key();
+        match state.add(&key, t, values, |r| out.emit(result_record(r))) {
+            Ok(()) => Ok(()),
+            Err(late) => self.late(record, late.window),
+        }
+    }
+
+    #[cold]
+    fn late(&mut self, record: &Record, window: Window) -> Result<(), BoxError> {
+        self.late_dropped += 1;
+        if let Some(dead_letter) = &mut self.late {
+            let message = format!(
+                "late: the record's last window [{}, {}) ms was gone at watermark {} ms \
+                 (allowed_lateness {} ms)",
+                window.start.div_euclid(1_000_000),
+                window.end.div_euclid(1_000_000),
+                self.state.progress().div_euclid(1_000_000),
+                self.lateness / 1_000_000,
+            );
+            expr::with_record(record, |scope| {
+                dead_letter.drop_record(&message, &scope.event)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Processing time: the records that came before the first clock reading take it.
+    fn flush_early(&mut self, now: i64, out: &mut Output) -> Result<(), BoxError> {
+        for record in std::mem::take(&mut self.early) {
+            self.add(&record, now, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl Operator for AggregatesWindow {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        let t = match self.time {
+            WindowTime::Event => record.timestamp,
+            WindowTime::Processing => match self.now {
+                Some(now) => now,
+                None => {
+                    self.early.push(record);
+                    return Ok(());
+                }
+            },
+        };
+        self.add(&record, t, out)
+    }
+
+    fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
+        for record in records {
+            let t = match self.time {
+                WindowTime::Event => record.timestamp,
+                WindowTime::Processing => match self.now {
+                    Some(now) => now,
+                    None => {
+                        self.early.push(record.clone());
+                        continue;
+                    }
+                },
+            };
+            self.add(record, t, out)?;
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
+        if self.time == WindowTime::Event {
+            self.state
+                .advance(watermark, |r| out.emit(result_record(r)));
+        }
+        Ok(())
+    }
+
+    fn on_time(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
+        if self.time == WindowTime::Processing {
+            if self.now.is_none() {
+                self.now = Some(now_nanos);
+                self.flush_early(now_nanos, out)?;
+            }
+            let now = now_nanos.max(self.now.unwrap_or(now_nanos));
+            self.now = Some(now);
+            // A window ends when the clock reaches its end: time is complete up to now - 1.
+            self.state
+                .advance(now.saturating_sub(1), |r| out.emit(result_record(r)));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
+        if self.time == WindowTime::Processing && self.now.is_none() {
+            self.now = Some(now_nanos);
+            self.flush_early(now_nanos, out)?;
+        }
+        self.state.finish(|r| out.emit(result_record(r)));
+        Ok(())
+    }
+
+    fn late_records_dropped(&self) -> u64 {
+        self.late_dropped
+    }
+
+    fn records_dropped(&self, reason: tidemark_runtime::DropReason) -> u64 {
+        match reason {
+            tidemark_runtime::DropReason::Late => self.late_dropped,
+            tidemark_runtime::DropReason::ExpressionError => self.on_error.dropped,
+            _ => 0,
+        }
+    }
+}
+
+/// A `window` subtask with the old single `aggregate` of `value` over tumbling windows of
+/// `size` ns.
+fn single_aggregate_window(
+    aggregate: Aggregate,
+    time: WindowTime,
+    size: i64,
+    lateness: i64,
+) -> Box<dyn Operator> {
+    match time {
         WindowTime::Processing => {
-            with_aggregator!(config.aggregate, A => Box::new(WindowOperator::<A>::new(size)))
+            with_aggregator!(aggregate, A => Box::new(WindowOperator::<A>::new(size)))
         }
         WindowTime::Event => {
-            let lateness = nanos_i64(config.allowed_lateness.unwrap_or_default());
             with_aggregator!(
-                config.aggregate,
+                aggregate,
                 A => Box::new(EventWindowOperator::<A>::new(size, lateness))
             )
         }
@@ -349,7 +704,7 @@ impl<A: Aggregator> Operator for WindowOperator<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{kv, operator};
+    use crate::test_util::{kv, operator, process};
     use serde_json::json;
 
     const S: i64 = 1_000_000_000;
@@ -589,7 +944,10 @@ mod tests {
                 json!({"size": "1 week", "aggregate": "sum"}),
                 "size: invalid duration \"1 week\"",
             ),
-            (json!({"aggregate": "sum"}), "missing field `size`"),
+            (
+                json!({"aggregate": "sum"}),
+                "size: missing: a tumbling window needs `size`",
+            ),
             (
                 json!({"size": "1s", "aggregate": "sum", "time": "ingestion"}),
                 "time: unknown value `ingestion`, expected one of `processing`, `event`",
@@ -608,5 +966,304 @@ mod tests {
                 .to_string();
             assert!(err.contains(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn bad_kinds_and_aggregates_are_named_all_at_once() {
+        for (settings, expected) in [
+            (
+                json!({"kind": "sliding", "size": "1s", "aggregates": {"n": "count"}}),
+                vec!["slide: missing: a sliding window needs `slide`"],
+            ),
+            (
+                json!({"kind": "sliding", "size": "1s", "slide": "2s", "aggregates": {"n": "count"}}),
+                vec!["slide: must not be more than size"],
+            ),
+            (
+                json!({"kind": "session", "size": "1s", "slide": "1s", "aggregates": {"n": "count"}}),
+                vec![
+                    "size: does not apply with kind: session",
+                    "slide: only applies with kind: sliding",
+                    "gap: missing: a session window needs `gap`",
+                ],
+            ),
+            (
+                json!({"kind": "tumbling", "size": "1s", "gap": "1s", "aggregate": "sum", "aggregates": {"n": "count"}}),
+                vec![
+                    "gap: only applies with kind: session",
+                    "aggregate: give either `aggregates`",
+                ],
+            ),
+            (
+                json!({"kind": "session", "gap": 0, "late": {"dead_letter": "x"}}),
+                vec![
+                    "gap: must be more than 0",
+                    "late: only applies with time: event",
+                    "aggregates: missing: a window needs `aggregates`",
+                ],
+            ),
+            (
+                json!({"kind": "hopping", "size": "1s", "aggregates": {"n": "count"}}),
+                vec!["kind: unknown value `hopping`, expected one of `tumbling`, `sliding`, `session`"],
+            ),
+            (
+                json!({"size": "1s", "time": "event", "late": "keep", "aggregates": {"n": "count"}}),
+                vec!["late: unknown value `keep`, expected one of `drop`, `dead_letter`"],
+            ),
+            (
+                json!({"size": "1s", "aggregates": {"t": {"sum": "v +"}}}),
+                vec!["aggregates.t.sum"],
+            ),
+        ] {
+            let err = match build(settings.clone(), &BuildEnv::default()) {
+                Err(e) => e,
+                Ok(_) => panic!("{settings} built"),
+            };
+            let text = err.to_string();
+            for e in &expected {
+                assert!(text.contains(e), "{settings}: {text}");
+            }
+            let ConfigError::Invalid { problems, .. } = err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(problems.len(), expected.len(), "{settings}: {text}");
+        }
+    }
+
+    /// An event record keyed by its field `k` (json), at `t` ns.
+    fn event(json: &str, t: i64) -> Record {
+        let event = tidemark_runtime::Value::from_json(json.as_bytes()).unwrap();
+        let key = event.get("k").cloned().unwrap_or_default();
+        let map = event.as_map().unwrap().clone();
+        Record::with_event(key, map, t)
+    }
+
+    fn lines(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .map(|r| {
+                assert_eq!(r.timestamp_type, TimestampType::Create);
+                format!("{}@{}", r.event(), r.timestamp)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_spec_worked_case_in_processing_time_ended_by_the_input() {
+        let mut op = operator(
+            &INFO,
+            json!({"size": "1h", "aggregates": {"n": "count", "s": {"sum": "v"}}}),
+        );
+        let input = [
+            event(r#"{"k":"a","v":1}"#, 0),
+            event(r#"{"k":"b","v":2.5}"#, 0),
+            event(r#"{"k":"a","v":3}"#, 0),
+        ];
+        // Before the first clock reading the records wait for it.
+        assert!(process(op.as_mut(), &input).is_empty());
+        let hour = 3_600_000;
+        let now = 1_700_000_000_000 * MS + 5;
+        let start = 1_700_000_000_000 / hour * hour;
+        let mut out = Output::default();
+        op.finish(now, &mut out).unwrap();
+        let end = start + hour;
+        assert_eq!(
+            lines(out.records()),
+            [
+                format!(
+                    r#"{{"key":"a","window_start":{start},"window_end":{end},"n":2,"s":4}}@{}"#,
+                    (end - 1) * MS
+                ),
+                format!(
+                    r#"{{"key":"b","window_start":{start},"window_end":{end},"n":1,"s":2.5}}@{}"#,
+                    (end - 1) * MS
+                ),
+            ]
+        );
+        assert_eq!(
+            out.records()[0].key().as_ref(),
+            &tidemark_runtime::Value::from("a")
+        );
+    }
+
+    #[test]
+    fn processing_time_windows_follow_the_clock() {
+        let mut op = operator(
+            &INFO,
+            json!({"kind": "sliding", "size": "2s", "slide": "1s", "aggregates": {"n": "count"}}),
+        );
+        let mut out = Output::default();
+        op.on_time(10 * S + 5, &mut out).unwrap();
+        // Event timestamps do not matter in processing time.
+        assert!(process(op.as_mut(), &[event(r#"{"k":1}"#, 0)]).is_empty());
+        op.on_time(11 * S - 1, &mut out).unwrap();
+        assert!(out.is_empty());
+        op.on_time(11 * S, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [format!(
+                r#"{{"key":1,"window_start":9000,"window_end":11000,"n":1}}@{}"#,
+                10_999 * MS
+            )]
+        );
+        let mut out = Output::default();
+        op.finish(11 * S, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [format!(
+                r#"{{"key":1,"window_start":10000,"window_end":12000,"n":1}}@{}"#,
+                11_999 * MS
+            )]
+        );
+    }
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn late_records_go_to_the_dead_letter_and_are_counted() {
+        let dir = crate::test_util::TempDir::new("window-late");
+        let env = BuildEnv::new(dir.path());
+        let Built::Operator(factory) = build(
+            json!({"kind": "session", "gap": "100ms", "time": "event", "allowed_lateness": "50ms",
+                   "late": {"dead_letter": "late.jsonl"}, "aggregates": {"n": "count", "hi": {"max": "v"}}}),
+            &env,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        let mut op = factory(&crate::test_util::ctx(0, 1, 0)).unwrap();
+        let fed = process(
+            op.as_mut(),
+            &[
+                event(r#"{"k":"x","v":1}"#, 1000 * MS),
+                event(r#"{"k":"x","v":5}"#, 1080 * MS),
+                event(r#"{"k":"y","v":2}"#, 1300 * MS),
+            ],
+        );
+        assert!(fed.is_empty());
+        let mut out = Output::default();
+        op.on_watermark(1180 * MS - 1, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [format!(
+                r#"{{"key":"x","window_start":1000,"window_end":1180,"hi":5,"n":2}}@{}"#,
+                1179 * MS
+            )]
+        );
+        // Within the lateness: x's fired session grows past the watermark, so it fires again
+        // with the watermark, with its new bounds.
+        let fed = process(op.as_mut(), &[event(r#"{"k":"x","v":3}"#, 1100 * MS)]);
+        assert!(fed.is_empty());
+        let mut out = Output::default();
+        op.on_watermark(1250 * MS, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [format!(
+                r#"{{"key":"x","window_start":1000,"window_end":1200,"hi":5,"n":3}}@{}"#,
+                1199 * MS
+            )]
+        );
+        // [1000, 1200) expired at 1199.999999 + 50 ms; a record that would only open
+        // [1040, 1140) is late; so is one far behind.
+        let fed = process(
+            op.as_mut(),
+            &[
+                event(r#"{"k":"x","v":9}"#, 1040 * MS),
+                event(r#"{"k":"z","v":9}"#, 7 * MS),
+                event(r#"{"k":"y","v":4}"#, 1250 * MS),
+            ],
+        );
+        assert!(fed.is_empty());
+        assert_eq!(op.late_records_dropped(), 2);
+        assert_eq!(op.records_dropped(tidemark_runtime::DropReason::Late), 2);
+        let written = std::fs::read_to_string(dir.path().join("late.jsonl")).unwrap();
+        let written: Vec<&str> = written.lines().collect();
+        assert_eq!(written.len(), 2, "{written:?}");
+        assert!(
+            written[0].starts_with(r#"{"vertex":"v","error":"late: the record's last window [1040, 1140) ms was gone at watermark 1250 ms (allowed_lateness 50 ms)","record":{"k":"x","v":9}}"#),
+            "{}",
+            written[0]
+        );
+        assert!(written[1].contains(r#""record":{"k":"z","v":9}"#));
+        let mut out = Output::default();
+        op.finish(0, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [format!(
+                r#"{{"key":"y","window_start":1250,"window_end":1400,"hi":4,"n":2}}@{}"#,
+                1399 * MS
+            )]
+        );
+    }
+
+    #[test]
+    fn aggregate_expression_errors_follow_on_error() {
+        let mut op = operator(
+            &INFO,
+            json!({"size": "1s", "time": "event", "on_error": "skip", "aggregates": {"s": {"sum": "v"}}}),
+        );
+        process(
+            op.as_mut(),
+            &[
+                event(r#"{"k":1,"v":"x"}"#, 0),
+                event(r#"{"k":1,"v":2}"#, 0),
+                event(r#"{"k":1}"#, 0),
+            ],
+        );
+        assert_eq!(
+            op.records_dropped(tidemark_runtime::DropReason::ExpressionError),
+            2
+        );
+        let mut out = Output::default();
+        op.finish(0, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [format!(
+                r#"{{"key":1,"window_start":0,"window_end":1000,"s":2}}@{}"#,
+                999 * MS
+            )]
+        );
+        let mut op = operator(
+            &INFO,
+            json!({"size": "1s", "aggregates": {"s": {"sum": "v"}}}),
+        );
+        let mut out = Output::default();
+        op.on_time(0, &mut out).unwrap();
+        let err = op
+            .process_batch(&[event(r#"{"k":1,"w":2}"#, 0)], &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expression `v` failed"), "{err}");
+    }
+
+    #[test]
+    fn the_old_aggregate_works_with_every_kind() {
+        let mut op = operator(
+            &INFO,
+            json!({"kind": "session", "gap": "1s", "time": "event", "aggregate": "sum"}),
+        );
+        process(
+            op.as_mut(),
+            &[
+                Record::new(3, 1.5, 0),
+                Record::new(3, 2.0, S / 2),
+                Record::new(4, 1.0, 0),
+            ],
+        );
+        let mut out = Output::default();
+        op.finish(0, &mut out).unwrap();
+        assert_eq!(
+            lines(out.records()),
+            [
+                format!(
+                    r#"{{"key":3,"window_start":0,"window_end":1500,"value":3.5}}@{}"#,
+                    1499 * MS
+                ),
+                format!(
+                    r#"{{"key":4,"window_start":0,"window_end":1000,"value":1.0}}@{}"#,
+                    999 * MS
+                ),
+            ]
+        );
     }
 }
