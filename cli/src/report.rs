@@ -56,7 +56,8 @@ pub struct Report {
     /// the job ended); `null` where `/proc` is missing.
     pub peak_rss_mb: Option<f64>,
     /// Tasks that had not ended when a hard stop gave up waiting for them (user code that did
-    /// not return); what they held is not in the counts.
+    /// not return). The batch each was working on is counted as `in_flight`; records in its
+    /// partly filled output batches are not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks_not_ended: Vec<String>,
 }

@@ -245,14 +245,10 @@ fn run_job(
     }
     if !tasks_not_ended.is_empty() {
         eprintln!(
-            "tidemark: {} had not ended after the hard stop (user code still busy); what {} held \
-             is not counted: {}",
+            "tidemark: {} had not ended after the hard stop (user code still busy): {}; the \
+             batch each was working on is counted as in flight, its partly filled output \
+             batches are not",
             plural(tasks_not_ended.len() as u64, "task", "tasks"),
-            if tasks_not_ended.len() == 1 {
-                "it"
-            } else {
-                "they"
-            },
             tasks_not_ended.join(", ")
         );
     }

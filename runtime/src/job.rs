@@ -12,7 +12,7 @@ use crate::metrics::{
 };
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
-use crate::task::{Head, JobFlags, Task, TaskEnd};
+use crate::task::{Head, Holding, JobFlags, Task, TaskEnd, COUNTED_BY_HANDLE, NOT_COUNTED};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -93,7 +93,8 @@ pub struct JobResult {
     /// The metrics as the tasks left them.
     pub metrics: Arc<MetricsRegistry>,
     /// Tasks (thread names, `task#subtask`) that had not ended when [`JobHandle::wait_at_most`]
-    /// gave up on them; empty after [`JobHandle::wait`]. What they held is not counted.
+    /// gave up on them; empty after [`JobHandle::wait`]. The batch each was working on is counted
+    /// as in flight at its head vertex; records in its partly filled output batches are not.
     pub tasks_not_ended: Vec<String>,
 }
 
@@ -130,7 +131,8 @@ impl std::fmt::Debug for StopHandle {
 /// A running job.
 pub struct JobHandle {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    /// Each task subtask's thread, with what it holds (for a hard stop).
+    threads: Vec<(JoinHandle<()>, Arc<Holding>)>,
     started: Instant,
     plan: ExecutionPlan,
 }
@@ -196,12 +198,30 @@ impl JobHandle {
 
     fn wait_until(self, deadline: Option<Instant>) -> JobResult {
         let mut tasks_not_ended = Vec::new();
-        for t in self.threads {
+        for (t, holding) in self.threads {
             if let Some(deadline) = deadline {
                 while !t.is_finished() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                if !t.is_finished() {
+                // Still busy in user code: count the batch it holds, unless it is just now
+                // counting exactly what it left (then it ends in a moment: join it).
+                let gave_up = !t.is_finished()
+                    && holding
+                        .counted
+                        .compare_exchange(
+                            NOT_COUNTED,
+                            COUNTED_BY_HANDLE,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok();
+                if gave_up {
+                    let held = holding.held.load(Ordering::Relaxed);
+                    if held > 0 {
+                        holding
+                            .head
+                            .add_records_dropped(crate::DropReason::InFlight, held);
+                    }
                     tasks_not_ended.push(t.thread().name().unwrap_or("task").to_string());
                     continue;
                 }
@@ -551,6 +571,7 @@ impl PreparedJob {
         let mut threads = Vec::with_capacity(tasks.len());
         shared.live.store(tasks.len(), Ordering::Release);
         for (name, s, mut task) in tasks {
+            let holding = task.holding.clone();
             let shared2 = shared.clone();
             let ids = vertex_ids.clone();
             let spawned = std::thread::Builder::new()
@@ -593,10 +614,10 @@ impl PreparedJob {
                     }
                 });
             match spawned {
-                Ok(h) => threads.push(h),
+                Ok(h) => threads.push((h, holding)),
                 Err(e) => {
                     flags.abort.store(true, Ordering::Relaxed);
-                    for t in threads {
+                    for (t, _) in threads {
                         let _ = t.join();
                     }
                     return Err(StartError::Spawn {

@@ -11,7 +11,8 @@ use crate::event_time::{
 use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
 use crossbeam_channel::{RecvTimeoutError, TryRecvError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidemark_markers::{Clock, MarkerEmitter};
@@ -49,6 +50,27 @@ pub(crate) enum TaskEnd {
     Aborted,
 }
 
+/// What a task holds, shared with the job handle: a hard stop that gives up waiting for a task
+/// stuck in user code (a long sleep) still counts the batch that task was working on.
+pub(crate) struct Holding {
+    /// Records taken (from the input queue, or from a source poll) and not yet pushed through
+    /// the chain; stored twice per batch by the task.
+    pub held: CachePadded<AtomicU64>,
+    /// Who counted what the task left at a hard stop: [`NOT_COUNTED`], [`COUNTED_BY_TASK`] or
+    /// [`COUNTED_BY_HANDLE`]; whoever moves it from `NOT_COUNTED` counts, so nothing is counted
+    /// twice.
+    pub counted: AtomicU8,
+    /// The head vertex subtask's metrics, where the handle counts the held records.
+    pub head: Arc<SubtaskMetrics>,
+}
+
+/// [`Holding::counted`]: nobody yet.
+pub(crate) const NOT_COUNTED: u8 = 0;
+/// [`Holding::counted`]: the task counted exactly what it left as it ended.
+pub(crate) const COUNTED_BY_TASK: u8 = 1;
+/// [`Holding::counted`]: the job handle gave up on the task and counted its held batch.
+pub(crate) const COUNTED_BY_HANDLE: u8 = 2;
+
 /// One task subtask: a head, a chain, and its time accounting.
 pub(crate) struct Task {
     pub head: Head,
@@ -59,6 +81,8 @@ pub(crate) struct Task {
     times: TaskTimes,
     /// The source vertex, or the head vertex of the chain.
     pub head_vertex: usize,
+    /// What this task holds, for a hard stop.
+    pub holding: Arc<Holding>,
 }
 
 impl Task {
@@ -74,6 +98,15 @@ impl Task {
             Head::Source { vertex, .. } => *vertex,
             Head::Channel(_) => chain.nodes.first().map(|n| n.vertex).unwrap_or(0),
         };
+        let head_metrics = match &head {
+            Head::Source { metrics, .. } => metrics.clone(),
+            Head::Channel(reader) => reader.gauge.clone(),
+        };
+        let holding = Arc::new(Holding {
+            held: CachePadded::new(AtomicU64::new(0)),
+            counted: AtomicU8::new(NOT_COUNTED),
+            head: head_metrics,
+        });
         Task {
             head,
             chain,
@@ -87,6 +120,7 @@ impl Task {
                 backpressured: Duration::ZERO,
             },
             head_vertex,
+            holding,
         }
     }
 
@@ -105,7 +139,18 @@ impl Task {
             Head::Channel(reader) => (Some(reader.taken), None),
             Head::Source { metrics, .. } => (None, Some(&**metrics)),
         };
-        self.chain.count_undelivered(taken, source);
+        let counted = &self.holding.counted;
+        if counted
+            .compare_exchange(
+                NOT_COUNTED,
+                COUNTED_BY_TASK,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            self.chain.count_undelivered(taken, source);
+        }
         match result {
             Ok(()) => TaskEnd::Done,
             Err(ChainError::Aborted) => TaskEnd::Aborted,
@@ -196,7 +241,9 @@ impl Task {
             metrics.set_records_dropped(DropReason::Malformed, errors.malformed);
             metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
             metrics.set_records_dropped(DropReason::InvalidTimestamp, dropped_timestamps);
+            self.holding.held.store(out.len() as u64, Ordering::Relaxed);
             self.chain.push(out.records(), &mut cx)?;
+            self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
             if let Some(w) = watermarks.as_mut() {
                 match w.poll(now) {
@@ -290,6 +337,9 @@ impl Task {
             match message {
                 Some(Message::Data { slot, batch }) => {
                     reader.note_received(batch.records.len());
+                    self.holding
+                        .held
+                        .store(batch.records.len() as u64, Ordering::Relaxed);
                     let mut start = 0usize;
                     for &(pos, event) in &batch.events {
                         let pos = pos as usize;
@@ -319,6 +369,7 @@ impl Task {
                     }
                     self.chain.push(&batch.records[start..], &mut cx)?;
                     reader.recycle(slot, batch);
+                    self.holding.held.store(0, Ordering::Relaxed);
                     self.chain.publish();
                 }
                 Some(Message::End { slot }) => {

@@ -408,3 +408,76 @@ fn records_dropped_for_their_timestamp_or_as_late_are_counted() {
         assert_eq!(window.late_records_dropped(), 4);
     }
 }
+
+/// Holds its first batch until released (a step stuck in user code, like a long `delay`).
+struct Stuck {
+    release: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Operator for Stuck {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        out.emit(record);
+        Ok(())
+    }
+    fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
+        while !self.release.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        out.emit_all(records);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_hard_stop_counts_the_batch_of_a_task_stuck_in_user_code() {
+    let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut g = JobGraph::new("stuck");
+    let s = g
+        .add_source("s", 1, |_| Ok(Box::new(Endless { n: 0 })))
+        .unwrap();
+    let r = release.clone();
+    let op = g
+        .add_operator("stuck", 1, move |_| {
+            Ok(Box::new(Stuck { release: r.clone() }))
+        })
+        .unwrap();
+    let k = g
+        .add_sink("k", 1, |_| {
+            Ok(Box::new(tidemark_runtime::testing::DiscardSink))
+        })
+        .unwrap();
+    g.connect(s, op, Partitioning::Forward).unwrap();
+    g.connect(op, k, Partitioning::Forward).unwrap();
+    let mut config = JobConfig {
+        chaining: false,
+        ..JobConfig::default()
+    };
+    // No markers: every batch on the queue is a full one of records.
+    config.latency.interval = Duration::ZERO;
+    let handle = start(g, config).unwrap();
+    // The stuck step holds one batch and its queue (8 batches) fills behind it: then the source
+    // has emitted 10 batches, the tenth waiting to be sent.
+    let source = handle.metrics().vertex("s").unwrap().subtasks[0].clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while source.records_out() < 10 * 1024 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queue never filled: {} emitted",
+            source.records_out()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    handle.abort();
+    let result = handle.wait_at_most(Duration::from_millis(200));
+    assert_eq!(result.outcome, JobOutcome::Aborted);
+    assert_eq!(result.tasks_not_ended, ["stuck#0"]);
+    let m = &result.metrics;
+    let emitted = sum(m, "s", |s| s.records_out());
+    let stuck = m.vertex("stuck").unwrap().subtasks[0].records_dropped(DropReason::InFlight);
+    // Its full queue and the batch in its hands.
+    assert_eq!(stuck, 8 * 1024 + 1024);
+    assert_eq!(sum(m, "k", |s| s.records_in()), 0);
+    // The source counted exactly what it had not sent: everything is accounted for.
+    assert_eq!(dropped_everywhere(m, DropReason::InFlight), emitted);
+    release.store(true, Ordering::Relaxed);
+}
