@@ -121,7 +121,7 @@ impl Session {
                 "args": [
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
+                    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
                     format!("--user-data-dir={}", profile.display()),
                     "--window-size=1600,1000",
                 ],
