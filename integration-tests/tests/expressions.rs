@@ -70,6 +70,52 @@ fn dropped(report: &serde_json::Value, reason: &str) -> u64 {
     as_u64(&report["records"]["dropped"][reason], reason)
 }
 
+/// The first worked case: a window over everything (processing time, ended by the end of the
+/// input) with `n: count` and `s: {sum: v}` gives `{"key":"a", …, "n":2, "s":4}` and
+/// `{"key":"b", …, "n":1, "s":2.5}`.
+#[test]
+fn a_window_over_everything_counts_and_sums_per_key() {
+    // 100000 h: the epoch-aligned window holding now does not end during the test.
+    let (code, stderr, lines, _report, _dir) = run(
+        &job(
+            "  last:\n    type: window\n    input: in\n    size: 100000h\n    aggregates:\n      \
+             n: count\n      s: {sum: v}\n",
+        ),
+        INPUT,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let mut events: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    events.sort_by_key(|e| e["key"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(events.len(), 2, "{lines:?}");
+    let hour_ms = 3_600_000u64;
+    for e in &mut events {
+        let (start, end) = (
+            e["window_start"].as_u64().unwrap(),
+            e["window_end"].as_u64().unwrap(),
+        );
+        assert_eq!(end - start, 100_000 * hour_ms, "{e}");
+        let m = e.as_object_mut().unwrap();
+        m.remove("window_start");
+        m.remove("window_end");
+    }
+    // Ints stay ints: the sum of 1 and 3 is 4, not 4.0.
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(r#""s":4}"#)).count(),
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(
+        events,
+        [
+            serde_json::json!({"key": "a", "n": 2, "s": 4}),
+            serde_json::json!({"key": "b", "n": 1, "s": 2.5}),
+        ]
+    );
+}
+
 #[test]
 fn where_keeps_the_last_two_lines() {
     let (code, stderr, lines, report, _dir) = run(
