@@ -29,6 +29,9 @@ use serde::Deserialize;
 use tidemark_runtime::{Map, Record, TimestampType, Value};
 
 use crate::config::Timestamps;
+use crate::expr::{CompileError, Evaluator, EventRef, Expr, Scope};
+use crate::on_error::{DeadLetterFile, ErrorPolicy, OnErrorFactory};
+use tidemark_runtime::BoxError;
 
 const NANOS_PER_MILLI: i64 = 1_000_000;
 
@@ -47,7 +50,7 @@ pub enum Format {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct LineRecord {
     pub key: Value,
-    pub event: Map,
+    pub event: Arc<Map>,
     /// The line's timestamp, in nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
 }
@@ -81,31 +84,104 @@ impl LineError {
     }
 }
 
-/// Which field a source takes the key or timestamp from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A source's `key:` or `timestamp:` setting: a CEL expression over the event, compiled once.
+#[derive(Clone, Debug)]
+pub(crate) enum Extract {
+    /// A plain field name: looked up directly (no CEL evaluation per line).
+    Field(Arc<str>),
+    /// Any other expression.
+    Expr(Expr),
+}
+
+impl Extract {
+    /// Compiles `source` (a plain field name stays a field lookup).
+    pub(crate) fn compile(source: &str) -> Result<Extract, CompileError> {
+        let plain = source
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && source
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !matches!(
+                source,
+                "true" | "false" | "null" | "record" | "event" | "in"
+            );
+        if plain {
+            Ok(Extract::Field(source.into()))
+        } else {
+            Expr::compile(source).map(Extract::Expr)
+        }
+    }
+}
+
+/// Compiles a source's `key` and `timestamp` settings; an error names the setting and the place
+/// inside the expression.
+pub(crate) fn line_reader(
+    type_name: &str,
+    format: Format,
+    key: Option<&str>,
+    timestamp: Option<&str>,
+) -> Result<LineReader, crate::ConfigError> {
+    let compile = |source: Option<&str>, path: &str| {
+        source
+            .map(Extract::compile)
+            .transpose()
+            .map_err(|e| e.into_config_error(type_name, path))
+    };
+    Ok(LineReader::new(
+        format,
+        compile(key, "key")?,
+        compile(timestamp, "timestamp")?,
+    ))
+}
+
+/// Which field or expression a source takes the key or timestamp from.
+#[derive(Clone, Debug)]
 enum Field {
-    /// This field, which must be present.
-    Named(Arc<str>),
+    /// This, which must give a value.
+    Set(Extract),
     /// The default field, if present.
     Default(&'static str),
 }
 
 impl Field {
-    fn new(name: Option<&str>, default: &'static str) -> Self {
-        name.map_or(Field::Default(default), |n| Field::Named(n.into()))
+    fn new(extract: Option<Extract>, default: &'static str) -> Self {
+        extract.map_or(Field::Default(default), Field::Set)
     }
 
-    /// The field's value; `Ok(None)` when the default field is absent (or `null`).
-    fn get<'a>(&self, event: &'a Map, what: &str) -> Result<Option<&'a Value>, LineError> {
+    /// The value; `Ok(None)` when the default field is absent (or `null`).
+    fn get(
+        &self,
+        event: &Value,
+        eval: &mut Option<Evaluator>,
+        what: &str,
+    ) -> Result<Option<Value>, LineError> {
+        let map = event.as_map().expect("an event is a map");
         match self {
-            Field::Named(name) => match event.get(name) {
-                Some(v) => Ok(Some(v)),
+            Field::Set(Extract::Field(name)) => match map.get(name) {
+                Some(v) => Ok(Some(v.clone())),
                 None => Err(LineError::new(format!(
                     "{what}: no field `{name}` in the event{}",
-                    field_list(event)
+                    field_list(map)
                 ))),
             },
-            Field::Default(name) => Ok(event.get(name).filter(|v| !v.is_null())),
+            Field::Set(Extract::Expr(expr)) => {
+                let eval = eval.get_or_insert_with(Evaluator::new);
+                let scope = Scope {
+                    event: EventRef::Value(event),
+                    key: &Value::Null,
+                    timestamp_ms: 0,
+                };
+                eval.eval(expr, &scope).map(Some).map_err(|e| {
+                    LineError::new(format!(
+                        "{what}: expression `{}` failed: {}",
+                        expr.source(),
+                        e.message
+                    ))
+                })
+            }
+            Field::Default(name) => Ok(map.get(name).filter(|v| !v.is_null()).cloned()),
         }
     }
 }
@@ -120,27 +196,42 @@ fn field_list(event: &Map) -> String {
 }
 
 /// Reads lines into records for one source subtask.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct LineReader {
     format: Format,
     key: Field,
     timestamp: Field,
+    /// Made when the first expression is evaluated.
+    eval: Option<Evaluator>,
 }
 
 impl LineReader {
-    /// A reader of `format` taking the key from field `key` and the timestamp from field
-    /// `timestamp` (the defaults when `None`).
-    pub(crate) fn new(format: Format, key: Option<&str>, timestamp: Option<&str>) -> Self {
+    /// A reader of `format` taking the key and the timestamp from these expressions (the
+    /// fields `key` and `timestamp`, if present, when `None`).
+    pub(crate) fn new(format: Format, key: Option<Extract>, timestamp: Option<Extract>) -> Self {
         LineReader {
             format,
             key: Field::new(key, "key"),
             timestamp: Field::new(timestamp, "timestamp"),
+            eval: None,
         }
+    }
+
+    /// A reader with `key` and `timestamp` given as expressions; panics on one that does not
+    /// compile (for tests).
+    #[cfg(test)]
+    pub(crate) fn with_fields(format: Format, key: Option<&str>, timestamp: Option<&str>) -> Self {
+        let compile = |s: &str| Extract::compile(s).unwrap();
+        LineReader::new(format, key.map(compile), timestamp.map(compile))
     }
 
     /// Parses line number `number` (1-based, with or without its line break). A blank JSON
     /// line gives `Ok(None)`.
-    pub(crate) fn parse(&self, line: &[u8], number: u64) -> Result<Option<LineRecord>, LineError> {
+    pub(crate) fn parse(
+        &mut self,
+        line: &[u8],
+        number: u64,
+    ) -> Result<Option<LineRecord>, LineError> {
         let mut line = line;
         if number == 1 {
             line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
@@ -164,12 +255,19 @@ impl LineReader {
                 m
             }
         };
-        let key = self.key.get(&event, "key")?.cloned().unwrap_or(Value::Null);
-        let timestamp = match self.timestamp.get(&event, "timestamp")? {
+        let event = Value::from(event);
+        let key = self
+            .key
+            .get(&event, &mut self.eval, "key")?
+            .unwrap_or(Value::Null);
+        let timestamp = match self.timestamp.get(&event, &mut self.eval, "timestamp")? {
             Some(v) => {
-                Some(timestamp_nanos(v).map_err(|m| LineError::new(format!("timestamp: {m}")))?)
+                Some(timestamp_nanos(&v).map_err(|m| LineError::new(format!("timestamp: {m}")))?)
             }
             None => None,
+        };
+        let Value::Map(event) = event else {
+            unreachable!("made a map above")
         };
         Ok(Some(LineRecord {
             key,
@@ -262,6 +360,58 @@ pub(crate) fn write_record<W: Write>(
     w.write_all(b"\n")
 }
 
+/// What a reading source does with a malformed line (`on_error`): fail the job, skip it, or
+/// write it to a dead-letter file; skipped and dead-lettered lines are counted as malformed.
+#[derive(Debug)]
+pub(crate) struct Rejects {
+    fail: bool,
+    dead_letter: Option<Arc<DeadLetterFile>>,
+    vertex: String,
+    /// Lines skipped or dead-lettered so far.
+    pub malformed: u64,
+}
+
+impl Rejects {
+    /// The handling of subtask `ctx` under `on_error` (which opens a shared dead-letter file).
+    pub(crate) fn new(on_error: &OnErrorFactory, vertex: &str) -> Result<Self, BoxError> {
+        Ok(Rejects {
+            fail: *on_error.policy() == ErrorPolicy::Fail,
+            dead_letter: on_error.dead_letter()?,
+            vertex: vertex.to_owned(),
+            malformed: 0,
+        })
+    }
+
+    /// Handles line `number` of `origin`, malformed for `error`: `Err(message)` to fail the job;
+    /// else it is counted and, with a dead letter, written there as
+    /// `{"vertex":…,"error":…,"record":"<the line>"}`.
+    pub(crate) fn reject(
+        &mut self,
+        error: &LineError,
+        origin: &str,
+        number: u64,
+        line: &[u8],
+    ) -> Result<(), String> {
+        let message = error.describe(origin, number);
+        if self.fail {
+            return Err(message);
+        }
+        if let Some(file) = &self.dead_letter {
+            let line = line.strip_suffix(b"\n").unwrap_or(line);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let record = Value::from(String::from_utf8_lossy(line).into_owned());
+            file.write(&self.vertex, &message, &record).map_err(|e| {
+                format!(
+                    "cannot write to dead-letter file {}: {e} (after {message})",
+                    file.path().display()
+                )
+            })?;
+        }
+        self.malformed += 1;
+        Ok(())
+    }
+}
+
 /// How a reading source settles the timestamp of each record: the line's own (`create`) or the
 /// time it is read (`ingestion`). Range checks on create timestamps (`timestamp_before_max`, …)
 /// are not done here: the runtime applies them to whatever any source emits
@@ -295,7 +445,7 @@ mod tests {
     use super::*;
 
     fn json() -> LineReader {
-        LineReader::new(Format::Json, None, None)
+        LineReader::with_fields(Format::Json, None, None)
     }
 
     fn event(s: &str) -> Map {
@@ -315,7 +465,7 @@ mod tests {
         assert_eq!(r.timestamp, Some(1_700_000_000_000_000_000));
         assert_eq!(
             r.event,
-            event(r#"{"key":7,"value":1.5,"timestamp":1700000000000}"#)
+            Arc::new(event(r#"{"key":7,"value":1.5,"timestamp":1700000000000}"#))
         );
         let r = json()
             .parse(
@@ -334,7 +484,7 @@ mod tests {
 
     #[test]
     fn named_key_and_timestamp_fields_must_be_present() {
-        let reader = LineReader::new(Format::Json, Some("k"), Some("ts"));
+        let mut reader = LineReader::with_fields(Format::Json, Some("k"), Some("ts"));
         let r = reader
             .parse(br#"{"k":"a","ts":"2026-11-30T12:00:00.250Z","v":1}"#, 1)
             .unwrap()
@@ -373,6 +523,31 @@ mod tests {
     }
 
     #[test]
+    fn key_and_timestamp_can_be_expressions() {
+        let mut reader = LineReader::with_fields(
+            Format::Json,
+            Some(r#"user + "/" + string(n)"#),
+            Some("secs * 1000"),
+        );
+        let r = reader
+            .parse(br#"{"user":"u1","n":2,"secs":1700000000}"#, 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.key, Value::from("u1/2"));
+        assert_eq!(r.timestamp, Some(1_700_000_000_000 * NANOS_PER_MILLI));
+        let e = reader.parse(br#"{"n":2,"secs":1}"#, 2).unwrap_err();
+        assert!(
+            e.message
+                .starts_with(r#"key: expression `user + "/" + string(n)` failed: "#),
+            "{e:?}"
+        );
+        assert!(e.message.contains("user"), "{e:?}");
+        // A bad expression is a compile error naming the setting.
+        let err = line_reader("file", Format::Json, Some("a +"), None).unwrap_err();
+        assert!(err.to_string().contains("key"), "{err}");
+    }
+
+    #[test]
     fn lines_that_are_not_objects_are_malformed_with_a_clear_message() {
         let e = json().parse(b"[1, 2]", 3).unwrap_err();
         assert_eq!(e.message, "expected a JSON object, found a list");
@@ -397,14 +572,14 @@ mod tests {
         let line = b"\xEF\xBB\xBF{\"key\":1}";
         assert_eq!(json().parse(line, 1).unwrap().unwrap().key, Value::Int(1));
         assert!(json().parse(line, 2).is_err());
-        let text = LineReader::new(Format::Text, None, None);
+        let mut text = LineReader::with_fields(Format::Text, None, None);
         let r = text.parse(b"\xEF\xBB\xBFhello\r\n", 1).unwrap().unwrap();
         assert_eq!(Value::from(r.event).to_string(), r#"{"message":"hello"}"#);
     }
 
     #[test]
     fn text_lines_become_messages() {
-        let text = LineReader::new(Format::Text, None, None);
+        let mut text = LineReader::with_fields(Format::Text, None, None);
         let r = text.parse(b"  a \"quoted\" line\n", 4).unwrap().unwrap();
         assert_eq!(
             Value::from(r.event).to_string(),
@@ -446,7 +621,7 @@ mod tests {
     fn stamping_takes_the_line_timestamp_or_the_ingestion_time() {
         let line = |ts: Option<i64>| LineRecord {
             key: Value::Int(1),
-            event: Map::new(),
+            event: Arc::new(Map::new()),
             timestamp: ts,
         };
         let now = 1_000_000_000_000;

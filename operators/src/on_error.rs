@@ -160,9 +160,14 @@ impl OnErrorFactory {
         }
     }
 
-    /// The handler of one subtask of `vertex`.
-    pub fn subtask(&self, vertex: &str) -> Result<OnError, BoxError> {
-        let dead_letter = match &self.policy {
+    /// The policy, its dead-letter path resolved.
+    pub fn policy(&self) -> &ErrorPolicy {
+        &self.policy
+    }
+
+    /// The shared dead-letter file, created when first asked for (`None` without one).
+    pub fn dead_letter(&self) -> Result<Option<Arc<DeadLetterFile>>, BoxError> {
+        Ok(match &self.policy {
             ErrorPolicy::DeadLetter(path) => {
                 let mut shared = self.dead_letter.lock().unwrap_or_else(|p| p.into_inner());
                 if shared.is_none() {
@@ -174,7 +179,12 @@ impl OnErrorFactory {
                 shared.clone()
             }
             _ => None,
-        };
+        })
+    }
+
+    /// The handler of one subtask of `vertex`.
+    pub fn subtask(&self, vertex: &str) -> Result<OnError, BoxError> {
+        let dead_letter = self.dead_letter()?;
         Ok(OnError {
             skip: self.policy != ErrorPolicy::Fail,
             dead_letter,

@@ -6,24 +6,27 @@
 //!     type: file
 //!     path: data/events.jsonl     # relative to the job file's folder
 //!     format: json                # json (default): one JSON object per line | text
-//!     key: user                   # the field holding the record key (default: `key` if present)
-//!     timestamp: ts               # the field holding the timestamp (default: `timestamp` if present)
-//!     on_error: skip              # fail (default) | skip
+//!     key: user                   # CEL over the event (default: the field `key` if present)
+//!     timestamp: ts               # CEL over the event (default: the field `timestamp` if present)
+//!     on_error: skip              # fail (default) | skip | {dead_letter: PATH}
 //!     timestamps: create          # create (default): the event's timestamp | ingestion
 //! ```
 //!
 //! - Each line is one event: a JSON object (`format: json`; any other line is malformed, blank
 //!   lines are skipped) or `{"message": "<the line>"}` (`format: text`); see the line formats
 //!   in [`crate`]'s docs. A UTF-8 byte order mark on the first line is ignored.
-//! - The key is the field `key:` names (missing: the line is malformed); without `key:`, the
-//!   field `key` if the event has one, else no key (`null`).
-//! - The timestamp is the field `timestamp:` names (missing: malformed); without it, the field
-//!   `timestamp` if present and not `null`. An int is milliseconds since the Unix epoch, a string
+//! - The key is the value of the CEL expression `key:` over the event (a plain field name is
+//!   looked up directly; a line it fails on is malformed); without `key:`, the field `key` if
+//!   the event has one, else no key (`null`).
+//! - The timestamp is the value of the CEL expression `timestamp:` (a line it fails on is
+//!   malformed); without it, the field `timestamp` if present and not `null`. An int is milliseconds since the Unix epoch, a string
 //!   RFC 3339 (`2026-11-30T12:00:00.250Z`). Without a timestamp, or with `timestamps:
 //!   ingestion`, the record is stamped with the time it is read (type `ingestion`).
 //! - A malformed line fails the job with the file's path, the 1-based line (and column) and what
-//!   is expected; with `on_error: skip` it is skipped and counted
-//!   (`tidemark_source_malformed_records_total`).
+//!   is wrong; with `on_error: skip` it is skipped and counted
+//!   (`tidemark_source_malformed_records_total`); with `on_error: {dead_letter: PATH}` it is
+//!   counted and written to PATH (shared by the subtasks, created when the job starts) as
+//!   `{"vertex":"<id>","error":"<the message>","record":"<the line>"}`.
 //! - Range checks on create timestamps (`timestamp_before_max`, `timestamp_after_max`,
 //!   `invalid_timestamp`) and watermarks are options of every source vertex, applied by the
 //!   runtime to what this source emits ([`tidemark_runtime::SourceOptions`]); the job file
@@ -45,8 +48,9 @@ use tidemark_runtime::{
     SubtaskContext,
 };
 
-use crate::config::{self, OnError, Timestamps};
-use crate::json_lines::{Format, LineReader, Stamping};
+use crate::config::{self, Timestamps};
+use crate::json_lines::{self, Format, LineReader, Rejects, Stamping};
+use crate::on_error::{ErrorPolicy, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
@@ -82,7 +86,7 @@ pub struct FileSourceConfig {
     pub timestamp: Option<String>,
     /// What to do with a malformed line.
     #[serde(default)]
-    pub on_error: OnError,
+    pub on_error: ErrorPolicy,
     /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
     #[serde(default)]
     pub timestamps: Timestamps,
@@ -102,8 +106,13 @@ impl FileSourceConfig {
         Stamping::new(self.timestamps)
     }
 
-    fn line_reader(&self) -> LineReader {
-        LineReader::new(self.format, self.key.as_deref(), self.timestamp.as_deref())
+    fn line_reader(&self) -> Result<LineReader, ConfigError> {
+        json_lines::line_reader(
+            INFO.type_name,
+            self.format,
+            self.key.as_deref(),
+            self.timestamp.as_deref(),
+        )
     }
 }
 
@@ -121,8 +130,11 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
             format!("no such file: {}", config.path.display()),
         ));
     }
+    // Expressions are compiled here, so that a bad one fails validation.
+    config.line_reader()?;
+    let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
     Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
-        Ok(Box::new(FileSource::open(&config, ctx)?) as Box<dyn Source>)
+        Ok(Box::new(FileSource::open_with(&config, ctx, &on_error)?) as Box<dyn Source>)
     })))
 }
 
@@ -138,7 +150,7 @@ pub struct FileSource {
     consumed: u64,
     subtask: u64,
     parallelism: u64,
-    on_error: OnError,
+    rejects: Rejects,
     lines: LineReader,
     stamping: Stamping,
     errors: SourceErrorCounts,
@@ -148,6 +160,17 @@ pub struct FileSource {
 impl FileSource {
     /// Opens `config.path` (already resolved) for subtask `ctx.subtask`.
     pub fn open(config: &FileSourceConfig, ctx: &SubtaskContext) -> Result<Self, BoxError> {
+        let on_error = OnErrorFactory::new(config.on_error.clone(), Path::new(""));
+        Self::open_with(config, ctx, &on_error)
+    }
+
+    /// As [`FileSource::open`], with the vertex's `on_error` (its dead-letter file is shared by
+    /// the subtasks).
+    pub fn open_with(
+        config: &FileSourceConfig,
+        ctx: &SubtaskContext,
+        on_error: &OnErrorFactory,
+    ) -> Result<Self, BoxError> {
         let name = config.path.display().to_string();
         let file =
             File::open(&config.path).map_err(|e| format!("cannot open file \"{name}\": {e}"))?;
@@ -164,8 +187,8 @@ impl FileSource {
             consumed: 0,
             subtask: ctx.subtask as u64,
             parallelism: ctx.parallelism.max(1) as u64,
-            on_error: config.on_error,
-            lines: config.line_reader(),
+            rejects: Rejects::new(on_error, &ctx.vertex_id)?,
+            lines: config.line_reader().map_err(|e| e.to_string())?,
             stamping: config.stamping(),
             errors: SourceErrorCounts::default(),
             finished: false,
@@ -203,10 +226,9 @@ impl Source for FileSource {
                     out.emit(self.stamping.stamp(parsed, ctx.now_nanos));
                     emitted += 1;
                 }
-                Err(e) => match self.on_error {
-                    OnError::Fail => return Err(e.describe(&self.name, self.lines_read).into()),
-                    OnError::Skip => self.errors.malformed += 1,
-                },
+                Err(e) => self
+                    .rejects
+                    .reject(&e, &self.name, self.lines_read, &self.line)?,
             }
         }
         Ok(SourceStatus::Ready)
@@ -220,7 +242,10 @@ impl Source for FileSource {
     }
 
     fn input_errors(&self) -> SourceErrorCounts {
-        self.errors
+        SourceErrorCounts {
+            malformed: self.rejects.malformed,
+            ..self.errors
+        }
     }
 }
 
@@ -369,6 +394,40 @@ mod tests {
         let keys: Vec<i64> = read_all(&mut s, 0).unwrap().iter().map(int_key).collect();
         assert_eq!(keys, [1, 3]);
         assert_eq!(s.input_errors().malformed, 3);
+    }
+
+    #[test]
+    fn on_error_dead_letter_counts_and_writes_malformed_lines() {
+        let dir = TempDir::new("file-source-dead-letter");
+        let body = "{\"key\":1}\n[1, 2]\n{\"key\":3}\nnot json\r\n";
+        std::fs::write(dir.path().join("in.jsonl"), body).unwrap();
+        let config: FileSourceConfig = config::parse(
+            "file",
+            json!({"path": "in.jsonl", "on_error": {"dead_letter": "bad.jsonl"}}),
+        )
+        .unwrap();
+        let config = config.resolve(dir.path()).unwrap();
+        let on_error = OnErrorFactory::new(config.on_error.clone(), dir.path());
+        let mut s = FileSource::open_with(&config, &ctx(0, 1, 0), &on_error).unwrap();
+        let keys: Vec<i64> = read_all(&mut s, 0).unwrap().iter().map(int_key).collect();
+        assert_eq!(keys, [1, 3]);
+        assert_eq!(s.input_errors().malformed, 2);
+        let path = dir.path().join("in.jsonl").display().to_string();
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("bad.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                json!({"vertex": "v", "record": "[1, 2]", "error": format!(
+                    "{path}: line 2: malformed line: expected a JSON object, found a list")}),
+                json!({"vertex": "v", "record": "not json", "error": format!(
+                    "{path}: line 4, column 2: malformed line: invalid JSON: expected ident; \
+                     expected one JSON object per line")}),
+            ]
+        );
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //!   input:
 //!     type: stdin
 //!     format: json                # json (default) | text: {"message": "<the line>"}
-//!     key: user                   # the field holding the record key (default: `key` if present)
-//!     timestamp: ts               # the field holding the timestamp (default: `timestamp` if present)
-//!     on_error: skip              # fail (default) | skip
+//!     key: user                   # CEL over the event (default: the field `key` if present)
+//!     timestamp: ts               # CEL over the event (default: the field `timestamp` if present)
+//!     on_error: skip              # fail (default) | skip | {dead_letter: PATH}
 //!     timestamps: create          # create (default) | ingestion
 //! ```
 //!
@@ -32,8 +32,9 @@ use tidemark_runtime::{
     BoxError, Output, PollContext, Source, SourceErrorCounts, SourceStatus, SubtaskContext,
 };
 
-use crate::config::{self, OnError, Timestamps};
-use crate::json_lines::{Format, LineReader, LineRecord, Stamping};
+use crate::config::{self, Timestamps};
+use crate::json_lines::{self, Format, LineReader, LineRecord, Rejects, Stamping};
+use crate::on_error::{ErrorPolicy, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
@@ -65,17 +66,26 @@ pub struct StdinSourceConfig {
     pub timestamp: Option<String>,
     /// What to do with a malformed line.
     #[serde(default)]
-    pub on_error: OnError,
+    pub on_error: ErrorPolicy,
     /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
     #[serde(default)]
     pub timestamps: Timestamps,
 }
 
-fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigError> {
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: Arc<StdinSourceConfig> = Arc::new(config::parse(INFO.type_name, config)?);
+    // Expressions are compiled here, so that a bad one fails validation.
+    json_lines::line_reader(
+        INFO.type_name,
+        config.format,
+        config.key.as_deref(),
+        config.timestamp.as_deref(),
+    )?;
+    let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
     Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
         let source = if ctx.subtask == 0 {
-            StdinSource::spawn(std::io::stdin(), "<stdin>", &config)?
+            let rejects = Rejects::new(&on_error, &ctx.vertex_id)?;
+            StdinSource::spawn_with(std::io::stdin(), "<stdin>", &config, rejects)?
         } else {
             StdinSource::inactive()
         };
@@ -113,22 +123,36 @@ impl std::fmt::Debug for StdinSource {
 }
 
 impl StdinSource {
-    /// Starts a thread reading JSON lines from `input`; errors name `origin`.
+    /// Starts a thread reading lines from `input`; errors name `origin`. (A dead letter's path
+    /// is taken as it is.)
     pub fn spawn<R: Read + Send + 'static>(
         input: R,
         origin: &str,
         config: &StdinSourceConfig,
     ) -> Result<Self, BoxError> {
+        let on_error = OnErrorFactory::new(config.on_error.clone(), std::path::Path::new(""));
+        let rejects = Rejects::new(&on_error, "stdin")?;
+        Self::spawn_with(input, origin, config, rejects)
+    }
+
+    pub(crate) fn spawn_with<R: Read + Send + 'static>(
+        input: R,
+        origin: &str,
+        config: &StdinSourceConfig,
+        rejects: Rejects,
+    ) -> Result<Self, BoxError> {
         let (tx, rx) = sync_channel(CHANNEL_BATCHES);
         let malformed = Arc::new(AtomicU64::new(0));
         let thread = ReaderThread {
             origin: origin.to_owned(),
-            on_error: config.on_error,
-            lines: LineReader::new(
+            rejects,
+            lines: json_lines::line_reader(
+                INFO.type_name,
                 config.format,
                 config.key.as_deref(),
                 config.timestamp.as_deref(),
-            ),
+            )
+            .map_err(|e| e.to_string())?,
             malformed: malformed.clone(),
             tx,
         };
@@ -198,7 +222,7 @@ impl Source for StdinSource {
 
 struct ReaderThread {
     origin: String,
-    on_error: OnError,
+    rejects: Rejects,
     lines: LineReader,
     malformed: Arc<AtomicU64>,
     tx: SyncSender<Message>,
@@ -207,7 +231,7 @@ struct ReaderThread {
 impl ReaderThread {
     /// Reads to the end of `input` (or the first failure), handing over batches of lines. Ends
     /// early when the source is gone.
-    fn run<R: Read>(self, input: R) {
+    fn run<R: Read>(mut self, input: R) {
         let mut reader = BufReader::with_capacity(64 * 1024, input);
         let mut buf = Vec::with_capacity(256);
         let mut batch = Vec::with_capacity(LINES_PER_BATCH);
@@ -238,12 +262,12 @@ impl ReaderThread {
             match self.lines.parse(&buf, line) {
                 Ok(None) => {}
                 Ok(Some(parsed)) => batch.push(parsed),
-                Err(e) => match self.on_error {
-                    OnError::Skip => {
-                        self.malformed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    OnError::Fail => {
-                        self.fail(batch, e.describe(&self.origin, line));
+                Err(e) => match self.rejects.reject(&e, &self.origin, line, &buf) {
+                    Ok(()) => self
+                        .malformed
+                        .store(self.rejects.malformed, Ordering::Relaxed),
+                    Err(message) => {
+                        self.fail(batch, message);
                         return;
                     }
                 },
