@@ -50,6 +50,8 @@ mod dev_kafka;
 mod endpoint;
 pub mod error;
 pub mod jobfile;
+#[cfg(feature = "kafka")]
+mod kafka_clock;
 mod live;
 pub mod locate;
 mod progress;

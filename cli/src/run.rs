@@ -122,6 +122,8 @@ fn run_job(
     registry.add_text_section(std::sync::Arc::new(|labels: &str| {
         tidemark_kafka::process_metrics().render(labels)
     }));
+    #[cfg(feature = "kafka")]
+    let _clock = crate::kafka_clock::start(&job, &registry, args.instance_id.as_deref());
     let components: Vec<ComponentInfo> = job
         .vertices
         .iter()

@@ -203,8 +203,31 @@ fn two_instances_carry_every_message_and_commit_the_end() {
     wait_until("lag 0 on both instances", || {
         lag_total(addr_a) == 0.0 && lag_total(addr_b) == 0.0
     });
+    // Each instance estimates the other's clock offset through the clock topic; on one
+    // machine the true offset is 0, so it lies within the error bound.
+    for (addr, me, peer) in [(addr_a, "a", "b"), (addr_b, "b", "a")] {
+        let labels = [("tidemark_instance", me), ("peer_instance", peer)];
+        wait_until("a clock-offset estimate of the peer", || {
+            scrape(addr)
+                .value("tidemark_clock_offset_seconds", &labels)
+                .is_some()
+        });
+        let m = scrape(addr);
+        let offset = m.value("tidemark_clock_offset_seconds", &labels).unwrap();
+        let error = m
+            .value("tidemark_clock_offset_error_seconds", &labels)
+            .unwrap();
+        assert!(
+            error >= 0.0 && offset.abs() <= error,
+            "offset {offset} ± {error}"
+        );
+    }
     let m = scrape(addr_a);
     assert!(m.total("tidemark_checkpoints_completed_total") > 0.0);
+    // --instance-id labels every series.
+    assert!(m
+        .samples("tidemark_records_in_total")
+        .all(|s| s.labels.get("tidemark_instance") == Some("a")));
     assert!(m.total("tidemark_kafka_commits_total") > 0.0);
 
     a.terminate();

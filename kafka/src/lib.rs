@@ -14,6 +14,7 @@
 //! | [`decode`] | messages → records: formats, key, timestamp types |
 //! | [`client`] | broker lists, pass-through properties, the broker's last error, `--kafka-timeout` |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
+//! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
 //! | [`dev_cluster`] | librdkafka's mock cluster on its own thread (`tidemark dev-kafka`, tests) |
 //!
 //! ## Example
@@ -30,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod client;
+pub mod clock;
 pub mod decode;
 pub mod dev_cluster;
 pub mod metrics;

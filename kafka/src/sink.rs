@@ -224,8 +224,11 @@ impl KafkaSink {
         let ms = record.timestamp.div_euclid(1_000_000);
         let mut pending = BaseRecord::to(&self.topic)
             .payload(&self.value[..])
-            .key(&self.key[..])
             .timestamp(ms);
+        // A null key is no key (not an empty one).
+        if !record.key().is_null() {
+            pending = pending.key(&self.key[..]);
+        }
         loop {
             match self.producer.send(pending) {
                 Ok(()) => break,
