@@ -52,7 +52,7 @@ fn main() {
     );
     let (secs, p99) = tidemark_job(&bootstrap, n);
     println!(
-        "workload=W7 variant=tidemark parallelism=2 messages={n} seconds={secs:.3} msg_per_s={:.0} marker_p99_ms={:.1}",
+        "workload=W7 variant=tidemark parallelism=2 messages={n} seconds={secs:.3} msg_per_s={:.0} marker_p99_ms={:.4}",
         n as f64 / secs,
         p99 * 1e3
     );
@@ -187,6 +187,9 @@ fn tidemark_job(bootstrap: &str, n: u64) -> (f64, f64) {
         std::thread::sleep(Duration::from_millis(5));
     }
     let text = tidemark_runtime::exporter::render_text(handle.metrics()).unwrap();
+    if let Ok(path) = std::env::var("W7_METRICS") {
+        let _ = std::fs::write(path, &text);
+    }
     handle.stop();
     let _ = handle.wait();
     let secs = started.elapsed().as_secs_f64();
