@@ -1,4 +1,4 @@
-//! Benchmark W7 (`spec/workloads.md`): messages/s through kafka → filter (keeps all) → kafka at
+//! Benchmark W7 (`docs/kafka.md`, "W7"): messages/s through kafka → filter (keeps all) → kafka at
 //! P = 2 on the mock cluster, against a bare rdkafka consume-and-produce loop with the same
 //! client settings over the same kind of topics, in the same run; and the marker p99 at the sink
 //! with markers every 10 ms.

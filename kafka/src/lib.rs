@@ -2,8 +2,8 @@
 //!
 //! Kafka for Tidemark: a source whose subtasks (of every instance running the job) form one
 //! consumer group, a sink that keeps record timestamps, Kafka's lag series, and the mock
-//! cluster behind `tidemark dev-kafka`. The contract is `spec/kafka.md`; the user guide is
-//! `docs/kafka.md`. Built on `rdkafka` with librdkafka compiled from the crate's bundled
+//! cluster behind `tidemark dev-kafka`. The user guide (and the
+//! contract) is `docs/kafka.md`. Built on `rdkafka` with librdkafka compiled from the crate's bundled
 //! sources, without tokio (`BaseConsumer`, `ThreadedProducer`).
 //!
 //! ## Map of the crate

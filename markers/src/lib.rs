@@ -1,6 +1,6 @@
 //! Latency markers for Tidemark: what sources emit, how operators key and record them, and the
-//! statistics exported from them. This crate implements the contract in
-//! `spec/latency-markers.md`; the rule numbers in the docs refer to it.
+//! statistics exported from them. This crate implements the rules in
+//! `docs/latency-markers.md` ("The rules"); the rule numbers in the docs refer to them.
 //!
 //! # Map of the crate
 //!

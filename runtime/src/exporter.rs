@@ -5,8 +5,7 @@
 //!
 //! [`RegistryCollector`] is a [`prometheus::core::Collector`] for use with a
 //! [`prometheus::Registry`]; [`gather`] and [`render_text`] read a registry directly. The series
-//! are those of `spec/metrics.md` and the "Prometheus names" section of
-//! `spec/latency-markers.md`; every one carries the label `job_name`, and latencies are in
+//! are those of the metrics reference, `docs/metrics.md`; every one carries the label `job_name`, and latencies are in
 //! seconds.
 //!
 //! Families come in a fixed order (the order of [`FAMILY_NAMES`]), series inside a family in
