@@ -40,8 +40,10 @@ pub struct Report {
     pub end_time: String,
     /// Wall time from start to the end of the last task.
     pub elapsed_seconds: f64,
-    /// The settings the run used; `null` when they could not be resolved.
-    pub settings: Option<SettingsReport>,
+    /// The settings the run used, one field per row of the settings table
+    /// ([`crate::settings::SETTINGS`], [`Settings::json`]: secrets as `"***"`); `null` when they
+    /// could not be resolved.
+    pub settings: Option<serde_json::Map<String, serde_json::Value>>,
     /// Records emitted by all sources and received by all sinks.
     pub records: RecordTotals,
     /// Per vertex, per subtask record counts, in graph order.
@@ -228,25 +230,6 @@ pub struct FailureReport {
     pub message: String,
 }
 
-/// The settings in force.
-#[derive(Debug, Clone, Serialize)]
-pub struct SettingsReport {
-    /// Marker interval (`0` when markers are off).
-    pub latency_interval: String,
-    /// single, operator or subtask.
-    pub latency_granularity: String,
-    /// Samples per latency window.
-    pub latency_history_size: usize,
-    /// Buffer timeout.
-    pub buffer_timeout: String,
-    /// Default parallelism.
-    pub parallelism: usize,
-    /// Whether chaining was on.
-    pub chaining: bool,
-    /// Whether record end-to-end latency was recorded at every vertex.
-    pub e2e_latency_everywhere: bool,
-}
-
 /// Record totals over the job.
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordTotals {
@@ -383,21 +366,6 @@ pub struct NotStarted<'a> {
     pub failure: Option<FailureReport>,
 }
 
-impl SettingsReport {
-    /// The report's view of `settings`.
-    pub fn of(settings: &Settings) -> SettingsReport {
-        SettingsReport {
-            latency_interval: format_duration(settings.latency.interval),
-            latency_granularity: settings.latency.granularity.to_string(),
-            latency_history_size: settings.latency.history_size.get(),
-            buffer_timeout: format_duration(settings.buffer_timeout),
-            parallelism: settings.parallelism.get(),
-            chaining: settings.chaining,
-            e2e_latency_everywhere: settings.e2e_latency_everywhere,
-        }
-    }
-}
-
 impl Report {
     /// Reads the report from the registry of an ended job.
     pub fn collect(registry: &MetricsRegistry, run: &RunSummary<'_>) -> Report {
@@ -477,7 +445,7 @@ impl Report {
             start_time: rfc3339(registry.started()),
             end_time: rfc3339(run.ended),
             elapsed_seconds: run.elapsed.as_secs_f64(),
-            settings: Some(SettingsReport::of(run.settings)),
+            settings: Some(run.settings.json()),
             records: RecordTotals {
                 emitted_by_sources: emitted,
                 received_by_sinks: received,
@@ -507,7 +475,7 @@ impl Report {
             start_time: rfc3339(why.started),
             end_time: rfc3339(SystemTime::now()),
             elapsed_seconds: 0.0,
-            settings: why.settings.map(SettingsReport::of),
+            settings: why.settings.map(Settings::json),
             records: RecordTotals {
                 emitted_by_sources: 0,
                 received_by_sinks: 0,
@@ -1187,5 +1155,72 @@ mod tests {
         assert!(json["job_name"].is_null());
         assert!(json["settings"].is_null());
         assert_eq!(json["exit_code"], 2);
+    }
+
+    /// The report's `settings` object comes from the settings table: every row of `SETTINGS`
+    /// is in it under its JSON name with the value `plan` shows, and nothing else is.
+    #[test]
+    fn every_setting_of_the_table_is_in_the_report() {
+        use crate::settings::{JsonKind, SETTINGS};
+        let defines: Vec<(String, String)> = [
+            ("metrics.latency.interval", "15ms"),
+            ("metrics.latency.granularity", "subtask"),
+            ("metrics.latency.history-size", "7"),
+            ("parallelism.default", "3"),
+            ("metrics.reporter.prom.port", "9300"),
+            ("pipeline.operator-chaining.enabled", "false"),
+            ("execution.checkpointing.interval", "2s"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let settings = resolve(
+            &FileSettings::default(),
+            &Default::default(),
+            None,
+            &defines,
+        )
+        .unwrap();
+        let report = Report::not_started(&NotStarted {
+            job_name: Some("etl"),
+            settings: Some(&settings),
+            started: SystemTime::now(),
+            error: "no".into(),
+            exit_code: 1,
+            failure: None,
+        });
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        let object = json["settings"].as_object().unwrap();
+        for spec in &SETTINGS {
+            let value = object
+                .get(spec.json_name)
+                .unwrap_or_else(|| panic!("{} ({}) missing: {json}", spec.json_name, spec.key));
+            let text = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            assert_eq!(text, spec.show(&settings), "{}", spec.key);
+            match spec.json_kind {
+                JsonKind::Text => assert!(value.is_string(), "{}: {value}", spec.key),
+                JsonKind::Number => assert!(value.is_u64(), "{}: {value}", spec.key),
+                JsonKind::Bool => assert!(value.is_boolean(), "{}: {value}", spec.key),
+            }
+        }
+        assert_eq!(object.len(), SETTINGS.len(), "{json}");
+        // The keys scripts, tests and docs/cli.md read keep their names and types.
+        assert_eq!(
+            json["settings"],
+            serde_json::json!({
+                "latency_interval": "15ms",
+                "latency_granularity": "subtask",
+                "latency_history_size": 7,
+                "buffer_timeout": "1ms",
+                "parallelism": 3,
+                "metrics_port": 9300,
+                "chaining": false,
+                "e2e_latency_everywhere": false,
+                "checkpoint_interval": "2s",
+            })
+        );
     }
 }

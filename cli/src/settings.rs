@@ -4,12 +4,14 @@
 //! [`SETTINGS`] is the one table of them: each row's `-D` key, job-file field, flag, default
 //! and help, how the job file, a `-D` value and the flags set it, and how the value is shown. It
 //! drives the precedence ([`resolve`] walks it layer by layer), the `-D` keys and their parsing,
-//! the `-D` help, "did you mean", `plan`'s and `validate`'s settings section and
-//! [`Settings::entries`] (for JSON APIs).
+//! the `-D` help, "did you mean", `plan`'s and `validate`'s settings section,
+//! [`Settings::entries`] and [`Settings::json`] (the report's `settings` object and
+//! `/api/v1/job`'s).
 
 use crate::args::{parse_duration, parse_parallelism, SettingFlags};
 use crate::jobfile::{JobFile, LatencySection};
 use crate::suggest::{did_you_mean, hint};
+use serde_json::{Map, Value};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 use tidemark_markers::{format_duration, Buckets, LatencyConfig};
@@ -38,6 +40,10 @@ pub const DEFAULT_MARKER_INTERVAL: Duration = Duration::from_millis(200);
 pub struct SettingSpec {
     /// Its `-D` key (Flink's where Flink has one).
     pub key: &'static str,
+    /// Its field in the report's `settings` object and `/api/v1/job`'s.
+    pub json_name: &'static str,
+    /// How its value is written there.
+    pub json_kind: JsonKind,
     /// Its job-file field, if the job file can set it.
     pub file_field: Option<&'static str>,
     /// Its `run` flag, if any.
@@ -56,10 +62,41 @@ pub struct SettingSpec {
     from_flags: fn(&SettingFlags, Option<&str>, &mut Settings),
 }
 
+/// How a setting's value is written in JSON (the report, `/api/v1/job`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    /// A string, as shown (durations, names).
+    Text,
+    /// A number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+}
+
 impl SettingSpec {
     /// Its value in `s`, as shown (secrets as `***`).
     pub fn show(&self, s: &Settings) -> String {
         crate::redact::redact_value(self.key, &(self.show)(s)).to_owned()
+    }
+
+    /// Its value in `s` as JSON, typed by [`JsonKind`] (secrets as `"***"`).
+    pub fn json(&self, s: &Settings) -> Value {
+        use crate::redact::{is_secret_key, REDACTED};
+        if is_secret_key(self.key) || is_secret_key(self.json_name) {
+            return Value::String(REDACTED.to_owned());
+        }
+        let shown = self.show(s);
+        match self.json_kind {
+            JsonKind::Text => Value::String(shown),
+            JsonKind::Number => shown
+                .parse::<u64>()
+                .map_or_else(|_| Value::String(shown.clone()), Value::from),
+            JsonKind::Bool => match shown.as_str() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => Value::String(shown),
+            },
+        }
     }
 }
 
@@ -75,6 +112,8 @@ impl std::fmt::Debug for SettingSpec {
 pub static SETTINGS: [SettingSpec; 9] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
+        json_name: "latency_interval",
+        json_kind: JsonKind::Text,
         file_field: Some("latency.interval"),
         flag: Some("--latency-interval"),
         default: "200ms",
@@ -94,6 +133,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: LatencyConfig::GRANULARITY_KEY,
+        json_name: "latency_granularity",
+        json_kind: JsonKind::Text,
         file_field: Some("latency.granularity"),
         flag: Some("--latency-granularity"),
         default: "operator",
@@ -113,6 +154,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: LatencyConfig::HISTORY_SIZE_KEY,
+        json_name: "latency_history_size",
+        json_kind: JsonKind::Number,
         file_field: Some("latency.history_size"),
         flag: Some("--latency-history-size"),
         default: "128",
@@ -132,6 +175,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: BUFFER_TIMEOUT_KEY,
+        json_name: "buffer_timeout",
+        json_kind: JsonKind::Text,
         file_field: Some("buffer_timeout"),
         flag: Some("--buffer-timeout"),
         default: "1ms",
@@ -154,6 +199,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: PARALLELISM_KEY,
+        json_name: "parallelism",
+        json_kind: JsonKind::Number,
         file_field: Some("parallelism"),
         flag: Some("--parallelism"),
         default: "1",
@@ -176,6 +223,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: PROM_PORT_KEY,
+        json_name: "metrics_port",
+        json_kind: JsonKind::Number,
         file_field: None,
         flag: Some("--metrics-addr"),
         default: "9249",
@@ -207,6 +256,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: CHAINING_KEY,
+        json_name: "chaining",
+        json_kind: JsonKind::Bool,
         file_field: Some("chaining"),
         flag: Some("--no-chaining"),
         default: "true",
@@ -229,6 +280,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: E2E_EVERYWHERE_KEY,
+        json_name: "e2e_latency_everywhere",
+        json_kind: JsonKind::Bool,
         file_field: Some("e2e_latency_everywhere"),
         flag: Some("--e2e-latency-everywhere"),
         default: "false",
@@ -251,6 +304,8 @@ pub static SETTINGS: [SettingSpec; 9] = [
     },
     SettingSpec {
         key: CHECKPOINT_INTERVAL_KEY,
+        json_name: "checkpoint_interval",
+        json_kind: JsonKind::Text,
         file_field: Some("checkpoint.interval"),
         flag: None,
         default: "0",
@@ -405,6 +460,16 @@ impl Settings {
             .map(|spec| (spec.key, spec.show(self)))
             .collect()
     }
+
+    /// Every setting of [`SETTINGS`] as a JSON object, keyed by [`SettingSpec::json_name`], in
+    /// table order, typed by [`JsonKind`], secrets as `"***"`: the report's `settings` object
+    /// and `/api/v1/job`'s.
+    pub fn json(&self) -> Map<String, Value> {
+        SETTINGS
+            .iter()
+            .map(|spec| (spec.json_name.to_owned(), spec.json(self)))
+            .collect()
+    }
 }
 
 /// Resolves the settings: defaults, then the job file, then each `-D` in order, then flags.
@@ -539,6 +604,36 @@ mod tests {
         let keys: Vec<&str> = changed.entries().iter().map(|e| e.0).collect();
         assert_eq!(keys, super::keys());
         assert!(define_help().contains("metrics.latency.interval (default 200ms)"));
+    }
+
+    /// JSON names are unique, and a secret setting is `"***"` in JSON whatever its kind.
+    #[test]
+    fn json_names_are_unique_and_secrets_are_redacted() {
+        let mut names: Vec<&str> = SETTINGS.iter().map(|s| s.json_name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SETTINGS.len());
+        let secret = SettingSpec {
+            key: "sasl.password",
+            json_name: "sasl_password",
+            json_kind: JsonKind::Number,
+            file_field: None,
+            flag: None,
+            default: "",
+            help: "",
+            apply: |_, _| Ok(()),
+            show: |_| "12345".to_owned(),
+            from_file: |_, _| {},
+            from_flags: |_, _, _| {},
+        };
+        assert_eq!(secret.json(&Settings::defaults()), Value::from("***"));
+        assert_eq!(secret.show(&Settings::defaults()), "***");
+        let plain = SettingSpec {
+            key: "some.count",
+            json_name: "some_count",
+            ..secret
+        };
+        assert_eq!(plain.json(&Settings::defaults()), Value::from(12345u64));
     }
 
     #[test]

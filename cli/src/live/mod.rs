@@ -287,19 +287,15 @@ pub fn redact_secrets(mut value: Value) -> Value {
     value
 }
 
-/// The settings in force as `/api/v1/job` shows them (the same fields as the report's).
+/// The settings in force as `/api/v1/job` shows them: the report's fields (one per row of the
+/// settings table, [`Settings::json`]) plus `metrics_addr`.
 pub fn settings_json(settings: &Settings) -> Value {
-    use tidemark_markers::format_duration;
-    serde_json::json!({
-        "latency_interval": format_duration(settings.latency.interval),
-        "latency_granularity": settings.latency.granularity.as_str(),
-        "latency_history_size": settings.latency.history_size.get(),
-        "buffer_timeout": format_duration(settings.buffer_timeout),
-        "parallelism": settings.parallelism.get(),
-        "chaining": settings.chaining,
-        "e2e_latency_everywhere": settings.e2e_latency_everywhere,
-        "metrics_addr": settings.metrics_addr,
-    })
+    let mut json = settings.json();
+    json.insert(
+        "metrics_addr".to_owned(),
+        Value::String(settings.metrics_addr.clone()),
+    );
+    Value::Object(json)
 }
 
 #[cfg(test)]
