@@ -6,9 +6,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tidemark_markers::{
-    format_duration, legacy_quantile, round_significant, LatencyHistogram, LatencyKey,
-};
+use tidemark_markers::{legacy_quantile, round_significant, LatencyHistogram, LatencyKey};
 
 /// Significant digits of the latencies in the report (milliseconds): 0.000421, 12.3457, 250.004.
 const DIGITS: u32 = 6;
