@@ -298,3 +298,55 @@ fn partitions_move_on_join_and_on_leave() {
     a.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
 }
+
+/// A bad CEL `key:`/`timestamp:` on the source or `key:` on the sink fails `validate` (no
+/// broker needed) with exit 2, at the expression's line and column in the job file.
+#[test]
+fn a_bad_key_or_timestamp_expression_fails_validate_at_its_line() {
+    let dir = TempDir::new("kafka-bad-expr");
+    let cases = [
+        // (source key, source timestamp, sink key, where, what)
+        ("'region +'", "at", "'string(key)'", "7:20", "key: syntax error"),
+        ("region", "'nosuch(at)'", "'string(key)'", "8:16", "timestamp: "),
+        ("region", "at", "'string(key'", "15:10", "key: syntax error"),
+    ];
+    for (i, (key, timestamp, sink_key, at, what)) in cases.into_iter().enumerate() {
+        let file = format!("bad{i}.yaml");
+        dir.write(
+            &file,
+            &format!(
+                "name: bad
+sources:
+  orders:
+    type: kafka
+    brokers: 127.0.0.1:1
+    topics: [in]
+    key: {key}
+    timestamp: {timestamp}
+sinks:
+  out:
+    type: kafka
+    input: orders
+    brokers: 127.0.0.1:1
+    topic: out
+    key: {sink_key}
+"
+            ),
+        );
+        let out = common::tidemark(dir.path(), ["validate", file.as_str()]);
+        assert_eq!(out.code(), 2, "{file}: {}", out.stderr);
+        let prefix = format!("{file}:{at}: ");
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("error: ") && l.contains(&prefix))
+            .unwrap_or_else(|| panic!("{file}: no error at {prefix:?}:\n{}", out.stderr));
+        assert!(line.contains(what), "{file}: {line}");
+        assert_eq!(
+            out.stderr.lines().filter(|l| l.starts_with("error: ")).count(),
+            1,
+            "{file}: one error only:\n{}",
+            out.stderr
+        );
+    }
+}

@@ -2,8 +2,8 @@
 
 use rdkafka::message::Timestamp;
 use serde::Deserialize;
-use std::sync::Arc;
-
+use tidemark_operators::expr::Evaluator;
+use tidemark_operators::{timestamp_nanos, Extract};
 use tidemark_runtime::{Map, Record, TimestampType, Value};
 
 /// How a message's value is read.
@@ -18,14 +18,17 @@ pub enum Format {
 }
 
 /// Where the record's key and timestamp come from.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Decoder {
     /// The value's format.
     pub format: Format,
-    /// A top-level field of a JSON value holding the key; `None`: the message key.
-    pub key_field: Option<String>,
-    /// A top-level field of a JSON value holding the timestamp in ms; `None`: the message's.
-    pub timestamp_field: Option<String>,
+    /// The `key:` expression over the event; `None`: the message key.
+    pub key: Option<Extract>,
+    /// The `timestamp:` expression over the event (int or double ms, or an RFC 3339 string);
+    /// `None`: the message's timestamp.
+    pub timestamp: Option<Extract>,
+    /// Made when the first expression is evaluated.
+    eval: Option<Evaluator>,
 }
 
 /// A message that does not fit `format`.
@@ -35,9 +38,22 @@ pub struct Malformed(pub String);
 const NANOS_PER_MS: i64 = 1_000_000;
 
 impl Decoder {
-    /// Turns one message into a record. `now_nanos` stamps messages without a timestamp.
+    /// A decoder of `format` taking the key and the timestamp from these expressions (the
+    /// message's own when `None`).
+    pub fn new(format: Format, key: Option<Extract>, timestamp: Option<Extract>) -> Self {
+        Decoder {
+            format,
+            key,
+            timestamp,
+            eval: None,
+        }
+    }
+
+    /// Turns one message into a record. `now_nanos` stamps messages without a timestamp. In
+    /// the `key:` and `timestamp:` expressions, `record.key` is the message key and
+    /// `record.timestamp` the message timestamp (ms).
     pub fn decode(
-        &self,
+        &mut self,
         key: Option<&[u8]>,
         payload: Option<&[u8]>,
         timestamp: Timestamp,
@@ -58,10 +74,10 @@ impl Decoder {
                     .map_err(|e| Malformed(format!("value is not UTF-8 text: {e}")))?;
                 let mut m = Map::with_capacity(1);
                 m.push_unchecked("message", text);
-                m
+                Value::from(m)
             }
             Format::Json => match Value::from_json(payload) {
-                Ok(Value::Map(m)) => Arc::unwrap_or_clone(m),
+                Ok(v @ Value::Map(_)) => v,
                 Ok(other) => {
                     return Err(Malformed(format!(
                         "value is not a JSON object: found a {}",
@@ -71,25 +87,28 @@ impl Decoder {
                 Err(e) => return Err(Malformed(format!("value is not a JSON object: {e}"))),
             },
         };
-        if let Some(field) = &self.key_field {
-            record_key = match event.get(field) {
-                Some(v) => v.clone(),
-                None => return Err(Malformed(format!("no field `{field}` for the key"))),
-            };
+        let message_ms = ts.div_euclid(NANOS_PER_MS);
+        let key_value = match &self.key {
+            Some(extract) => Some(
+                extract
+                    .value(&event, &record_key, message_ms, &mut self.eval)
+                    .map_err(|m| Malformed(format!("key: {m}")))?,
+            ),
+            None => None,
+        };
+        if let Some(extract) = &self.timestamp {
+            let v = extract
+                .value(&event, &record_key, message_ms, &mut self.eval)
+                .map_err(|m| Malformed(format!("timestamp: {m}")))?;
+            ts = timestamp_nanos(&v).map_err(|m| Malformed(format!("timestamp: {m}")))?;
+            ts_type = TimestampType::Create;
         }
-        if let Some(field) = &self.timestamp_field {
-            match event.get(field).and_then(Value::as_f64) {
-                Some(ms) => {
-                    ts = (ms * NANOS_PER_MS as f64) as i64;
-                    ts_type = TimestampType::Create;
-                }
-                None => {
-                    return Err(Malformed(format!(
-                        "no numeric field `{field}` (ms since the epoch) for the timestamp"
-                    )))
-                }
-            }
+        if let Some(k) = key_value {
+            record_key = k;
         }
+        let Value::Map(event) = event else {
+            unreachable!("made a map above")
+        };
         Ok(Record::with_event(record_key, event, ts).with_timestamp_type(ts_type))
     }
 }
@@ -110,7 +129,7 @@ mod tests {
 
     #[test]
     fn json_values_keys_and_timestamps() {
-        let d = Decoder::default();
+        let mut d = Decoder::default();
         let r = d
             .decode(
                 Some(b"42"),
@@ -150,13 +169,13 @@ mod tests {
         assert_eq!(key_of(b"abc"), Value::from("abc"));
     }
 
+    fn extract(source: &str) -> Option<Extract> {
+        Some(Extract::compile(source).unwrap())
+    }
+
     #[test]
     fn fields_for_key_and_timestamp() {
-        let d = Decoder {
-            key_field: Some("id".into()),
-            timestamp_field: Some("ts".into()),
-            ..Decoder::default()
-        };
+        let mut d = Decoder::new(Format::Json, extract("id"), extract("ts"));
         let r = d
             .decode(
                 Some(b"9"),
@@ -172,20 +191,64 @@ mod tests {
         let err = d
             .decode(None, Some(br#"{"ts": 1}"#), Timestamp::NotAvailable, 0)
             .unwrap_err();
-        assert!(err.0.contains("`id`"), "{err:?}");
+        assert_eq!(err.0, "key: no field `id` in the event (it has ts)");
+    }
+
+    #[test]
+    fn cel_expressions_for_key_and_timestamp() {
+        let mut d = Decoder::new(
+            Format::Json,
+            extract("region + '/' + string(record.key)"),
+            extract("at"),
+        );
+        let r = d
+            .decode(
+                Some(b"9"),
+                Some(br#"{"region": "eu", "at": "2026-11-30T12:00:00.250Z"}"#),
+                Timestamp::CreateTime(5),
+                7,
+            )
+            .unwrap();
+        assert_eq!(
+            (r.key().into_owned(), r.timestamp, r.timestamp_type),
+            (
+                Value::from("eu/9"),
+                1_796_040_000_250_000_000,
+                TimestampType::Create
+            )
+        );
+        // The message timestamp is `record.timestamp` (ms) in an expression.
+        let mut d = Decoder::new(Format::Json, None, extract("record.timestamp + delay"));
+        let r = d
+            .decode(None, Some(br#"{"delay": 10}"#), Timestamp::CreateTime(1000), 7)
+            .unwrap();
+        assert_eq!(r.timestamp, 1_010_000_000);
+        let err = d
+            .decode(None, Some(br#"{"delay": "x"}"#), Timestamp::CreateTime(1000), 7)
+            .unwrap_err();
+        assert!(
+            err.0
+                .starts_with("timestamp: expression `record.timestamp + delay` failed:"),
+            "{err:?}"
+        );
+        let mut d = Decoder::new(Format::Json, None, extract("at"));
+        let err = d
+            .decode(None, Some(br#"{"at": "yesterday"}"#), Timestamp::CreateTime(1), 7)
+            .unwrap_err();
+        assert!(
+            err.0.starts_with("timestamp: \"yesterday\" is not an RFC 3339 time"),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn malformed_values_are_reported() {
-        let d = Decoder::default();
+        let mut d = Decoder::default();
         let err = d
             .decode(None, Some(b"not json"), Timestamp::NotAvailable, 0)
             .unwrap_err();
         assert!(err.0.starts_with("value is not a JSON object"), "{err:?}");
-        let text = Decoder {
-            format: Format::Text,
-            ..Decoder::default()
-        };
+        let mut text = Decoder::new(Format::Text, None, None);
         assert_eq!(
             text.decode(None, Some(b" 3 "), Timestamp::NotAvailable, 0)
                 .unwrap()

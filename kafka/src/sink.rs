@@ -9,8 +9,14 @@
 //!     input: per_customer
 //!     brokers: 127.0.0.1:9092
 //!     topic: totals
+//!     key: 'string(key)'      # CEL over the record; default: the record key
 //!     properties: {}          # passed to librdkafka as they are
 //! ```
+//!
+//! - The message key is the value of `key:` (event fields at top level, `record.key`,
+//!   `record.timestamp` in ms), compiled when the job is built; without it, the record's key. A
+//!   string is written as it is, `null` as no key, any other value as JSON (`42`). An
+//!   expression that fails on a record fails the job, naming the sink and the expression.
 //!
 //! - Messages go through librdkafka's producer queue; a full queue makes the sink wait
 //!   (backpressure), never drop.
@@ -27,6 +33,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use serde::Deserialize;
+use tidemark_operators::expr::{with_record, Evaluator, Expr};
+use tidemark_operators::ConfigError;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext, Value};
 
 use crate::client::{
@@ -41,13 +49,16 @@ pub struct KafkaSinkConfig {
     pub brokers: Brokers,
     /// The topic to write.
     pub topic: String,
+    /// A CEL expression over the record giving the message key; default: the record's key.
+    #[serde(default)]
+    pub key: Option<String>,
     /// Passed to librdkafka as they are.
     #[serde(default)]
     pub properties: Properties,
 }
 
 /// The settings' names, for the registry's "did you mean".
-pub const FIELDS: &[&str] = &["brokers", "topic", "properties"];
+pub const FIELDS: &[&str] = &["brokers", "topic", "key", "properties"];
 
 impl KafkaSinkConfig {
     /// Checks what can be checked without a broker.
@@ -102,16 +113,24 @@ impl ProducerContext for DeliveryContext {
 /// Makes the subtasks of one `kafka` sink vertex; the first checks that the brokers answer.
 pub struct KafkaSinkFactory {
     config: Arc<KafkaSinkConfig>,
+    key: Option<Expr>,
     reachable: OnceLock<Result<(), String>>,
 }
 
 impl KafkaSinkFactory {
-    /// A factory for `config`.
-    pub fn new(config: KafkaSinkConfig) -> Self {
-        KafkaSinkFactory {
+    /// A factory for `config`. Compiles the `key` expression: a bad one is a setting error
+    /// located inside the expression.
+    pub fn new(config: KafkaSinkConfig) -> Result<Self, ConfigError> {
+        let key = config
+            .key
+            .as_deref()
+            .map(|s| Expr::compile(s).map_err(|e| e.into_config_error(crate::TYPE_NAME, "key")))
+            .transpose()?;
+        Ok(KafkaSinkFactory {
             config: Arc::new(config),
+            key,
             reachable: OnceLock::new(),
-        }
+        })
     }
 
     /// Makes one subtask's producer.
@@ -149,6 +168,7 @@ impl KafkaSinkFactory {
             written: 0,
             value: Vec::with_capacity(128),
             key: Vec::with_capacity(24),
+            key_expr: self.key.clone().map(|e| (e, Evaluator::new())),
         })
     }
 }
@@ -162,6 +182,8 @@ pub struct KafkaSink {
     written: u64,
     value: Vec<u8>,
     key: Vec<u8>,
+    /// The `key:` expression and this subtask's evaluator.
+    key_expr: Option<(Expr, Evaluator)>,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -214,19 +236,26 @@ impl KafkaSink {
         self.value.clear();
         self.key.clear();
         write_json(&mut self.value, record);
-        match &*record.key() {
-            Value::Null => {}
-            Value::String(k) => self.key.extend_from_slice(k.as_bytes()),
-            other => {
-                let _ = write!(self.key, "{other}");
+        let has_key = match &self.key_expr {
+            None => write_key(&mut self.key, &record.key()),
+            Some((expr, eval)) => {
+                let key = with_record(record, |scope| eval.eval(expr, scope)).map_err(|e| {
+                    format!(
+                        "{}: key: expression `{}` failed: {}",
+                        self.what,
+                        expr.source(),
+                        e.message
+                    )
+                })?;
+                write_key(&mut self.key, &key)
             }
-        }
+        };
         let ms = record.timestamp.div_euclid(1_000_000);
         let mut pending = BaseRecord::to(&self.topic)
             .payload(&self.value[..])
             .timestamp(ms);
         // A null key is no key (not an empty one).
-        if !record.key().is_null() {
+        if has_key {
             pending = pending.key(&self.key[..]);
         }
         loop {
@@ -249,6 +278,19 @@ impl KafkaSink {
         self.written += 1;
         Ok(())
     }
+}
+
+/// Writes `key` as message key bytes into `buf`: a string as it is, any other value as JSON;
+/// `false` for `null` (no key).
+fn write_key(buf: &mut Vec<u8>, key: &Value) -> bool {
+    match key {
+        Value::Null => return false,
+        Value::String(k) => buf.extend_from_slice(k.as_bytes()),
+        other => {
+            let _ = write!(buf, "{other}");
+        }
+    }
+    true
 }
 
 /// The record's event as the JSON object the sink writes (the timestamp travels as the

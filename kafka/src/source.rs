@@ -10,8 +10,8 @@
 //!     group: orders-job              # default: the job name
 //!     start: committed               # committed (else earliest) | earliest | latest
 //!     format: json                   # json | text
-//!     key: customer_id               # a field of the value; default: the message key
-//!     timestamp: ts                  # a field (ms); default: the message timestamp
+//!     key: customer_id               # CEL over the event; default: the message key
+//!     timestamp: ts                  # CEL: int ms or RFC 3339; default: the message timestamp
 //!     on_error: skip                 # fail (default) | skip
 //!     properties: {}                 # passed to librdkafka as they are
 //! ```
@@ -37,6 +37,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use serde::Deserialize;
 use tidemark_operators::config::OnError;
+use tidemark_operators::{ConfigError, Extract};
 use tidemark_runtime::{
     BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
     SubtaskContext,
@@ -78,10 +79,13 @@ pub struct KafkaSourceConfig {
     /// The value's format.
     #[serde(default)]
     pub format: Format,
-    /// A field of the value holding the key; default: the message key.
+    /// A CEL expression over the event giving the key (`record.key` is the message key);
+    /// default: the message key.
     #[serde(default)]
     pub key: Option<String>,
-    /// A field of the value holding the timestamp (ms); default: the message's timestamp.
+    /// A CEL expression over the event giving the timestamp: int (or double) ms since the Unix
+    /// epoch, or an RFC 3339 string (`record.timestamp` is the message's, in ms); default: the
+    /// message's timestamp.
     #[serde(default)]
     pub timestamp: Option<String>,
     /// What to do with a message that is not valid for `format`.
@@ -125,6 +129,8 @@ impl KafkaSourceConfig {
 /// brokers answer; the others reuse that answer.
 pub struct KafkaSourceFactory {
     config: Arc<KafkaSourceConfig>,
+    key: Option<Extract>,
+    timestamp: Option<Extract>,
     reachable: OnceLock<Result<(), String>>,
     metrics: Arc<KafkaMetrics>,
     /// Commit read positions on a timer (no checkpointing).
@@ -132,14 +138,28 @@ pub struct KafkaSourceFactory {
 }
 
 impl KafkaSourceFactory {
-    /// A factory for `config`, reporting into `metrics`.
-    pub fn new(config: KafkaSourceConfig, metrics: Arc<KafkaMetrics>) -> Self {
-        KafkaSourceFactory {
+    /// A factory for `config`, reporting into `metrics`. Compiles the `key` and `timestamp`
+    /// expressions: a bad one is a setting error located inside the expression.
+    pub fn new(
+        config: KafkaSourceConfig,
+        metrics: Arc<KafkaMetrics>,
+    ) -> Result<Self, ConfigError> {
+        let compile = |source: &Option<String>, path: &str| {
+            source
+                .as_deref()
+                .map(|s| Extract::compile_setting(crate::TYPE_NAME, path, s))
+                .transpose()
+        };
+        let key = compile(&config.key, "key")?;
+        let timestamp = compile(&config.timestamp, "timestamp")?;
+        Ok(KafkaSourceFactory {
             config: Arc::new(config),
+            key,
+            timestamp,
             reachable: OnceLock::new(),
             metrics,
             auto_commit: true,
-        }
+        })
     }
 
     /// Makes subtask `ctx.subtask`: joins the group and subscribes.
@@ -360,11 +380,11 @@ impl KafkaSource {
         Ok(KafkaSource {
             consumer: Arc::new(consumer),
             stash: std::collections::VecDeque::new(),
-            decoder: Decoder {
-                format: config.format,
-                key_field: config.key.clone(),
-                timestamp_field: config.timestamp.clone(),
-            },
+            decoder: Decoder::new(
+                config.format,
+                factory.key.clone(),
+                factory.timestamp.clone(),
+            ),
             on_error: config.on_error,
             source_id: ctx.vertex_id.clone(),
             subtask: ctx.subtask,

@@ -84,9 +84,10 @@ impl LineError {
     }
 }
 
-/// A source's `key:` or `timestamp:` setting: a CEL expression over the event, compiled once.
+/// A source's `key:` or `timestamp:` setting: a CEL expression over the event, compiled once
+/// at job build. Shared by every source that reads events (`file`, `stdin`, `kafka`).
 #[derive(Clone, Debug)]
-pub(crate) enum Extract {
+pub enum Extract {
     /// A plain field name: looked up directly (no CEL evaluation per line).
     Field(Arc<str>),
     /// Any other expression.
@@ -95,7 +96,7 @@ pub(crate) enum Extract {
 
 impl Extract {
     /// Compiles `source` (a plain field name stays a field lookup).
-    pub(crate) fn compile(source: &str) -> Result<Extract, CompileError> {
+    pub fn compile(source: &str) -> Result<Extract, CompileError> {
         let plain = source
             .chars()
             .next()
@@ -111,6 +112,48 @@ impl Extract {
             Ok(Extract::Field(source.into()))
         } else {
             Expr::compile(source).map(Extract::Expr)
+        }
+    }
+
+    /// Compiles the setting `path` (`"key"`, `"timestamp"`) of a component of `type_name`; a
+    /// bad expression is a setting error located inside the expression (the CLI reports it at
+    /// its line and column in the job file).
+    pub fn compile_setting(
+        type_name: &str,
+        path: &str,
+        source: &str,
+    ) -> Result<Extract, crate::ConfigError> {
+        Extract::compile(source).map_err(|e| e.into_config_error(type_name, path))
+    }
+
+    /// The value for `event` (a map), with `record.key` = `key` and `record.timestamp` =
+    /// `timestamp_ms` in an expression. `eval` is made on first use. The error says what is
+    /// wrong (a missing field, with the fields there are; a failed expression).
+    pub fn value(
+        &self,
+        event: &Value,
+        key: &Value,
+        timestamp_ms: i64,
+        eval: &mut Option<Evaluator>,
+    ) -> Result<Value, String> {
+        match self {
+            Extract::Field(name) => {
+                let map = event.as_map().expect("an event is a map");
+                map.get(name).cloned().ok_or_else(|| {
+                    format!("no field `{name}` in the event{}", field_list(map))
+                })
+            }
+            Extract::Expr(expr) => {
+                let eval = eval.get_or_insert_with(Evaluator::new);
+                let scope = Scope {
+                    event: EventRef::Value(event),
+                    key,
+                    timestamp_ms,
+                };
+                eval.eval(expr, &scope).map_err(|e| {
+                    format!("expression `{}` failed: {}", expr.source(), e.message)
+                })
+            }
         }
     }
 }
@@ -157,31 +200,15 @@ impl Field {
         eval: &mut Option<Evaluator>,
         what: &str,
     ) -> Result<Option<Value>, LineError> {
-        let map = event.as_map().expect("an event is a map");
         match self {
-            Field::Set(Extract::Field(name)) => match map.get(name) {
-                Some(v) => Ok(Some(v.clone())),
-                None => Err(LineError::new(format!(
-                    "{what}: no field `{name}` in the event{}",
-                    field_list(map)
-                ))),
-            },
-            Field::Set(Extract::Expr(expr)) => {
-                let eval = eval.get_or_insert_with(Evaluator::new);
-                let scope = Scope {
-                    event: EventRef::Value(event),
-                    key: &Value::Null,
-                    timestamp_ms: 0,
-                };
-                eval.eval(expr, &scope).map(Some).map_err(|e| {
-                    LineError::new(format!(
-                        "{what}: expression `{}` failed: {}",
-                        expr.source(),
-                        e.message
-                    ))
-                })
-            }
-            Field::Default(name) => Ok(map.get(name).filter(|v| !v.is_null()).cloned()),
+            Field::Set(extract) => extract
+                .value(event, &Value::Null, 0, eval)
+                .map(Some)
+                .map_err(|m| LineError::new(format!("{what}: {m}"))),
+            Field::Default(name) => Ok(event
+                .as_map()
+                .expect("an event is a map")
+                .get(name).filter(|v| !v.is_null()).cloned()),
         }
     }
 }
@@ -316,7 +343,7 @@ fn article(type_name: &str) -> &'static str {
 
 /// A timestamp value in nanoseconds since the Unix epoch: an int or double of milliseconds, or
 /// an RFC 3339 string.
-pub(crate) fn timestamp_nanos(v: &Value) -> Result<i64, String> {
+pub fn timestamp_nanos(v: &Value) -> Result<i64, String> {
     let out_of_range = || format!("{v} is out of range");
     match v {
         Value::Int(ms) => ms.checked_mul(NANOS_PER_MILLI).ok_or_else(out_of_range),

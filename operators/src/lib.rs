@@ -19,7 +19,9 @@
 //! Each component is one file holding its settings struct (`serde`, unknown fields rejected),
 //! its registry entry and its code; the module docs say what it does, edge cases included.
 //! Internally, `json_lines` holds the record format of files and standard input/output and
-//! `aggregate` the per-key state `reduce` and `window` share.
+//! `aggregate` the per-key state `reduce` and `window` share. Sources outside this crate (Kafka)
+//! take their `key:`/`timestamp:` settings as [`Extract`] and read timestamps with
+//! [`timestamp_nanos`], as `file` and `stdin` do.
 //!
 //! ## Settings
 //! [`build`] takes a vertex's settings as a JSON object without the keys the job file handles
@@ -95,6 +97,7 @@ pub mod window_assigner;
 mod window_state;
 
 pub use config::parse_settings;
+pub use json_lines::{timestamp_nanos, Extract};
 pub use registry::{
     build, components, find, type_names, BuildEnv, Built, Component, ComponentBuilder,
     ComponentInfo, ComponentKind, ConfigError, FieldError, Registry, SettingProblem,
