@@ -306,9 +306,27 @@ fn a_bad_key_or_timestamp_expression_fails_validate_at_its_line() {
     let dir = TempDir::new("kafka-bad-expr");
     let cases = [
         // (source key, source timestamp, sink key, where, what)
-        ("'region +'", "at", "'string(key)'", "7:20", "key: syntax error"),
-        ("region", "'nosuch(at)'", "'string(key)'", "8:16", "timestamp: "),
-        ("region", "at", "'string(key'", "15:10", "key: syntax error"),
+        (
+            "'region +'",
+            "at",
+            "'string(key)'",
+            "7:19",
+            "source \"orders\": invalid kafka settings: key: syntax error",
+        ),
+        (
+            "region",
+            "'nosuch(at)'",
+            "'string(key)'",
+            "8:17",
+            "source \"orders\": invalid kafka settings: timestamp: unknown function 'nosuch'",
+        ),
+        (
+            "region",
+            "at",
+            "'string(key'",
+            "15:21",
+            "sink \"out\": invalid kafka settings: key: syntax error",
+        ),
     ];
     for (i, (key, timestamp, sink_key, at, what)) in cases.into_iter().enumerate() {
         let file = format!("bad{i}.yaml");
@@ -343,7 +361,10 @@ sinks:
             .unwrap_or_else(|| panic!("{file}: no error at {prefix:?}:\n{}", out.stderr));
         assert!(line.contains(what), "{file}: {line}");
         assert_eq!(
-            out.stderr.lines().filter(|l| l.starts_with("error: ")).count(),
+            out.stderr
+                .lines()
+                .filter(|l| l.starts_with("error: "))
+                .count(),
             1,
             "{file}: one error only:\n{}",
             out.stderr

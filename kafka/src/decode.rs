@@ -220,11 +220,21 @@ mod tests {
         // The message timestamp is `record.timestamp` (ms) in an expression.
         let mut d = Decoder::new(Format::Json, None, extract("record.timestamp + delay"));
         let r = d
-            .decode(None, Some(br#"{"delay": 10}"#), Timestamp::CreateTime(1000), 7)
+            .decode(
+                None,
+                Some(br#"{"delay": 10}"#),
+                Timestamp::CreateTime(1000),
+                7,
+            )
             .unwrap();
         assert_eq!(r.timestamp, 1_010_000_000);
         let err = d
-            .decode(None, Some(br#"{"delay": "x"}"#), Timestamp::CreateTime(1000), 7)
+            .decode(
+                None,
+                Some(br#"{"delay": "x"}"#),
+                Timestamp::CreateTime(1000),
+                7,
+            )
             .unwrap_err();
         assert!(
             err.0
@@ -233,10 +243,16 @@ mod tests {
         );
         let mut d = Decoder::new(Format::Json, None, extract("at"));
         let err = d
-            .decode(None, Some(br#"{"at": "yesterday"}"#), Timestamp::CreateTime(1), 7)
+            .decode(
+                None,
+                Some(br#"{"at": "yesterday"}"#),
+                Timestamp::CreateTime(1),
+                7,
+            )
             .unwrap_err();
         assert!(
-            err.0.starts_with("timestamp: \"yesterday\" is not an RFC 3339 time"),
+            err.0
+                .starts_with("timestamp: \"yesterday\" is not an RFC 3339 time"),
             "{err:?}"
         );
     }

@@ -95,10 +95,7 @@ fn invalid((path, message): (&str, String)) -> ConfigError {
 pub fn build_source(config: serde_json::Value) -> Result<SourceFactory, ConfigError> {
     let config: KafkaSourceConfig = parse_settings(TYPE_NAME, config)?;
     config.check().map_err(invalid)?;
-    let factory = Arc::new(KafkaSourceFactory::new(
-        config,
-        process_metrics().clone(),
-    )?);
+    let factory = Arc::new(KafkaSourceFactory::new(config, process_metrics().clone())?);
     Ok(Box::new(move |ctx: &SubtaskContext| {
         Ok(Box::new(factory.make(ctx)?) as Box<dyn Source>)
     }))

@@ -140,10 +140,7 @@ pub struct KafkaSourceFactory {
 impl KafkaSourceFactory {
     /// A factory for `config`, reporting into `metrics`. Compiles the `key` and `timestamp`
     /// expressions: a bad one is a setting error located inside the expression.
-    pub fn new(
-        config: KafkaSourceConfig,
-        metrics: Arc<KafkaMetrics>,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(config: KafkaSourceConfig, metrics: Arc<KafkaMetrics>) -> Result<Self, ConfigError> {
         let compile = |source: &Option<String>, path: &str| {
             source
                 .as_deref()

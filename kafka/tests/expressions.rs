@@ -153,11 +153,23 @@ fn bad_expressions_are_refused_when_the_job_is_built() {
         build_source(json!({"brokers": "h:1", "topics": ["t"], key: ts})).map(|_| ())
     };
     let (path, expr, column, text) = expression(source("key", "region +"));
-    assert_eq!((path.as_str(), expr.as_str(), column), ("key", "region +", 9), "{text}");
+    assert_eq!(
+        (path.as_str(), expr.as_str(), column),
+        ("key", "region +", 9),
+        "{text}"
+    );
     let (path, expr, _, text) = expression(source("timestamp", "nosuch(at)"));
-    assert_eq!((path.as_str(), expr.as_str()), ("timestamp", "nosuch(at)"), "{text}");
+    assert_eq!(
+        (path.as_str(), expr.as_str()),
+        ("timestamp", "nosuch(at)"),
+        "{text}"
+    );
     let (path, expr, _, text) = expression(
         build_sink(json!({"brokers": "h:1", "topic": "t", "key": "string(key"})).map(|_| ()),
     );
-    assert_eq!((path.as_str(), expr.as_str()), ("key", "string(key"), "{text}");
+    assert_eq!(
+        (path.as_str(), expr.as_str()),
+        ("key", "string(key"),
+        "{text}"
+    );
 }

@@ -139,9 +139,9 @@ impl Extract {
         match self {
             Extract::Field(name) => {
                 let map = event.as_map().expect("an event is a map");
-                map.get(name).cloned().ok_or_else(|| {
-                    format!("no field `{name}` in the event{}", field_list(map))
-                })
+                map.get(name)
+                    .cloned()
+                    .ok_or_else(|| format!("no field `{name}` in the event{}", field_list(map)))
             }
             Extract::Expr(expr) => {
                 let eval = eval.get_or_insert_with(Evaluator::new);
@@ -150,9 +150,8 @@ impl Extract {
                     key,
                     timestamp_ms,
                 };
-                eval.eval(expr, &scope).map_err(|e| {
-                    format!("expression `{}` failed: {}", expr.source(), e.message)
-                })
+                eval.eval(expr, &scope)
+                    .map_err(|e| format!("expression `{}` failed: {}", expr.source(), e.message))
             }
         }
     }
@@ -208,7 +207,9 @@ impl Field {
             Field::Default(name) => Ok(event
                 .as_map()
                 .expect("an event is a map")
-                .get(name).filter(|v| !v.is_null()).cloned()),
+                .get(name)
+                .filter(|v| !v.is_null())
+                .cloned()),
         }
     }
 }
