@@ -64,7 +64,7 @@ fn require_tools() {
         assert!(
             Path::new(tool).exists(),
             "{tool} is missing: the browser tests need Debian's chromium and chromium-driver \
-             (apt-get install -y chromium chromium-driver; .ci/run installs them)"
+             (apt-get install -y chromium chromium-driver; scripts/test installs them)"
         );
     }
 }
