@@ -371,3 +371,50 @@ sinks:
         );
     }
 }
+
+/// The spec's worked case: a source with `brokers: 127.0.0.1:1` fails with `--kafka-timeout 5s`,
+/// exit 1, the broker's own error in the message, and the report says the job failed.
+#[test]
+fn an_unreachable_broker_fails_the_run_with_the_broker_error() {
+    let dir = TempDir::new("kafka-unreachable");
+    dir.write(
+        "job.yaml",
+        "name: nowhere
+sources:
+  orders:
+    type: kafka
+    brokers: 127.0.0.1:1
+    topics: [orders]
+sinks:
+  out:
+    type: discard
+    input: orders
+",
+    );
+    let out = common::tidemark(
+        dir.path(),
+        [
+            "run",
+            "job.yaml",
+            "--kafka-timeout",
+            "5s",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--report-file",
+            "report.json",
+        ],
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("cannot reach Kafka at 127.0.0.1:1 within 5s"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("Connection refused"), "{}", out.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["outcome"], "failed", "{report}");
+    assert_eq!(report["exit_code"], 1, "{report}");
+}
