@@ -3,6 +3,7 @@
 //! Each subtask gets its own instance, made by a factory closure given the [`SubtaskContext`].
 //! Latency markers and watermarks are handled by the runtime; user code never sees a marker.
 
+use crate::event_time::SplitWatermarks;
 use crate::metrics::DropReason;
 use crate::output::Output;
 use crate::record::Record;
@@ -95,6 +96,16 @@ pub trait Source: Send {
     /// Counters a source keeps about its input (malformed lines skipped, invalid timestamps).
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts::default()
+    }
+
+    /// A source that reads several splits at once (Kafka partitions) returns its per-split
+    /// tracker here, the same one for the whole run, with every record it emits noted against
+    /// its split: when the vertex has watermarks, the runtime then makes them per split (the
+    /// minimum over the splits that are not idle; no split at all is idle) instead of over the
+    /// whole subtask. Asked once before the first poll and once per batch after it. The
+    /// default, `None`, treats the subtask as one input.
+    fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
+        None
     }
 }
 

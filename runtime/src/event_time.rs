@@ -133,7 +133,209 @@ pub struct SourceOptions {
     pub watermarks: Option<WatermarkStrategy>,
 }
 
-/// The watermark state of one source subtask.
+/// Identifies one split of a [`SplitWatermarks`] tracker, from [`SplitWatermarks::add_split`]
+/// until [`SplitWatermarks::remove_split`]; not to be used after its removal (the slot is
+/// reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SplitId(u32);
+
+/// The watermark state of one split.
+#[derive(Clone, Copy, Debug)]
+struct Split {
+    live: bool,
+    /// The highest record timestamp seen.
+    max_timestamp: i64,
+    /// The highest watermark given directly ([`SplitWatermarks::advance`]).
+    watermark: i64,
+    /// Input arrived since the runtime last looked.
+    active: bool,
+    /// When the runtime last saw input on it (or first looked at it); `i64::MIN` before.
+    last_input_at: i64,
+    /// No input for the idle timeout: it holds nothing back.
+    idle: bool,
+}
+
+impl Split {
+    const NEW: Split = Split {
+        live: true,
+        max_timestamp: i64::MIN,
+        watermark: i64::MIN,
+        active: false,
+        last_input_at: i64::MIN,
+        idle: false,
+    };
+
+    /// The split's own watermark: what it was given, or its highest timestamp minus the
+    /// out-of-orderness minus 1 ns, whichever is higher; `i64::MIN` when it has neither.
+    fn current(&self, out_of_orderness: i64) -> i64 {
+        let from_records = if self.max_timestamp == i64::MIN {
+            i64::MIN
+        } else {
+            self.max_timestamp
+                .saturating_sub(out_of_orderness)
+                .saturating_sub(1)
+        };
+        from_records.max(self.watermark)
+    }
+}
+
+/// Watermarks per split, for a source that reads several independent inputs at once: Kafka
+/// partitions, exchange partitions (as Flink's per-split watermarks and Kafka Streams' stream
+/// time).
+///
+/// The source owns one tracker, adds a split when it is given one (a partition assigned) and
+/// removes it when it loses it (revoked), and notes the timestamp of every record it emits with
+/// the record's split ([`SplitWatermarks::observe`]: a comparison and two stores, no
+/// allocation, lock, clock read or hashing). It hands the tracker to the runtime through
+/// [`Source::split_watermarks`](crate::Source::split_watermarks). The runtime applies the
+/// source's [`WatermarkStrategy`] every `interval`:
+///
+/// - each split's watermark is its highest timestamp minus `max_out_of_orderness` minus 1 ns;
+/// - a split without input for `idleness` is idle and holds nothing back until it has input
+///   again;
+/// - the subtask's watermark is the minimum over its splits that are not idle, and it never
+///   goes back (a split that comes back behind holds it where it is until it catches up);
+/// - a subtask whose splits are all idle, or that has no split at all, is idle: its markers
+///   keep flowing, its watermark holds nothing back downstream;
+/// - a split that has not had a record yet holds the watermark back (until it is idle).
+///
+/// Watermarks are made only when the source vertex has a [`WatermarkStrategy`]; without one
+/// the tracker costs its comparisons and nothing else.
+///
+/// ```
+/// use tidemark_runtime::event_time::SplitWatermarks;
+///
+/// let mut splits = SplitWatermarks::new();
+/// let p0 = splits.add_split();
+/// let p1 = splits.add_split();
+/// splits.observe(p0, 5_000);
+/// splits.observe(p1, 2_000);
+/// assert_eq!(splits.watermark(p0, 0), Some(4_999));
+/// assert_eq!(splits.len(), 2);
+/// splits.remove_split(p1);
+/// assert_eq!(splits.len(), 1);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct SplitWatermarks {
+    splits: Vec<Split>,
+    live: usize,
+}
+
+impl SplitWatermarks {
+    /// A tracker with no split.
+    pub fn new() -> Self {
+        SplitWatermarks::default()
+    }
+
+    /// Adds a split: it holds the watermark back until it has a record (or is idle).
+    pub fn add_split(&mut self) -> SplitId {
+        self.live += 1;
+        if let Some(i) = self.splits.iter().position(|s| !s.live) {
+            self.splits[i] = Split::NEW;
+            return SplitId(i as u32);
+        }
+        self.splits.push(Split::NEW);
+        SplitId(self.splits.len() as u32 - 1)
+    }
+
+    /// Removes a split: it no longer counts (a partition revoked in a rebalance).
+    pub fn remove_split(&mut self, split: SplitId) {
+        if let Some(s) = self.splits.get_mut(split.0 as usize) {
+            if s.live {
+                s.live = false;
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// A record with `timestamp` (ns) was read from `split`.
+    #[inline]
+    pub fn observe(&mut self, split: SplitId, timestamp: i64) {
+        if let Some(s) = self.splits.get_mut(split.0 as usize) {
+            if timestamp > s.max_timestamp {
+                s.max_timestamp = timestamp;
+            }
+            s.active = true;
+        }
+    }
+
+    /// `split` carries watermarks of its own (an exchange partition whose writers send theirs):
+    /// its watermark is at least `watermark` from now on. Counts as input for idleness.
+    #[inline]
+    pub fn advance(&mut self, split: SplitId, watermark: i64) {
+        if let Some(s) = self.splits.get_mut(split.0 as usize) {
+            if watermark > s.watermark {
+                s.watermark = watermark;
+            }
+            s.active = true;
+        }
+    }
+
+    /// How many splits there are.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when there is no split: the subtask is idle.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The watermark of `split` alone with the given out-of-orderness (ns), if it has one.
+    pub fn watermark(&self, split: SplitId, out_of_orderness: i64) -> Option<i64> {
+        self.splits
+            .get(split.0 as usize)
+            .filter(|s| s.live)
+            .map(|s| s.current(out_of_orderness))
+            .filter(|&w| w != i64::MIN)
+    }
+
+    /// Looks at every split at `now` (once per watermark interval): notes input and idleness,
+    /// and gives the minimum over the splits that are not idle.
+    fn combined(&mut self, now: i64, strategy: &WatermarkStrategy) -> Candidate {
+        let out_of_orderness = duration_nanos(strategy.max_out_of_orderness);
+        let idleness = strategy.idleness.map(duration_nanos);
+        let mut min = i64::MAX;
+        let mut any = false;
+        for s in self.splits.iter_mut().filter(|s| s.live) {
+            if s.active || s.last_input_at == i64::MIN {
+                s.last_input_at = now;
+                s.active = false;
+                s.idle = false;
+            } else if let Some(idleness) = idleness {
+                if now.saturating_sub(s.last_input_at) >= idleness {
+                    s.idle = true;
+                }
+            }
+            if !s.idle {
+                any = true;
+                min = min.min(s.current(out_of_orderness));
+            }
+        }
+        match (any, min) {
+            (false, _) => Candidate::Idle,
+            (true, i64::MIN) => Candidate::Pending,
+            (true, wm) => Candidate::At(wm),
+        }
+    }
+}
+
+fn duration_nanos(d: Duration) -> i64 {
+    d.as_nanos().min(i64::MAX as u128) as i64
+}
+
+/// What the inputs of a source subtask say at one look.
+#[derive(Debug, PartialEq, Eq)]
+enum Candidate {
+    /// Everything is idle (or there is nothing): hold nothing back.
+    Idle,
+    /// Something is active but has no watermark yet.
+    Pending,
+    /// The watermark the inputs allow.
+    At(i64),
+}
+
+/// The watermark state of one source subtask: the strategy, and what was sent downstream.
 #[derive(Debug)]
 pub(crate) struct WatermarkGenerator {
     strategy: WatermarkStrategy,
@@ -164,7 +366,7 @@ impl WatermarkGenerator {
         }
     }
 
-    /// Notes the timestamps of a batch the source emitted at `now`.
+    /// Notes the timestamps of a batch the source emitted at `now` (a source without splits).
     pub(crate) fn observe(&mut self, records: &[Record], now: i64) {
         if records.is_empty() {
             return;
@@ -178,12 +380,40 @@ impl WatermarkGenerator {
         self.last_record_at = now;
     }
 
-    /// Called once per loop iteration.
-    pub(crate) fn poll(&mut self, now: i64) -> WatermarkAction {
+    /// True when a watermark is due at `now`; then the next is due an interval later.
+    fn due(&mut self, now: i64) -> bool {
         if now < self.next_emit {
+            return false;
+        }
+        self.next_emit = now.saturating_add(duration_nanos(self.strategy.interval));
+        true
+    }
+
+    /// Called once per loop iteration, for a source without splits: the whole subtask is one
+    /// input.
+    pub(crate) fn poll(&mut self, now: i64) -> WatermarkAction {
+        if !self.due(now) {
             return WatermarkAction::None;
         }
-        self.next_emit = now.saturating_add(self.strategy.interval.as_nanos() as i64);
+        let candidate = self.whole(now);
+        self.decide(candidate)
+    }
+
+    /// Called once per loop iteration, for a source that tracks its splits.
+    pub(crate) fn poll_splits(
+        &mut self,
+        splits: &mut SplitWatermarks,
+        now: i64,
+    ) -> WatermarkAction {
+        if !self.due(now) {
+            return WatermarkAction::None;
+        }
+        let candidate = splits.combined(now, &self.strategy);
+        self.decide(candidate)
+    }
+
+    /// The whole subtask as one input: its highest timestamp, idle after `idleness` quiet.
+    fn whole(&mut self, now: i64) -> Candidate {
         if let Some(idleness) = self.strategy.idleness {
             let quiet_since = if self.last_record_at == i64::MIN {
                 // Never had a record: idle after `idleness` from the first poll.
@@ -192,27 +422,43 @@ impl WatermarkGenerator {
             } else {
                 self.last_record_at
             };
-            if now.saturating_sub(quiet_since) >= idleness.as_nanos() as i64 {
-                if !self.idle {
-                    self.idle = true;
-                    return WatermarkAction::GoIdle;
-                }
-                return WatermarkAction::None;
+            if now.saturating_sub(quiet_since) >= duration_nanos(idleness) {
+                return Candidate::Idle;
             }
         }
         if self.max_timestamp == i64::MIN {
-            return WatermarkAction::None;
+            return Candidate::Pending;
         }
-        let wm = self
-            .max_timestamp
-            .saturating_sub(self.strategy.max_out_of_orderness.as_nanos() as i64)
-            .saturating_sub(1);
-        if wm > self.last_emitted || self.idle {
-            self.idle = false;
-            self.last_emitted = self.last_emitted.max(wm);
-            return WatermarkAction::Emit(self.last_emitted);
+        Candidate::At(
+            self.max_timestamp
+                .saturating_sub(duration_nanos(self.strategy.max_out_of_orderness))
+                .saturating_sub(1),
+        )
+    }
+
+    /// What to send: idleness said once; a watermark when it advanced, or to say the subtask
+    /// is active again (never lower than the last one sent).
+    fn decide(&mut self, candidate: Candidate) -> WatermarkAction {
+        match candidate {
+            Candidate::Idle if self.idle => WatermarkAction::None,
+            Candidate::Idle => {
+                self.idle = true;
+                WatermarkAction::GoIdle
+            }
+            // Back from idle with nothing to say yet: active again at the last watermark, so
+            // downstream waits for this subtask's new input (a partition just assigned).
+            Candidate::Pending if self.idle => {
+                self.idle = false;
+                WatermarkAction::Emit(self.last_emitted)
+            }
+            Candidate::Pending => WatermarkAction::None,
+            Candidate::At(wm) if wm > self.last_emitted || self.idle => {
+                self.idle = false;
+                self.last_emitted = self.last_emitted.max(wm);
+                WatermarkAction::Emit(self.last_emitted)
+            }
+            Candidate::At(_) => WatermarkAction::None,
         }
-        WatermarkAction::None
     }
 }
 
@@ -328,6 +574,161 @@ mod tests {
         assert_eq!(g.poll(60), WatermarkAction::None, "idle is said once");
         g.observe(&[rec(90)], 65);
         assert_eq!(g.poll(70), WatermarkAction::Emit(99), "active again");
+    }
+
+    fn split_strategy(idleness: Option<i64>) -> WatermarkStrategy {
+        WatermarkStrategy {
+            max_out_of_orderness: Duration::from_nanos(10),
+            interval: Duration::ZERO,
+            idleness: idleness.map(|n| Duration::from_nanos(n as u64)),
+        }
+    }
+
+    #[test]
+    fn per_split_the_watermark_is_the_minimum_over_splits_and_never_goes_back() {
+        let mut g = WatermarkGenerator::new(split_strategy(None));
+        let mut s = SplitWatermarks::new();
+        let fast = s.add_split();
+        let slow = s.add_split();
+        s.observe(fast, 1_000);
+        assert_eq!(
+            g.poll_splits(&mut s, 0),
+            WatermarkAction::None,
+            "the slow split has no record yet: it holds the watermark back"
+        );
+        s.observe(slow, 200);
+        s.observe(slow, 100);
+        assert_eq!(g.poll_splits(&mut s, 1), WatermarkAction::Emit(189));
+        assert_eq!(s.watermark(fast, 10), Some(989));
+        assert_eq!(s.watermark(slow, 10), Some(189));
+        // The fast split racing ahead changes nothing; the slow one advancing does.
+        s.observe(fast, 5_000);
+        assert_eq!(g.poll_splits(&mut s, 2), WatermarkAction::None);
+        s.observe(slow, 600);
+        assert_eq!(g.poll_splits(&mut s, 3), WatermarkAction::Emit(589));
+        // Timestamps going back in a split move nothing back.
+        s.observe(slow, 300);
+        assert_eq!(g.poll_splits(&mut s, 4), WatermarkAction::None);
+        // The slow split revoked: it drops out, the fast one alone decides.
+        s.remove_split(slow);
+        assert_eq!(g.poll_splits(&mut s, 5), WatermarkAction::Emit(4_989));
+        // A split added afterwards behind the watermark does not move it back.
+        let again = s.add_split();
+        assert_eq!(again, slow, "the freed slot is reused");
+        s.observe(again, 50);
+        assert_eq!(
+            s.watermark(again, 10),
+            Some(39),
+            "a fresh split, not the old one"
+        );
+        assert_eq!(g.poll_splits(&mut s, 6), WatermarkAction::None);
+        s.observe(again, 6_000);
+        s.observe(fast, 7_000);
+        assert_eq!(g.poll_splits(&mut s, 7), WatermarkAction::Emit(5_989));
+    }
+
+    #[test]
+    fn an_idle_split_holds_nothing_back_and_rejoins_without_moving_the_watermark_back() {
+        let mut g = WatermarkGenerator::new(split_strategy(Some(50)));
+        let mut s = SplitWatermarks::new();
+        let busy = s.add_split();
+        let quiet = s.add_split();
+        s.observe(busy, 1_000);
+        s.observe(quiet, 100);
+        assert_eq!(g.poll_splits(&mut s, 0), WatermarkAction::Emit(89));
+        for t in [10, 20, 30, 40] {
+            s.observe(busy, 1_000 + t);
+            assert_eq!(g.poll_splits(&mut s, t), WatermarkAction::None, "at {t}");
+        }
+        // 50 ns without a record on `quiet`: it is idle, `busy` alone decides.
+        s.observe(busy, 1_050);
+        assert_eq!(g.poll_splits(&mut s, 50), WatermarkAction::Emit(1_039));
+        s.observe(busy, 1_060);
+        assert_eq!(g.poll_splits(&mut s, 60), WatermarkAction::Emit(1_049));
+        // `quiet` comes back behind: it holds the watermark where it is until it catches up.
+        s.observe(quiet, 500);
+        s.observe(busy, 2_000);
+        assert_eq!(g.poll_splits(&mut s, 70), WatermarkAction::None);
+        s.observe(quiet, 1_500);
+        s.observe(busy, 2_010);
+        assert_eq!(g.poll_splits(&mut s, 80), WatermarkAction::Emit(1_489));
+        // Both quiet: the subtask is idle, said once.
+        assert_eq!(g.poll_splits(&mut s, 129), WatermarkAction::None);
+        assert_eq!(g.poll_splits(&mut s, 130), WatermarkAction::GoIdle);
+        assert_eq!(g.poll_splits(&mut s, 140), WatermarkAction::None);
+        // A record on either: active again, never below what was sent.
+        s.observe(busy, 1_200);
+        assert_eq!(
+            g.poll_splits(&mut s, 150),
+            WatermarkAction::Emit(1_999),
+            "busy alone"
+        );
+    }
+
+    #[test]
+    fn a_subtask_without_splits_is_idle_until_it_is_given_one() {
+        // No idleness configured: having no split is idle all the same.
+        let mut g = WatermarkGenerator::new(split_strategy(None));
+        let mut s = SplitWatermarks::new();
+        assert!(s.is_empty());
+        assert_eq!(g.poll_splits(&mut s, 0), WatermarkAction::GoIdle);
+        assert_eq!(g.poll_splits(&mut s, 1), WatermarkAction::None);
+        // Given a split with nothing in it yet: active again, so downstream waits for it.
+        let p = s.add_split();
+        assert_eq!(
+            g.poll_splits(&mut s, 2),
+            WatermarkAction::Emit(i64::MIN),
+            "active again, with no watermark yet"
+        );
+        assert_eq!(g.poll_splits(&mut s, 3), WatermarkAction::None);
+        s.observe(p, 100);
+        assert_eq!(g.poll_splits(&mut s, 4), WatermarkAction::Emit(89));
+        // Losing its last split makes it idle again.
+        s.remove_split(p);
+        assert_eq!(s.len(), 0);
+        assert_eq!(g.poll_splits(&mut s, 5), WatermarkAction::GoIdle);
+        // Given one again: active at the last watermark sent.
+        s.add_split();
+        assert_eq!(g.poll_splits(&mut s, 6), WatermarkAction::Emit(89));
+    }
+
+    #[test]
+    fn splits_can_carry_watermarks_of_their_own() {
+        let mut g = WatermarkGenerator::new(WatermarkStrategy {
+            interval: Duration::from_nanos(10),
+            ..split_strategy(Some(100))
+        });
+        let mut s = SplitWatermarks::new();
+        let a = s.add_split();
+        let b = s.add_split();
+        s.advance(a, 500);
+        s.advance(b, 300);
+        s.advance(b, 200);
+        assert_eq!(g.poll_splits(&mut s, 0), WatermarkAction::Emit(300));
+        // Records beyond the given watermark count too (minus the out-of-orderness).
+        s.observe(b, 800);
+        assert_eq!(
+            g.poll_splits(&mut s, 5),
+            WatermarkAction::None,
+            "before the interval"
+        );
+        assert_eq!(g.poll_splits(&mut s, 10), WatermarkAction::Emit(500));
+        // Watermarks keep a split active: `b` only gets watermarks, `a` nothing.
+        for t in [50, 90] {
+            s.advance(b, 900 + t);
+            assert_eq!(g.poll_splits(&mut s, t), WatermarkAction::None, "at {t}");
+        }
+        s.advance(b, 1_100);
+        assert_eq!(
+            g.poll_splits(&mut s, 100),
+            WatermarkAction::Emit(1_100),
+            "a is idle"
+        );
+        // Ids of splits never given are ignored.
+        s.observe(SplitId(7), 9_999);
+        s.advance(SplitId(7), 9_999);
+        assert_eq!(s.watermark(SplitId(7), 0), None);
+        assert_eq!(s.len(), 2);
     }
 
     #[test]

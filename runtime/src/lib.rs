@@ -13,7 +13,7 @@
 //! | [`component`] | the traits users implement: [`Source`], [`Operator`], [`Sink`] |
 //! | [`output`] | [`Output`], the reusable buffer components emit into |
 //! | [`graph`] | [`JobGraph`] builder, [`Partitioning`], validation |
-//! | [`event_time`] | per-source timestamp checks and watermarks ([`SourceOptions`]) |
+//! | [`event_time`] | per-source timestamp checks and watermarks ([`SourceOptions`]), per split ([`SplitWatermarks`]) |
 //! | [`plan`] | [`ExecutionPlan`]: chaining vertices into tasks, channels between them |
 //! | [`config`] | [`JobConfig`]: markers, buffer timeout, batch size, seed, clock |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
@@ -70,7 +70,10 @@ pub use component::{
     SourceStatus, SubtaskContext,
 };
 pub use config::JobConfig;
-pub use event_time::{InvalidTimestampPolicy, SourceOptions, TimestampCheck, WatermarkStrategy};
+pub use event_time::{
+    InvalidTimestampPolicy, SourceOptions, SplitId, SplitWatermarks, TimestampCheck,
+    WatermarkStrategy,
+};
 pub use graph::{
     check_parallelism, valid_id, Edge, GraphError, JobGraph, ParallelismError, Partitioning,
     VertexId, VertexKind, MAX_PARALLELISM,

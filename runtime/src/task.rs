@@ -188,6 +188,8 @@ impl Task {
         if checkpointing.is_some() {
             source.enable_checkpoints();
         }
+        // A source that tracks its splits gets watermarks per split.
+        let per_split = watermarks.is_some() && source.split_watermarks().is_some();
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -223,7 +225,7 @@ impl Task {
                     dropped_timestamps += invalid;
                 }
             }
-            if let Some(w) = watermarks.as_mut() {
+            if let Some(w) = watermarks.as_mut().filter(|_| !per_split) {
                 w.observe(out.records(), now);
             }
             records_out += out.len() as u64;
@@ -246,7 +248,11 @@ impl Task {
             self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
             if let Some(w) = watermarks.as_mut() {
-                match w.poll(now) {
+                let action = match source.split_watermarks() {
+                    Some(splits) if per_split => w.poll_splits(splits, now),
+                    _ => w.poll(now),
+                };
+                match action {
                     WatermarkAction::Emit(wm) => {
                         metrics.set_watermark(wm);
                         self.chain.on_watermark(wm, &mut cx)?;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tidemark_runtime::testing::DiscardSink;
 use tidemark_runtime::{
     start, BoxError, InvalidTimestampPolicy, JobConfig, JobGraph, JobOutcome, Operator, Output,
-    Partitioning, PollContext, Record, Source, SourceOptions, SourceStatus, TimestampCheck,
-    WatermarkStrategy,
+    Partitioning, PollContext, Record, Source, SourceOptions, SourceStatus, SplitId,
+    SplitWatermarks, TimestampCheck, WatermarkStrategy,
 };
 
 /// Emits `n` records with event timestamps `base + i * step`, one small batch per poll, with a
@@ -85,25 +85,114 @@ fn strategy(idleness: Option<Duration>) -> SourceOptions {
     }
 }
 
+/// Emits, per poll, 10 records of a fast split (timestamps `1_000_000 + i * 10`) and 10 of a
+/// slow one (`i * 10`) up to `n` each, then lingers; with `per_split` it notes them per split.
+#[derive(Clone)]
+struct TwoSplitSource {
+    splits: SplitWatermarks,
+    fast: SplitId,
+    slow: SplitId,
+    per_split: bool,
+    n: i64,
+    i: i64,
+    linger: u32,
+}
+
+impl TwoSplitSource {
+    fn new(n: i64, per_split: bool) -> Self {
+        let mut splits = SplitWatermarks::new();
+        let fast = splits.add_split();
+        let slow = splits.add_split();
+        TwoSplitSource {
+            splits,
+            fast,
+            slow,
+            per_split,
+            n,
+            i: 0,
+            linger: 20,
+        }
+    }
+}
+
+impl Source for TwoSplitSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if self.i < self.n {
+            for (split, base) in [(self.fast, 1_000_000), (self.slow, 0)] {
+                for j in self.i..(self.i + 10).min(self.n) {
+                    let ts = base + j * 10;
+                    out.emit(Record::new(j as u64, 1.0, ts));
+                    self.splits.observe(split, ts);
+                }
+            }
+            self.i += 10;
+        } else if self.linger == 0 {
+            return Ok(SourceStatus::Finished);
+        } else {
+            self.linger -= 1;
+        }
+        Ok(SourceStatus::Idle {
+            until: Some(ctx.now_nanos + 500_000),
+        })
+    }
+
+    fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
+        self.per_split.then_some(&mut self.splits)
+    }
+}
+
+/// A source that never has a split (a Kafka subtask the group gave no partition) and lingers
+/// for `polls` polls of 1 ms.
+#[derive(Clone)]
+struct NoSplitSource {
+    splits: SplitWatermarks,
+    polls: u32,
+}
+
+impl Source for NoSplitSource {
+    fn poll(&mut self, ctx: &PollContext, _out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if self.polls == 0 {
+            return Ok(SourceStatus::Finished);
+        }
+        self.polls -= 1;
+        Ok(SourceStatus::Idle {
+            until: Some(ctx.now_nanos + 1_000_000),
+        })
+    }
+
+    fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
+        Some(&mut self.splits)
+    }
+}
+
 /// Runs two event sources (id, source, options) into a union operator that logs the
 /// watermarks it is given, chained to a sink; returns the result and the log.
-fn run_union(
-    a: (&str, EventSource, SourceOptions),
-    b: (&str, EventSource, SourceOptions),
-) -> (tidemark_runtime::JobResult, Vec<i64>) {
+fn run_union<A, B>(
+    a: (&str, A, SourceOptions),
+    b: (&str, B, SourceOptions),
+) -> (tidemark_runtime::JobResult, Vec<i64>)
+where
+    A: Source + Clone + Sync + 'static,
+    B: Source + Clone + Sync + 'static,
+{
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut g = JobGraph::new("union");
     let l2 = log.clone();
     let op = g
         .add_operator("union", 1, move |_| Ok(Box::new(WatermarkLog(l2.clone()))))
         .unwrap();
-    for (id, source, options) in [a, b] {
-        let v = g
-            .add_source(id, 1, move |_| Ok(Box::new(source.clone())))
-            .unwrap();
-        g.set_source_options(v, options);
-        g.connect(v, op, Partitioning::Rebalance).unwrap();
-    }
+    let (id, source, options) = a;
+    let v = g
+        .add_source(id, 1, move |_| Ok(Box::new(source.clone())))
+        .unwrap();
+    g.set_source_options(v, options);
+    g.connect(v, op, Partitioning::Rebalance).unwrap();
+    let (id, source, options) = b;
+    let v = g
+        .add_source(id, 1, move |_| Ok(Box::new(source.clone())))
+        .unwrap();
+    g.set_source_options(v, options);
+    g.connect(v, op, Partitioning::Rebalance).unwrap();
     let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
     g.connect(op, k, Partitioning::Forward).unwrap();
     let result = wait_or_fail(
@@ -163,6 +252,73 @@ fn an_idle_input_does_not_hold_the_watermark_back() {
     assert!(
         log.iter().any(|&w| w >= 1_000_000),
         "the watermark advanced past the quiet input: {:?}",
+        &log[..log.len().min(10)]
+    );
+}
+
+/// Runs one source into the watermark log; returns the log.
+fn run_one(source: TwoSplitSource) -> Vec<i64> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut g = JobGraph::new("splits");
+    let l2 = log.clone();
+    let op = g
+        .add_operator("log", 1, move |_| Ok(Box::new(WatermarkLog(l2.clone()))))
+        .unwrap();
+    let v = g
+        .add_source("s", 1, move |_| Ok(Box::new(source.clone())))
+        .unwrap();
+    g.set_source_options(v, strategy(None));
+    g.connect(v, op, Partitioning::Rebalance).unwrap();
+    let k = g.add_sink("k", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+    g.connect(op, k, Partitioning::Forward).unwrap();
+    let result = wait_or_fail(
+        start(g, JobConfig::default()).unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(result.outcome, JobOutcome::Finished);
+    let log = log.lock().unwrap().clone();
+    log
+}
+
+#[test]
+fn a_source_with_splits_gets_the_minimum_over_its_splits() {
+    let n = 400;
+    let log = run_one(TwoSplitSource::new(n, true));
+    assert!(!log.is_empty());
+    assert!(log.windows(2).all(|w| w[0] < w[1]), "{log:?}");
+    // The slow split decides: its last timestamp minus 5 ns out-of-orderness minus 1 ns.
+    let slow_last = (n - 1) * 10 - 6;
+    assert!(log.iter().all(|&w| w <= slow_last), "{log:?}");
+    assert_eq!(*log.last().unwrap(), slow_last, "{log:?}");
+    // The same source without its splits (as a user-written source is) is one input: the
+    // fast split's timestamps make the watermark.
+    let log = run_one(TwoSplitSource::new(n, false));
+    assert_eq!(*log.last().unwrap(), 1_000_000 + slow_last, "{log:?}");
+}
+
+#[test]
+fn a_source_without_splits_does_not_hold_the_watermark_back() {
+    // No idleness configured anywhere: a subtask with no split is idle all the same.
+    let (_, log) = run_union(
+        (
+            "busy",
+            EventSource::new(1_000_000, 1_000, 2_000, 0),
+            strategy(None),
+        ),
+        (
+            "empty",
+            NoSplitSource {
+                splits: SplitWatermarks::new(),
+                polls: 2_000,
+            },
+            strategy(None),
+        ),
+    );
+    // `empty` outlives `busy`, and once `busy` ended nothing advances the watermark: what the
+    // log shows, the busy source made while `empty` ran.
+    assert!(
+        log.iter().any(|&w| w >= 1_000_000),
+        "the watermark advanced past the source without splits: {:?}",
         &log[..log.len().min(10)]
     );
 }
