@@ -15,6 +15,7 @@
 //! | [`client`] | broker lists, pass-through properties, the broker's last error, `--kafka-timeout` |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
 //! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
+//! | [`watermarks`] | per-partition watermarks of the source: partitions as the runtime's splits |
 //! | [`dev_cluster`] | librdkafka's mock cluster on its own thread (`tidemark dev-kafka`, tests) |
 //!
 //! ## Example
@@ -37,6 +38,7 @@ pub mod dev_cluster;
 pub mod metrics;
 pub mod sink;
 pub mod source;
+pub mod watermarks;
 
 use std::sync::{Arc, OnceLock};
 

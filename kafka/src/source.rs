@@ -18,7 +18,11 @@
 //!
 //! - `earliest` and `latest` apply to the partitions a subtask is first given in this run;
 //!   partitions that move here in a rebalance resume where the group committed.
-//! - A subtask without partitions is idle: it returns no records, markers keep flowing.
+//! - A subtask without partitions is idle: it returns no records, markers keep flowing, and
+//!   with `watermarks` on it holds nothing back downstream.
+//! - Watermarks are per partition ([`crate::watermarks`]): the subtask's is the minimum over
+//!   its partitions that are not idle, so a partition behind in event time holds windows back
+//!   and a quiet one (after `watermarks.idleness`) does not.
 //! - Offsets: with checkpointing on, positions are committed when every sink has acknowledged
 //!   the checkpoint (at least once, see `docs/kafka.md`); without it, librdkafka commits the
 //!   positions of the records handed to the job every 5 s and when the source closes.
@@ -40,7 +44,7 @@ use tidemark_operators::config::OnError;
 use tidemark_operators::{ConfigError, Extract};
 use tidemark_runtime::{
     BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
-    SubtaskContext,
+    SplitWatermarks, SubtaskContext,
 };
 
 use crate::client::{
@@ -48,6 +52,7 @@ use crate::client::{
 };
 use crate::decode::{Decoder, Format};
 use crate::metrics::{KafkaMetrics, PartitionKey};
+use crate::watermarks::PartitionWatermarks;
 
 /// Where a subtask starts reading the partitions it is first given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -173,6 +178,8 @@ struct Assignment {
     seen: BTreeSet<PartitionKey>,
     /// Partitions taken away since the source last looked.
     revoked: Vec<PartitionKey>,
+    /// Partitions were given since the source last looked.
+    assigned: bool,
 }
 
 /// The consumer's context: keeps the broker's last error and follows rebalances.
@@ -231,6 +238,7 @@ impl ConsumerContext for SourceContext {
                     a.seen.insert(key.clone());
                     a.partitions.insert(key);
                 }
+                a.assigned = true;
                 drop(a);
                 let _ = if cooperative {
                     consumer.incremental_assign(tpl)
@@ -294,6 +302,8 @@ pub struct KafkaSource {
     lag: SourceLag,
     /// Checkpoint number → the positions it covers.
     pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
+    /// Each partition's watermark (`crate::watermarks`).
+    watermarks: PartitionWatermarks,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -396,6 +406,7 @@ impl KafkaSource {
                 bytes: -1,
             },
             pending_checkpoints: BTreeMap::new(),
+            watermarks: PartitionWatermarks::new(),
         })
     }
 
@@ -424,10 +435,14 @@ impl KafkaSource {
     }
 
     fn forget_revoked(&mut self) {
-        let revoked = match self.consumer.context().assignment.lock() {
-            Ok(mut a) if !a.revoked.is_empty() => std::mem::take(&mut a.revoked),
+        let (revoked, held) = match self.consumer.context().assignment.lock() {
+            Ok(mut a) if !a.revoked.is_empty() || a.assigned => {
+                a.assigned = false;
+                (std::mem::take(&mut a.revoked), a.partitions.clone())
+            }
             _ => return,
         };
+        self.watermarks.follow(&held, &revoked);
         for key in &revoked {
             self.positions.remove(key);
             for snapshot in self.pending_checkpoints.values_mut() {
@@ -555,6 +570,7 @@ impl KafkaSource {
         ) {
             Ok(record) => {
                 self.last_timestamp = Some(record.timestamp);
+                self.watermarks.observe(topic, partition, record.timestamp);
                 out.emit(record);
                 true
             }
@@ -664,6 +680,10 @@ impl Source for KafkaSource {
             malformed: self.malformed,
             invalid_timestamps: 0,
         }
+    }
+
+    fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
+        Some(self.watermarks.tracker())
     }
 }
 

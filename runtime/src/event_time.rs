@@ -46,17 +46,23 @@ pub struct TimestampCheck {
 }
 
 impl TimestampCheck {
-    /// Applies the check to a batch in place: drops or clamps invalid records and returns how
-    /// many were invalid, or fails on the first one with `Fail`.
-    pub fn apply(&self, records: &mut Vec<Record>, now_nanos: i64) -> Result<u64, BoxError> {
+    /// The valid create timestamps at `now_nanos`, both ends included.
+    fn range(&self, now_nanos: i64) -> (i64, i64) {
         let low = self
             .before_max
-            .map(|d| now_nanos.saturating_sub(d.as_nanos().min(i64::MAX as u128) as i64))
+            .map(|d| now_nanos.saturating_sub(duration_nanos(d)))
             .unwrap_or(i64::MIN);
         let high = self
             .after_max
-            .map(|d| now_nanos.saturating_add(d.as_nanos().min(i64::MAX as u128) as i64))
+            .map(|d| now_nanos.saturating_add(duration_nanos(d)))
             .unwrap_or(i64::MAX);
+        (low, high)
+    }
+
+    /// Applies the check to a batch in place: drops or clamps invalid records and returns how
+    /// many were invalid, or fails on the first one with `Fail`.
+    pub fn apply(&self, records: &mut Vec<Record>, now_nanos: i64) -> Result<u64, BoxError> {
+        let (low, high) = self.range(now_nanos);
         let invalid = |r: &Record| {
             r.timestamp_type != TimestampType::Ingestion
                 && (r.timestamp < low || r.timestamp > high)
@@ -215,16 +221,39 @@ impl Split {
 /// splits.remove_split(p1);
 /// assert_eq!(splits.len(), 1);
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SplitWatermarks {
     splits: Vec<Split>,
     live: usize,
+    /// The source's timestamp check for the coming poll ([`TimestampCheck`]): timestamps
+    /// outside `valid` are dropped by the runtime (not observed) or clamped to `clamp_to`.
+    valid: (i64, i64),
+    clamp_to: Option<i64>,
+}
+
+impl Default for SplitWatermarks {
+    fn default() -> Self {
+        SplitWatermarks {
+            splits: Vec::new(),
+            live: 0,
+            valid: (i64::MIN, i64::MAX),
+            clamp_to: None,
+        }
+    }
 }
 
 impl SplitWatermarks {
     /// A tracker with no split.
     pub fn new() -> Self {
         SplitWatermarks::default()
+    }
+
+    /// The runtime checks the timestamps of what the coming poll emits with `check` at `now`,
+    /// after the source observed them: a timestamp the check drops (or fails on) must not move
+    /// a split's watermark, and one it clamps counts as `now`.
+    pub(crate) fn check_timestamps(&mut self, check: &TimestampCheck, now: i64) {
+        self.valid = check.range(now);
+        self.clamp_to = (check.on_invalid == InvalidTimestampPolicy::Clamp).then_some(now);
     }
 
     /// Adds a split: it holds the watermark back until it has a record (or is idle).
@@ -252,10 +281,18 @@ impl SplitWatermarks {
     #[inline]
     pub fn observe(&mut self, split: SplitId, timestamp: i64) {
         if let Some(s) = self.splits.get_mut(split.0 as usize) {
+            s.active = true;
+            let timestamp = if timestamp < self.valid.0 || timestamp > self.valid.1 {
+                match self.clamp_to {
+                    Some(now) => now,
+                    None => return,
+                }
+            } else {
+                timestamp
+            };
             if timestamp > s.max_timestamp {
                 s.max_timestamp = timestamp;
             }
-            s.active = true;
         }
     }
 
@@ -729,6 +766,29 @@ mod tests {
         s.advance(SplitId(7), 9_999);
         assert_eq!(s.watermark(SplitId(7), 0), None);
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn timestamps_the_check_drops_or_clamps_do_not_move_a_split() {
+        let now = 1_000_000;
+        let check = |on_invalid| TimestampCheck {
+            before_max: None,
+            after_max: Some(Duration::from_nanos(100)),
+            on_invalid,
+        };
+        for (policy, expected) in [
+            (InvalidTimestampPolicy::Drop, 500 - 11),
+            (InvalidTimestampPolicy::Fail, 500 - 11),
+            (InvalidTimestampPolicy::Clamp, now - 11),
+        ] {
+            let mut s = SplitWatermarks::new();
+            let p = s.add_split();
+            s.check_timestamps(&check(policy), now);
+            s.observe(p, 500);
+            // A year ahead of the clock.
+            s.observe(p, now + 365 * 86_400 * 1_000_000_000);
+            assert_eq!(s.watermark(p, 10), Some(expected), "{policy:?}");
+        }
     }
 
     #[test]

@@ -212,6 +212,11 @@ impl Task {
                 now_nanos: now,
                 max_records: self.batch_size,
             };
+            if let (true, Some(check)) = (per_split, timestamp_check.as_ref()) {
+                if let Some(splits) = source.split_watermarks() {
+                    splits.check_timestamps(check, now);
+                }
+            }
             self.chain.current_vertex = self.head_vertex;
             let status = source
                 .poll(&ctx, &mut out)

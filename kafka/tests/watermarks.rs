@@ -1,0 +1,328 @@
+//! Per-partition watermarks on the mock cluster: a partition behind in event time holds an
+//! event-time window back (and nothing it holds is late), a quiet partition does not after the
+//! idle timeout, and a source subtask the group gave no partition does not.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use serde_json::json;
+use tidemark_kafka::{build_source, process_metrics, DevCluster, DevClusterOptions};
+use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
+use tidemark_runtime::{
+    start, BoxError, JobConfig, JobGraph, JobHandle, JobOutcome, Partitioning, Record, Sink,
+    SourceOptions, WatermarkStrategy,
+};
+
+/// 2023-11-14T22:13:20Z in ms: event times of the test data start here.
+const BASE_MS: i64 = 1_700_000_000_000;
+const MS: i64 = 1_000_000;
+const KEYS: [&str; 3] = ["a", "b", "c"];
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// One message: its partition, key and event time (ms).
+#[derive(Clone, Copy)]
+struct Message {
+    partition: i32,
+    key: &'static str,
+    ts_ms: i64,
+}
+
+/// `n` messages for `partition`, event times `start_ms + i * step_ms`, keys cycling through
+/// [`KEYS`].
+fn messages(partition: i32, start_ms: i64, step_ms: i64, n: i64) -> Vec<Message> {
+    (0..n)
+        .map(|i| Message {
+            partition,
+            key: KEYS[i as usize % KEYS.len()],
+            ts_ms: start_ms + i * step_ms,
+        })
+        .collect()
+}
+
+fn producer(bootstrap: &str) -> ThreadedProducer<DefaultProducerContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap()
+}
+
+/// Writes every message as `{"k": key, "ts": ms}` to its partition, in order.
+fn produce(bootstrap: &str, topic: &str, messages: &[Message]) {
+    send(&producer(bootstrap), topic, messages);
+}
+
+fn send(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, messages: &[Message]) {
+    for m in messages {
+        let value = json!({"k": m.key, "ts": m.ts_ms}).to_string();
+        let mut record = BaseRecord::to(topic)
+            .partition(m.partition)
+            .payload(&value)
+            .key(m.key);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    record = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// (key, window start ms) → count: what a 1 s tumbling event-time window must give.
+fn reference(messages: &[Message]) -> BTreeMap<(String, i64), u64> {
+    let mut counts = BTreeMap::new();
+    for m in messages {
+        let start = m.ts_ms - m.ts_ms.rem_euclid(1_000);
+        *counts.entry((m.key.to_owned(), start)).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Keeps every window result it is given.
+struct Collect(Arc<Mutex<Vec<serde_json::Value>>>);
+
+impl Sink for Collect {
+    fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        let event: serde_json::Value = serde_json::from_str(&record.event_json())?;
+        self.0.lock().unwrap().push(event);
+        Ok(())
+    }
+}
+
+fn windows(results: &Mutex<Vec<serde_json::Value>>) -> BTreeMap<(String, i64), u64> {
+    let mut out = BTreeMap::new();
+    for w in results.lock().unwrap().iter() {
+        let key = (
+            w["key"].as_str().unwrap().to_owned(),
+            w["window_start"].as_i64().unwrap(),
+        );
+        assert_eq!(w["window_end"].as_i64(), Some(key.1 + 1_000), "{w}");
+        let previous = out.insert(key, w["n"].as_u64().unwrap());
+        assert!(previous.is_none(), "a window fired twice: {w}");
+    }
+    out
+}
+
+/// kafka (`source_parallelism` subtasks) → hash → 1 s tumbling event-time window counting per
+/// key → a collecting sink; returns the running job and what the sink got.
+fn start_job(
+    bootstrap: &str,
+    topic: &str,
+    source_id: &str,
+    source_parallelism: usize,
+    idleness: Option<Duration>,
+) -> (JobHandle, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let mut graph = JobGraph::new("watermarks");
+    let source = build_source(json!({
+        "brokers": bootstrap,
+        "topics": [topic],
+        "group": format!("{source_id}-group"),
+        "key": "k",
+        "timestamp": "ts",
+        "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+    }))
+    .unwrap();
+    let Built::Operator(window) = Registry::builtin()
+        .build(
+            ComponentKind::Operator,
+            "window",
+            json!({"size": "1s", "time": "event", "aggregates": {"n": "count"}}),
+            &BuildEnv::default(),
+        )
+        .unwrap()
+    else {
+        panic!("window is an operator")
+    };
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let r = results.clone();
+    let src = graph
+        .add_source(source_id, source_parallelism, source)
+        .unwrap();
+    graph.set_source_options(
+        src,
+        SourceOptions {
+            timestamp_check: None,
+            watermarks: Some(WatermarkStrategy {
+                max_out_of_orderness: Duration::ZERO,
+                interval: Duration::from_millis(10),
+                idleness,
+            }),
+        },
+    );
+    let win = graph.add_operator("per_key", 2, window).unwrap();
+    let out = graph
+        .add_sink("out", 1, move |_| Ok(Box::new(Collect(r.clone()))))
+        .unwrap();
+    graph.connect(src, win, Partitioning::Hash).unwrap();
+    graph.connect(win, out, Partitioning::Rebalance).unwrap();
+    (start(graph, JobConfig::default()).unwrap(), results)
+}
+
+/// The watermark of the source vertex: the highest over its subtasks (each never goes back).
+fn source_watermark(handle: &JobHandle, source_id: &str) -> i64 {
+    handle
+        .metrics()
+        .vertex(source_id)
+        .unwrap()
+        .subtasks
+        .iter()
+        .map(|s| s.watermark())
+        .max()
+        .unwrap()
+}
+
+/// Waits until `done` holds, failing with `what` after [`DEADLINE`].
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < DEADLINE, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The windows whose last instant a watermark `wm` (ns) has reached.
+fn fired_by(reference: &BTreeMap<(String, i64), u64>, wm: i64) -> BTreeMap<(String, i64), u64> {
+    reference
+        .iter()
+        .filter(|((_, start), _)| (start + 1_000) * MS - 1 <= wm)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+fn stop(handle: JobHandle) {
+    handle.stop();
+    let result = handle.wait();
+    assert_eq!(result.outcome, JobOutcome::Stopped);
+}
+
+#[test]
+fn a_partition_behind_in_event_time_holds_the_window_back() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![("lagging".into(), 2)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    // Partition 0 runs 5 s of event time ahead of partition 1, both in order.
+    let fast = messages(0, BASE_MS + 5_000, 50, 400);
+    let slow = messages(1, BASE_MS, 50, 400);
+    let all: Vec<Message> = fast.iter().chain(&slow).copied().collect();
+    produce(&bootstrap, "lagging", &all);
+    let reference = reference(&all);
+    let slow_last_ns = slow.last().unwrap().ts_ms * MS;
+
+    // One source subtask holds both partitions.
+    let (handle, results) = start_job(&bootstrap, "lagging", "lagging", 1, None);
+    // Everything read, the source's watermark is the slow partition's: its last timestamp
+    // minus 1 ns (no out-of-orderness). Over the whole subtask it would be the fast one's.
+    wait_for("the watermark of the slow partition", || {
+        source_watermark(&handle, "lagging") == slow_last_ns - 1
+            && (0..2).all(|p| process_metrics().partition_lag("lagging", "lagging", p) == Some(0))
+    });
+    // Exactly the windows the slow partition passed have fired, each complete: nothing the
+    // slow partition held was late.
+    let expected = fired_by(&reference, slow_last_ns - 1);
+    assert!(expected.len() > 15 * KEYS.len(), "{}", expected.len());
+    wait_for("the windows the slow partition passed", || {
+        windows(&results).len() >= expected.len()
+    });
+    assert_eq!(windows(&results), expected);
+    assert_eq!(
+        source_watermark(&handle, "lagging"),
+        slow_last_ns - 1,
+        "nothing moved it past the slow partition"
+    );
+    // At the stop every other window fires, complete too.
+    stop(handle);
+    assert_eq!(windows(&results), reference);
+}
+
+#[test]
+fn an_idle_partition_does_not_block_window_output() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![("quiet".into(), 2)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    // Partition 1 has three messages at the very start, then nothing; partition 0 keeps
+    // getting messages (as a live topic does) until the test has seen what it waits for.
+    let quiet = messages(1, BASE_MS, 50, 3);
+    produce(&bootstrap, "quiet", &quiet);
+    let stop_producing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = {
+        let (bootstrap, stop) = (bootstrap.clone(), stop_producing.clone());
+        std::thread::spawn(move || {
+            let producer = producer(&bootstrap);
+            let all = messages(0, BASE_MS, 50, 20_000);
+            let mut sent = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && sent < all.len() {
+                send(&producer, "quiet", &all[sent..sent + 10]);
+                sent += 10;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            producer.flush(Duration::from_secs(30)).unwrap();
+            all[..sent].to_vec()
+        })
+    };
+
+    let (handle, results) = start_job(
+        &bootstrap,
+        "quiet",
+        "quiet",
+        1,
+        Some(Duration::from_secs(2)),
+    );
+    // Partition 1 holds the watermark below 150 ms until it is idle; then partition 0 alone
+    // decides, while partition 0 still runs.
+    wait_for("the watermark past the quiet partition", || {
+        source_watermark(&handle, "quiet") >= (BASE_MS + 5_000) * MS
+    });
+    stop_producing.store(true, std::sync::atomic::Ordering::Relaxed);
+    let busy = producer.join().unwrap();
+    let busy_last_ns = busy.last().unwrap().ts_ms * MS;
+    wait_for("the watermark of the busy partition's last message", || {
+        source_watermark(&handle, "quiet") == busy_last_ns - 1
+    });
+    let all: Vec<Message> = quiet.iter().chain(&busy).copied().collect();
+    let reference = reference(&all);
+    let expected = fired_by(&reference, busy_last_ns - 1);
+    wait_for("the windows the busy partition passed", || {
+        windows(&results).len() >= expected.len()
+    });
+    assert_eq!(windows(&results), expected);
+    stop(handle);
+    assert_eq!(windows(&results), reference);
+}
+
+#[test]
+fn a_subtask_without_a_partition_does_not_block_window_output() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![("single".into(), 1)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let all = messages(0, BASE_MS, 50, 200);
+    produce(&bootstrap, "single", &all);
+    let reference = reference(&all);
+    let last_ns = all.last().unwrap().ts_ms * MS;
+
+    // Two source subtasks, one partition, no idle timeout: the subtask the group gives nothing
+    // is idle all the same, so the window fires while the job runs.
+    let (handle, results) = start_job(&bootstrap, "single", "single", 2, None);
+    let expected = fired_by(&reference, last_ns - 1);
+    wait_for("the windows of the only partition", || {
+        windows(&results).len() >= expected.len()
+    });
+    assert_eq!(windows(&results), expected);
+    stop(handle);
+    assert_eq!(windows(&results), reference);
+}
