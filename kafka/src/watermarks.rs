@@ -98,6 +98,102 @@ impl PartitionWatermarks {
     }
 }
 
+/// What the writers of one exchange partition say, together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritersSay {
+    /// The minimum over the writers heard from that are not idle.
+    At(i64),
+    /// Every writer heard from is idle: the partition holds nothing back.
+    Idle,
+    /// Some writer was heard from (a hello) but none has a watermark yet.
+    Nothing,
+}
+
+/// One writer of an exchange partition, as its reader knows it.
+#[derive(Clone, Debug)]
+struct Writer {
+    id: String,
+    watermark: i64,
+    idle: bool,
+}
+
+/// The reader side of watermarks through a Kafka exchange: per partition, the watermarks of the
+/// writers it has heard from (each writer — instance, vertex, subtask — sends its watermarks
+/// to every partition). The partition's watermark is the minimum over those that are not idle.
+#[derive(Clone, Debug, Default)]
+pub struct WriterWatermarks {
+    /// Partition → its writers. A few partitions and writers: linear look-ups.
+    partitions: Vec<(i32, Vec<Writer>)>,
+}
+
+impl WriterWatermarks {
+    /// Nothing heard yet.
+    pub fn new() -> Self {
+        WriterWatermarks::default()
+    }
+
+    fn writer(&mut self, partition: i32, id: &str) -> &mut Writer {
+        let p = match self.partitions.iter().position(|(p, _)| *p == partition) {
+            Some(p) => p,
+            None => {
+                self.partitions.push((partition, Vec::new()));
+                self.partitions.len() - 1
+            }
+        };
+        let writers = &mut self.partitions[p].1;
+        let w = match writers.iter().position(|w| w.id == id) {
+            Some(w) => w,
+            None => {
+                writers.push(Writer {
+                    id: id.to_owned(),
+                    watermark: i64::MIN,
+                    idle: false,
+                });
+                writers.len() - 1
+            }
+        };
+        &mut writers[w]
+    }
+
+    /// Writer `id` sent `watermark` on `partition` (`i64::MIN`: a hello before its first
+    /// record, so that it is waited for). Returns what the partition's writers say now.
+    pub fn on_watermark(&mut self, partition: i32, id: &str, watermark: i64) -> WritersSay {
+        let w = self.writer(partition, id);
+        w.watermark = w.watermark.max(watermark);
+        w.idle = false;
+        self.say(partition)
+    }
+
+    /// Writer `id` is idle (its inputs are): it holds `partition` back no longer.
+    pub fn on_idle(&mut self, partition: i32, id: &str) -> WritersSay {
+        self.writer(partition, id).idle = true;
+        self.say(partition)
+    }
+
+    /// A partition this reader lost: forget its writers (its next reader hears them again).
+    pub fn forget(&mut self, partition: i32) {
+        self.partitions.retain(|(p, _)| *p != partition);
+    }
+
+    /// What the writers of `partition` say.
+    pub fn say(&self, partition: i32) -> WritersSay {
+        let Some((_, writers)) = self.partitions.iter().find(|(p, _)| *p == partition) else {
+            return WritersSay::Nothing;
+        };
+        match writers
+            .iter()
+            .filter(|w| !w.idle)
+            .map(|w| w.watermark)
+            .min()
+        {
+            None if writers.is_empty() => WritersSay::Nothing,
+            None => WritersSay::Idle,
+            Some(i64::MIN) => WritersSay::Nothing,
+            Some(wm) => WritersSay::At(wm),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +257,38 @@ mod tests {
         w.follow(&held(&[("t", 3)]), &[]);
         assert_eq!(w.tracker().len(), 1);
         assert_eq!(w.watermark("t", 3, 0), Some(499));
+    }
+
+    #[test]
+    fn an_exchange_partition_follows_the_slowest_writer_heard_from() {
+        let mut w = WriterWatermarks::new();
+        assert_eq!(w.say(0), WritersSay::Nothing);
+        // Two writers say hello before their records: both are waited for.
+        assert_eq!(w.on_watermark(0, "a/x/0", i64::MIN), WritersSay::Nothing);
+        assert_eq!(w.on_watermark(0, "b/x/0", i64::MIN), WritersSay::Nothing);
+        assert_eq!(
+            w.on_watermark(0, "a/x/0", 500),
+            WritersSay::Nothing,
+            "b has none"
+        );
+        assert_eq!(w.on_watermark(0, "b/x/0", 300), WritersSay::At(300));
+        assert_eq!(
+            w.on_watermark(0, "b/x/0", 200),
+            WritersSay::At(300),
+            "never back"
+        );
+        assert_eq!(w.on_watermark(0, "b/x/0", 700), WritersSay::At(500));
+        // Partition 1 is its own: its writers' watermarks arrive there separately.
+        assert_eq!(w.on_watermark(1, "a/x/0", 900), WritersSay::At(900));
+        // An idle writer holds nothing back; all idle, the partition is idle.
+        assert_eq!(w.on_idle(0, "a/x/0"), WritersSay::At(700));
+        assert_eq!(w.on_idle(0, "b/x/0"), WritersSay::Idle);
+        assert_eq!(w.on_watermark(0, "a/x/0", 600), WritersSay::At(600));
+        // A writer first heard now joins the minimum (its first message is a hello).
+        assert_eq!(w.on_watermark(0, "c/x/1", i64::MIN), WritersSay::Nothing);
+        assert_eq!(w.on_watermark(0, "c/x/1", 650), WritersSay::At(600));
+        w.forget(0);
+        assert_eq!(w.say(0), WritersSay::Nothing);
+        assert_eq!(w.say(1), WritersSay::At(900));
     }
 }

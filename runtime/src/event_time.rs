@@ -159,6 +159,8 @@ struct Split {
     last_input_at: i64,
     /// No input for the idle timeout: it holds nothing back.
     idle: bool,
+    /// Said to be idle ([`SplitWatermarks::set_idle`]) and no input since.
+    declared_idle: bool,
 }
 
 impl Split {
@@ -169,6 +171,7 @@ impl Split {
         active: false,
         last_input_at: i64::MIN,
         idle: false,
+        declared_idle: false,
     };
 
     /// The split's own watermark: what it was given, or its highest timestamp minus the
@@ -308,6 +311,16 @@ impl SplitWatermarks {
         }
     }
 
+    /// `split` says it is idle (an exchange partition whose writers are all idle): it holds
+    /// nothing back until it has input again ([`SplitWatermarks::observe`] or
+    /// [`SplitWatermarks::advance`]), whatever the idle timeout.
+    pub fn set_idle(&mut self, split: SplitId) {
+        if let Some(s) = self.splits.get_mut(split.0 as usize) {
+            s.declared_idle = true;
+            s.active = false;
+        }
+    }
+
     /// How many splits there are.
     pub fn len(&self) -> usize {
         self.live
@@ -335,14 +348,17 @@ impl SplitWatermarks {
         let mut min = i64::MAX;
         let mut any = false;
         for s in self.splits.iter_mut().filter(|s| s.live) {
-            if s.active || s.last_input_at == i64::MIN {
+            if s.active {
                 s.last_input_at = now;
                 s.active = false;
                 s.idle = false;
-            } else if let Some(idleness) = idleness {
-                if now.saturating_sub(s.last_input_at) >= idleness {
-                    s.idle = true;
+                s.declared_idle = false;
+            } else {
+                if s.last_input_at == i64::MIN {
+                    s.last_input_at = now;
                 }
+                s.idle = s.declared_idle
+                    || idleness.is_some_and(|i| now.saturating_sub(s.last_input_at) >= i);
             }
             if !s.idle {
                 any = true;
@@ -761,6 +777,20 @@ mod tests {
             WatermarkAction::Emit(1_100),
             "a is idle"
         );
+        // `a` comes back, then says it is idle: no timeout needed.
+        s.advance(a, 1_200);
+        assert_eq!(
+            g.poll_splits(&mut s, 120),
+            WatermarkAction::None,
+            "b holds at 1_100"
+        );
+        s.set_idle(a);
+        s.advance(b, 1_300);
+        assert_eq!(g.poll_splits(&mut s, 130), WatermarkAction::Emit(1_300));
+        s.set_idle(b);
+        assert_eq!(g.poll_splits(&mut s, 140), WatermarkAction::GoIdle);
+        s.advance(a, 1_400);
+        assert_eq!(g.poll_splits(&mut s, 150), WatermarkAction::Emit(1_400));
         // Ids of splits never given are ignored.
         s.observe(SplitId(7), 9_999);
         s.advance(SplitId(7), 9_999);
