@@ -1,5 +1,5 @@
 //! Kafka's own series: lag per partition (KIP-1226), lag per source subtask in records and
-//! seconds, and commits. Sources write here at most every 100 ms; a scrape renders the
+//! seconds, each partition's watermark lag and idleness, and commits. Sources write here at most every 100 ms; a scrape renders the
 //! Prometheus text with [`KafkaMetrics::render`].
 
 use std::collections::BTreeMap;
@@ -17,6 +17,8 @@ struct State {
     subtask_lag: BTreeMap<(String, usize), (i64, f64)>,
     /// source_id → commits.
     commits: BTreeMap<String, u64>,
+    /// (source_id, topic, partition) → (now − the partition's watermark in seconds, idle).
+    partition_watermark: BTreeMap<(String, String, i32), (f64, bool)>,
 }
 
 /// The Kafka series of one job.
@@ -43,9 +45,41 @@ impl KafkaMetrics {
     /// Forgets a partition that moved to another subtask.
     pub fn remove_partition(&self, source_id: &str, key: &PartitionKey) {
         if let Ok(mut s) = self.state.lock() {
-            s.partition_lag
-                .remove(&(source_id.to_owned(), key.0.clone(), key.1));
+            let k = (source_id.to_owned(), key.0.clone(), key.1);
+            s.partition_lag.remove(&k);
+            s.partition_watermark.remove(&k);
         }
+    }
+
+    /// Sets one partition's watermark lag (now − its watermark, seconds) and idleness.
+    pub fn set_partition_watermark(
+        &self,
+        source_id: &str,
+        key: &PartitionKey,
+        lag_seconds: f64,
+        idle: bool,
+    ) {
+        if let Ok(mut s) = self.state.lock() {
+            s.partition_watermark.insert(
+                (source_id.to_owned(), key.0.clone(), key.1),
+                (lag_seconds, idle),
+            );
+        }
+    }
+
+    /// One partition's watermark lag in seconds and whether it is idle, if this instance holds
+    /// it and it has a watermark.
+    pub fn partition_watermark(
+        &self,
+        source_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(f64, bool)> {
+        self.state.lock().ok().and_then(|s| {
+            s.partition_watermark
+                .get(&(source_id.to_owned(), topic.to_owned(), partition))
+                .copied()
+        })
     }
 
     /// Sets a subtask's lag: records over its partitions, seconds since its last record's
@@ -110,6 +144,27 @@ impl KafkaMetrics {
                 );
             }
         }
+        if !s.partition_watermark.is_empty() {
+            out.push_str("# HELP tidemark_kafka_watermark_lag_seconds Now minus the partition's own watermark (its highest timestamp minus the out-of-orderness), as its source subtask last looked.\n# TYPE tidemark_kafka_watermark_lag_seconds gauge\n");
+            for ((source, topic, partition), (lag, _)) in &s.partition_watermark {
+                let _ = writeln!(
+                    out,
+                    "tidemark_kafka_watermark_lag_seconds{{{base},source_id=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {lag}",
+                    escape(source),
+                    escape(topic)
+                );
+            }
+            out.push_str("# HELP tidemark_kafka_partition_idle 1 while the partition is idle (no message for watermarks.idleness): it does not hold its subtask's watermark back.\n# TYPE tidemark_kafka_partition_idle gauge\n");
+            for ((source, topic, partition), (_, idle)) in &s.partition_watermark {
+                let _ = writeln!(
+                    out,
+                    "tidemark_kafka_partition_idle{{{base},source_id=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {}",
+                    escape(source),
+                    escape(topic),
+                    u8::from(*idle)
+                );
+            }
+        }
         if !s.commits.is_empty() {
             out.push_str("# HELP tidemark_kafka_commits_total Offset commits made to Kafka.\n# TYPE tidemark_kafka_commits_total counter\n");
             for (source, n) in &s.commits {
@@ -148,8 +203,14 @@ mod tests {
         ), "{text}");
         assert!(text.contains("tidemark_source_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",source_subtask_index=\"1\"} 0.5\n"), "{text}");
         assert!(text.contains("tidemark_kafka_commits_total{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\"} 2\n"), "{text}");
+        m.set_partition_watermark("in", &("t".into(), 3), 2.5, true);
+        let text = m.render("job_name=\"j\"");
+        assert!(text.contains("tidemark_kafka_watermark_lag_seconds{job_name=\"j\",source_id=\"in\",topic=\"t\",partition=\"3\"} 2.5\n"), "{text}");
+        assert!(text.contains("tidemark_kafka_partition_idle{job_name=\"j\",source_id=\"in\",topic=\"t\",partition=\"3\"} 1\n"), "{text}");
         m.remove_partition("in", &("t".into(), 3));
         assert_eq!(m.partition_lag("in", "t", 3), None);
+        assert_eq!(m.partition_watermark("in", "t", 3), None);
+        assert!(!m.render("").contains("watermark"));
         assert_eq!(m.commits("in"), 2);
     }
 }

@@ -467,6 +467,11 @@ impl KafkaSource {
             total += lag;
             self.metrics.set_partition_lag(&self.source_id, key, lag);
         }
+        for (key, status) in self.watermarks.statuses() {
+            let lag = now.saturating_sub(status.watermark) as f64 / 1e9;
+            self.metrics
+                .set_partition_watermark(&self.source_id, key, lag, status.idle);
+        }
         self.lag = SourceLag {
             records: total,
             bytes: -1,

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use tidemark_runtime::{SplitId, SplitWatermarks};
+use tidemark_runtime::{SplitId, SplitStatus, SplitWatermarks};
 
 use crate::metrics::PartitionKey;
 
@@ -90,6 +90,14 @@ impl PartitionWatermarks {
             .iter()
             .find(|((t, p), _)| *p == partition && t == topic)?;
         self.tracker.watermark(*split, out_of_orderness)
+    }
+
+    /// Each partition's watermark and idleness as the runtime last looked (none while the
+    /// source makes no watermarks).
+    pub fn statuses(&self) -> impl Iterator<Item = (&PartitionKey, SplitStatus)> {
+        self.splits
+            .iter()
+            .filter_map(|(k, split)| Some((k, self.tracker.status(*split)?)))
     }
 
     /// The tracker, for the runtime.

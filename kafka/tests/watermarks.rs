@@ -239,6 +239,17 @@ fn a_partition_behind_in_event_time_holds_the_window_back() {
         slow_last_ns - 1,
         "nothing moved it past the slow partition"
     );
+    // Each partition's own watermark is exported: the slow one 5 s further behind.
+    wait_for("both partitions' watermark series", || {
+        let m = process_metrics();
+        match (
+            m.partition_watermark("lagging", "lagging", 0),
+            m.partition_watermark("lagging", "lagging", 1),
+        ) {
+            (Some((fast, false)), Some((slow, false))) => (slow - fast - 5.0).abs() < 1e-6,
+            _ => false,
+        }
+    });
     // At the stop every other window fires, complete too.
     stop(handle);
     assert_eq!(windows(&results), reference);
@@ -284,6 +295,11 @@ fn an_idle_partition_does_not_block_window_output() {
     // decides, while partition 0 still runs.
     wait_for("the watermark past the quiet partition", || {
         source_watermark(&handle, "quiet") >= (BASE_MS + 5_000) * MS
+    });
+    wait_for("partition 1 shown idle, partition 0 not", || {
+        let m = process_metrics();
+        matches!(m.partition_watermark("quiet", "quiet", 1), Some((_, true)))
+            && matches!(m.partition_watermark("quiet", "quiet", 0), Some((_, false)))
     });
     stop_producing.store(true, std::sync::atomic::Ordering::Relaxed);
     let busy = producer.join().unwrap();

@@ -232,6 +232,17 @@ pub struct SplitWatermarks {
     /// outside `valid` are dropped by the runtime (not observed) or clamped to `clamp_to`.
     valid: (i64, i64),
     clamp_to: Option<i64>,
+    /// The strategy's out-of-orderness (ns), once the runtime has looked.
+    out_of_orderness: Option<i64>,
+}
+
+/// What one split's watermark is, as the runtime last looked ([`SplitWatermarks::status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitStatus {
+    /// The split's own watermark (ns).
+    pub watermark: i64,
+    /// The split is idle: it holds nothing back.
+    pub idle: bool,
 }
 
 impl Default for SplitWatermarks {
@@ -241,6 +252,7 @@ impl Default for SplitWatermarks {
             live: 0,
             valid: (i64::MIN, i64::MAX),
             clamp_to: None,
+            out_of_orderness: None,
         }
     }
 }
@@ -340,10 +352,24 @@ impl SplitWatermarks {
             .filter(|&w| w != i64::MIN)
     }
 
+    /// The watermark of `split` and whether it is idle, as the runtime last looked (under the
+    /// source's watermark settings); `None` before it has a watermark, or when the source makes
+    /// no watermarks.
+    pub fn status(&self, split: SplitId) -> Option<SplitStatus> {
+        let out_of_orderness = self.out_of_orderness?;
+        let s = self.splits.get(split.0 as usize).filter(|s| s.live)?;
+        let watermark = s.current(out_of_orderness);
+        (watermark != i64::MIN).then_some(SplitStatus {
+            watermark,
+            idle: s.idle,
+        })
+    }
+
     /// Looks at every split at `now` (once per watermark interval): notes input and idleness,
     /// and gives the minimum over the splits that are not idle.
     fn combined(&mut self, now: i64, strategy: &WatermarkStrategy) -> Candidate {
         let out_of_orderness = duration_nanos(strategy.max_out_of_orderness);
+        self.out_of_orderness = Some(out_of_orderness);
         let idleness = strategy.idleness.map(duration_nanos);
         let mut min = i64::MAX;
         let mut any = false;
@@ -754,6 +780,7 @@ mod tests {
         let mut s = SplitWatermarks::new();
         let a = s.add_split();
         let b = s.add_split();
+        assert_eq!(s.status(a), None, "the runtime has not looked yet");
         s.advance(a, 500);
         s.advance(b, 300);
         s.advance(b, 200);
@@ -766,6 +793,14 @@ mod tests {
             "before the interval"
         );
         assert_eq!(g.poll_splits(&mut s, 10), WatermarkAction::Emit(500));
+        assert_eq!(s.status(a).map(|s| s.idle), Some(false));
+        assert_eq!(
+            s.status(b),
+            Some(SplitStatus {
+                watermark: 800 - 11,
+                idle: false
+            })
+        );
         // Watermarks keep a split active: `b` only gets watermarks, `a` nothing.
         for t in [50, 90] {
             s.advance(b, 900 + t);
@@ -777,6 +812,7 @@ mod tests {
             WatermarkAction::Emit(1_100),
             "a is idle"
         );
+        assert_eq!(s.status(a).map(|s| s.idle), Some(true));
         // `a` comes back, then says it is idle: no timeout needed.
         s.advance(a, 1_200);
         assert_eq!(

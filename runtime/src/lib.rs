@@ -71,7 +71,7 @@ pub use component::{
 };
 pub use config::JobConfig;
 pub use event_time::{
-    InvalidTimestampPolicy, SourceOptions, SplitId, SplitWatermarks, TimestampCheck,
+    InvalidTimestampPolicy, SourceOptions, SplitId, SplitStatus, SplitWatermarks, TimestampCheck,
     WatermarkStrategy,
 };
 pub use graph::{
