@@ -24,6 +24,8 @@ pub struct PartitionWatermarks {
     /// The index in `splits` of the last partition a record came from: a poll mostly reads
     /// runs of messages of one partition.
     last: usize,
+    /// An exchange reader's partitions: the watermarks of the writers heard from.
+    writers: WriterWatermarks,
 }
 
 impl PartitionWatermarks {
@@ -61,11 +63,12 @@ impl PartitionWatermarks {
     /// starts afresh), partitions no longer held drop out, partitions newly held join (and
     /// hold the watermark back until they have a record or are idle).
     pub fn follow(&mut self, held: &BTreeSet<PartitionKey>, revoked: &[PartitionKey]) {
-        let tracker = &mut self.tracker;
+        let (tracker, writers) = (&mut self.tracker, &mut self.writers);
         self.splits.retain(|(key, split)| {
             let keep = held.contains(key) && !revoked.contains(key);
             if !keep {
                 tracker.remove_split(*split);
+                writers.forget(key.1);
             }
             keep
         });
@@ -90,6 +93,31 @@ impl PartitionWatermarks {
             .iter()
             .find(|((t, p), _)| *p == partition && t == topic)?;
         self.tracker.watermark(*split, out_of_orderness)
+    }
+
+    /// An exchange reader read a watermark control message of writer `id` on `partition` of
+    /// its exchange topic (`i64::MIN`: the writer's hello). The partition's watermark becomes
+    /// the minimum over the writers it has heard from that are not idle.
+    pub fn writer_watermark(&mut self, topic: &str, partition: i32, id: &str, watermark: i64) {
+        let say = self.writers.on_watermark(partition, id, watermark);
+        self.apply(topic, partition, say);
+    }
+
+    /// An exchange reader read writer `id`'s idle control message on `partition`.
+    pub fn writer_idle(&mut self, topic: &str, partition: i32, id: &str) {
+        let say = self.writers.on_idle(partition, id);
+        self.apply(topic, partition, say);
+    }
+
+    fn apply(&mut self, topic: &str, partition: i32, say: WritersSay) {
+        let i = self.find_or_add(topic, partition);
+        let split = self.splits[i].1;
+        match say {
+            WritersSay::At(wm) => self.tracker.advance(split, wm),
+            WritersSay::Idle => self.tracker.set_idle(split),
+            // Input all the same: a partition said idle becomes active (and waits).
+            WritersSay::Nothing => self.tracker.advance(split, i64::MIN),
+        }
     }
 
     /// Each partition's watermark and idleness as the runtime last looked (none while the
@@ -298,5 +326,35 @@ mod tests {
         w.forget(0);
         assert_eq!(w.say(0), WritersSay::Nothing);
         assert_eq!(w.say(1), WritersSay::At(900));
+    }
+
+    #[test]
+    fn an_exchange_reader_takes_the_writers_watermarks_per_partition() {
+        let mut w = PartitionWatermarks::new();
+        w.follow(&held(&[("x", 0), ("x", 1)]), &[]);
+        for p in 0..2 {
+            w.writer_watermark("x", p, "a/w/0", i64::MIN);
+            w.writer_watermark("x", p, "a/w/1", i64::MIN);
+        }
+        w.writer_watermark("x", 0, "a/w/0", 500);
+        assert_eq!(w.watermark("x", 0, 0), None, "a/w/1 was heard and has none");
+        w.writer_watermark("x", 0, "a/w/1", 400);
+        w.writer_watermark("x", 1, "a/w/0", 500);
+        w.writer_watermark("x", 1, "a/w/1", 450);
+        assert_eq!(w.watermark("x", 0, 0), Some(400));
+        assert_eq!(w.watermark("x", 1, 0), Some(450));
+        // Records do not move an exchange partition: only the writers' watermarks do (the
+        // reader relays records without observing them).
+        w.writer_idle("x", 0, "a/w/1");
+        assert_eq!(w.watermark("x", 0, 0), Some(500));
+        // Partition 1 revoked: its writers are forgotten with it.
+        w.follow(&held(&[("x", 0)]), &[("x".to_owned(), 1)]);
+        w.follow(&held(&[("x", 0), ("x", 1)]), &[]);
+        w.writer_watermark("x", 1, "a/w/0", 600);
+        assert_eq!(
+            w.watermark("x", 1, 0),
+            Some(600),
+            "a/w/1 not heard again yet"
+        );
     }
 }
