@@ -201,6 +201,13 @@ impl KeyedAccs {
         self.get_slow(&record.key())
     }
 
+    /// The dense accumulators, indexed by int key (those made so far; see
+    /// [`KeyedAccs::get_for`] for the rest). An empty one (`count` 0) has no state yet.
+    #[inline(always)]
+    pub(crate) fn dense_mut(&mut self) -> &mut [Acc] {
+        &mut self.dense
+    }
+
     /// The accumulator of `key`, made empty if it has none.
     #[cfg(test)]
     pub(crate) fn get(&mut self, key: &Value) -> &mut Acc {

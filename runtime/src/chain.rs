@@ -13,7 +13,10 @@ use crate::task::JobFlags;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-use tidemark_markers::{Clock, LatencyMarker};
+use tidemark_markers::{Clock, LatencyMarker, LatencyStats};
+
+/// Records that go down a chain in one go (see [`Chain::push`]).
+const CHAIN_SLICE: usize = 256;
 
 /// Why a chain stopped.
 pub(crate) enum ChainError {
@@ -132,7 +135,13 @@ impl Chain {
             }
             return Ok(());
         }
-        self.process_at(0, records, cx)
+        // A batch goes down the chain a slice at a time, so that what each vertex reads and
+        // writes (and a keyed operator's state) stays in the core's L1 cache: a whole batch of
+        // records written by each vertex in turn does not fit (docs/performance.md, W1).
+        for part in records.chunks(CHAIN_SLICE) {
+            self.process_at(0, part, cx)?;
+        }
+        Ok(())
     }
 
     fn process_at(
@@ -169,7 +178,7 @@ impl Chain {
         if node.e2e {
             // One lock per batch; the clock was read once for the batch.
             if let Some(stats) = node.metrics.e2e_latency().as_mut() {
-                stats.record_batch(now, input.iter().map(|r| r.timestamp));
+                record_e2e(stats, now, input);
             }
         }
         node.records_out += node.out.len() as u64;
@@ -395,5 +404,32 @@ impl Chain {
             r.close(cx)?;
         }
         Ok(())
+    }
+}
+
+/// Records the end-to-end latency of `records` read at `now`. A slice whose records share
+/// one timestamp (a source stamps a whole batch with one time) is found by a branch-free scan
+/// and recorded in one go; any other goes through [`LatencyStats::record_batch`].
+#[inline]
+fn record_e2e(stats: &mut LatencyStats, now: i64, records: &[Record]) {
+    let Some(first) = records.first() else {
+        return;
+    };
+    let t0 = first.timestamp;
+    // Four independent accumulators of the bits that differ from the first timestamp.
+    let mut differ = [0i64; 4];
+    let mut quads = records.chunks_exact(4);
+    for q in &mut quads {
+        for (d, r) in differ.iter_mut().zip(q) {
+            *d |= r.timestamp ^ t0;
+        }
+    }
+    for r in quads.remainder() {
+        differ[0] |= r.timestamp ^ t0;
+    }
+    if differ == [0; 4] {
+        stats.record_n(now - t0, records.len() as u64);
+    } else {
+        stats.record_batch(now, records.iter().map(|r| r.timestamp));
     }
 }

@@ -46,6 +46,85 @@ impl Output {
             .push(Record::new(key as u64, value, timestamp).with_timestamp_type(timestamp_type));
     }
 
+    /// Emits `n` numeric records `{"key": k, "value": v}` keyed by `k`, all at `timestamp`
+    /// with `timestamp_type`, where `(k, v)` is what `next` returns for each in turn.
+    ///
+    /// The records are written straight into the buffer, with one capacity check for all of
+    /// them (a source's fastest way to emit numeric records).
+    #[inline(always)]
+    pub fn emit_numeric_with(
+        &mut self,
+        n: usize,
+        timestamp: i64,
+        timestamp_type: crate::record::TimestampType,
+        mut next: impl FnMut() -> (i64, f64),
+    ) {
+        self.records.reserve(n);
+        let len = self.records.len();
+        // SAFETY: `reserve` made room for `n` records after `len`; each slot of the spare
+        // capacity is written once before the length is raised over it, and `next` cannot
+        // reach `self.records` (it is borrowed mutably here). Were `next` to panic, the length
+        // stays at `len` and the written numeric records (no heap data) are simply forgotten.
+        let template = Record::new(0, 0.0, timestamp).with_timestamp_type(timestamp_type);
+        unsafe {
+            let base = self.records.as_mut_ptr().add(len);
+            for i in 0..n {
+                let (key, value) = next();
+                crate::record::write_numeric_like(&template, base.add(i), key, value);
+            }
+            self.records.set_len(len + n);
+        }
+    }
+
+    /// For each record of `records` from the first up to (not including) the first one that
+    /// is not numeric: emits it with its value replaced by `f(key, value)` (key, timestamp and
+    /// timestamp type kept), calling `f` once per record in order. Returns how many records
+    /// that was: `records.len()` when all are numeric.
+    ///
+    /// The records are written straight into the buffer, with one capacity check for all of
+    /// them: the batch fast path of the numeric operators (`map` scale/offset, `reduce`).
+    #[inline(always)]
+    pub fn emit_numeric_mapped(
+        &mut self,
+        records: &[Record],
+        mut f: impl FnMut(i64, f64) -> f64,
+    ) -> usize {
+        self.emit_numeric_mapped_while(records, |key, value| Some(f(key, value)))
+    }
+
+    /// As [`Output::emit_numeric_mapped`], but also stops at the first record for which `f`
+    /// returns `None` (that record is not emitted; the caller deals with it).
+    #[inline(always)]
+    pub fn emit_numeric_mapped_while(
+        &mut self,
+        records: &[Record],
+        mut f: impl FnMut(i64, f64) -> Option<f64>,
+    ) -> usize {
+        self.records.reserve(records.len());
+        let len = self.records.len();
+        let mut done = 0;
+        // SAFETY: `reserve` made room for `records.len()` records after `len`; slot `done` is
+        // written before `done` counts it, and the length is raised only over written slots.
+        // (On a panic in `f` the length stays at `len`: the numeric records written so far
+        // own no heap data and are simply forgotten.) `records` cannot overlap the spare
+        // capacity: it is borrowed while `self` is borrowed mutably.
+        unsafe {
+            let base = self.records.as_mut_ptr().add(len);
+            for r in records {
+                let Some((key, value)) = r.numeric_parts() else {
+                    break;
+                };
+                let Some(value) = f(key, value) else {
+                    break;
+                };
+                crate::record::write_numeric_with_value(r, base.add(done), value);
+                done += 1;
+            }
+            self.records.set_len(len + done);
+        }
+        done
+    }
+
     /// Emits clones of several records (numeric ones are copied as a block).
     pub fn emit_all(&mut self, records: &[Record]) {
         self.general |= !crate::record::extend_cloned(&mut self.records, records);

@@ -198,16 +198,22 @@ impl<A: Aggregator> Operator for ReduceOperator<A> {
     }
 
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
-        for record in records {
-            match record.numeric_parts() {
-                Some((key, v)) => {
-                    let value = A::update(self.state.get_for(record), v);
-                    out.emit_numeric(key, value, record.timestamp, record.timestamp_type);
-                }
-                None => {
-                    let value = A::update(self.state.get_for(record), input::<A>(record)?);
-                    out.emit(output(record.clone(), value));
-                }
+        let mut rest = records;
+        while !rest.is_empty() {
+            // Runs of numeric records in one tight loop, the others one by one.
+            // Keys with a dense slot in a loop that keeps the slots' address in a register;
+            // a key without one stops it and takes the general path below.
+            let dense = self.state.dense_mut();
+            let done = out.emit_numeric_mapped_while(rest, |key, v| {
+                dense
+                    .get_mut(key as u64 as usize)
+                    .map(|acc| A::update(acc, v))
+            });
+            rest = &rest[done..];
+            if let Some((record, tail)) = rest.split_first() {
+                let value = A::update(self.state.get_for(record), input::<A>(record)?);
+                out.emit(output(record.clone(), value));
+                rest = tail;
             }
         }
         Ok(())

@@ -610,9 +610,32 @@ impl GeneratorSource {
             (Some(pace), TimestampType::Create) => pace.start.map(|start| (*pace, start)),
             _ => None,
         };
-        let mut number = self.made;
         // A local copy of the generator state stays in registers through the loop.
         let mut rng = self.rng.clone();
+        if schedule.is_none() && self.disorder.is_none() {
+            // Every record at `now`, none held back: written straight into the output.
+            let n = n as usize;
+            match self.plan.config.value {
+                ValueKind::Counter => {
+                    let step = self.step;
+                    let mut counter = self.counter;
+                    out.emit_numeric_with(n, now, timestamp_type, || {
+                        let k = key(&mut rng);
+                        let v = counter as f64;
+                        counter += step;
+                        (k as i64, v)
+                    });
+                    self.counter = counter;
+                }
+                ValueKind::Random => out.emit_numeric_with(n, now, timestamp_type, || {
+                    let k = key(&mut rng);
+                    (k as i64, unit_f64(&mut rng))
+                }),
+            }
+            self.rng = rng;
+            return;
+        }
+        let mut number = self.made;
         let mut template = Record::new(0, 0.0, now);
         template.timestamp_type = timestamp_type;
         // Records are built in a small array on the stack and copied out in chunks, which
