@@ -15,9 +15,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tidemark_markers::{Clock, LatencyMarker, LatencyStats};
 
-/// Records that go down a chain in one go (see [`Chain::push`]).
-const CHAIN_SLICE: usize = 256;
-
 /// Why a chain stopped.
 pub(crate) enum ChainError {
     /// User code failed in the vertex at this chain position.
@@ -135,13 +132,7 @@ impl Chain {
             }
             return Ok(());
         }
-        // A batch goes down the chain a slice at a time, so that what each vertex reads and
-        // writes (and a keyed operator's state) stays in the core's L1 cache: a whole batch of
-        // records written by each vertex in turn does not fit (docs/performance.md, W1).
-        for part in records.chunks(CHAIN_SLICE) {
-            self.process_at(0, part, cx)?;
-        }
-        Ok(())
+        self.process_at(0, records, cx)
     }
 
     fn process_at(
@@ -407,29 +398,30 @@ impl Chain {
     }
 }
 
-/// Records the end-to-end latency of `records` read at `now`. A slice whose records share
-/// one timestamp (a source stamps a whole batch with one time) is found by a branch-free scan
-/// and recorded in one go; any other goes through [`LatencyStats::record_batch`].
+/// Records the end-to-end latency of `records` read at `now`: one histogram update per run of
+/// equal timestamps (a source stamps a whole batch with one time), as
+/// [`LatencyStats::record_batch`] does, with the runs found four records at a time by a
+/// branch-free comparison.
 #[inline]
-fn record_e2e(stats: &mut LatencyStats, now: i64, records: &[Record]) {
-    let Some(first) = records.first() else {
-        return;
-    };
-    let t0 = first.timestamp;
-    // Four independent accumulators of the bits that differ from the first timestamp.
-    let mut differ = [0i64; 4];
-    let mut quads = records.chunks_exact(4);
-    for q in &mut quads {
-        for (d, r) in differ.iter_mut().zip(q) {
-            *d |= r.timestamp ^ t0;
+pub(crate) fn record_e2e(stats: &mut LatencyStats, now: i64, records: &[Record]) {
+    let n = records.len();
+    let mut i = 0;
+    while i < n {
+        let t = records[i].timestamp;
+        let mut j = i + 1;
+        while j + 4 <= n
+            && ((records[j].timestamp ^ t)
+                | (records[j + 1].timestamp ^ t)
+                | (records[j + 2].timestamp ^ t)
+                | (records[j + 3].timestamp ^ t))
+                == 0
+        {
+            j += 4;
         }
-    }
-    for r in quads.remainder() {
-        differ[0] |= r.timestamp ^ t0;
-    }
-    if differ == [0; 4] {
-        stats.record_n(now - t0, records.len() as u64);
-    } else {
-        stats.record_batch(now, records.iter().map(|r| r.timestamp));
+        while j < n && records[j].timestamp == t {
+            j += 1;
+        }
+        stats.record_n(now - t, (j - i) as u64);
+        i = j;
     }
 }

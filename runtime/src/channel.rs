@@ -78,6 +78,40 @@ impl ChannelWriter {
         Ok(())
     }
 
+    /// Room for records in the pending batch before it is full (at least 1: a full batch is
+    /// sent at once), and where the first of them goes.
+    ///
+    /// Write up to that many records there, then give their number to [`Self::commit`].
+    #[inline(always)]
+    pub(crate) fn spare(&mut self) -> (*mut Record, usize) {
+        let records = &mut self.pending.records;
+        let room = self.batch_size.saturating_sub(records.len()).max(1);
+        records.reserve(room);
+        // SAFETY: `len` is within the allocation (its end at most).
+        (unsafe { records.as_mut_ptr().add(records.len()) }, room)
+    }
+
+    /// Takes the `n` records written at [`Self::spare`] into the pending batch.
+    ///
+    /// # Safety
+    /// The first `n` slots handed out by the last `spare` (at most its room) must hold
+    /// records written since.
+    #[inline(always)]
+    pub(crate) unsafe fn commit(&mut self, n: usize) {
+        let records = &mut self.pending.records;
+        debug_assert!(records.len() + n <= records.capacity());
+        records.set_len(records.len() + n);
+    }
+
+    /// Sends the pending batch if it is full.
+    #[inline(always)]
+    pub(crate) fn send_if_full(&mut self, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
+        if self.pending.records.len() >= self.batch_size {
+            self.send(cx)?;
+        }
+        Ok(())
+    }
+
     /// Appends records in order, sending each batch as it fills.
     pub(crate) fn push_slice(
         &mut self,

@@ -17,16 +17,10 @@ pub fn hash_channel(key: u64, n: usize) -> usize {
     ((h as u128 * n as u128) >> 64) as usize
 }
 
-/// Records a two-channel hash edge routes in one go (see [`EdgeWriter::write_hashed_two`]).
-const SCATTER_CHUNK: usize = 256;
-
 /// One outgoing edge of a subtask: its partitioning and one writer per reachable channel.
 pub(crate) struct EdgeWriter {
     partitioning: Partitioning,
     channels: Vec<ChannelWriter>,
-    /// For a hash edge over two channels: one gathering buffer per channel (capacity
-    /// [`SCATTER_CHUNK`], empty between writes).
-    scatter: [Vec<Record>; 2],
     next: usize,
     /// Records handed to this edge so far, times the copies each one makes (the channels, for
     /// broadcast); what the channels did not send of it was left undelivered.
@@ -35,15 +29,9 @@ pub(crate) struct EdgeWriter {
 
 impl EdgeWriter {
     pub(crate) fn new(partitioning: Partitioning, channels: Vec<ChannelWriter>) -> Self {
-        let scatter = if partitioning == Partitioning::Hash && channels.len() == 2 {
-            [(); 2].map(|_| Vec::with_capacity(SCATTER_CHUNK))
-        } else {
-            Default::default()
-        };
         EdgeWriter {
             partitioning,
             channels,
-            scatter,
             next: 0,
             given: 0,
         }
@@ -86,51 +74,48 @@ impl EdgeWriter {
 }
 
 impl EdgeWriter {
-    /// A hash edge over two channels: [`SCATTER_CHUNK`] records at a time, each record is
-    /// gathered for its channel with both channels' fill counts in registers, then each
-    /// channel's share is appended to its batch in one copy.
+    /// A hash edge over two channels: each record is written straight into its channel's
+    /// pending batch, with both channels' fill counts in registers and the batch chosen by a
+    /// select rather than a branch; the batches' lengths are set once per run.
     ///
-    /// Pushing each record into its channel's batch chains every record to the previous one
-    /// through memory: the batch's length is loaded, the record stored, the length stored, and
-    /// the next record for the same channel waits for that store (docs/performance.md, "W1 at
-    /// P=2"). Here both counts stay in registers and the buffer is chosen without a branch, so
-    /// no record waits for another.
+    /// Pushing each record into its channel's batch would chain every record to the previous
+    /// one through memory: the batch's length is loaded, the record stored, the length stored,
+    /// and the next record for the same channel waits for that store (docs/performance.md, "W1
+    /// at P=2"). Here no record waits for another, and no record is copied twice.
     fn write_hashed_two(
         &mut self,
-        records: &[Record],
+        mut records: &[Record],
         cx: &mut SendContext<'_>,
     ) -> Result<(), Aborted> {
-        for chunk in records.chunks(SCATTER_CHUNK) {
-            let [first, second] = &mut self.scatter;
-            debug_assert!(first.is_empty() && second.is_empty());
-            debug_assert!(first.capacity() >= chunk.len() && second.capacity() >= chunk.len());
-            let bases: [*mut Record; 2] = [first.as_mut_ptr(), second.as_mut_ptr()];
+        let [first, second] = &mut self.channels[..] else {
+            unreachable!("a two-channel edge");
+        };
+        while !records.is_empty() {
+            let (base0, room0) = first.spare();
+            let (base1, room1) = second.spare();
+            // As many records as both batches have room for, whatever their channels.
+            let (now, rest) = records.split_at(records.len().min(room0.min(room1)));
+            let bases: [*mut Record; 2] = [base0, base1];
             let (mut k0, mut k1) = (0usize, 0usize);
-            for r in chunk {
+            for r in now {
                 let c = hash_channel(r.routing_hash(), 2);
                 // A select, not a branch: the channel is as good as random.
                 let k = if c == 0 { k0 } else { k1 };
-                // SAFETY: `bases[c]` is one of the two buffers, each empty with capacity for
-                // the whole chunk, and `k` counts the records written to it so far in this
-                // chunk, so the slot is in bounds and not yet initialised.
-                unsafe { bases[c].add(k).write(r.clone()) };
+                // SAFETY: `bases[c]` is the first free slot of channel `c`'s pending batch,
+                // with room for `now.len()` records, and `k` counts the records written
+                // there so far in this run, so the slot is in bounds and not yet initialised.
+                unsafe { crate::record::clone_to(r, bases[c].add(k)) };
                 k0 += 1 - c;
                 k1 += c;
             }
-            // SAFETY: the loop initialised slots 0..k0 of the first buffer and 0..k1 of the
-            // second.
+            // SAFETY: the loop wrote `k0` and `k1` records at the slots `spare` gave.
             unsafe {
-                first.set_len(k0);
-                second.set_len(k1);
+                first.commit(k0);
+                second.commit(k1);
             }
-            let mut result = Ok(());
-            for (channel, gathered) in self.channels.iter_mut().zip(&mut self.scatter) {
-                if result.is_ok() && !gathered.is_empty() {
-                    result = channel.push_slice(gathered, cx);
-                }
-                gathered.clear();
-            }
-            result?;
+            first.send_if_full(cx)?;
+            second.send_if_full(cx)?;
+            records = rest;
         }
         Ok(())
     }

@@ -237,7 +237,7 @@ impl Task {
             if !out.is_empty() {
                 // Kafka KIP-613: latency as the record enters the job, one lock per batch.
                 if let Some(stats) = metrics.e2e_latency().as_mut() {
-                    stats.record_batch(now, out.records().iter().map(|r| r.timestamp));
+                    crate::chain::record_e2e(stats, now, out.records());
                 }
             }
             // Published before the push, so a push that fails or is aborted still leaves the
