@@ -49,6 +49,13 @@ pub(crate) fn process(op: &mut dyn Operator, records: &[Record]) -> Vec<Record> 
     out.records().to_vec()
 }
 
+/// Runs `records` through `op` as one batch changed in place (the operator must support it).
+pub(crate) fn process_in_place(op: &mut dyn Operator, records: &[Record]) -> Vec<Record> {
+    let mut records = records.to_vec();
+    assert!(op.process_batch_in_place(&mut records).unwrap(), "in place");
+    records
+}
+
 /// A fresh folder, removed when dropped.
 pub(crate) struct TempDir(tempfile::TempDir);
 

@@ -117,10 +117,11 @@ impl Chain {
     }
 
     /// Pushes records into the head of the chain (or straight to the router if the chain has
-    /// no vertex, as for a lone source).
+    /// no vertex, as for a lone source). Operators that work in place
+    /// ([`Operator::process_batch_in_place`]) change `records` where they lie.
     pub(crate) fn push(
         &mut self,
-        records: &[Record],
+        records: &mut [Record],
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
         if records.is_empty() {
@@ -138,15 +139,23 @@ impl Chain {
     fn process_at(
         &mut self,
         i: usize,
-        input: &[Record],
+        input: &mut [Record],
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
         let now = self.batch_now;
         let node = &mut self.nodes[i];
         self.current_vertex = node.vertex;
         node.records_in += input.len() as u64;
+        let mut in_place = false;
         let result = match &mut node.kind {
-            NodeKind::Operator(op) => op.process_batch(input, &mut node.out),
+            NodeKind::Operator(op) => match op.process_batch_in_place(input) {
+                Ok(true) => {
+                    in_place = true;
+                    Ok(())
+                }
+                Ok(false) => op.process_batch(input, &mut node.out),
+                Err(error) => Err(error),
+            },
             NodeKind::Sink(_) if node.output_closed => {
                 node.dropped_output_closed += input.len() as u64;
                 Ok(())
@@ -172,6 +181,11 @@ impl Chain {
                 record_e2e(stats, now, input);
             }
         }
+        if in_place {
+            // The operator changed the records where they lie: they go on from here.
+            node.records_out += input.len() as u64;
+            return self.pass_on(i, input, cx);
+        }
         node.records_out += node.out.len() as u64;
         self.forward_from(i, cx)
     }
@@ -182,16 +196,29 @@ impl Chain {
             return Ok(());
         }
         let mut out = std::mem::take(&mut self.nodes[i].out);
-        let result = if i + 1 < self.nodes.len() {
-            self.process_at(i + 1, out.records(), cx)
-        } else if let Some(r) = &mut self.router {
-            r.write(out.records(), cx).map_err(ChainError::from)
-        } else {
-            Ok(())
-        };
+        let result = self.pass_on(i, out.records_in_place(), cx);
         out.clear();
         self.nodes[i].out = out;
         result
+    }
+
+    /// Gives `records`, the output of node `i`, to node `i + 1`, or to the router after the
+    /// last node.
+    fn pass_on(
+        &mut self,
+        i: usize,
+        records: &mut [Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        if records.is_empty() {
+            Ok(())
+        } else if i + 1 < self.nodes.len() {
+            self.process_at(i + 1, records, cx)
+        } else if let Some(r) = &mut self.router {
+            r.write(records, cx).map_err(ChainError::from)
+        } else {
+            Ok(())
+        }
     }
 
     /// A marker arrives at the head: every chained vertex records it (rule 11), then it goes down

@@ -132,6 +132,16 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Processes a batch in place, for an operator that turns each record into exactly one
+    /// record (a `map`, a running aggregate): changes the records where they lie and returns
+    /// `Ok(true)`; the runtime then passes the same records on, which saves writing them into
+    /// an [`Output`] and reading them back. The default returns `Ok(false)` and the runtime
+    /// calls [`Operator::process_batch`] instead; an operator returning `Ok(false)` must not
+    /// have changed `records`. (On an error the job fails; the records may be half changed.)
+    fn process_batch_in_place(&mut self, _records: &mut [Record]) -> Result<bool, BoxError> {
+        Ok(false)
+    }
+
     /// Called with the wall clock at least once per batch and regularly while idle, for
     /// processing-time timers (windows). `now_nanos` is nanoseconds since the Unix epoch.
     fn on_time(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {

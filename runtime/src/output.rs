@@ -151,10 +151,18 @@ impl Output {
         &mut self.records
     }
 
+    /// The records emitted since the last drain, for operators that change records in place
+    /// ([`crate::Operator::process_batch_in_place`]). Such a change may turn a numeric record
+    /// into a general one, so the buffer is then emptied as one that may hold general records.
+    pub(crate) fn records_in_place(&mut self) -> &mut [Record] {
+        self.general = true;
+        &mut self.records
+    }
+
     /// Forgets the emitted records, keeping the buffer.
     pub fn clear(&mut self) {
         if self.general {
-            self.records.clear();
+            crate::record::clear_records(&mut self.records);
             self.general = false;
         } else {
             crate::record::forget_numeric(&mut self.records);

@@ -304,6 +304,13 @@ impl Record {
         }
     }
 
+    /// The key and the value, for changing, of a numeric record (see [`Record::new`]); `None`
+    /// for any other.
+    #[inline(always)]
+    pub fn numeric_parts_mut(&mut self) -> Option<(i64, &mut f64)> {
+        self.numeric_mut().map(|n| (n.key, &mut n.value))
+    }
+
     /// True when the record is held in the numeric form (no heap data).
     #[inline(always)]
     pub fn is_numeric(&self) -> bool {

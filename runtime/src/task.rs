@@ -249,7 +249,7 @@ impl Task {
             metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
             metrics.set_records_dropped(DropReason::InvalidTimestamp, dropped_timestamps);
             self.holding.held.store(out.len() as u64, Ordering::Relaxed);
-            self.chain.push(out.records(), &mut cx)?;
+            self.chain.push(out.records_in_place(), &mut cx)?;
             self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
             if let Some(w) = watermarks.as_mut() {
@@ -347,6 +347,7 @@ impl Task {
             self.chain.set_batch_time(now);
             match message {
                 Some(Message::Data { slot, batch }) => {
+                    let mut batch = batch;
                     reader.note_received(batch.records.len());
                     self.holding
                         .held
@@ -354,7 +355,7 @@ impl Task {
                     let mut start = 0usize;
                     for &(pos, event) in &batch.events {
                         let pos = pos as usize;
-                        self.chain.push(&batch.records[start..pos], &mut cx)?;
+                        self.chain.push(&mut batch.records[start..pos], &mut cx)?;
                         start = pos;
                         match event {
                             Event::Marker(marker) => self.chain.on_marker(marker),
@@ -378,7 +379,7 @@ impl Task {
                             }
                         }
                     }
-                    self.chain.push(&batch.records[start..], &mut cx)?;
+                    self.chain.push(&mut batch.records[start..], &mut cx)?;
                     reader.recycle(slot, batch);
                     self.holding.held.store(0, Ordering::Relaxed);
                     self.chain.publish();

@@ -302,6 +302,18 @@ impl Operator for MapOperator {
         Ok(())
     }
 
+    fn process_batch_in_place(&mut self, records: &mut [Record]) -> Result<bool, BoxError> {
+        let (scale, offset) = (self.scale, self.offset);
+        for record in records {
+            spin(self.spins);
+            match record.numeric_parts_mut() {
+                Some((_, value)) => *value = *value * scale + offset,
+                None => self.apply_to_general(record)?,
+            }
+        }
+        Ok(true)
+    }
+
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
         if self.spins == 0 {
             let (scale, offset) = (self.scale, self.offset);
@@ -328,7 +340,7 @@ impl Operator for MapOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{operator, process};
+    use crate::test_util::{operator, process, process_in_place};
     use serde_json::json;
     use tidemark_runtime::TimestampType;
 
@@ -467,6 +479,26 @@ mod tests {
             40,
         ));
         assert_eq!(process(identity.as_mut(), &input), input);
+    }
+
+    #[test]
+    fn in_place_gives_what_emitting_gives() {
+        let input = [
+            Record::new(1, 0.0, 10),
+            Record::new(2, -3.5, 20).with_timestamp_type(TimestampType::Ingestion),
+            Record::with_event("a", map_event(r#"{"value":2,"s":"x"}"#), 30),
+            Record::new(u64::MAX, 7.25, 40),
+        ];
+        for settings in [json!({"scale": 2, "offset": 1}), json!({"cost": "1ns"})] {
+            let mut emitting = operator(&INFO, settings.clone());
+            let mut in_place = operator(&INFO, settings);
+            let expected = process(emitting.as_mut(), &input);
+            assert_eq!(process_in_place(in_place.as_mut(), &input), expected);
+        }
+        // An event without a numeric value fails in place too.
+        let mut op = operator(&INFO, json!({"scale": 2}));
+        let mut bad = vec![Record::with_event("a", map_event(r#"{"s":1}"#), 0)];
+        assert!(op.process_batch_in_place(&mut bad).is_err());
     }
 
     fn map_event(s: &str) -> tidemark_runtime::Map {

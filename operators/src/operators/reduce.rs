@@ -197,6 +197,31 @@ impl<A: Aggregator> Operator for ReduceOperator<A> {
         Ok(())
     }
 
+    fn process_batch_in_place(&mut self, records: &mut [Record]) -> Result<bool, BoxError> {
+        let mut i = 0;
+        while i < records.len() {
+            // Numeric records whose key has a dense slot, with the slots' address in a
+            // register; any other record stops the loop and takes the general path below.
+            let dense = self.state.dense_mut();
+            while let Some(record) = records.get_mut(i) {
+                let Some((key, value)) = record.numeric_parts_mut() else {
+                    break;
+                };
+                let Some(acc) = dense.get_mut(key as u64 as usize) else {
+                    break;
+                };
+                *value = A::update(acc, *value);
+                i += 1;
+            }
+            if let Some(record) = records.get_mut(i) {
+                let value = A::update(self.state.get_for(record), input::<A>(record)?);
+                *record = output(std::mem::take(record), value);
+                i += 1;
+            }
+        }
+        Ok(true)
+    }
+
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
         let mut rest = records;
         while !rest.is_empty() {
@@ -223,7 +248,7 @@ impl<A: Aggregator> Operator for ReduceOperator<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::{kv, operator, process};
+    use crate::test_util::{kv, operator, process, process_in_place};
     use serde_json::json;
     use tidemark_runtime::TimestampType;
 
@@ -320,6 +345,56 @@ mod tests {
             out.records(),
             [Record::new(9, 4.5, 4).with_timestamp_type(TimestampType::Ingestion)]
         );
+    }
+
+    #[test]
+    fn in_place_gives_what_emitting_gives() {
+        let event = |v: i64| {
+            let mut m = tidemark_runtime::Map::new();
+            m.insert("value", v);
+            m
+        };
+        // Dense keys, a large and a negative one (hash map), string keys, map events with an
+        // int value; a key's state carries over to the next batch.
+        let batches = [
+            vec![
+                Record::new(1, 2.0, 1),
+                Record::new(70_000, 5.0, 2).with_timestamp_type(TimestampType::Ingestion),
+                Record::with_event("u1", event(3), 3),
+                Record::new(1, -4.0, 4),
+                Record::new(u64::MAX, 1.5, 5),
+                Record::with_event(1, event(10), 6),
+            ],
+            vec![
+                Record::new(2, 1.0, 7),
+                Record::with_event("u1", event(4), 8),
+                Record::new(70_000, 1.0, 9),
+                Record::new(1, 8.0, 10),
+                Record::new(u64::MAX, 0.5, 11),
+            ],
+        ];
+        for aggregate in [
+            Aggregate::Count,
+            Aggregate::Sum,
+            Aggregate::Min,
+            Aggregate::Max,
+            Aggregate::Mean,
+        ] {
+            let mut emitting = reduce_operator(aggregate);
+            let mut in_place = reduce_operator(aggregate);
+            for batch in &batches {
+                let expected = process(emitting.as_mut(), batch);
+                assert_eq!(
+                    process_in_place(in_place.as_mut(), batch),
+                    expected,
+                    "{aggregate:?}"
+                );
+            }
+        }
+        // A map event without a numeric value fails in place too.
+        let mut op = reduce_operator(Aggregate::Sum);
+        let mut bad = vec![Record::with_event("u1", tidemark_runtime::Map::new(), 0)];
+        assert!(op.process_batch_in_place(&mut bad).is_err());
     }
 
     #[test]
