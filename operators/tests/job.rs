@@ -58,6 +58,13 @@ fn read_lines(path: &Path) -> Vec<Value> {
 
 #[test]
 fn generator_map_keyed_sum_to_file() {
+    // P=2 and P=3 take the two-channel and the many-channel hash routes; P=1 chains it all.
+    for p in [2, 1, 3] {
+        generator_map_keyed_sum_to_file_at(p);
+    }
+}
+
+fn generator_map_keyed_sum_to_file_at(p: usize) {
     let dir = TempDir::new("w1");
     let env = BuildEnv::new(dir.path());
     let mut g = JobGraph::new("w1-small");
@@ -67,7 +74,7 @@ fn generator_map_keyed_sum_to_file() {
         ComponentKind::Source,
         "generator",
         "gen",
-        2,
+        p,
         json!({"count": 10_000, "keys": 50}),
     );
     let map = add(
@@ -76,7 +83,7 @@ fn generator_map_keyed_sum_to_file() {
         ComponentKind::Operator,
         "map",
         "map",
-        2,
+        p,
         json!({"scale": 2, "offset": 1}),
     );
     let sum = add(
@@ -85,7 +92,7 @@ fn generator_map_keyed_sum_to_file() {
         ComponentKind::Operator,
         "reduce",
         "sum",
-        2,
+        p,
         json!({"aggregate": "sum"}),
     );
     let out = add(

@@ -57,6 +57,7 @@ impl EdgeWriter {
                 Ok(())
             }
             Partitioning::Hash if n == 2 => self.write_hashed_two(records, cx),
+            Partitioning::Hash if n <= MANY_CHANNELS => self.write_hashed_many(records, cx),
             Partitioning::Hash => {
                 for r in records {
                     self.channels[hash_channel(r.routing_hash(), n)].push(r.clone(), cx)?;
@@ -115,6 +116,54 @@ impl EdgeWriter {
             }
             first.send_if_full(cx)?;
             second.send_if_full(cx)?;
+            records = rest;
+        }
+        Ok(())
+    }
+}
+
+/// The most channels a hash edge routes with [`EdgeWriter::write_hashed_many`]; beyond, one
+/// record at a time.
+const MANY_CHANNELS: usize = 16;
+
+impl EdgeWriter {
+    /// A hash edge over 3 to [`MANY_CHANNELS`] channels: as [`Self::write_hashed_two`], each
+    /// record straight into its channel's pending batch, with the fill counts in a small array
+    /// on the stack and the batches' lengths set once per run.
+    fn write_hashed_many(
+        &mut self,
+        mut records: &[Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), Aborted> {
+        let n = self.channels.len();
+        debug_assert!((1..=MANY_CHANNELS).contains(&n));
+        while !records.is_empty() {
+            let mut bases = [std::ptr::null_mut::<Record>(); MANY_CHANNELS];
+            let mut room = records.len();
+            for (base, channel) in bases.iter_mut().zip(&mut self.channels) {
+                let (b, r) = channel.spare();
+                *base = b;
+                room = room.min(r);
+            }
+            // As many records as every batch has room for, whatever their channels.
+            let (now, rest) = records.split_at(room);
+            let mut counts = [0usize; MANY_CHANNELS];
+            for r in now {
+                let c = hash_channel(r.routing_hash(), n);
+                let k = counts[c];
+                // SAFETY: `c < n`, so `bases[c]` is the first free slot of channel `c`'s
+                // pending batch, with room for `now.len()` records, and `k` counts the records
+                // written there so far in this run: in bounds and not yet initialised.
+                unsafe { crate::record::clone_to(r, bases[c].add(k)) };
+                counts[c] = k + 1;
+            }
+            for (channel, k) in self.channels.iter_mut().zip(counts) {
+                // SAFETY: the loop wrote `k` records at the slots `spare` gave this channel.
+                unsafe { channel.commit(k) };
+            }
+            for channel in &mut self.channels {
+                channel.send_if_full(cx)?;
+            }
             records = rest;
         }
         Ok(())
@@ -300,9 +349,18 @@ mod tests {
                 }
             })
             .collect();
-        // Two channels (gathered in chunks), three (one by one); slices across chunk and
-        // batch boundaries.
-        for (n, batch_size, slice) in [(2, 1024, 1024), (2, 100, 999), (2, 7, 3), (3, 64, 500)] {
+        // Two channels (the select path), 3 to 16 (counts on the stack), 17 (one by one);
+        // slices across batch boundaries.
+        for (n, batch_size, slice) in [
+            (2, 1024, 1024),
+            (2, 100, 999),
+            (2, 7, 3),
+            (3, 64, 500),
+            (4, 1, 17),
+            (5, 1024, 5_000),
+            (16, 33, 256),
+            (17, 64, 500),
+        ] {
             let got = route(n, batch_size, &records, slice);
             for (c, received) in got.iter().enumerate() {
                 let expected: Vec<Record> = records

@@ -618,14 +618,29 @@ impl GeneratorSource {
             match self.plan.config.value {
                 ValueKind::Counter => {
                     let step = self.step;
-                    let mut counter = self.counter;
-                    out.emit_numeric_with(n, now, timestamp_type, || {
-                        let k = key(&mut rng);
-                        let v = counter as f64;
-                        counter += step;
-                        (k as i64, v)
-                    });
-                    self.counter = counter;
+                    let counter = self.counter;
+                    let end = (n as u64)
+                        .checked_mul(step)
+                        .and_then(|span| counter.checked_add(span));
+                    if end.is_some_and(|end| end <= EXACT_F64_INTS) {
+                        // Every value on the way is an integer a double holds exactly, so
+                        // counting in doubles gives the same values as converting each one
+                        // (and spares the conversion per record).
+                        let (mut value, step) = (counter as f64, step as f64);
+                        out.emit_numeric_with(n, now, timestamp_type, || {
+                            let v = value;
+                            value += step;
+                            (key(&mut rng) as i64, v)
+                        });
+                    } else {
+                        let mut counter = counter;
+                        out.emit_numeric_with(n, now, timestamp_type, || {
+                            let v = counter as f64;
+                            counter += step;
+                            (key(&mut rng) as i64, v)
+                        });
+                    }
+                    self.counter = counter.wrapping_add((n as u64).wrapping_mul(step));
                 }
                 ValueKind::Random => out.emit_numeric_with(n, now, timestamp_type, || {
                     let k = key(&mut rng);
@@ -701,6 +716,9 @@ impl GeneratorSource {
 fn set_numeric(slot: &mut Record, key: u64, value: f64) {
     slot.set_numeric(key as i64, value);
 }
+
+/// Integers up to this are exactly representable as doubles (2^53).
+const EXACT_F64_INTS: u64 = 1 << 53;
 
 /// Records built on the stack before they are copied to the output.
 const CHUNK: usize = 64;
