@@ -14,6 +14,9 @@ pub struct Output {
     records: Vec<Record>,
     /// Something other than a numeric record may be in `records`.
     general: bool,
+    /// Every record in `records` has this timestamp (known only when all of them came from
+    /// [`Output::emit_numeric_with`]; `None` means unknown).
+    uniform_timestamp: Option<i64>,
 }
 
 impl Output {
@@ -22,12 +25,14 @@ impl Output {
         Output {
             records: Vec::with_capacity(capacity),
             general: false,
+            uniform_timestamp: None,
         }
     }
 
     /// Emits one record.
     #[inline]
     pub fn emit(&mut self, record: Record) {
+        self.uniform_timestamp = None;
         self.general |= !record.is_numeric();
         self.records.push(record);
     }
@@ -42,6 +47,7 @@ impl Output {
         timestamp: i64,
         timestamp_type: crate::record::TimestampType,
     ) {
+        self.uniform_timestamp = None;
         self.records
             .push(Record::new(key as u64, value, timestamp).with_timestamp_type(timestamp_type));
     }
@@ -59,6 +65,11 @@ impl Output {
         timestamp_type: crate::record::TimestampType,
         mut next: impl FnMut() -> (i64, f64),
     ) {
+        if self.records.is_empty() {
+            self.uniform_timestamp = Some(timestamp);
+        } else if self.uniform_timestamp != Some(timestamp) {
+            self.uniform_timestamp = None;
+        }
         self.records.reserve(n);
         let len = self.records.len();
         // SAFETY: `reserve` made room for `n` records after `len`; each slot of the spare
@@ -100,6 +111,7 @@ impl Output {
         records: &[Record],
         mut f: impl FnMut(i64, f64) -> Option<f64>,
     ) -> usize {
+        self.uniform_timestamp = None;
         self.records.reserve(records.len());
         let len = self.records.len();
         let mut done = 0;
@@ -127,7 +139,15 @@ impl Output {
 
     /// Emits clones of several records (numeric ones are copied as a block).
     pub fn emit_all(&mut self, records: &[Record]) {
+        self.uniform_timestamp = None;
         self.general |= !crate::record::extend_cloned(&mut self.records, records);
+    }
+
+    /// The timestamp every record emitted since the last drain has, when that is known without
+    /// looking at them: all came from [`Output::emit_numeric_with`] with this timestamp.
+    /// (`None` when unknown or nothing was emitted.)
+    pub(crate) fn uniform_timestamp(&self) -> Option<i64> {
+        self.uniform_timestamp.filter(|_| !self.records.is_empty())
     }
 
     /// Records emitted since the last drain.
@@ -148,6 +168,7 @@ impl Output {
     /// The buffer, to drop records or change their timestamps. (Adding a record that is not
     /// numeric here would escape the `general` flag: use [`Output::emit`].)
     pub(crate) fn records_mut(&mut self) -> &mut Vec<Record> {
+        self.uniform_timestamp = None;
         &mut self.records
     }
 
@@ -155,17 +176,87 @@ impl Output {
     /// ([`crate::Operator::process_batch_in_place`]). Such a change may turn a numeric record
     /// into a general one, so the buffer is then emptied as one that may hold general records.
     pub(crate) fn records_in_place(&mut self) -> &mut [Record] {
+        self.uniform_timestamp = None;
         self.general = true;
         &mut self.records
     }
 
     /// Forgets the emitted records, keeping the buffer.
     pub fn clear(&mut self) {
+        self.uniform_timestamp = None;
         if self.general {
             crate::record::clear_records(&mut self.records);
             self.general = false;
         } else {
             crate::record::forget_numeric(&mut self.records);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TimestampType;
+
+    #[test]
+    fn numeric_fast_paths_emit_what_emit_would() {
+        let mut out = Output::default();
+        let mut i = 0;
+        out.emit_numeric_with(3, 7, TimestampType::Ingestion, || {
+            i += 1;
+            (i, i as f64 / 2.0)
+        });
+        let expected: Vec<Record> = (1..=3)
+            .map(|k| {
+                Record::new(k, k as f64 / 2.0, 7).with_timestamp_type(TimestampType::Ingestion)
+            })
+            .collect();
+        assert_eq!(out.records(), expected);
+        // Mapped: stops at the first general record, and where `f` says so.
+        let general = Record::with_event("u", crate::value::Map::new(), 1);
+        let input = [
+            Record::new(1, 1.0, 1),
+            Record::new(2, 2.0, 2),
+            general.clone(),
+            Record::new(3, 3.0, 3),
+        ];
+        let mut out = Output::default();
+        assert_eq!(
+            out.emit_numeric_mapped(&input, |k, v| k as f64 + v * 10.0),
+            2
+        );
+        assert_eq!(
+            out.records(),
+            [Record::new(1, 11.0, 1), Record::new(2, 22.0, 2)]
+        );
+        assert_eq!(out.emit_numeric_mapped_while(&input[3..], |_, _| None), 0);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_uniform_timestamp_is_known_only_while_every_record_has_it() {
+        let mut out = Output::default();
+        assert_eq!(out.uniform_timestamp(), None);
+        out.emit_numeric_with(2, 5, TimestampType::Create, || (1, 1.0));
+        out.emit_numeric_with(2, 5, TimestampType::Create, || (1, 1.0));
+        assert_eq!(out.uniform_timestamp(), Some(5));
+        out.emit_numeric_with(1, 6, TimestampType::Create, || (1, 1.0));
+        assert_eq!(out.uniform_timestamp(), None, "two timestamps");
+        out.clear();
+        out.emit_numeric_with(1, 6, TimestampType::Create, || (1, 1.0));
+        assert_eq!(out.uniform_timestamp(), Some(6));
+        out.emit(Record::new(1, 1.0, 6));
+        assert_eq!(out.uniform_timestamp(), None, "any other emit forgets it");
+        out.clear();
+        out.emit_numeric_with(1, 6, TimestampType::Create, || (1, 1.0));
+        out.records_mut()[0].timestamp = 9;
+        assert_eq!(out.uniform_timestamp(), None, "changed timestamps");
+        out.clear();
+        out.emit_numeric_with(1, 6, TimestampType::Create, || (1, 1.0));
+        out.records_in_place()[0].timestamp = 9;
+        assert_eq!(out.uniform_timestamp(), None, "changed in place");
+        out.clear();
+        out.emit_numeric_with(0, 6, TimestampType::Create, || (1, 1.0));
+        assert_eq!(out.uniform_timestamp(), None, "nothing emitted");
     }
 }

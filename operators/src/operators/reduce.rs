@@ -173,6 +173,19 @@ fn output(record: Record, value: f64) -> Record {
     out
 }
 
+/// The dense accumulator of int key `key`, if it has one (negative keys never do).
+#[inline(always)]
+fn dense_slot(dense: &mut [crate::aggregate::Acc], key: i64) -> Option<&mut crate::aggregate::Acc> {
+    // One unsigned comparison: a negative key wraps to above any length. (Compared as u64,
+    // so that no key aliases a slot where usize is narrower.)
+    let i = key as u64;
+    if i < dense.len() as u64 {
+        dense.get_mut(i as usize)
+    } else {
+        None
+    }
+}
+
 /// One subtask of the `reduce` operator, for one aggregate type.
 #[derive(Debug)]
 struct ReduceOperator<A> {
@@ -207,7 +220,7 @@ impl<A: Aggregator> Operator for ReduceOperator<A> {
                 let Some((key, value)) = record.numeric_parts_mut() else {
                     break;
                 };
-                let Some(acc) = dense.get_mut(key as u64 as usize) else {
+                let Some(acc) = dense_slot(dense, key) else {
                     break;
                 };
                 *value = A::update(acc, *value);
@@ -225,14 +238,11 @@ impl<A: Aggregator> Operator for ReduceOperator<A> {
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
         let mut rest = records;
         while !rest.is_empty() {
-            // Runs of numeric records in one tight loop, the others one by one.
-            // Keys with a dense slot in a loop that keeps the slots' address in a register;
-            // a key without one stops it and takes the general path below.
+            // Runs of numeric records whose key has a dense slot in one tight loop (the slots'
+            // address in a register); any other record takes the general path below.
             let dense = self.state.dense_mut();
             let done = out.emit_numeric_mapped_while(rest, |key, v| {
-                dense
-                    .get_mut(key as u64 as usize)
-                    .map(|acc| A::update(acc, v))
+                dense_slot(dense, key).map(|acc| A::update(acc, v))
             });
             rest = &rest[done..];
             if let Some((record, tail)) = rest.split_first() {
