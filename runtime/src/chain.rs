@@ -452,3 +452,46 @@ pub(crate) fn record_e2e(stats: &mut LatencyStats, now: i64, records: &[Record])
         i = j;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroUsize;
+
+    #[test]
+    fn record_e2e_records_what_record_batch_does() {
+        // Runs of every length around the four-record steps, single records, a batch of one
+        // timestamp, negative latencies, an empty slice.
+        let mut timestamps = Vec::new();
+        let mut x = 7u64;
+        for run in [1usize, 2, 3, 4, 5, 7, 8, 9, 1, 1, 16, 3, 0, 13, 4, 1] {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = (x >> 40) as i64 - 4_000_000;
+            timestamps.extend(std::iter::repeat_n(t, run));
+        }
+        let uniform = vec![42i64; 1000];
+        for ts in [timestamps, uniform, Vec::new(), vec![5]] {
+            let records: Vec<Record> = ts.iter().map(|&t| Record::new(1, 1.0, t)).collect();
+            let h = NonZeroUsize::new(16).unwrap();
+            let (mut fast, mut reference) = (LatencyStats::new(h), LatencyStats::new(h));
+            let now = 3_000_000;
+            record_e2e(&mut fast, now, &records);
+            reference.record_batch(now, ts.iter().copied());
+            assert_eq!(fast.count(), ts.len() as u64);
+            assert_eq!(fast.count(), reference.count());
+            assert_eq!(fast.negative_count(), reference.negative_count());
+            assert_eq!(fast.sum_seconds(), reference.sum_seconds());
+            if !ts.is_empty() {
+                // (Empty statistics are NaN, which equals nothing.)
+                assert_eq!(fast.window_stats(), reference.window_stats());
+            }
+            assert_eq!(
+                fast.window().samples().collect::<Vec<_>>(),
+                reference.window().samples().collect::<Vec<_>>()
+            );
+            assert_eq!(fast.histogram().count(), reference.histogram().count());
+        }
+    }
+}
