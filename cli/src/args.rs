@@ -85,8 +85,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub summary: bool,
     /// Name of this instance when several processes run one job (Kafka scale-out): the label
-    /// `tidemark_instance` on every series [default: no label]
-    #[arg(long, value_name = "NAME")]
+    /// `tidemark_instance` on every series, the name in the clock-offset exchange, the report
+    /// and /api/v1/job [default: host name and process id, `host-pid`]
+    #[arg(long, value_name = "NAME", value_parser = crate::instance::parse_instance_id)]
     pub instance_id: Option<String>,
     /// How long Kafka sources and sinks wait for the brokers before the job fails
     #[cfg(feature = "kafka")]

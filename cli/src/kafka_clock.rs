@@ -1,8 +1,9 @@
 //! The clock-offset exchange between the instances of a job that uses Kafka (`docs/kafka.md`,
-//! "Clock offset between instances"): started with `--instance-id`, through the brokers of the
-//! job's first Kafka component.
+//! "Clock offset between instances"): started by every instance of a job with a Kafka
+//! component, named by its instance id, through the brokers of the job's first Kafka component.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tidemark_kafka::clock::{system_clock, ClockService};
@@ -13,14 +14,33 @@ use crate::jobfile::JobFile;
 /// How often an instance pings the others.
 const EVERY: Duration = Duration::from_secs(2);
 
-/// Starts the exchange and exports its estimates, if this instance has a name and the job a
+/// This instance's clock-offset exchange: started on a thread of its own, because the clock
+/// topic may take up to `--kafka-timeout` to appear (or never, on brokers that do not create
+/// topics) and the job does not wait for it; stopped when dropped.
+pub(crate) struct Clock {
+    service: Arc<Mutex<Option<ClockService>>>,
+    ended: Arc<AtomicBool>,
+}
+
+impl Drop for Clock {
+    fn drop(&mut self) {
+        self.ended.store(true, Ordering::SeqCst);
+        let service = self
+            .service
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(service);
+    }
+}
+
+/// Starts the exchange as `instance` and exports its estimates once it runs, if the job has a
 /// Kafka component; a failure to start is a warning, not an error (the job runs without).
 pub(crate) fn start(
     job: &JobFile,
-    registry: &MetricsRegistry,
-    instance: Option<&str>,
-) -> Option<ClockService> {
-    let instance = instance?;
+    registry: &Arc<MetricsRegistry>,
+    instance: &str,
+) -> Option<Clock> {
     let vertex = job
         .vertices
         .iter()
@@ -32,22 +52,39 @@ pub(crate) fn start(
         .get("properties")
         .and_then(|p| serde_json::from_value(p.clone()).ok())
         .unwrap_or_default();
-    match ClockService::start(
-        &brokers,
-        &properties,
-        &job.name,
-        instance,
-        system_clock(),
-        EVERY,
-    ) {
-        Ok(service) => {
-            let offsets = service.offsets().clone();
-            registry.add_text_section(Arc::new(move |labels: &str| offsets.render(labels)));
-            Some(service)
+    let clock = Clock {
+        service: Arc::new(Mutex::new(None)),
+        ended: Arc::new(AtomicBool::new(false)),
+    };
+    let (slot, ended) = (clock.service.clone(), clock.ended.clone());
+    let (registry, job_name, instance) = (registry.clone(), job.name.clone(), instance.to_owned());
+    let starter = move || {
+        let started = ClockService::start(
+            &brokers,
+            &properties,
+            &job_name,
+            &instance,
+            system_clock(),
+            EVERY,
+        );
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if ended.load(Ordering::SeqCst) {
+            return;
         }
-        Err(e) => {
-            eprintln!("tidemark: warning: no clock-offset estimate between instances: {e}");
-            None
+        match started {
+            Ok(service) => {
+                let offsets = service.offsets().clone();
+                registry.add_text_section(Arc::new(move |labels: &str| offsets.render(labels)));
+                *slot = Some(service);
+            }
+            Err(e) => {
+                eprintln!("tidemark: warning: no clock-offset estimate between instances: {e}");
+            }
         }
-    }
+    };
+    std::thread::Builder::new()
+        .name("tidemark-clock-start".into())
+        .spawn(starter)
+        .ok()?;
+    Some(clock)
 }

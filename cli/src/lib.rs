@@ -15,6 +15,7 @@
 //! | [`settings`] | precedence: flag > `-D` > job file > default |
 //! | [`error`] | job-file errors ([`JobFileErrors`](error::JobFileErrors)), exit codes, printing |
 //! | [`substitute`] | `${VAR}` / `${VAR:-default}` / `$$` in job files |
+//! | [`instance`] | this process's name among the instances of a job: `--instance-id`, else host and pid |
 //! | [`redact`] | the one rule for secrets: keys with password/secret/token/credential print as `***` |
 //! | [`args`] | the command line (clap) |
 //! | `app`, `run` | command dispatch, `validate`, `plan`; `run` |
@@ -49,6 +50,7 @@ pub mod build;
 mod dev_kafka;
 mod endpoint;
 pub mod error;
+pub mod instance;
 pub mod jobfile;
 #[cfg(feature = "kafka")]
 mod kafka_clock;

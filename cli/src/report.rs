@@ -17,6 +17,9 @@ use tidemark_runtime::{DropReason, JobOutcome, MetricsRegistry, SubtaskMetrics, 
 pub struct Report {
     /// The job's name; `null` when the job file could not be read.
     pub job_name: Option<String>,
+    /// This process's name among the job's instances: `--instance-id`, else the host name and
+    /// process id (the label `tidemark_instance`).
+    pub instance: Option<String>,
     /// `finished`, `stopped` or `failed`.
     pub outcome: &'static str,
     /// The command's exit code: 0 finished or stopped, 1 failed while running (or stopped hard
@@ -352,6 +355,8 @@ pub struct RunSummary<'a> {
 pub struct NotStarted<'a> {
     /// The job's name, if the job file was read.
     pub job_name: Option<&'a str>,
+    /// This process's instance id.
+    pub instance: Option<&'a str>,
     /// The settings, if they were resolved.
     pub settings: Option<&'a Settings>,
     /// When the command started.
@@ -435,6 +440,7 @@ impl Report {
         }
         Report {
             job_name: Some(registry.job_name().to_string()),
+            instance: registry.instance().map(str::to_string),
             outcome,
             exit_code: run.exit_code,
             stop_reason: run.stop_reason.clone(),
@@ -465,6 +471,7 @@ impl Report {
     pub fn not_started(why: &NotStarted<'_>) -> Report {
         Report {
             job_name: why.job_name.map(str::to_string),
+            instance: why.instance.map(str::to_string),
             outcome: "failed",
             exit_code: why.exit_code,
             stop_reason: None,
@@ -1119,6 +1126,7 @@ mod tests {
         let settings = resolve(&FileSettings::default(), &Default::default(), None, &[]).unwrap();
         let report = Report::not_started(&NotStarted {
             job_name: Some("etl"),
+            instance: Some("db7-41532"),
             settings: Some(&settings),
             started: SystemTime::now(),
             error: "the job could not start: vertex \"src\" subtask 0: no file".into(),
@@ -1131,6 +1139,7 @@ mod tests {
         });
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert_eq!(json["job_name"], "etl");
+        assert_eq!(json["instance"], "db7-41532");
         assert_eq!(json["outcome"], "failed");
         assert_eq!(json["exit_code"], 1);
         assert!(json["error"].as_str().unwrap().contains("no file"));
@@ -1143,6 +1152,7 @@ mod tests {
         );
         let unknown = Report::not_started(&NotStarted {
             job_name: None,
+            instance: None,
             settings: None,
             started: SystemTime::now(),
             error: "job.yaml:1:1: bad".into(),
@@ -1181,6 +1191,7 @@ mod tests {
         .unwrap();
         let report = Report::not_started(&NotStarted {
             job_name: Some("etl"),
+            instance: None,
             settings: Some(&settings),
             started: SystemTime::now(),
             error: "no".into(),

@@ -33,6 +33,8 @@ const HARD_STOP_GRACE: Duration = Duration::from_secs(2);
 #[derive(Default)]
 struct Known {
     job_name: Option<String>,
+    /// This process's name among the job's instances (`--instance-id`, else host and pid).
+    instance: String,
     settings: Option<Settings>,
     failure: Option<FailureReport>,
 }
@@ -48,12 +50,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         Some(path) => Some(ReportFile::create(path)?),
         None => None,
     };
-    let mut known = Known::default();
+    let mut known = Known {
+        instance: crate::instance::resolve(args.instance_id.as_deref()),
+        ..Known::default()
+    };
     let result = run_job(&args, &mut known, report_file.as_mut());
     if let (Err(e), Some(file)) = (&result, report_file.as_mut()) {
         if !file.written {
             let report = Report::not_started(&NotStarted {
                 job_name: known.job_name.as_deref(),
+                instance: Some(&known.instance),
                 settings: known.settings.as_ref(),
                 started,
                 error: format!("{e:#}"),
@@ -115,15 +121,13 @@ fn run_job(
         }
     })?;
     let registry = prepared.metrics().clone();
-    if let Some(id) = &args.instance_id {
-        registry.set_instance(id);
-    }
+    registry.set_instance(&known.instance);
     #[cfg(feature = "kafka")]
     registry.add_text_section(std::sync::Arc::new(|labels: &str| {
         tidemark_kafka::process_metrics().render(labels)
     }));
     #[cfg(feature = "kafka")]
-    let _clock = crate::kafka_clock::start(&job, &registry, args.instance_id.as_deref());
+    let _clock = crate::kafka_clock::start(&job, &registry, &known.instance);
     let components: Vec<ComponentInfo> = job
         .vertices
         .iter()

@@ -116,6 +116,8 @@ fn check_marker_labels(
     let with = |extra: &[&str]| -> BTreeSet<String> {
         let mut s = key.clone();
         s.insert("job_name".into());
+        // Every series of `tidemark run` names its instance (docs/kafka.md, "Instance ids").
+        s.insert("tidemark_instance".into());
         s.extend(extra.iter().map(|e| (*e).to_owned()));
         s
     };
@@ -166,7 +168,7 @@ fn check_marker_labels(
             let k: BTreeMap<String, String> = series
                 .labels
                 .iter()
-                .filter(|(k, _)| k != "job_name")
+                .filter(|(k, _)| k != "job_name" && k != "tidemark_instance")
                 .cloned()
                 .collect();
             assert!(count_keys.insert(k), "key twice: {series:?}");

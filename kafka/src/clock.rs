@@ -26,7 +26,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use crate::client::{client_config, Brokers, Properties};
+use crate::client::{client_config, Brokers, ErrorContext, Properties};
 
 /// A wall clock in nanoseconds since the Unix epoch (tests inject a shifted one).
 pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -175,11 +175,12 @@ impl ClockService {
         every: Duration,
     ) -> Result<ClockService, String> {
         let topic = clock_topic(job);
-        let producer: BaseProducer = client_config(brokers, properties)
+        // Quiet contexts: a broker gone is the sources' and sinks' to report, not this thread's.
+        let producer: BaseProducer<ErrorContext> = client_config(brokers, properties)
             .set("linger.ms", "0")
-            .create()
+            .create_with_context(ErrorContext::default())
             .map_err(|e| format!("clock offset: {e}"))?;
-        let consumer: BaseConsumer = client_config(brokers, properties)
+        let consumer: BaseConsumer<ErrorContext> = client_config(brokers, properties)
             .set(
                 "group.id",
                 format!("tidemark-{job}-clock-{instance}-{}", std::process::id()),
@@ -188,7 +189,7 @@ impl ClockService {
             .set("fetch.wait.max.ms", "5")
             .set("fetch.error.backoff.ms", "50")
             .set("topic.metadata.refresh.interval.ms", "1000")
-            .create()
+            .create_with_context(ErrorContext::default())
             .map_err(|e| format!("clock offset: {e}"))?;
         // Ask for the topic first: a broker that auto-creates topics makes it now, before the
         // consumer is pointed at it.
@@ -246,8 +247,8 @@ impl Drop for ClockService {
 }
 
 struct Worker {
-    producer: BaseProducer,
-    consumer: BaseConsumer,
+    producer: BaseProducer<ErrorContext>,
+    consumer: BaseConsumer<ErrorContext>,
     topic: String,
     instance: String,
     clock: WallClock,

@@ -82,6 +82,31 @@ impl std::fmt::Debug for DevCluster {
 
 enum Command {
     CreateTopic(String, i32, mpsc::Sender<Result<(), String>>),
+    TrackRequests(mpsc::Sender<()>),
+    CountRequests(Request, mpsc::Sender<usize>),
+}
+
+/// Kinds of Kafka protocol requests the cluster can count once
+/// [`DevCluster::track_requests`] was called (tests use them to see what clients did).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// A consumer joining (or rejoining) a group.
+    JoinGroup,
+    /// A consumer leaving its group (a clean close).
+    LeaveGroup,
+    /// A consumer committing offsets.
+    OffsetCommit,
+}
+
+impl Request {
+    /// The request's key in the Kafka protocol.
+    fn api_key(self) -> i16 {
+        match self {
+            Request::OffsetCommit => 8,
+            Request::JoinGroup => 11,
+            Request::LeaveGroup => 13,
+        }
+    }
 }
 
 impl DevCluster {
@@ -129,6 +154,27 @@ impl DevCluster {
     /// The bootstrap servers, `host:port,host:port`.
     pub fn bootstrap_servers(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// Starts recording the requests clients send (kept in memory until the cluster stops:
+    /// for tests, not for a long-running `dev-kafka`).
+    pub fn track_requests(&self) -> Result<(), DevClusterError> {
+        let (tx, rx) = mpsc::channel();
+        self.commands
+            .send(Command::TrackRequests(tx))
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
+        rx.recv()
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+    }
+
+    /// How many requests of `kind` the brokers received since [`DevCluster::track_requests`].
+    pub fn requests_seen(&self, kind: Request) -> Result<usize, DevClusterError> {
+        let (tx, rx) = mpsc::channel();
+        self.commands
+            .send(Command::CountRequests(kind, tx))
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
+        rx.recv()
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
     }
 
     /// Creates a topic with `partitions` partitions (replication 1).
@@ -183,12 +229,13 @@ fn run_cluster(
     }
     let inner = cluster.bootstrap_servers();
     let mut forwarders = Vec::new();
+    // SAFETY: the producer owns the mock cluster; the pointer is used on this thread only, while
+    // the producer lives.
+    let raw =
+        unsafe { rdkafka::bindings::rd_kafka_handle_mock_cluster(producer.client().native_ptr()) };
     let bootstrap = if listeners.is_empty() {
         inner
     } else {
-        let raw = unsafe {
-            rdkafka::bindings::rd_kafka_handle_mock_cluster(producer.client().native_ptr())
-        };
         let targets: Vec<String> = inner.split(',').map(str::to_owned).collect();
         let mut outer = Vec::new();
         for (i, listener) in listeners.into_iter().enumerate() {
@@ -222,6 +269,14 @@ fn run_cluster(
                         .map_err(|e| format!("cannot create topic {name}: {e}")),
                 );
             }
+            Ok(Command::TrackRequests(reply)) => {
+                // SAFETY: `raw` is the live mock cluster of `producer`.
+                unsafe { rdkafka::bindings::rd_kafka_mock_start_request_tracking(raw) };
+                let _ = reply.send(());
+            }
+            Ok(Command::CountRequests(kind, reply)) => {
+                let _ = reply.send(count_requests(raw, kind.api_key()));
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 // The handle is gone without Drop having run (leaked): keep serving.
@@ -233,6 +288,26 @@ fn run_cluster(
     drop(producer);
     for f in forwarders {
         let _ = f.join();
+    }
+}
+
+/// How many tracked requests with `api_key` the mock cluster `raw` received.
+fn count_requests(raw: *mut rdkafka::bindings::rd_kafka_mock_cluster_t, api_key: i16) -> usize {
+    let mut count = 0usize;
+    // SAFETY: `raw` is a live mock cluster; the array it returns holds `count` valid requests
+    // and is freed here, once.
+    unsafe {
+        let requests = rdkafka::bindings::rd_kafka_mock_get_requests(raw, &mut count);
+        if requests.is_null() {
+            return 0;
+        }
+        let seen = (0..count)
+            .filter(|i| {
+                rdkafka::bindings::rd_kafka_mock_request_api_key(*requests.add(*i)) == api_key
+            })
+            .count();
+        rdkafka::bindings::rd_kafka_mock_request_destroy_array(requests, count);
+        seen
     }
 }
 

@@ -48,7 +48,7 @@ use tidemark_runtime::component::{SinkFactory, SourceFactory};
 use tidemark_runtime::{Sink, Source, SubtaskContext};
 
 pub use client::{default_timeout, set_default_timeout, Brokers};
-pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions};
+pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions, Request};
 pub use metrics::KafkaMetrics;
 pub use sink::{KafkaSink, KafkaSinkConfig, KafkaSinkFactory};
 pub use source::{KafkaSource, KafkaSourceConfig, KafkaSourceFactory, Start};

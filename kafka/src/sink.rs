@@ -38,7 +38,8 @@ use tidemark_operators::ConfigError;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext, Value};
 
 use crate::client::{
-    client_config, default_timeout, unreachable_message, Brokers, ErrorContext, Properties,
+    client_config, default_timeout, topic_wait_message, wait_for_topic, Brokers, ErrorContext,
+    Properties,
 };
 
 /// Settings of the `kafka` sink.
@@ -138,13 +139,21 @@ impl KafkaSinkFactory {
         let config = &*self.config;
         let what = format!("kafka sink \"{}\"", ctx.vertex_id);
         let mut client = client_config(&config.brokers, &Properties::new());
-        client.set("linger.ms", "5").set(
-            "client.id",
-            format!(
-                "tidemark-{}-{}-{}",
-                ctx.job_name, ctx.vertex_id, ctx.subtask
-            ),
-        );
+        client
+            .set("linger.ms", "5")
+            // A message not acknowledged within --kafka-timeout fails the job (librdkafka's
+            // default waits 5 minutes); `properties` may say otherwise.
+            .set(
+                "message.timeout.ms",
+                default_timeout().as_millis().max(1).to_string(),
+            )
+            .set(
+                "client.id",
+                format!(
+                    "tidemark-{}-{}-{}",
+                    ctx.job_name, ctx.vertex_id, ctx.subtask
+                ),
+            );
         for (k, v) in &config.properties {
             client.set(k, v.as_text());
         }
@@ -154,10 +163,18 @@ impl KafkaSinkFactory {
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
         let reachable = self.reachable.get_or_init(|| {
             let timeout = default_timeout();
-            crate::client::wait_for_metadata(producer.client(), &config.topic, timeout, || {})
-                .map_err(|e| {
-                    unreachable_message(&what, &config.brokers, timeout, &e, &context.errors)
-                })
+            wait_for_topic(producer.client(), &config.topic, timeout, || {}).map_err(|wait| {
+                let topic = &config.topic;
+                topic_wait_message(
+                    &what,
+                    &config.brokers,
+                    topic,
+                    timeout,
+                    &wait,
+                    &context.errors,
+                    true,
+                )
+            })
         });
         reachable.clone()?;
         Ok(KafkaSink {

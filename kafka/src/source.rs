@@ -30,6 +30,7 @@
 //!   answer within `--kafka-timeout` (30 s), the job fails with the broker's own error.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -48,7 +49,8 @@ use tidemark_runtime::{
 };
 
 use crate::client::{
-    client_config, default_timeout, unreachable_message, Brokers, ErrorContext, Properties,
+    client_config, default_timeout, topic_wait_message, wait_for_topic, BrokerWatch, Brokers,
+    ErrorContext, Properties,
 };
 use crate::decode::{Decoder, Format};
 use crate::metrics::{KafkaMetrics, PartitionKey};
@@ -285,7 +287,8 @@ impl ConsumerContext for SourceContext {
 /// One subtask of the `kafka` source.
 pub struct KafkaSource {
     /// Shared only so a poll can borrow messages from it while the source updates itself.
-    consumer: Arc<BaseConsumer<SourceContext>>,
+    /// Dropped by hand in `Drop`: on a thread of its own, waited for at most `--kafka-timeout`.
+    consumer: ManuallyDrop<Arc<BaseConsumer<SourceContext>>>,
     /// Messages that arrived while a commit waited for a rebalance to end.
     stash: std::collections::VecDeque<rdkafka::message::OwnedMessage>,
     decoder: Decoder,
@@ -304,6 +307,9 @@ pub struct KafkaSource {
     pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
     /// Each partition's watermark (`crate::watermarks`).
     watermarks: PartitionWatermarks,
+    /// Fails the job when the brokers are gone for longer than `--kafka-timeout`.
+    watch: BrokerWatch,
+    config: Arc<KafkaSourceConfig>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -314,6 +320,10 @@ impl std::fmt::Debug for KafkaSource {
             .finish()
     }
 }
+
+/// The source's default `session.timeout.ms` (Kafka's default before 3.0; `properties` may
+/// override it).
+pub const SESSION_TIMEOUT_MS: &str = "10000";
 
 /// How often the lag is read from librdkafka's cached high watermarks.
 const LAG_EVERY_NANOS: i64 = 100_000_000;
@@ -339,6 +349,10 @@ impl KafkaSource {
                 if factory.auto_commit { "true" } else { "false" },
             )
             .set("enable.auto.offset.store", "false")
+            // A dead instance's partitions move after 10 s rather than librdkafka's 45 s; on
+            // the mock cluster every rebalance also waits this long less 1 s (docs/kafka.md,
+            // "Group membership").
+            .set("session.timeout.ms", SESSION_TIMEOUT_MS)
             .set(
                 "client.id",
                 format!(
@@ -363,17 +377,19 @@ impl KafkaSource {
         let reachable = factory.reachable.get_or_init(|| {
             let timeout = default_timeout();
             for topic in &config.topics {
-                let waited =
-                    crate::client::wait_for_metadata(consumer.client(), topic, timeout, || {
-                        let _ = consumer.poll(Duration::ZERO);
-                    });
-                if let Err(e) = waited {
-                    return Err(unreachable_message(
+                let waited = wait_for_topic(consumer.client(), topic, timeout, || {
+                    let _ = consumer.poll(Duration::ZERO);
+                });
+                if let Err(wait) = waited {
+                    let errors = &consumer.context().errors;
+                    return Err(topic_wait_message(
                         &what,
                         &config.brokers,
+                        topic,
                         timeout,
-                        &e,
-                        &consumer.context().errors,
+                        &wait,
+                        errors,
+                        false,
                     ));
                 }
             }
@@ -385,7 +401,7 @@ impl KafkaSource {
             .subscribe(&topics)
             .map_err(|e| format!("{what}: cannot subscribe to {topics:?}: {e}"))?;
         Ok(KafkaSource {
-            consumer: Arc::new(consumer),
+            consumer: ManuallyDrop::new(Arc::new(consumer)),
             stash: std::collections::VecDeque::new(),
             decoder: Decoder::new(
                 config.format,
@@ -407,7 +423,33 @@ impl KafkaSource {
             },
             pending_checkpoints: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
+            watch: BrokerWatch::new(default_timeout()),
+            config: factory.config.clone(),
         })
+    }
+
+    /// The brokers were reported gone: records read since say they are back; else ask them,
+    /// and fail once they have been gone for longer than `--kafka-timeout`.
+    fn check_brokers(&mut self, emitted: usize) -> Result<(), BoxError> {
+        if emitted > 0 {
+            self.watch.ok();
+            return Ok(());
+        }
+        let (consumer, topics) = (&self.consumer, &self.config.topics);
+        self.watch
+            .check(std::time::Instant::now(), || {
+                let errors = &consumer.context().errors;
+                crate::client::probe_topics(
+                    consumer.client(),
+                    topics,
+                    Duration::from_millis(500),
+                    errors,
+                )
+            })
+            .map_err(|lost| {
+                let what = format!("kafka source \"{}\"", self.source_id);
+                lost.message(&what, &self.config.brokers).into()
+            })
     }
 
     fn assigned_now(&self, key: &PartitionKey) -> bool {
@@ -497,7 +539,8 @@ impl KafkaSource {
     }
 
     fn commit(&mut self, positions: &BTreeMap<PartitionKey, i64>) -> Result<(), BoxError> {
-        if positions.is_empty() {
+        // Brokers gone: a commit would wait for them; the positions are read again later.
+        if positions.is_empty() || self.watch.down_since().is_some() {
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();
@@ -627,16 +670,18 @@ impl Source for KafkaSource {
                 emitted += 1;
             }
         }
-        let consumer = self.consumer.clone();
+        let consumer = Arc::clone(&self.consumer);
         while emitted < ctx.max_records {
             let message = match consumer.poll(Duration::ZERO) {
                 None => break,
                 Some(Ok(m)) => m,
                 Some(Err(e)) => {
-                    // Transient broker errors are retried by librdkafka; fatal ones end the job.
+                    // Transient broker errors are retried by librdkafka; fatal ones end the job,
+                    // and so do brokers gone for longer than --kafka-timeout.
                     if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
                         return Err(format!("kafka source \"{}\": {e}", self.source_id).into());
                     }
+                    self.watch.error(&e, std::time::Instant::now());
                     break;
                 }
             };
@@ -647,6 +692,9 @@ impl Source for KafkaSource {
         if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
             self.update_lag(ctx.now_nanos);
             self.last_lag_at = ctx.now_nanos;
+        }
+        if self.watch.down_since().is_some() {
+            self.check_brokers(emitted)?;
         }
         if emitted > 0 {
             Ok(SourceStatus::Ready)
@@ -694,11 +742,22 @@ impl Source for KafkaSource {
 
 impl Drop for KafkaSource {
     fn drop(&mut self) {
-        if self.auto_commit {
+        // With the brokers gone there is no one to commit to or say goodbye to.
+        let lost = self.watch.down_since().is_some();
+        if self.auto_commit && !lost {
             let positions = std::mem::take(&mut self.positions);
             let _ = self.commit(&positions);
         }
-        // Dropping the consumer leaves the group (librdkafka's close).
+        // SAFETY: the field is taken once, here, and not used after.
+        let consumer = unsafe { ManuallyDrop::take(&mut self.consumer) };
+        // Dropping the consumer leaves the group (librdkafka's close), which waits for the
+        // group's coordinator: at most --kafka-timeout, then it goes on in the background.
+        let limit = if lost {
+            Duration::ZERO
+        } else {
+            default_timeout()
+        };
+        crate::client::drop_within(consumer, limit);
     }
 }
 

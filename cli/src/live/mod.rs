@@ -84,6 +84,8 @@ struct EdgeInfo {
 #[derive(Debug, Serialize)]
 struct JobJson<'a> {
     name: &'a str,
+    /// This process's instance id (`tidemark_instance`), when set.
+    instance: Option<&'a str>,
     state: JobState,
     error: Option<&'a str>,
     started: String,
@@ -228,6 +230,7 @@ impl LiveJob {
         let started = self.registry.started();
         let json = JobJson {
             name: self.registry.job_name(),
+            instance: self.registry.instance(),
             state,
             error: error.as_deref(),
             started: rfc3339(started),

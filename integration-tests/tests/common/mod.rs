@@ -662,11 +662,16 @@ impl Metrics {
     }
 
     /// The value of the only sample named `metric` with exactly these labels (besides
-    /// `job_name`), if any.
+    /// `job_name`, and `tidemark_instance` unless given), if any.
     pub fn value(&self, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let implied = |s: &Sample| {
+            let instance = labels.iter().all(|(k, _)| *k != "tidemark_instance")
+                && s.labels.get("tidemark_instance").is_some();
+            1 + usize::from(instance)
+        };
         self.samples(metric)
             .filter(|s| {
-                s.labels.len() == labels.len() + 1
+                s.labels.len() == labels.len() + implied(s)
                     && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
             })
             .map(|s| scalar(&s.value).expect("scalar"))
