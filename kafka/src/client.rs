@@ -167,6 +167,9 @@ pub(crate) fn wait_for_topic<C: ClientContext>(
     mut serve: impl FnMut(),
 ) -> Result<(), TopicWait> {
     let deadline = Instant::now() + timeout;
+    // Once a broker has answered about the topic, its answer is the error to report, even if
+    // a later attempt timed out.
+    let mut answered = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = left
@@ -177,12 +180,15 @@ pub(crate) fn wait_for_topic<C: ClientContext>(
         let failure = match result {
             Ok(metadata) => match topic_state(&metadata, topic) {
                 Ok(()) => return Ok(()),
-                Err(code) => TopicWait::Topic(code),
+                Err(code) => {
+                    answered = Some(code);
+                    TopicWait::Topic(code)
+                }
             },
             Err(e) => TopicWait::Unreachable(e),
         };
         if Instant::now() >= deadline {
-            return Err(failure);
+            return Err(answered.map_or(failure, TopicWait::Topic));
         }
         // A broker that answered is asked again after a pause, not in a busy loop.
         if matches!(failure, TopicWait::Topic(_)) {
