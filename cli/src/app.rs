@@ -47,6 +47,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     match args.format {
         PlanFormat::Text => {
             print!("{plan}");
+            print!("{}", crate::exchange::plan_text(&job.job));
             print!("{}", settings_text(&job));
         }
         PlanFormat::Dot => print!("{}", plan.to_dot()),

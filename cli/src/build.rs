@@ -44,7 +44,10 @@ fn common_fields(kind: VertexKind) -> Vec<&'static str> {
             .into_iter()
             .chain(SOURCE_EVENT_TIME_FIELDS)
             .collect(),
-        _ => VERTEX_FIELDS.into_iter().chain([EDGE_KEY]).collect(),
+        _ => VERTEX_FIELDS
+            .into_iter()
+            .chain([EDGE_KEY, crate::exchange::FIELD])
+            .collect(),
     }
 }
 
@@ -86,6 +89,7 @@ pub fn build_graph_with(
     // the graph's rules are checked all the same.
     let mut graph = JobGraph::new(job.name.clone());
     let mut ids: HashMap<&str, VertexId> = HashMap::new();
+    let mut exchanges = crate::exchange::Exchanges::default();
     for (v, built) in job.vertices.iter().zip(built) {
         let p = v.parallelism.unwrap_or(default_parallelism).get();
         let added = match built {
@@ -153,10 +157,43 @@ pub fn build_graph_with(
             let partitioning = v
                 .partition
                 .unwrap_or_else(|| graph.default_partitioning(from, to));
-            if v.kind != VertexKind::Source && v.config.contains_key(EDGE_KEY) {
+            let input_p = || {
                 let input_v = job.vertex(input).expect("known input");
-                let p = input_v.parallelism.unwrap_or(default_parallelism).get();
-                keyed_edge(job, v, input, (from, p), to, &env, &mut graph, &mut errors);
+                input_v.parallelism.unwrap_or(default_parallelism).get()
+            };
+            let keyed = v.kind != VertexKind::Source && v.config.contains_key(EDGE_KEY);
+            if v.exchange.is_some() {
+                let p = input_p();
+                let from = match keyed {
+                    true => {
+                        match keyed_edge(job, v, input, (from, p), &env, &mut graph, &mut errors) {
+                            Some(stage) => stage,
+                            None => continue,
+                        }
+                    }
+                    false => from,
+                };
+                let to_p = v.parallelism.unwrap_or(default_parallelism).get();
+                let (graph, errors) = (&mut graph, &mut errors);
+                crate::exchange::connect(
+                    job,
+                    v,
+                    input,
+                    (from, p),
+                    (to, to_p),
+                    graph,
+                    errors,
+                    &mut exchanges,
+                );
+                continue;
+            }
+            if keyed {
+                let p = input_p();
+                if let Some(stage) =
+                    keyed_edge(job, v, input, (from, p), &env, &mut graph, &mut errors)
+                {
+                    graph.add_edge(stage, to, Partitioning::Hash);
+                }
                 continue;
             }
             graph.add_edge(from, to, partitioning);
@@ -238,19 +275,18 @@ pub fn build_graph_with(
 }
 
 /// The edge `input` → `v` where `v` has `key:`: a key stage ([`key_by`]) after the input, with
-/// its parallelism and a forward edge (so it runs in the input's task), then a `hash` edge to
-/// `v`. The stage is named `<v>.key` (`<v>.key.<input>` when `v` has several inputs).
-#[allow(clippy::too_many_arguments)]
+/// its parallelism and a forward edge (so it runs in the input's task); the caller connects
+/// the stage to `v` (a `hash` edge, or an exchange). The stage is named `<v>.key`
+/// (`<v>.key.<input>` when `v` has several inputs).
 fn keyed_edge(
     job: &JobFile,
     v: &VertexSpec,
     input: &str,
     (from, parallelism): (VertexId, usize),
-    to: VertexId,
     env: &BuildEnv,
     graph: &mut JobGraph,
     errors: &mut Vec<JobFileError>,
-) {
+) -> Option<VertexId> {
     let section = section_of(v.kind);
     if v.partition.is_some_and(|p| p != Partitioning::Hash) {
         errors.push(
@@ -265,7 +301,7 @@ fn keyed_edge(
                 },
             ),
         );
-        return;
+        return None;
     }
     let expression = match v.config.get(EDGE_KEY) {
         Some(serde_json::Value::String(s)) => s.clone(),
@@ -282,7 +318,7 @@ fn keyed_edge(
                     ),
                 },
             ));
-            return;
+            return None;
         }
     };
     // A bad `on_error` is the component's to report; the stage then fails records.
@@ -301,7 +337,7 @@ fn keyed_edge(
                     errors.push(setting_error(job, v, type_name.clone(), error, None));
                 }
             }
-            return;
+            return None;
         }
     };
     let name = if v.inputs.len() > 1 {
@@ -320,18 +356,21 @@ fn keyed_edge(
                 ),
             },
         ));
-        return;
+        return None;
     }
     match graph.add_operator(&name, parallelism, factory) {
         Ok(stage) => {
             graph.add_edge(from, stage, Partitioning::Forward);
-            graph.add_edge(stage, to, Partitioning::Hash);
+            Some(stage)
         }
-        Err(e) => errors.push(job.error(
-            &[section, &v.id, EDGE_KEY],
-            Some(v.vref()),
-            Problem::Graph(e),
-        )),
+        Err(e) => {
+            errors.push(job.error(
+                &[section, &v.id, EDGE_KEY],
+                Some(v.vref()),
+                Problem::Graph(e),
+            ));
+            None
+        }
     }
 }
 

@@ -122,6 +122,9 @@ pub struct VertexSpec {
     pub parallelism: Option<NonZeroUsize>,
     /// The partitioning of its input edges.
     pub partition: Option<Partitioning>,
+    /// `exchange:` of an operator or sink: its input edges cross instances through Kafka
+    /// (checked when the graph is built).
+    pub exchange: Option<serde_json::Value>,
     /// A source's timestamp check and watermarks (default for other vertices).
     pub source_options: SourceOptions,
     /// Every other field, for the component to interpret.
@@ -1095,6 +1098,7 @@ impl Parser {
         let mut has_input = false;
         let mut parallelism = None;
         let mut partition = None;
+        let mut exchange = None;
         let mut config = serde_json::Map::new();
         let mut before_max = None;
         let mut after_max = None;
@@ -1197,6 +1201,28 @@ impl Parser {
                         ),
                     }
                 }
+                "exchange" if kind == VertexKind::Source => self.err(
+                    &path,
+                    Some(vref.clone()),
+                    Problem::Invalid {
+                        field: "exchange".into(),
+                        message: "an exchange is on an input edge: set it on the operator or \
+                                  sink that reads this source"
+                            .into(),
+                    },
+                ),
+                "exchange" => match to_json(v) {
+                    Ok(j) => exchange = Some(j),
+                    Err(expected) => self.err(
+                        &path,
+                        Some(vref.clone()),
+                        Problem::WrongType {
+                            field: key.clone(),
+                            expected,
+                            found: describe(v),
+                        },
+                    ),
+                },
                 f if SOURCE_EVENT_TIME_FIELDS.contains(&f) && kind != VertexKind::Source => self
                     .err(
                         &path,
@@ -1264,6 +1290,7 @@ impl Parser {
             inputs,
             parallelism,
             partition,
+            exchange,
             source_options,
             config,
         })

@@ -1,6 +1,6 @@
 //! The clock-offset exchange between the instances of a job that uses Kafka (`docs/kafka.md`,
 //! "Clock offset between instances"): started by every instance of a job with a Kafka
-//! component, named by its instance id, through the brokers of the job's first Kafka component.
+//! component or exchange, named by its instance id, through the brokers of the first one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -41,14 +41,19 @@ pub(crate) fn start(
     registry: &Arc<MetricsRegistry>,
     instance: &str,
 ) -> Option<Clock> {
-    let vertex = job
-        .vertices
-        .iter()
-        .find(|v| v.type_name == tidemark_kafka::TYPE_NAME)?;
+    // The brokers of the first Kafka component, or of the first exchange through Kafka.
+    let config = job.vertices.iter().find_map(|v| {
+        if v.type_name == tidemark_kafka::TYPE_NAME {
+            return Some(&v.config);
+        }
+        match v.exchange.as_ref()?.get(tidemark_kafka::exchange::KIND)? {
+            serde_json::Value::Object(m) => Some(m),
+            _ => None,
+        }
+    })?;
     let brokers: tidemark_kafka::Brokers =
-        serde_json::from_value(vertex.config.get("brokers")?.clone()).ok()?;
-    let properties = vertex
-        .config
+        serde_json::from_value(config.get("brokers")?.clone()).ok()?;
+    let properties = config
         .get("properties")
         .and_then(|p| serde_json::from_value(p.clone()).ok())
         .unwrap_or_default();
@@ -74,6 +79,8 @@ pub(crate) fn start(
         match started {
             Ok(service) => {
                 let offsets = service.offsets().clone();
+                // Markers that crossed an exchange are corrected with these estimates.
+                tidemark_kafka::exchange::set_clock_offsets(offsets.clone());
                 registry.add_text_section(Arc::new(move |labels: &str| offsets.render(labels)));
                 *slot = Some(service);
             }

@@ -50,6 +50,7 @@ pub mod build;
 mod dev_kafka;
 mod endpoint;
 pub mod error;
+mod exchange;
 pub mod instance;
 pub mod jobfile;
 #[cfg(feature = "kafka")]

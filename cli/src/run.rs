@@ -123,6 +123,8 @@ fn run_job(
     let registry = prepared.metrics().clone();
     registry.set_instance(&known.instance);
     #[cfg(feature = "kafka")]
+    tidemark_kafka::exchange::set_instance(&known.instance);
+    #[cfg(feature = "kafka")]
     registry.add_text_section(std::sync::Arc::new(|labels: &str| {
         tidemark_kafka::process_metrics().render(labels)
     }));

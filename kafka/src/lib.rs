@@ -14,6 +14,7 @@
 //! | [`decode`] | messages → records: formats, key, timestamp types |
 //! | [`client`] | broker lists, pass-through properties, the broker's last error, `--kafka-timeout` |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
+//! | [`exchange`] | exchanges through Kafka: the hidden writer and reader of an `exchange: {kafka: …}` edge, markers as control messages |
 //! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
 //! | [`watermarks`] | per-partition watermarks of the source: partitions as the runtime's splits |
 //! | [`dev_cluster`] | librdkafka's mock cluster on its own thread (`tidemark dev-kafka`, tests) |
@@ -35,6 +36,7 @@ pub mod client;
 pub mod clock;
 pub mod decode;
 pub mod dev_cluster;
+pub mod exchange;
 pub mod metrics;
 pub mod sink;
 pub mod source;

@@ -82,6 +82,13 @@ pub struct DeliveryContext {
     failed: Arc<Mutex<Option<String>>>,
 }
 
+impl DeliveryContext {
+    /// The first delivery failure, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failed.lock().ok().and_then(|f| f.clone())
+    }
+}
+
 impl rdkafka::client::ClientContext for DeliveryContext {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         self.errors.log(level, fac, message)
@@ -213,7 +220,7 @@ impl std::fmt::Debug for KafkaSink {
 
 impl KafkaSink {
     fn failure(&self) -> Option<String> {
-        self.context.failed.lock().ok().and_then(|f| f.clone())
+        self.context.failure()
     }
 
     /// Messages the broker acknowledged.
@@ -223,30 +230,7 @@ impl KafkaSink {
 
     /// Waits until every message written so far is acknowledged (or failed).
     pub fn flush_and_wait(&mut self) -> Result<(), BoxError> {
-        let timeout = default_timeout();
-        let started = Instant::now();
-        loop {
-            if let Some(f) = self.failure() {
-                return Err(format!("{}: {f}", self.what).into());
-            }
-            match self.producer.flush(Duration::from_millis(100)) {
-                Ok(()) => break,
-                Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
-                    if started.elapsed() < timeout => {}
-                Err(e) => {
-                    let detail = self.context.errors.last_error().unwrap_or(e.to_string());
-                    return Err(format!(
-                        "{}: messages not acknowledged within {:?}: {detail}",
-                        self.what, timeout
-                    )
-                    .into());
-                }
-            }
-        }
-        match self.failure() {
-            Some(f) => Err(format!("{}: {f}", self.what).into()),
-            None => Ok(()),
-        }
+        flush_producer(&self.producer, &self.context, &self.what)
     }
 
     fn send(&mut self, record: &Record) -> Result<(), BoxError> {
@@ -275,25 +259,66 @@ impl KafkaSink {
         if has_key {
             pending = pending.key(&self.key[..]);
         }
-        loop {
-            match self.producer.send(pending) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    pending = back;
-                    if let Some(f) = self.failure() {
-                        return Err(format!("{}: {f}", self.what).into());
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => {
-                    return Err(
-                        format!("{}: cannot write to {}: {e}", self.what, self.topic).into(),
-                    )
-                }
-            }
-        }
+        produce(&self.producer, &self.context, &self.what, pending)?;
         self.written += 1;
         Ok(())
+    }
+}
+
+/// Hands `pending` to the producer, waiting while its queue is full (backpressure, never a
+/// drop); fails on a delivery failure seen meanwhile or an error of the producer.
+pub(crate) fn produce(
+    producer: &ThreadedProducer<DeliveryContext>,
+    context: &DeliveryContext,
+    what: &str,
+    mut pending: BaseRecord<'_, [u8], [u8]>,
+) -> Result<(), BoxError> {
+    loop {
+        match producer.send(pending) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                pending = back;
+                if let Some(f) = context.failure() {
+                    return Err(format!("{what}: {f}").into());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((e, back)) => {
+                return Err(format!("{what}: cannot write to {}: {e}", back.topic).into())
+            }
+        }
+    }
+}
+
+/// Waits until every message the producer was given is acknowledged by the broker (or failed),
+/// within `--kafka-timeout`.
+pub(crate) fn flush_producer(
+    producer: &ThreadedProducer<DeliveryContext>,
+    context: &DeliveryContext,
+    what: &str,
+) -> Result<(), BoxError> {
+    let timeout = default_timeout();
+    let started = Instant::now();
+    loop {
+        if let Some(f) = context.failure() {
+            return Err(format!("{what}: {f}").into());
+        }
+        match producer.flush(Duration::from_millis(100)) {
+            Ok(()) => break,
+            Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                if started.elapsed() < timeout => {}
+            Err(e) => {
+                let detail = context.errors.last_error().unwrap_or(e.to_string());
+                return Err(format!(
+                    "{what}: messages not acknowledged within {timeout:?}: {detail}"
+                )
+                .into());
+            }
+        }
+    }
+    match context.failure() {
+        Some(f) => Err(format!("{what}: {f}").into()),
+        None => Ok(()),
     }
 }
 

@@ -310,6 +310,8 @@ pub struct KafkaSource {
     /// Fails the job when the brokers are gone for longer than `--kafka-timeout`.
     watch: BrokerWatch,
     config: Arc<KafkaSourceConfig>,
+    /// Set when this subtask is the reader of a Kafka exchange ([`crate::exchange`]).
+    pub(crate) relay: Option<crate::exchange::Relay>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -425,6 +427,7 @@ impl KafkaSource {
             watermarks: PartitionWatermarks::new(),
             watch: BrokerWatch::new(default_timeout()),
             config: factory.config.clone(),
+            relay: None,
         })
     }
 
@@ -610,7 +613,38 @@ impl KafkaSource {
         out: &mut Output,
     ) -> Result<bool, BoxError> {
         let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
-        let emitted = match self.decoder.decode(
+        let emitted = if let Some(relay) = self.relay.as_mut() {
+            relay.take(message, out)?
+        } else {
+            self.decode(message, now_nanos, out)?
+        };
+        if self.auto_commit {
+            let _ = self.consumer.store_offset(topic, partition, offset);
+        }
+        // A few partitions per subtask: a linear look-up, no allocation per message.
+        match self
+            .positions
+            .iter_mut()
+            .find(|((t, p), _)| *p == partition && t == topic)
+        {
+            Some((_, position)) => *position = offset + 1,
+            None => {
+                self.positions
+                    .insert((topic.to_owned(), partition), offset + 1);
+            }
+        }
+        Ok(emitted)
+    }
+
+    /// Decodes one message of the source's `format` into `out`.
+    fn decode<M: Message>(
+        &mut self,
+        message: &M,
+        now_nanos: i64,
+        out: &mut Output,
+    ) -> Result<bool, BoxError> {
+        let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
+        Ok(match self.decoder.decode(
             message.key(),
             message.payload(),
             message.timestamp(),
@@ -635,23 +669,52 @@ impl KafkaSource {
                     .into())
                 }
             },
+        })
+    }
+
+    /// For the reader of an exchange: whether the exchange has ended in this process (checked
+    /// every 100 ms once the local writers have ended; see [`crate::exchange`]).
+    fn relay_ended(&mut self, now: i64) -> bool {
+        let Some(relay) = &self.relay else {
+            return false;
         };
-        if self.auto_commit {
-            let _ = self.consumer.store_offset(topic, partition, offset);
-        }
-        // A few partitions per subtask: a linear look-up, no allocation per message.
-        match self
-            .positions
-            .iter_mut()
-            .find(|((t, p), _)| *p == partition && t == topic)
+        if !relay.writers_done()
+            || now.saturating_sub(relay.last_check) < crate::exchange::END_CHECK_EVERY_NANOS
         {
-            Some((_, position)) => *position = offset + 1,
-            None => {
-                self.positions
-                    .insert((topic.to_owned(), partition), offset + 1);
-            }
+            return false;
         }
-        Ok(emitted)
+        let assigned = self.assigned();
+        let mut caught_up = self.stash.is_empty();
+        for key in &assigned {
+            if !caught_up {
+                break;
+            }
+            let Ok((low, high)) =
+                self.consumer
+                    .fetch_watermarks(&key.0, key.1, Duration::from_secs(1))
+            else {
+                caught_up = false;
+                break;
+            };
+            let position = match self.positions.get(key) {
+                Some(p) => Some(*p),
+                None => self.consumer.position().ok().and_then(|tpl| {
+                    match tpl.find_partition(&key.0, key.1)?.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    }
+                }),
+            };
+            caught_up = match position {
+                Some(p) => p >= high,
+                // Nothing read yet: only an empty partition is read to its end.
+                None => low >= high,
+            };
+        }
+        let held = assigned.iter().map(|k| k.1).collect();
+        let relay = self.relay.as_mut().expect("checked above");
+        relay.last_check = now;
+        relay.report(held, caught_up)
     }
 }
 
@@ -698,6 +761,8 @@ impl Source for KafkaSource {
         }
         if emitted > 0 {
             Ok(SourceStatus::Ready)
+        } else if self.relay.is_some() && self.relay_ended(ctx.now_nanos) {
+            Ok(SourceStatus::Finished)
         } else {
             Ok(SourceStatus::Idle {
                 until: Some(ctx.now_nanos + 5_000_000),
@@ -737,6 +802,10 @@ impl Source for KafkaSource {
 
     fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
         Some(self.watermarks.tracker())
+    }
+
+    fn relays_markers(&self) -> bool {
+        self.relay.is_some()
     }
 }
 

@@ -16,7 +16,7 @@ use crate::marker::LatencyMarker;
 ///
 /// let g: Granularity = "subtask".parse().unwrap();
 /// let key = g.key_for(&LatencyMarker::new(0, 4, 1));
-/// assert_eq!(key, LatencyKey { source_id: Some(4), source_subtask: Some(1) });
+/// assert_eq!(key, LatencyKey { source_id: Some(4), source_subtask: Some(1), origin: 0 });
 /// assert_eq!(Granularity::default(), Granularity::Operator);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -50,14 +50,19 @@ impl Granularity {
     /// The statistics key under which `marker` is recorded at this granularity.
     pub fn key_for(self, marker: &LatencyMarker) -> LatencyKey {
         match self {
-            Granularity::Single => LatencyKey::SINGLE,
+            Granularity::Single => LatencyKey {
+                origin: marker.origin,
+                ..LatencyKey::SINGLE
+            },
             Granularity::Operator => LatencyKey {
                 source_id: Some(marker.source_id),
                 source_subtask: None,
+                origin: marker.origin,
             },
             Granularity::Subtask => LatencyKey {
                 source_id: Some(marker.source_id),
                 source_subtask: Some(marker.source_subtask),
+                origin: marker.origin,
             },
         }
     }
@@ -97,6 +102,9 @@ pub struct LatencyKey {
     pub source_id: Option<u32>,
     /// Source subtask index, present at `subtask` granularity only.
     pub source_subtask: Option<u32>,
+    /// The instance a marker that crossed instances came from ([`crate::origin`]; `0` for
+    /// markers made in this process), at every granularity: exported as `source_instance`.
+    pub origin: u32,
 }
 
 impl LatencyKey {
@@ -104,6 +112,7 @@ impl LatencyKey {
     pub const SINGLE: LatencyKey = LatencyKey {
         source_id: None,
         source_subtask: None,
+        origin: crate::origin::LOCAL,
     };
 }
 
@@ -154,15 +163,29 @@ mod tests {
             Granularity::Operator.key_for(&m),
             LatencyKey {
                 source_id: Some(9),
-                source_subtask: None
+                source_subtask: None,
+                origin: 0
             }
         );
         assert_eq!(
             Granularity::Subtask.key_for(&m),
             LatencyKey {
                 source_id: Some(9),
-                source_subtask: Some(2)
+                source_subtask: Some(2),
+                origin: 0
             }
+        );
+    }
+
+    #[test]
+    fn a_marker_from_another_instance_keeps_its_origin_at_every_granularity() {
+        let m = LatencyMarker::new(5, 9, 2).with_origin(3);
+        for g in Granularity::ALL {
+            assert_eq!(g.key_for(&m).origin, 3, "{g}");
+        }
+        assert_ne!(
+            Granularity::Single.key_for(&m),
+            Granularity::Single.key_for(&LatencyMarker::new(5, 9, 2))
         );
     }
 
@@ -171,6 +194,7 @@ mod tests {
         let k = |s, t| LatencyKey {
             source_id: s,
             source_subtask: t,
+            origin: 0,
         };
         let mut keys = vec![
             k(Some(2), Some(0)),

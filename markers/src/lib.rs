@@ -14,6 +14,7 @@
 //! | [`histogram`](crate::LatencyHistogram) | [`LatencyHistogram`] (HDR, cumulative since start, merged with [`LatencyHistogram::add`]) | 17 |
 //! | [`buckets`](crate::Buckets) | [`Buckets`], the exported `le` bounds: [`MARKER_LATENCY_BUCKETS_SECONDS`] (1 µs–1 h), [`E2E_LATENCY_BUCKETS_SECONDS`] (1 ms–7 d) | 17 |
 //! | [`stats`](crate::LatencyTracker) | [`LatencyStats`] for one key, [`LatencyTracker`] for all keys of an operator subtask | 12–15 |
+//! | [`origin`] | names of the instances markers came from across a Kafka exchange (`source_instance`) | – |
 //! | [`config`](crate::LatencyConfig) | [`LatencyConfig`], [`parse_duration`], [`parse_history_size`], [`format_duration`], [`ConfigError`] | 2, 6, 7 |
 //!
 //! Everything is re-exported at the crate root. Latencies are recorded in nanoseconds (`i64`,
@@ -46,7 +47,7 @@
 //! }
 //!
 //! assert_eq!(emitter.emitted(), 10);
-//! let stats = tracker.get(&LatencyKey { source_id: Some(0), source_subtask: None }).unwrap();
+//! let stats = tracker.get(&LatencyKey { source_id: Some(0), source_subtask: None, origin: 0 }).unwrap();
 //! assert_eq!(stats.count(), 10);
 //! assert_eq!(stats.window_stats().quantile(0.99), Some(2_000_000.0));
 //! assert_eq!(stats.histogram().cumulative_buckets(&[0.001, 0.0025]), vec![(0.001, 0), (0.0025, 10)]);
@@ -63,6 +64,7 @@ mod emitter;
 mod granularity;
 mod histogram;
 mod marker;
+pub mod origin;
 mod stats;
 mod window;
 

@@ -22,6 +22,10 @@ pub struct LatencyMarker {
     pub source_id: u32,
     /// Index of the emitting source subtask, `0..parallelism`.
     pub source_subtask: u32,
+    /// The instance the marker came from when it crossed instances through a Kafka exchange:
+    /// an index of [`crate::origin`] (`0`, [`crate::origin::LOCAL`], for a marker made in this
+    /// process). Its `marked_time` is then already corrected into this instance's clock.
+    pub origin: u32,
 }
 
 impl LatencyMarker {
@@ -32,7 +36,14 @@ impl LatencyMarker {
             marked_time,
             source_id,
             source_subtask,
+            origin: crate::origin::LOCAL,
         }
+    }
+
+    /// The same marker, coming from the instance `origin` (an index of [`crate::origin`]).
+    pub const fn with_origin(mut self, origin: u32) -> Self {
+        self.origin = origin;
+        self
     }
 
     /// The latency this marker shows when it arrives at `now_nanos`: `now_nanos - marked_time`.
@@ -56,7 +67,8 @@ mod tests {
             LatencyMarker {
                 marked_time: 42,
                 source_id: 7,
-                source_subtask: 3
+                source_subtask: 3,
+                origin: 0
             }
         );
     }

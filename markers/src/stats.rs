@@ -122,7 +122,7 @@ impl LatencyStats {
 ///
 /// let mut tracker = LatencyTracker::new(Granularity::Operator, NonZeroUsize::new(128).unwrap());
 /// tracker.record(&LatencyMarker::new(1_000, 0, 3), 4_000);
-/// let key = LatencyKey { source_id: Some(0), source_subtask: None };
+/// let key = LatencyKey { source_id: Some(0), source_subtask: None, origin: 0 };
 /// assert_eq!(tracker.get(&key).unwrap().window_stats().max, 3_000.0);
 /// ```
 #[derive(Clone, Debug)]
@@ -225,6 +225,7 @@ mod tests {
         LatencyKey {
             source_id,
             source_subtask,
+            origin: 0,
         }
     }
 

@@ -53,6 +53,8 @@ pub(crate) struct ChainNode {
     dropped_output_closed: u64,
     /// A sink's index among the job's sink subtasks, for checkpoint acknowledgements.
     pub(crate) sink_index: Option<usize>,
+    /// A sink that passes markers on (a Kafka exchange writer): it records none.
+    relays_markers: bool,
 }
 
 impl ChainNode {
@@ -63,7 +65,9 @@ impl ChainNode {
         batch_size: usize,
         e2e: bool,
     ) -> Self {
+        let relays_markers = matches!(&kind, NodeKind::Sink(s) if s.relays_markers());
         ChainNode {
+            relays_markers,
             vertex,
             kind,
             out: Output::with_capacity(batch_size),
@@ -223,16 +227,32 @@ impl Chain {
 
     /// A marker arrives at the head: every chained vertex records it (rule 11), then it goes down
     /// one random channel, or stops at a sink or terminal vertex (rule 12).
-    pub(crate) fn on_marker(&mut self, marker: LatencyMarker) {
+    ///
+    /// A sink that relays markers (a Kafka exchange writer) records nothing and passes the
+    /// marker on instead.
+    pub(crate) fn on_marker(&mut self, marker: LatencyMarker) -> Result<(), ChainError> {
         if !self.nodes.is_empty() {
             let now = self.clock.now_nanos();
-            for node in &self.nodes {
-                node.metrics.latency().record(&marker, now);
+            for (i, node) in self.nodes.iter_mut().enumerate() {
+                if !node.relays_markers {
+                    node.metrics.latency().record(&marker, now);
+                    continue;
+                }
+                if let NodeKind::Sink(sink) = &mut node.kind {
+                    if !node.output_closed {
+                        self.current_vertex = node.vertex;
+                        sink.on_marker(marker).map_err(|error| ChainError::User {
+                            node: Some(i),
+                            error,
+                        })?;
+                    }
+                }
             }
         }
         if let Some(r) = &mut self.router {
             r.route_marker(Event::Marker(marker));
         }
+        Ok(())
     }
 
     /// Calls `f` on every chained vertex in order, forwarding what each emits downstream.
@@ -265,7 +285,8 @@ impl Chain {
             node.metrics.set_watermark(wm);
             match &mut node.kind {
                 NodeKind::Operator(op) => op.on_watermark(wm, &mut node.out),
-                NodeKind::Sink(_) => Ok(()),
+                NodeKind::Sink(_) if node.output_closed => Ok(()),
+                NodeKind::Sink(sink) => sink.on_watermark(wm),
             }
         })?;
         if let Some(r) = &mut self.router {

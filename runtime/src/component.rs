@@ -7,6 +7,7 @@ use crate::event_time::SplitWatermarks;
 use crate::metrics::DropReason;
 use crate::output::Output;
 use crate::record::Record;
+use tidemark_markers::LatencyMarker;
 
 /// An error from user code; it fails the job, naming the vertex and subtask.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -106,6 +107,13 @@ pub trait Source: Send {
     /// default, `None`, treats the subtask as one input.
     fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
         None
+    }
+
+    /// True for a source that relays markers made elsewhere instead of making its own (the
+    /// reader of a Kafka exchange): the runtime emits no marker for it, and it hands markers in
+    /// order with its records through [`Output::emit_marker`].
+    fn relays_markers(&self) -> bool {
+        false
     }
 }
 
@@ -229,6 +237,25 @@ pub trait Sink: Send {
 
     /// End of input: flush and sync whatever the sink buffers, so nothing is lost.
     fn finish(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// True for a sink that passes markers on rather than ending their path (the writer of a
+    /// Kafka exchange): it does not record their latency, and gets each through
+    /// [`Sink::on_marker`] in order with the records.
+    fn relays_markers(&self) -> bool {
+        false
+    }
+
+    /// A marker reached a sink that [relays markers](Sink::relays_markers), after every record
+    /// before it was written.
+    fn on_marker(&mut self, _marker: LatencyMarker) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// The sink's event-time watermark advanced to `watermark` (ns since the Unix epoch),
+    /// after every record before it was written.
+    fn on_watermark(&mut self, _watermark: i64) -> Result<(), BoxError> {
         Ok(())
     }
 }

@@ -623,7 +623,7 @@ fn marker_labels(
         ("operator_id", operator_id),
         ("operator_subtask_index", operator_subtask),
     ];
-    match granularity {
+    let mut pairs = match granularity {
         Granularity::Single => labels(registry.job_name(), &operator),
         Granularity::Operator => labels(
             registry.job_name(),
@@ -638,7 +638,16 @@ fn marker_labels(
                 operator[1],
             ],
         ),
+    };
+    // A marker that crossed instances through a Kafka exchange names where it came from.
+    if let Some(instance) = tidemark_markers::origin::name(key.origin) {
+        pairs.extend(
+            labels("", &[("source_instance", &instance)])
+                .into_iter()
+                .skip(1),
+        );
     }
+    pairs
 }
 
 #[cfg(test)]

@@ -169,6 +169,8 @@ pub struct Vertex {
     pub(crate) source_options: SourceOptions,
     pub(crate) keyed: bool,
     pub(crate) type_name: Option<String>,
+    /// Each subtask gets whole keys (see [`JobGraph::set_partitioned_by_key`]).
+    pub(crate) partitioned_by_key: bool,
 }
 
 impl Vertex {
@@ -368,6 +370,7 @@ impl JobGraph {
             source_options: SourceOptions::default(),
             keyed: false,
             type_name: None,
+            partitioned_by_key: false,
         });
         Ok(VertexId(self.vertices.len() - 1))
     }
@@ -414,6 +417,13 @@ impl JobGraph {
     /// Sets a source's event-time options: timestamp range check and watermarks.
     pub fn set_source_options(&mut self, source: VertexId, options: SourceOptions) {
         self.vertices[source.0].source_options = options;
+    }
+
+    /// Marks a source whose subtasks each get whole keys, every record of a key from the same
+    /// subtask (the reader of a Kafka exchange: a key lives in one Kafka partition, a partition
+    /// is read by one subtask): a `forward` edge from it into a keyed vertex is allowed.
+    pub fn set_partitioned_by_key(&mut self, source: VertexId) {
+        self.vertices[source.0].partitioned_by_key = true;
     }
 
     /// Marks a vertex as keyed: it groups records by key (`reduce`, `window`), so above
@@ -488,7 +498,11 @@ impl JobGraph {
                 from_parallelism: f.parallelism,
                 to_parallelism: t.parallelism,
             });
-        } else if t.keyed && t.parallelism > 1 && edge.partitioning != Partitioning::Hash {
+        } else if t.keyed
+            && t.parallelism > 1
+            && edge.partitioning != Partitioning::Hash
+            && !(edge.partitioning == Partitioning::Forward && f.partitioned_by_key)
+        {
             problems.push(GraphError::KeyedNotHashed {
                 from: f.id.clone(),
                 to: t.id.clone(),

@@ -1,6 +1,7 @@
 //! The collector operators and sources emit into.
 
 use crate::record::Record;
+use tidemark_markers::LatencyMarker;
 
 /// Where a source or operator puts the records it emits.
 ///
@@ -17,6 +18,8 @@ pub struct Output {
     /// Every record in `records` has this timestamp (known only when all of them came from
     /// [`Output::emit_numeric_with`]; `None` means unknown).
     uniform_timestamp: Option<i64>,
+    /// Markers a relaying source emitted, each with the number of records before it.
+    markers: Vec<(usize, LatencyMarker)>,
 }
 
 impl Output {
@@ -26,6 +29,7 @@ impl Output {
             records: Vec::with_capacity(capacity),
             general: false,
             uniform_timestamp: None,
+            markers: Vec::new(),
         }
     }
 
@@ -148,6 +152,23 @@ impl Output {
     /// (`None` when unknown or nothing was emitted.)
     pub(crate) fn uniform_timestamp(&self) -> Option<i64> {
         self.uniform_timestamp.filter(|_| !self.records.is_empty())
+    }
+
+    /// Emits a marker after the records emitted so far: only for a source that
+    /// [relays markers](crate::Source::relays_markers) (the reader of a Kafka exchange); the
+    /// runtime drops markers any other component emits.
+    pub fn emit_marker(&mut self, marker: LatencyMarker) {
+        self.markers.push((self.records.len(), marker));
+    }
+
+    /// Takes the markers emitted since the last call, each with the number of records before it.
+    pub(crate) fn take_markers(&mut self) -> Vec<(usize, LatencyMarker)> {
+        std::mem::take(&mut self.markers)
+    }
+
+    /// True when markers were emitted since the last [`Output::take_markers`].
+    pub(crate) fn has_markers(&self) -> bool {
+        !self.markers.is_empty()
     }
 
     /// Records emitted since the last drain.

@@ -190,6 +190,8 @@ impl Task {
         }
         // A source that tracks its splits gets watermarks per split.
         let per_split = watermarks.is_some() && source.split_watermarks().is_some();
+        // The reader of a Kafka exchange hands on markers made elsewhere, and makes none.
+        let relays_markers = source.relays_markers();
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -199,9 +201,11 @@ impl Task {
                 return Err(ChainError::Aborted);
             }
             let now = self.clock.now_nanos();
-            if let Some(marker) = emitter.poll(now) {
-                metrics.set_markers_emitted(emitter.emitted());
-                self.chain.on_marker(marker);
+            if !relays_markers {
+                if let Some(marker) = emitter.poll(now) {
+                    metrics.set_markers_emitted(emitter.emitted());
+                    self.chain.on_marker(marker)?;
+                }
             }
             if flags.stop.load(Ordering::Relaxed) {
                 break;
@@ -253,7 +257,24 @@ impl Task {
             metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
             metrics.set_records_dropped(DropReason::InvalidTimestamp, dropped_timestamps);
             self.holding.held.store(out.len() as u64, Ordering::Relaxed);
-            self.chain.push(out.records_in_place(), &mut cx)?;
+            if out.has_markers() {
+                // Relayed markers, each in order behind the records emitted before it.
+                let markers = out.take_markers();
+                let records = out.records_in_place();
+                let mut start = 0usize;
+                for (pos, marker) in markers {
+                    if !relays_markers {
+                        continue;
+                    }
+                    let pos = pos.clamp(start, records.len());
+                    self.chain.push(&mut records[start..pos], &mut cx)?;
+                    start = pos;
+                    self.chain.on_marker(marker)?;
+                }
+                self.chain.push(&mut records[start..], &mut cx)?;
+            } else {
+                self.chain.push(out.records_in_place(), &mut cx)?;
+            }
             self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
             if let Some(w) = watermarks.as_mut() {
@@ -288,7 +309,7 @@ impl Task {
                         wait =
                             wait.min(Duration::from_nanos(until.saturating_sub(now).max(0) as u64));
                     }
-                    if let Some(due) = emitter.next_due() {
+                    if let Some(due) = emitter.next_due().filter(|_| !relays_markers) {
                         wait =
                             wait.min(Duration::from_nanos(due.saturating_sub(now).max(0) as u64));
                     }
@@ -362,7 +383,7 @@ impl Task {
                         self.chain.push(&mut batch.records[start..pos], &mut cx)?;
                         start = pos;
                         match event {
-                            Event::Marker(marker) => self.chain.on_marker(marker),
+                            Event::Marker(marker) => self.chain.on_marker(marker)?,
                             Event::Watermark(wm) => {
                                 if let Some(wm) = watermarks.on_watermark(slot as usize, wm) {
                                     self.chain.on_watermark(wm, &mut cx)?;

@@ -1,0 +1,286 @@
+//! `exchange: {kafka: …}` on an operator's or sink's input edges (`docs/kafka.md`, "Scale-out:
+//! exchanges through Kafka"): each input edge becomes `input → <v>.exchange` (a hidden writer
+//! sink, chained into the input's task, after the key stage when `v` has `key:`), and
+//! `<v>.exchange-in → v` (one hidden reader source with `v`'s parallelism, forward).
+
+use std::collections::HashMap;
+
+use crate::error::{JobFileError, Problem};
+use crate::jobfile::{section_of, JobFile, VertexSpec};
+use tidemark_runtime::{JobGraph, Partitioning, VertexId};
+
+/// The field on a vertex.
+pub(crate) const FIELD: &str = "exchange";
+/// The type names the plan shows for the hidden vertices.
+pub(crate) const WRITER_TYPE: &str = "kafka-exchange-writer";
+/// See [`WRITER_TYPE`].
+pub(crate) const READER_TYPE: &str = "kafka-exchange-reader";
+
+/// The exchanges built so far, by downstream vertex id: its reader (`None` when its settings
+/// failed, already reported).
+#[derive(Default)]
+pub(crate) struct Exchanges {
+    built: HashMap<String, Option<Built>>,
+}
+
+#[cfg(feature = "kafka")]
+struct Built {
+    exchange: std::sync::Arc<tidemark_kafka::exchange::Exchange>,
+}
+
+#[cfg(not(feature = "kafka"))]
+struct Built;
+
+/// The problem with `v`'s `exchange` value, at `exchange` (or deeper).
+fn problem(job: &JobFile, v: &VertexSpec, path: &[&str], message: String) -> JobFileError {
+    let mut full = vec![section_of(v.kind), v.id.as_str(), FIELD];
+    full.extend_from_slice(path);
+    job.error(
+        &full,
+        Some(v.vref()),
+        Problem::Invalid {
+            field: FIELD.into(),
+            message,
+        },
+    )
+}
+
+/// The settings under `exchange: {kafka: …}`, or the problem with the shape.
+fn kafka_settings<'a>(
+    job: &JobFile,
+    v: &'a VertexSpec,
+) -> Result<&'a serde_json::Value, Box<JobFileError>> {
+    let shape = "expected `exchange: {kafka: {brokers: HOST:PORT, partitions: N}}`";
+    let Some(serde_json::Value::Object(m)) = &v.exchange else {
+        return Err(Box::new(problem(
+            job,
+            v,
+            &[],
+            format!("{shape}, found {}", describe(v)),
+        )));
+    };
+    for key in m.keys() {
+        if key != "kafka" {
+            return Err(Box::new(problem(
+                job,
+                v,
+                &[key],
+                format!("unknown exchange kind \"{key}\": the only kind is `kafka`"),
+            )));
+        }
+    }
+    match m.get("kafka") {
+        Some(settings @ serde_json::Value::Object(_)) => Ok(settings),
+        Some(other) => Err(Box::new(problem(
+            job,
+            v,
+            &["kafka"],
+            format!("{shape}, found {other}"),
+        ))),
+        None => Err(Box::new(problem(
+            job,
+            v,
+            &[],
+            format!("{shape}, found {{}}"),
+        ))),
+    }
+}
+
+fn describe(v: &VertexSpec) -> String {
+    v.exchange
+        .as_ref()
+        .map_or_else(|| "nothing".to_owned(), |e| e.to_string())
+}
+
+/// Connects `input` (vertex `from`, `parallelism` subtasks; the key stage when `v` has `key:`)
+/// to `v` (vertex `to`, `to_parallelism`) through the exchange of `v`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn connect(
+    job: &JobFile,
+    v: &VertexSpec,
+    input: &str,
+    (from, parallelism): (VertexId, usize),
+    (to, to_parallelism): (VertexId, usize),
+    graph: &mut JobGraph,
+    errors: &mut Vec<JobFileError>,
+    exchanges: &mut Exchanges,
+) {
+    if v.partition.is_some_and(|p| p != Partitioning::Hash) {
+        errors.push(
+            job.error(
+                &[section_of(v.kind), &v.id, "partition"],
+                Some(v.vref()),
+                Problem::Invalid {
+                    field: "partition".into(),
+                    message: "an exchange through Kafka routes by the record key (one key, one \
+                          partition): use partition: hash, or leave partition out"
+                        .into(),
+                },
+            ),
+        );
+        return;
+    }
+    if !exchanges.built.contains_key(&v.id) {
+        let built = build(job, v, (to, to_parallelism), graph, errors);
+        exchanges.built.insert(v.id.clone(), built);
+    }
+    let Some(Some(built)) = exchanges.built.get(&v.id) else {
+        return;
+    };
+    add_writer(job, v, input, (from, parallelism), built, graph, errors);
+}
+
+#[cfg(feature = "kafka")]
+fn build(
+    job: &JobFile,
+    v: &VertexSpec,
+    (to, to_parallelism): (VertexId, usize),
+    graph: &mut JobGraph,
+    errors: &mut Vec<JobFileError>,
+) -> Option<Built> {
+    use tidemark_kafka::exchange::{reader_id, Exchange};
+    use tidemark_operators::ConfigError;
+
+    let settings = match kafka_settings(job, v) {
+        Ok(s) => s.clone(),
+        Err(e) => {
+            errors.push(*e);
+            return None;
+        }
+    };
+    let exchange = match Exchange::new(settings, &job.name, &v.id) {
+        Ok(e) => e,
+        Err(ConfigError::Invalid { problems, .. }) => {
+            for error in problems {
+                let mut path: Vec<String> = vec![FIELD.into(), "kafka".into()];
+                path.extend(error.location().into_iter().map(str::to_owned));
+                let at: Vec<&str> = path.iter().skip(1).map(String::as_str).collect();
+                errors.push(problem(job, v, &at, error.to_string()));
+            }
+            return None;
+        }
+        Err(other) => {
+            errors.push(problem(job, v, &["kafka"], other.to_string()));
+            return None;
+        }
+    };
+    let name = reader_id(&v.id);
+    if let Err(e) = taken(job, v, &name) {
+        errors.push(*e);
+        return None;
+    }
+    match graph.add_source(&name, to_parallelism, exchange.reader_factory()) {
+        Ok(reader) => {
+            graph.set_type_name(reader, READER_TYPE);
+            graph.set_partitioned_by_key(reader);
+            graph.add_edge(reader, to, Partitioning::Forward);
+            Some(Built { exchange })
+        }
+        Err(e) => {
+            errors.push(problem(job, v, &[], e.to_string()));
+            None
+        }
+    }
+}
+
+#[cfg(feature = "kafka")]
+fn add_writer(
+    job: &JobFile,
+    v: &VertexSpec,
+    input: &str,
+    (from, parallelism): (VertexId, usize),
+    built: &Built,
+    graph: &mut JobGraph,
+    errors: &mut Vec<JobFileError>,
+) {
+    let name = tidemark_kafka::exchange::writer_id(&v.id, input, v.inputs.len());
+    if let Err(e) = taken(job, v, &name) {
+        errors.push(*e);
+        return;
+    }
+    match graph.add_sink(
+        &name,
+        parallelism,
+        built.exchange.writer_factory(parallelism),
+    ) {
+        Ok(writer) => {
+            graph.set_type_name(writer, WRITER_TYPE);
+            graph.add_edge(from, writer, Partitioning::Forward);
+        }
+        Err(e) => errors.push(problem(job, v, &[], e.to_string())),
+    }
+}
+
+#[cfg(not(feature = "kafka"))]
+fn build(
+    job: &JobFile,
+    v: &VertexSpec,
+    _: (VertexId, usize),
+    _: &mut JobGraph,
+    errors: &mut Vec<JobFileError>,
+) -> Option<Built> {
+    errors.push(problem(
+        job,
+        v,
+        &[],
+        "this tidemark was built without Kafka (cargo feature `kafka`)".into(),
+    ));
+    None
+}
+
+#[cfg(not(feature = "kafka"))]
+fn add_writer(
+    _: &JobFile,
+    _: &VertexSpec,
+    _: &str,
+    _: (VertexId, usize),
+    _: &Built,
+    _: &mut JobGraph,
+    _: &mut Vec<JobFileError>,
+) {
+}
+
+/// A hidden vertex's name must be free.
+fn taken(job: &JobFile, v: &VertexSpec, name: &str) -> Result<(), Box<JobFileError>> {
+    if job.vertex(name).is_some() {
+        return Err(Box::new(problem(
+            job,
+            v,
+            &[],
+            format!(
+                "the exchange would add a vertex named \"{name}\", which is taken by another \
+                 vertex"
+            ),
+        )));
+    }
+    Ok(())
+}
+
+/// One line per vertex with an exchange, for `tidemark plan`: which edges cross instances and
+/// through which topic.
+pub(crate) fn plan_text(job: &JobFile) -> String {
+    let mut out = String::new();
+    for v in job.vertices.iter().filter(|v| v.exchange.is_some()) {
+        let settings = v
+            .exchange
+            .as_ref()
+            .and_then(|e| e.get("kafka"))
+            .cloned()
+            .unwrap_or_default();
+        let partitions = settings
+            .get("partitions")
+            .map_or_else(|| "?".to_owned(), |p| p.to_string());
+        for input in &v.inputs {
+            out.push_str(&format!(
+                "  {input} -> {}: kafka exchange, topic tidemark-{}-{}-exchange ({partitions} \
+                 partitions), keyed by the record key\n",
+                v.id, job.name, v.id
+            ));
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("exchanges (edges across instances):\n{out}")
+    }
+}

@@ -1,0 +1,816 @@
+//! Exchanges through Kafka: an edge marked `exchange: {kafka: …}` crosses instances
+//! (`docs/kafka.md`, "Scale-out: exchanges through Kafka").
+//!
+//! ```yaml
+//! operators:
+//!   per_customer:
+//!     type: reduce
+//!     input: orders
+//!     key: customer_id
+//!     exchange: {kafka: {brokers: 127.0.0.1:9092, partitions: 8, properties: {}}}
+//! ```
+//!
+//! At build time the edge `orders → per_customer` becomes `orders → per_customer.exchange`, a
+//! hidden **writer** sink chained into the upstream task, and `per_customer.exchange-in →
+//! per_customer`, a hidden **reader** source with the downstream's parallelism, forward into
+//! it. Both are one [`Exchange`].
+//!
+//! - The writer writes each record to the topic `tidemark-<job>-<vertex>-exchange` (created
+//!   with `partitions`, replication as the brokers allow): the message key is the record's key
+//!   as JSON, so one key always lands in one partition; the value is the event as JSON; the
+//!   headers [`HEADER_TIMESTAMP`] and [`HEADER_TIMESTAMP_TYPE`] keep the timestamp in
+//!   nanoseconds and its type, so end-to-end latency continues.
+//! - The reader is the `kafka` source's code (consumer group of the job, cooperative
+//!   rebalancing, commits, checkpoints, lag) reading that topic: every key is handled by one
+//!   subtask in the whole group, whichever instance holds its partition.
+//! - A marker reaching the writer is a **control message** ([`HEADER_CONTROL`] =
+//!   [`CONTROL_MARKER`], no value, no key) to one random partition, behind the records before
+//!   it; the reader turns it back into the same marker, corrected into its own clock by the
+//!   clock-offset estimate of the instance that wrote it, and labelled with the instance it came
+//!   from (`source_instance`) when that is another one. Control messages never reach user code
+//!   or external sinks.
+//! - Barriers are not written to Kafka: the writer flushes and acknowledges each checkpoint
+//!   when the broker has every message before it; the reader commits its positions when the
+//!   downstream sinks have acknowledged.
+//! - Watermarks: the writer gets them through [`Sink::on_watermark`] and the reader knows the
+//!   control kind [`CONTROL_WATERMARK`]; forwarding them is not built yet (they are not written).
+//!
+//! **How a job with an exchange ends.** The writer ends with its upstream (finite sources). A
+//! reader subtask ends by itself only when its instance is alone in the group: every writer of
+//! this instance has flushed, this instance's readers hold every partition of the topic between
+//! them, and each has read its partitions to their end. With several instances none can know
+//! whether another still writes, so the readers run until the instance is stopped (SIGTERM,
+//! `--duration`): they stop reading, the last checkpoint commits what was processed, and what
+//! is left in the topic is read by whoever holds the partition next, from the last commit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+use serde::Deserialize;
+use tidemark_operators::config::parse_settings;
+use tidemark_operators::{ConfigError, FieldError};
+use tidemark_runtime::component::{SinkFactory, SourceFactory};
+use tidemark_runtime::markers::{origin, LatencyMarker};
+use tidemark_runtime::{
+    BoxError, Map, Output, Record, Sink, Source, SubtaskContext, TimestampType, Value,
+};
+
+use crate::client::{client_config, default_timeout, unreachable_message, Brokers, Properties};
+use crate::clock::ClockOffsets;
+use crate::sink::{flush_producer, produce, DeliveryContext};
+use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
+
+/// The name of the exchange kind in job files: `exchange: {kafka: …}`.
+pub const KIND: &str = "kafka";
+/// Header of a control message: its kind ([`CONTROL_MARKER`], [`CONTROL_WATERMARK`]).
+pub const HEADER_CONTROL: &str = "tidemark-control";
+/// Control kind of a latency marker.
+pub const CONTROL_MARKER: &str = "marker";
+/// Control kind of a watermark (reserved: not written yet).
+pub const CONTROL_WATERMARK: &str = "watermark";
+/// Header: a record's timestamp, nanoseconds since the Unix epoch, as decimal text.
+pub const HEADER_TIMESTAMP: &str = "tidemark-timestamp";
+/// Header: a record's timestamp type (`create`, `ingestion`, `log_append`).
+pub const HEADER_TIMESTAMP_TYPE: &str = "tidemark-timestamp-type";
+/// Header of a marker: its `marked_time` in the clock of [`HEADER_CLOCK`]'s instance, ns.
+pub const HEADER_MARKED_TIME: &str = "tidemark-marked-time";
+/// Header of a marker: the index of its source vertex in the job graph.
+pub const HEADER_SOURCE_VERTEX: &str = "tidemark-source-vertex";
+/// Header of a marker: the index of its source subtask.
+pub const HEADER_SOURCE_SUBTASK: &str = "tidemark-source-subtask";
+/// Header of a marker: the instance whose source made it (`source_instance`).
+pub const HEADER_ORIGIN: &str = "tidemark-origin-instance";
+/// Header of a marker: the instance whose clock `marked_time` is in (the writer's).
+pub const HEADER_CLOCK: &str = "tidemark-clock-instance";
+
+/// Settings of `exchange: {kafka: …}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeConfig {
+    /// Bootstrap servers.
+    pub brokers: Brokers,
+    /// Partitions of the exchange topic when Tidemark creates it: the most subtasks, over all
+    /// instances, that can read it.
+    pub partitions: u32,
+    /// Passed to librdkafka as they are (writer, reader and topic creation).
+    #[serde(default)]
+    pub properties: Properties,
+}
+
+/// The settings' names, for "did you mean".
+pub const FIELDS: &[&str] = &["brokers", "partitions", "properties"];
+
+/// How long topic creation may take before the broker is taken not to support it.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most partitions an exchange topic may have.
+pub const MAX_PARTITIONS: u32 = 10_000;
+
+impl ExchangeConfig {
+    /// Checks what can be checked without a broker.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.brokers.is_empty() {
+            return Err(("brokers", "must name at least one host:port".into()));
+        }
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err((
+                "partitions",
+                format!(
+                    "must be between 1 and {MAX_PARTITIONS}, found {}",
+                    self.partitions
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The internal topic of the exchange into `vertex`: `tidemark-<job>-<vertex>-exchange`.
+pub fn topic_name(job: &str, vertex: &str) -> String {
+    format!("tidemark-{job}-{vertex}-exchange")
+}
+
+/// The id of the hidden writer of the exchange into `vertex` from `input` (`<vertex>.exchange`,
+/// or `<vertex>.exchange.<input>` when `vertex` has several inputs).
+pub fn writer_id(vertex: &str, input: &str, inputs: usize) -> String {
+    if inputs > 1 {
+        format!("{vertex}.exchange.{input}")
+    } else {
+        format!("{vertex}.exchange")
+    }
+}
+
+/// The id of the hidden reader of the exchange into `vertex`: `<vertex>.exchange-in`.
+pub fn reader_id(vertex: &str) -> String {
+    format!("{vertex}.exchange-in")
+}
+
+// ---- This process: its instance name and its clock offsets to the others ----
+
+fn instance_slot() -> &'static Mutex<Option<String>> {
+    static SLOT: OnceLock<Mutex<Option<String>>> = OnceLock::new();
+    SLOT.get_or_init(|| Mutex::new(None))
+}
+
+fn offsets_slot() -> &'static Mutex<Option<Arc<ClockOffsets>>> {
+    static SLOT: OnceLock<Mutex<Option<Arc<ClockOffsets>>>> = OnceLock::new();
+    SLOT.get_or_init(|| Mutex::new(None))
+}
+
+/// Names this process (`--instance-id`): the origin written on markers that leave it.
+pub fn set_instance(name: &str) {
+    *instance_slot().lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_owned());
+}
+
+/// This process's instance name: the one set, else `pid-<process id>`.
+pub fn instance() -> String {
+    instance_slot()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()))
+}
+
+/// The clock offsets to the other instances ([`crate::clock::ClockService`]) markers that
+/// crossed instances are corrected with.
+pub fn set_clock_offsets(offsets: Arc<ClockOffsets>) {
+    *offsets_slot().lock().unwrap_or_else(|e| e.into_inner()) = Some(offsets);
+}
+
+/// `marked_time` in the clock of instance `clock`, moved into this instance's clock:
+/// `marked_time − θ`, θ being how far `clock` is ahead of us (`marked_time + θ(origin → local)`
+/// in the spec's terms). Unchanged when `clock` is this instance or has no estimate yet.
+pub fn to_local_clock(marked_time: i64, clock: &str, local: &str) -> i64 {
+    if clock == local {
+        return marked_time;
+    }
+    let offsets = offsets_slot()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    match offsets.and_then(|o| o.best(clock)) {
+        Some(estimate) => marked_time.saturating_sub(estimate.offset_nanos),
+        None => marked_time,
+    }
+}
+
+// ---- The edge ----
+
+/// One exchange: the writers (one per input edge) and the reader of one downstream vertex in
+/// this process, sharing the topic and knowing when the local side has ended.
+pub struct Exchange {
+    config: ExchangeConfig,
+    topic: String,
+    /// Writer subtasks in this process, over every input edge.
+    writers: AtomicUsize,
+    writers_done: AtomicUsize,
+    /// The topic's partition count once it exists (created if needed).
+    topic_ready: OnceLock<Result<i32, String>>,
+    /// Reader subtask → (partitions held, read to their end after every writer flushed).
+    readers: Mutex<BTreeMap<usize, (BTreeSet<i32>, bool)>>,
+    ended: AtomicBool,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+/// The messages of the job-file settings of an exchange, located at `exchange.kafka.<field>`.
+fn invalid((path, message): (&str, String)) -> ConfigError {
+    ConfigError::invalid(KIND, FieldError::new(path, message))
+}
+
+impl Exchange {
+    /// The exchange into `vertex` of job `job`, from the settings under `exchange: {kafka: …}`.
+    /// Errors name the setting and what is expected.
+    pub fn new(
+        settings: serde_json::Value,
+        job: &str,
+        vertex: &str,
+    ) -> Result<Arc<Exchange>, ConfigError> {
+        let config: ExchangeConfig = parse_settings(KIND, settings)?;
+        config.check().map_err(invalid)?;
+        Ok(Arc::new(Exchange {
+            config,
+            topic: topic_name(job, vertex),
+            writers: AtomicUsize::new(0),
+            writers_done: AtomicUsize::new(0),
+            topic_ready: OnceLock::new(),
+            readers: Mutex::new(BTreeMap::new()),
+            ended: AtomicBool::new(false),
+        }))
+    }
+
+    /// The exchange topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ExchangeConfig {
+        &self.config
+    }
+
+    /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
+    pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
+        self.writers.fetch_add(parallelism, Ordering::SeqCst);
+        let exchange = self.clone();
+        Box::new(move |ctx: &SubtaskContext| {
+            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
+        })
+    }
+
+    /// The factory of the reader (parallelism: the downstream vertex's).
+    pub fn reader_factory(self: &Arc<Self>) -> SourceFactory {
+        let exchange = self.clone();
+        let source = KafkaSourceConfig {
+            brokers: self.config.brokers.clone(),
+            topics: vec![self.topic.clone()],
+            group: None,
+            start: Start::Committed,
+            format: Default::default(),
+            key: None,
+            timestamp: None,
+            on_error: Default::default(),
+            properties: self.config.properties.clone(),
+        };
+        let factory = KafkaSourceFactory::new(source, crate::process_metrics().clone())
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
+        Box::new(move |ctx: &SubtaskContext| {
+            let factory = factory.clone()?;
+            let what = format!("kafka exchange reader \"{}\"", ctx.vertex_id);
+            exchange.ready(&what)?;
+            let mut source = factory.make(ctx)?;
+            source.relay = Some(Relay {
+                exchange: exchange.clone(),
+                subtask: ctx.subtask,
+                readers: ctx.parallelism,
+                local: instance(),
+                what,
+                last_check: i64::MIN,
+            });
+            Ok(Box::new(source) as Box<dyn Source>)
+        })
+    }
+
+    /// Makes sure the topic exists (creating it with `partitions`, replication as the brokers
+    /// allow) and returns its partition count.
+    fn ready(&self, what: &str) -> Result<i32, String> {
+        self.topic_ready
+            .get_or_init(|| self.create_topic(what))
+            .clone()
+    }
+
+    fn create_topic(&self, what: &str) -> Result<i32, String> {
+        let timeout = default_timeout();
+        let mut config = client_config(&self.config.brokers, &self.config.properties);
+        // Asking for the topic's metadata must not create it with the broker's defaults.
+        config.set("allow.auto.create.topics", "false");
+        let admin: AdminClient<DefaultClientContext> = config
+            .create()
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let errors = crate::client::ErrorContext::default();
+        let metadata = admin
+            .inner()
+            .fetch_metadata(None, timeout)
+            .map_err(|e| unreachable_message(what, &self.config.brokers, timeout, &e, &errors))?;
+        if let Some(n) = self.partitions_in(&metadata) {
+            return Ok(self.checked_count(what, n));
+        }
+        let replication = metadata.brokers().len().clamp(1, 3) as i32;
+        let new = NewTopic::new(
+            &self.topic,
+            self.config.partitions as i32,
+            TopicReplication::Fixed(replication),
+        );
+        let wait = timeout.min(CREATE_TIMEOUT);
+        let options = AdminOptions::new()
+            .request_timeout(Some(wait))
+            .operation_timeout(Some(wait));
+        let refusal = match block_on(admin.create_topics([&new], &options)) {
+            Ok(results) => results.into_iter().find_map(|r| match r {
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) | Ok(_) => None,
+                Err((_, code)) => Some(code.to_string()),
+            }),
+            Err(e) => Some(e.to_string()),
+        };
+        if refusal.is_some() {
+            // A broker without CreateTopics (librdkafka's mock cluster): let it create the
+            // topic itself, as a producer would, with its default partition count.
+            let mut config = client_config(&self.config.brokers, &self.config.properties);
+            config.set("allow.auto.create.topics", "true");
+            if let Ok(producer) = config.create::<rdkafka::producer::BaseProducer>() {
+                use rdkafka::producer::Producer as _;
+                let _ = producer
+                    .client()
+                    .fetch_metadata(Some(&self.topic), Duration::from_millis(500));
+            }
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let metadata = admin
+                .inner()
+                .fetch_metadata(Some(&self.topic), Duration::from_millis(500));
+            if let Some(n) = metadata.ok().and_then(|m| self.partitions_in(&m)) {
+                return Ok(self.checked_count(what, n));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{what}: cannot create the exchange topic {} at {}: {}",
+                    self.topic,
+                    self.config.brokers.to_bootstrap(),
+                    refusal.unwrap_or_else(|| "it does not appear in the metadata".into())
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The topic's partition count in `metadata`, if it exists there.
+    fn partitions_in(&self, metadata: &rdkafka::metadata::Metadata) -> Option<i32> {
+        metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == self.topic && t.error().is_none())
+            .map(|t| t.partitions().len() as i32)
+            .filter(|n| *n > 0)
+    }
+
+    /// `n`, with a warning when it is not what the job file asks for.
+    fn checked_count(&self, what: &str, n: i32) -> i32 {
+        if n as u32 != self.config.partitions {
+            eprintln!(
+                "tidemark: warning: {what}: the exchange topic {} has {n} partitions, not the {} \
+                 the job file asks for (it existed already, or the broker created it itself)",
+                self.topic, self.config.partitions
+            );
+        }
+        n
+    }
+
+    fn writer_finished(&self) {
+        self.writers_done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Every writer of this process has flushed and ended.
+    fn writers_done(&self) -> bool {
+        self.writers_done.load(Ordering::SeqCst) >= self.writers.load(Ordering::SeqCst)
+    }
+
+    /// Reader `subtask` (of `readers`) holds `held` and has (or has not) read them to their
+    /// end. True once the exchange has ended in this process (see the module docs).
+    fn report(&self, subtask: usize, readers: usize, held: BTreeSet<i32>, caught_up: bool) -> bool {
+        if self.ended.load(Ordering::SeqCst) {
+            return true;
+        }
+        let Some(Ok(partitions)) = self.topic_ready.get() else {
+            return false;
+        };
+        let mut all = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        all.insert(subtask, (held, caught_up));
+        let held: BTreeSet<i32> = all.values().flat_map(|(h, _)| h.iter().copied()).collect();
+        let ended = self.writers_done()
+            && all.len() == readers
+            && all.values().all(|(_, c)| *c)
+            && held.len() == *partitions as usize;
+        if ended {
+            self.ended.store(true, Ordering::SeqCst);
+        }
+        ended
+    }
+}
+
+/// Runs a future to completion on this thread (the admin client's futures need no runtime).
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
+        }
+    }
+}
+
+// ---- The writer ----
+
+/// One subtask of the writer: records as keyed messages, markers as control messages.
+pub struct ExchangeWriter {
+    exchange: Arc<Exchange>,
+    producer: ThreadedProducer<DeliveryContext>,
+    context: DeliveryContext,
+    what: String,
+    partitions: i32,
+    /// xorshift state for the marker's random partition.
+    random: u64,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// This instance's name, read at the first marker.
+    instance: Option<String>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for ExchangeWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExchangeWriter")
+            .field("topic", &self.exchange.topic)
+            .finish()
+    }
+}
+
+impl ExchangeWriter {
+    fn new(exchange: Arc<Exchange>, ctx: &SubtaskContext) -> Result<Self, BoxError> {
+        let what = format!("kafka exchange writer \"{}\"", ctx.vertex_id);
+        let partitions = exchange.ready(&what)?;
+        let mut client = client_config(&exchange.config.brokers, &Properties::new());
+        client.set("linger.ms", "5").set(
+            "client.id",
+            format!(
+                "tidemark-{}-{}-{}",
+                ctx.job_name, ctx.vertex_id, ctx.subtask
+            ),
+        );
+        for (k, v) in &exchange.config.properties {
+            client.set(k, v.as_text());
+        }
+        let context = DeliveryContext::default();
+        let producer: ThreadedProducer<DeliveryContext> = client
+            .create_with_context(context.clone())
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        Ok(ExchangeWriter {
+            exchange,
+            producer,
+            context,
+            what,
+            partitions,
+            random: ctx.seed | 1,
+            key: Vec::with_capacity(24),
+            value: Vec::with_capacity(128),
+            instance: None,
+            finished: false,
+        })
+    }
+
+    fn next_partition(&mut self) -> i32 {
+        // xorshift64: a uniform partition for each marker (rule 10: one output at random).
+        let mut x = self.random;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random = x;
+        (x % self.partitions.max(1) as u64) as i32
+    }
+
+    fn send(&mut self, record: &Record) -> Result<(), BoxError> {
+        self.value.clear();
+        self.key.clear();
+        record
+            .write_event_json(&mut self.value)
+            .expect("writing to memory cannot fail");
+        let key = record.key();
+        let has_key = !key.is_null();
+        if has_key {
+            key.write_json(&mut self.key)
+                .expect("writing to memory cannot fail");
+        }
+        let mut ts = itoa_buf();
+        let ts = format_i64(&mut ts, record.timestamp);
+        let headers = OwnedHeaders::new_with_capacity(2)
+            .insert(Header {
+                key: HEADER_TIMESTAMP,
+                value: Some(ts),
+            })
+            .insert(Header {
+                key: HEADER_TIMESTAMP_TYPE,
+                value: Some(record.timestamp_type.as_str()),
+            });
+        let mut pending = BaseRecord::to(&self.exchange.topic)
+            .payload(&self.value[..])
+            .timestamp(record.timestamp.div_euclid(1_000_000))
+            .headers(headers);
+        if has_key {
+            pending = pending.key(&self.key[..]);
+        }
+        produce(&self.producer, &self.context, &self.what, pending)
+    }
+}
+
+fn itoa_buf() -> [u8; 24] {
+    [0; 24]
+}
+
+/// `v` as decimal text in `buf`, without allocating.
+fn format_i64(buf: &mut [u8; 24], v: i64) -> &str {
+    use std::io::Write as _;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{v}");
+    let n = cursor.position() as usize;
+    std::str::from_utf8(&buf[..n]).unwrap_or("0")
+}
+
+impl Sink for ExchangeWriter {
+    fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        self.send(record)
+    }
+
+    fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
+        if let Some(f) = self.context.failure() {
+            return Err(format!("{}: {f}", self.what).into());
+        }
+        for r in records {
+            self.send(r)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), BoxError> {
+        flush_producer(&self.producer, &self.context, &self.what)
+    }
+
+    fn finish(&mut self) -> Result<(), BoxError> {
+        flush_producer(&self.producer, &self.context, &self.what)?;
+        if !self.finished {
+            self.finished = true;
+            self.exchange.writer_finished();
+        }
+        Ok(())
+    }
+
+    fn relays_markers(&self) -> bool {
+        true
+    }
+
+    /// Writes the marker as a control message to one random partition, behind the records
+    /// written before it.
+    fn on_marker(&mut self, marker: LatencyMarker) -> Result<(), BoxError> {
+        let local = self.instance.get_or_insert_with(instance).clone();
+        let origin = origin::name(marker.origin).unwrap_or_else(|| local.clone());
+        let (mut a, mut b, mut c) = (itoa_buf(), itoa_buf(), itoa_buf());
+        let headers = OwnedHeaders::new_with_capacity(6)
+            .insert(Header {
+                key: HEADER_CONTROL,
+                value: Some(CONTROL_MARKER),
+            })
+            .insert(Header {
+                key: HEADER_MARKED_TIME,
+                value: Some(format_i64(&mut a, marker.marked_time)),
+            })
+            .insert(Header {
+                key: HEADER_SOURCE_VERTEX,
+                value: Some(format_i64(&mut b, marker.source_id as i64)),
+            })
+            .insert(Header {
+                key: HEADER_SOURCE_SUBTASK,
+                value: Some(format_i64(&mut c, marker.source_subtask as i64)),
+            })
+            .insert(Header {
+                key: HEADER_ORIGIN,
+                value: Some(origin.as_str()),
+            })
+            .insert(Header {
+                key: HEADER_CLOCK,
+                value: Some(local.as_str()),
+            });
+        let partition = self.next_partition();
+        let pending: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.exchange.topic)
+            .partition(partition)
+            .headers(headers);
+        produce(&self.producer, &self.context, &self.what, pending)
+    }
+}
+
+// ---- The reader ----
+
+/// What turns the exchange's messages back into records and markers inside a `kafka` source
+/// subtask (the reader), and knows when the exchange has ended.
+pub(crate) struct Relay {
+    exchange: Arc<Exchange>,
+    subtask: usize,
+    readers: usize,
+    local: String,
+    pub(crate) what: String,
+    /// When the end was last checked (ns).
+    pub(crate) last_check: i64,
+}
+
+/// How often a reader checks whether the exchange has ended, once the local writers have.
+pub(crate) const END_CHECK_EVERY_NANOS: i64 = 100_000_000;
+
+fn header<'a, M: Message>(message: &'a M, name: &str) -> Option<&'a [u8]> {
+    let headers = message.headers()?;
+    headers.iter().find(|h| h.key == name).and_then(|h| h.value)
+}
+
+fn header_int<M: Message>(message: &M, name: &str) -> Option<i64> {
+    std::str::from_utf8(header(message, name)?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+impl Relay {
+    /// Turns one message of the exchange topic into a record or a marker in `out`. Returns
+    /// whether a record was emitted.
+    pub(crate) fn take<M: Message>(
+        &mut self,
+        message: &M,
+        out: &mut Output,
+    ) -> Result<bool, BoxError> {
+        let place = || {
+            format!(
+                "{}: message at {}/{} offset {}",
+                self.what,
+                message.topic(),
+                message.partition(),
+                message.offset()
+            )
+        };
+        if let Some(kind) = header(message, HEADER_CONTROL) {
+            if kind == CONTROL_MARKER.as_bytes() {
+                let field = |name| {
+                    header_int(message, name)
+                        .ok_or_else(|| format!("{}: marker without a valid {name} header", place()))
+                };
+                let marked = field(HEADER_MARKED_TIME)?;
+                let vertex = field(HEADER_SOURCE_VERTEX)?;
+                let subtask = field(HEADER_SOURCE_SUBTASK)?;
+                let text = |name| {
+                    header(message, name)
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .unwrap_or("")
+                };
+                let clock = text(HEADER_CLOCK);
+                let from = text(HEADER_ORIGIN);
+                let marked = to_local_clock(marked, clock, &self.local);
+                let origin = if from.is_empty() || from == self.local {
+                    origin::LOCAL
+                } else {
+                    origin::intern(from)
+                };
+                out.emit_marker(
+                    LatencyMarker::new(marked, vertex as u32, subtask as u32).with_origin(origin),
+                );
+            }
+            // Other control kinds (watermarks) are not written yet; they never reach user code.
+            return Ok(false);
+        }
+        let key = match message.key() {
+            None => Value::Null,
+            Some(bytes) => {
+                Value::from_json(bytes).map_err(|e| format!("{}: key is not JSON: {e}", place()))?
+            }
+        };
+        let event = Value::from_json(message.payload().unwrap_or(b"{}"))
+            .map_err(|e| format!("{}: value is not JSON: {e}", place()))?;
+        let Value::Map(event) = event else {
+            return Err(format!("{}: value is not a JSON object", place()).into());
+        };
+        let timestamp = header_int(message, HEADER_TIMESTAMP)
+            .or_else(|| message.timestamp().to_millis().map(|ms| ms * 1_000_000))
+            .unwrap_or(0);
+        let timestamp_type = match header(message, HEADER_TIMESTAMP_TYPE) {
+            Some(b"ingestion") => TimestampType::Ingestion,
+            Some(b"log_append") => TimestampType::LogAppend,
+            _ => TimestampType::Create,
+        };
+        let event: Arc<Map> = event;
+        out.emit(Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type));
+        Ok(true)
+    }
+
+    /// Whether the local writers have all ended (only then is the end worth checking).
+    pub(crate) fn writers_done(&self) -> bool {
+        self.exchange.writers_done()
+    }
+
+    /// Reports what this reader holds and whether it has read it all; true once the exchange
+    /// has ended in this process.
+    pub(crate) fn report(&self, held: BTreeSet<i32>, caught_up: bool) -> bool {
+        self.exchange
+            .report(self.subtask, self.readers, held, caught_up)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_are_checked() {
+        let err = |v| Exchange::new(v, "j", "v").unwrap_err().to_string();
+        assert!(Exchange::new(json!({"brokers": "h:1", "partitions": 4}), "j", "v").is_ok());
+        let e = err(json!({"brokers": "h:1", "partitions": 0}));
+        assert!(
+            e.contains("partitions: must be between 1 and 10000, found 0"),
+            "{e}"
+        );
+        let e = err(json!({"brokers": "h:1"}));
+        assert!(e.contains("partitions"), "{e}");
+        let e = err(json!({"brokers": "h:1", "partitions": 2, "partitons": 3}));
+        assert!(e.contains("unknown field `partitons`"), "{e}");
+        let e = err(json!({"brokers": "", "partitions": 2}));
+        assert!(
+            e.contains("brokers: must name at least one host:port"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(topic_name("job", "sum"), "tidemark-job-sum-exchange");
+        assert_eq!(writer_id("sum", "gen", 1), "sum.exchange");
+        assert_eq!(writer_id("sum", "gen", 2), "sum.exchange.gen");
+        assert_eq!(reader_id("sum"), "sum.exchange-in");
+    }
+
+    #[test]
+    fn numbers_as_text_without_allocation() {
+        let mut b = itoa_buf();
+        assert_eq!(format_i64(&mut b, i64::MIN), "-9223372036854775808");
+        assert_eq!(format_i64(&mut b, 42), "42");
+    }
+
+    #[test]
+    fn markers_move_into_the_local_clock_by_the_peer_offset() {
+        let offsets = Arc::new(ClockOffsets::default());
+        offsets.record(
+            "ahead",
+            crate::clock::Estimate {
+                offset_nanos: 3_000_000_000,
+                error_nanos: 1_000,
+            },
+            std::time::Instant::now(),
+        );
+        set_clock_offsets(offsets);
+        // A peer 3 s ahead stamped 10 s: that is 7 s on our clock.
+        assert_eq!(to_local_clock(10_000_000_000, "ahead", "me"), 7_000_000_000);
+        assert_eq!(to_local_clock(10_000_000_000, "me", "me"), 10_000_000_000);
+        assert_eq!(
+            to_local_clock(10_000_000_000, "unknown", "me"),
+            10_000_000_000
+        );
+    }
+}
