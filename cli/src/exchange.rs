@@ -284,3 +284,130 @@ pub(crate) fn plan_text(job: &JobFile) -> String {
         format!("exchanges (edges across instances):\n{out}")
     }
 }
+
+#[cfg(all(test, feature = "kafka"))]
+mod tests {
+    use crate::build::build_graph;
+    use crate::jobfile::JobFile;
+    use std::num::NonZeroUsize;
+    use tidemark_runtime::{ExecutionPlan, Partitioning, VertexKind};
+
+    const JOB: &str = "name: ex
+parallelism: 2
+sources:
+  gen:
+    type: generator
+operators:
+  sum:
+    type: reduce
+    input: gen
+    aggregate: sum
+    exchange: {kafka: {brokers: \"127.0.0.1:9092\", partitions: 8}}
+sinks:
+  out:
+    type: discard
+    input: sum
+";
+
+    fn errors(text: &str) -> Vec<String> {
+        let job = JobFile::parse(text, "job.yaml").expect("parses");
+        match build_graph(&job, NonZeroUsize::new(2).unwrap()) {
+            Ok(_) => vec![],
+            Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_exchange_edge_becomes_a_writer_and_a_reader() {
+        let job = JobFile::parse(JOB, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::new(2).unwrap()).unwrap();
+        let edges: Vec<(String, String, Partitioning)> = graph
+            .edges()
+            .iter()
+            .map(|e| {
+                (
+                    graph.vertex(e.from).id().to_owned(),
+                    graph.vertex(e.to).id().to_owned(),
+                    e.partitioning,
+                )
+            })
+            .collect();
+        let edge = |a: &str, b: &str, p| (a.to_owned(), b.to_owned(), p);
+        assert!(edges.contains(&edge("gen", "sum.exchange", Partitioning::Forward)));
+        assert!(edges.contains(&edge("sum.exchange-in", "sum", Partitioning::Forward)));
+        assert!(!edges.iter().any(|(a, b, _)| a == "gen" && b == "sum"));
+        let writer = graph.find("sum.exchange").unwrap();
+        assert_eq!(graph.vertex(writer).kind(), VertexKind::Sink);
+        assert_eq!(graph.vertex(writer).type_name(), Some(super::WRITER_TYPE));
+        let reader = graph.find("sum.exchange-in").unwrap();
+        assert_eq!(graph.vertex(reader).kind(), VertexKind::Source);
+        assert_eq!(graph.vertex(reader).parallelism(), 2);
+        // The writer runs in the generator's task, the reader in the reduce's.
+        let plan = ExecutionPlan::new(&graph, true).unwrap().to_string();
+        assert!(plan.contains("gen+sum.exchange x2"), "{plan}");
+        assert!(plan.contains("sum.exchange-in+sum+out x2"), "{plan}");
+        let text = super::plan_text(&job);
+        assert_eq!(
+            text,
+            "exchanges (edges across instances):\n  gen -> sum: kafka exchange, topic \
+             tidemark-ex-sum-exchange (8 partitions), keyed by the record key\n"
+        );
+    }
+
+    #[test]
+    fn a_key_stage_comes_before_the_writer() {
+        let text = JOB.replace("    aggregate: sum\n", "    aggregate: sum\n    key: key\n");
+        let job = JobFile::parse(&text, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::new(2).unwrap()).unwrap();
+        let plan = ExecutionPlan::new(&graph, true).unwrap().to_string();
+        assert!(plan.contains("gen+sum.key+sum.exchange x2"), "{plan}");
+    }
+
+    #[test]
+    fn bad_exchanges_are_located_errors() {
+        let one = |from: &str, to: &str| {
+            let errs = errors(&JOB.replace(from, to));
+            assert_eq!(errs.len(), 1, "{errs:#?}");
+            errs.into_iter().next().unwrap()
+        };
+        let e = one("partitions: 8", "partitions: 0");
+        assert!(
+            e.starts_with("job.yaml:11:5: operator \"sum\": field \"exchange\": partitions: must be between 1 and 10000, found 0"),
+            "{e}"
+        );
+        let errs = errors(&JOB.replace("partitions: 8", "partitons: 8"));
+        assert_eq!(
+            errs,
+            [
+                "job.yaml:11:5: operator \"sum\": field \"exchange\": unknown field `partitons`, \
+                 expected one of `brokers`, `partitions`, `properties`",
+                "job.yaml:11:5: operator \"sum\": field \"exchange\": missing field `partitions`"
+            ]
+        );
+        let e = one("{kafka: {", "{kafak: {");
+        assert!(
+            e.starts_with("job.yaml:11:5: operator \"sum\": field \"exchange\": unknown exchange kind \"kafak\": the only kind is `kafka`"),
+            "{e}"
+        );
+        let e = one(
+            "exchange: {kafka: {brokers: \"127.0.0.1:9092\", partitions: 8}}",
+            "exchange: kafka",
+        );
+        assert!(e.starts_with("job.yaml:11:5: operator \"sum\": field \"exchange\": expected `exchange: {kafka: {brokers: HOST:PORT, partitions: N}}`, found \"kafka\""), "{e}");
+        let e = one(
+            "    aggregate: sum\n",
+            "    aggregate: sum\n    partition: rebalance\n",
+        );
+        assert!(e.starts_with("job.yaml:11:5: operator \"sum\": field \"partition\": an exchange through Kafka routes by the record key"), "{e}");
+        let e = one(
+            "    type: generator\n",
+            "    type: generator\n    exchange: {}\n",
+        );
+        assert!(
+            e.starts_with(
+                "job.yaml:6:5: source \"gen\": field \"exchange\": an exchange is on an input edge"
+            ),
+            "{e}"
+        );
+    }
+}

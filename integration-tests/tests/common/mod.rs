@@ -288,6 +288,20 @@ impl Proc {
         (Proc::from_child(child, what), stdin)
     }
 
+    /// Starts `command` (`tidemark …`, perhaps behind a wrapper such as `faketime`) in `dir`
+    /// with its output captured and standard input closed.
+    pub fn spawn_command(mut command: Command, dir: &Path, what: &str) -> Proc {
+        let child = command
+            .current_dir(dir)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Proc::from_child(child, what.to_owned())
+    }
+
     fn from_child(mut child: Child, what: String) -> Proc {
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
