@@ -286,6 +286,10 @@ pub struct LatencyReport {
     /// Source subtask (at subtask granularity).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_subtask_index: Option<u32>,
+    /// The instance the markers came from through a Kafka exchange (the metrics'
+    /// `source_instance` label); absent for markers made in this process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_instance: Option<String>,
     /// The recording vertex.
     pub operator_id: String,
     /// Its subtask.
@@ -654,6 +658,7 @@ fn latency_report(
     LatencyReport {
         source_id: key.source_id.map(|i| registry.vertex_id(i).to_string()),
         source_subtask_index: key.source_subtask,
+        source_instance: tidemark_markers::origin::name(key.origin),
         operator_id: operator_id.to_string(),
         operator_subtask_index: subtask,
         operator_kind: kind.as_str(),

@@ -393,6 +393,12 @@ sinks:
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
     let (ea, ra) = report_markers(&report(dir.path(), "a"), "gen", "out");
     let (eb, rb) = report_markers(&report(dir.path(), "b"), "gen", "out");
+    let from_b = report(dir.path(), "a")["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["operator_id"] == "out" && e["source_instance"] == "b");
+    assert!(from_b, "the report names where markers came from");
     assert_eq!((ea + eb) as f64, emitted);
     assert_eq!(
         ra + rb,
