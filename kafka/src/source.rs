@@ -817,6 +817,13 @@ impl Drop for KafkaSource {
             let positions = std::mem::take(&mut self.positions);
             let _ = self.commit(&positions);
         }
+        // Leave the group before librdkafka's close: unsubscribe and serve the revocation
+        // until nothing is assigned. Closing while a rebalance is still assigning partitions
+        // (another instance leaving at the same moment) tripped an assertion in librdkafka
+        // (`rd_kafka_cgrp_terminated: !rd_kafka_assignment_in_progress`) that aborts the process.
+        if !lost {
+            let _ = self.consumer.unsubscribe_and_settle();
+        }
         // SAFETY: the field is taken once, here, and not used after.
         let consumer = unsafe { ManuallyDrop::take(&mut self.consumer) };
         // Dropping the consumer leaves the group (librdkafka's close), which waits for the
@@ -827,6 +834,33 @@ impl Drop for KafkaSource {
             default_timeout()
         };
         crate::client::drop_within(consumer, limit);
+    }
+}
+
+/// Leaving a consumer group in order.
+trait Settle {
+    /// Unsubscribes and polls (serving rebalance callbacks, dropping messages: they are not
+    /// committed) until no partition is assigned or [`SETTLE_WITHIN`] passed. True if settled.
+    fn unsubscribe_and_settle(&self) -> bool;
+}
+
+/// How long a closing source waits for its partitions to be revoked.
+const SETTLE_WITHIN: Duration = Duration::from_secs(5);
+
+impl Settle for BaseConsumer<SourceContext> {
+    fn unsubscribe_and_settle(&self) -> bool {
+        self.unsubscribe();
+        let deadline = std::time::Instant::now() + SETTLE_WITHIN.min(default_timeout());
+        loop {
+            let _ = self.poll(Duration::from_millis(20));
+            let empty = self.assignment().map(|a| a.count() == 0).unwrap_or(true);
+            if empty {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+        }
     }
 }
 
