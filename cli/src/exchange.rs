@@ -173,6 +173,25 @@ fn build(
         Ok(reader) => {
             graph.set_type_name(reader, READER_TYPE);
             graph.set_partitioned_by_key(reader);
+            // Watermarks cross the exchange when the job makes any: the reader passes on the
+            // minimum over the writers, per partition, as soon as it has it.
+            if job
+                .vertices
+                .iter()
+                .any(|v| v.source_options.watermarks.is_some())
+            {
+                graph.set_source_options(
+                    reader,
+                    tidemark_runtime::SourceOptions {
+                        timestamp_check: None,
+                        watermarks: Some(tidemark_runtime::WatermarkStrategy {
+                            max_out_of_orderness: std::time::Duration::ZERO,
+                            interval: std::time::Duration::ZERO,
+                            idleness: None,
+                        }),
+                    },
+                );
+            }
             graph.add_edge(reader, to, Partitioning::Forward);
             Some(Built { exchange })
         }

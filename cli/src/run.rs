@@ -100,6 +100,9 @@ fn run_job(
     };
     let signals = signals::install()?;
 
+    // Named before the subtasks are made: exchange writers name their watermarks with it.
+    #[cfg(feature = "kafka")]
+    tidemark_kafka::exchange::set_instance(&known.instance);
     // Make and wire every subtask first, so the endpoint serves the job's registry before the
     // first record flows; a taken address stops us before any thread runs.
     let prepared = tidemark_runtime::prepare(graph, config).map_err(|e| match e {
@@ -122,8 +125,6 @@ fn run_job(
     })?;
     let registry = prepared.metrics().clone();
     registry.set_instance(&known.instance);
-    #[cfg(feature = "kafka")]
-    tidemark_kafka::exchange::set_instance(&known.instance);
     #[cfg(feature = "kafka")]
     registry.add_text_section(std::sync::Arc::new(|labels: &str| {
         tidemark_kafka::process_metrics().render(labels)

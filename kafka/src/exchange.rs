@@ -32,8 +32,15 @@
 //! - Barriers are not written to Kafka: the writer flushes and acknowledges each checkpoint
 //!   when the broker has every message before it; the reader commits its positions when the
 //!   downstream sinks have acknowledged.
-//! - Watermarks: the writer gets them through [`Sink::on_watermark`] and the reader knows the
-//!   control kind [`CONTROL_WATERMARK`]; forwarding them is not built yet (they are not written).
+//! - Watermarks: the writer writes each watermark it gets ([`Sink::on_watermark`]) as a
+//!   control message ([`CONTROL_WATERMARK`], headers [`HEADER_WATERMARK`] and [`HEADER_WRITER`],
+//!   the writer's id `<instance>/<vertex>/<subtask>`) to **every** partition, behind the
+//!   records before it; a hello (`i64::MIN`) when it starts, so readers wait for it; and
+//!   [`CONTROL_IDLE`] when its inputs are idle ([`Sink::on_idle`]) or it finishes. The reader's
+//!   watermark of a partition is the minimum over the writers it has heard from that are not
+//!   idle ([`crate::watermarks::WriterWatermarks`]); its subtask's is the minimum over its
+//!   partitions, as for any `kafka` source (the reader vertex makes watermarks when any source
+//!   of the job does).
 //!
 //! **How a job with an exchange ends.** The writer ends with its upstream (finite sources). A
 //! reader subtask ends by itself only when its instance is alone in the group: every writer of
@@ -69,6 +76,7 @@ use crate::client::{client_config, default_timeout, unreachable_message, Brokers
 use crate::clock::ClockOffsets;
 use crate::sink::{flush_producer, produce, DeliveryContext};
 use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
+use crate::watermarks::PartitionWatermarks;
 
 /// The name of the exchange kind in job files: `exchange: {kafka: …}`.
 pub const KIND: &str = "kafka";
@@ -76,8 +84,17 @@ pub const KIND: &str = "kafka";
 pub const HEADER_CONTROL: &str = "tidemark-control";
 /// Control kind of a latency marker.
 pub const CONTROL_MARKER: &str = "marker";
-/// Control kind of a watermark (reserved: not written yet).
+/// Control kind of a watermark: headers [`HEADER_WATERMARK`] and [`HEADER_WRITER`], to every
+/// partition.
 pub const CONTROL_WATERMARK: &str = "watermark";
+/// Control kind of a writer whose inputs are idle (or that finished): header [`HEADER_WRITER`],
+/// to every partition; the writer holds nothing back until its next watermark.
+pub const CONTROL_IDLE: &str = "idle";
+/// Header of a watermark: nanoseconds since the Unix epoch, as decimal text; `i64::MIN` is the
+/// writer's hello, written before its first record so that readers wait for it.
+pub const HEADER_WATERMARK: &str = "tidemark-watermark";
+/// Header of a watermark or idle control message: the writer, `<instance>/<vertex>/<subtask>`.
+pub const HEADER_WRITER: &str = "tidemark-writer";
 /// Header: a record's timestamp, nanoseconds since the Unix epoch, as decimal text.
 pub const HEADER_TIMESTAMP: &str = "tidemark-timestamp";
 /// Header: a record's timestamp type (`create`, `ingestion`, `log_append`).
@@ -470,6 +487,8 @@ pub struct ExchangeWriter {
     /// This instance's name, read at the first marker.
     instance: Option<String>,
     finished: bool,
+    /// `<instance>/<vertex>/<subtask>`: names this writer's watermarks.
+    writer: String,
 }
 
 impl std::fmt::Debug for ExchangeWriter {
@@ -499,7 +518,7 @@ impl ExchangeWriter {
         let producer: ThreadedProducer<DeliveryContext> = client
             .create_with_context(context.clone())
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
-        Ok(ExchangeWriter {
+        let mut writer = ExchangeWriter {
             exchange,
             producer,
             context,
@@ -510,7 +529,38 @@ impl ExchangeWriter {
             value: Vec::with_capacity(128),
             instance: None,
             finished: false,
-        })
+            writer: format!("{}/{}/{}", instance(), ctx.vertex_id, ctx.subtask),
+        };
+        // The hello: readers wait for this writer from now on, before its first record.
+        writer.control(CONTROL_WATERMARK, Some(i64::MIN))?;
+        Ok(writer)
+    }
+
+    /// A watermark (`Some`) or idle control message to every partition.
+    fn control(&mut self, kind: &str, watermark: Option<i64>) -> Result<(), BoxError> {
+        let mut buf = itoa_buf();
+        let mut headers = OwnedHeaders::new_with_capacity(3)
+            .insert(Header {
+                key: HEADER_CONTROL,
+                value: Some(kind),
+            })
+            .insert(Header {
+                key: HEADER_WRITER,
+                value: Some(self.writer.as_str()),
+            });
+        if let Some(wm) = watermark {
+            headers = headers.insert(Header {
+                key: HEADER_WATERMARK,
+                value: Some(format_i64(&mut buf, wm)),
+            });
+        }
+        for partition in 0..self.partitions.max(1) {
+            let pending: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.exchange.topic)
+                .partition(partition)
+                .headers(headers.clone());
+            produce(&self.producer, &self.context, &self.what, pending)?;
+        }
+        Ok(())
     }
 
     fn next_partition(&mut self) -> i32 {
@@ -590,6 +640,10 @@ impl Sink for ExchangeWriter {
     }
 
     fn finish(&mut self) -> Result<(), BoxError> {
+        if !self.finished {
+            // Ended: this writer holds nothing back any more.
+            self.control(CONTROL_IDLE, None)?;
+        }
         flush_producer(&self.producer, &self.context, &self.what)?;
         if !self.finished {
             self.finished = true;
@@ -600,6 +654,16 @@ impl Sink for ExchangeWriter {
 
     fn relays_markers(&self) -> bool {
         true
+    }
+
+    /// Writes the watermark to every partition, behind the records written before it.
+    fn on_watermark(&mut self, watermark: i64) -> Result<(), BoxError> {
+        self.control(CONTROL_WATERMARK, Some(watermark))
+    }
+
+    /// Tells every partition's reader this writer holds nothing back until its next watermark.
+    fn on_idle(&mut self) -> Result<(), BoxError> {
+        self.control(CONTROL_IDLE, None)
     }
 
     /// Writes the marker as a control message to one random partition, behind the records
@@ -677,6 +741,7 @@ impl Relay {
         &mut self,
         message: &M,
         out: &mut Output,
+        watermarks: &mut PartitionWatermarks,
     ) -> Result<bool, BoxError> {
         let place = || {
             format!(
@@ -713,7 +778,23 @@ impl Relay {
                     LatencyMarker::new(marked, vertex as u32, subtask as u32).with_origin(origin),
                 );
             }
-            // Other control kinds (watermarks) are not written yet; they never reach user code.
+            let writer = || {
+                header(message, HEADER_WRITER)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .ok_or_else(|| format!("{}: {HEADER_WRITER} header missing", place()))
+            };
+            if kind == CONTROL_WATERMARK.as_bytes() {
+                let wm = header_int(message, HEADER_WATERMARK).ok_or_else(|| {
+                    format!(
+                        "{}: watermark without a valid {HEADER_WATERMARK} header",
+                        place()
+                    )
+                })?;
+                watermarks.writer_watermark(message.topic(), message.partition(), writer()?, wm);
+            } else if kind == CONTROL_IDLE.as_bytes() {
+                watermarks.writer_idle(message.topic(), message.partition(), writer()?);
+            }
+            // Control messages never reach user code.
             return Ok(false);
         }
         let key = match message.key() {

@@ -614,7 +614,7 @@ impl KafkaSource {
     ) -> Result<bool, BoxError> {
         let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
         let emitted = if let Some(relay) = self.relay.as_mut() {
-            relay.take(message, out)?
+            relay.take(message, out, &mut self.watermarks)?
         } else {
             self.decode(message, now_nanos, out)?
         };

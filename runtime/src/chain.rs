@@ -295,11 +295,24 @@ impl Chain {
         Ok(())
     }
 
-    /// Every input of this task is idle: tell the tasks downstream.
-    pub(crate) fn on_idle(&mut self) {
+    /// Every input of this task is idle: tell the chained sinks (an exchange writer passes it
+    /// on) and the tasks downstream.
+    pub(crate) fn on_idle(&mut self) -> Result<(), ChainError> {
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if let NodeKind::Sink(sink) = &mut node.kind {
+                if !node.output_closed {
+                    self.current_vertex = node.vertex;
+                    sink.on_idle().map_err(|error| ChainError::User {
+                        node: Some(i),
+                        error,
+                    })?;
+                }
+            }
+        }
         if let Some(r) = &mut self.router {
             r.broadcast_event(Event::Idle);
         }
+        Ok(())
     }
 
     /// Gives every operator the time, for processing-time timers.

@@ -258,6 +258,13 @@ pub trait Sink: Send {
     fn on_watermark(&mut self, _watermark: i64) -> Result<(), BoxError> {
         Ok(())
     }
+
+    /// Every input of the sink is idle (sources without records for their idle timeout, or
+    /// without partitions): its watermark holds nothing back until the next
+    /// [`Sink::on_watermark`].
+    fn on_idle(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
 }
 
 /// Makes one source instance per subtask.

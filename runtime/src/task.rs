@@ -287,7 +287,7 @@ impl Task {
                         metrics.set_watermark(wm);
                         self.chain.on_watermark(wm, &mut cx)?;
                     }
-                    WatermarkAction::GoIdle => self.chain.on_idle(),
+                    WatermarkAction::GoIdle => self.chain.on_idle()?,
                     WatermarkAction::None => {}
                 }
             }
@@ -399,7 +399,7 @@ impl Task {
                                     self.chain.on_watermark(wm, &mut cx)?;
                                 }
                                 if watermarks.all_idle() {
-                                    self.chain.on_idle();
+                                    self.chain.on_idle()?;
                                 }
                             }
                         }
