@@ -1,0 +1,252 @@
+//! Watermarks through a Kafka exchange (`docs/kafka.md`, "Watermarks across an exchange"): two
+//! real `tidemark run` instances on a mock cluster the test starts itself; an event-time window
+//! behind the exchange fires while they run, exactly the windows every input partition has
+//! passed, each complete.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{scrape, Proc, TempDir};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use tidemark_kafka::{DevCluster, DevClusterOptions};
+
+/// How long a test waits for something before it fails (not a timing assertion).
+const DEADLINE: Duration = Duration::from_secs(150);
+const BASE_MS: i64 = 1_700_000_000_000;
+/// Messages per input partition, 10 ms of event time apart.
+const PER_PARTITION: i64 = 2_000;
+/// Partitions 2 and 3 run this far behind 0 and 1 in event time.
+const LAG_MS: i64 = 2_000;
+/// The source's `max_out_of_orderness`.
+const OUT_OF_ORDERNESS_MS: i64 = 5_000;
+const KEYS: usize = 12;
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < DEADLINE, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn job(dir: &TempDir, id: &str, bootstrap: &str) -> PathBuf {
+    let group = "{session.timeout.ms: 6000, heartbeat.interval.ms: 500}";
+    let out = dir.join(&format!("out-{id}.jsonl"));
+    dir.write(
+        &format!("job-{id}.yaml"),
+        &format!(
+            "name: wmx
+parallelism: 2
+sources:
+  events:
+    type: kafka
+    brokers: \"{bootstrap}\"
+    topics: [in]
+    key: k
+    timestamp: ts
+    properties: {group}
+    watermarks: {{max_out_of_orderness: {OUT_OF_ORDERNESS_MS}ms, interval: 50ms}}
+operators:
+  per_key:
+    type: window
+    input: events
+    partition: hash
+    size: 1s
+    time: event
+    aggregates: {{n: count}}
+    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 4, properties: {group}}}}}
+sinks:
+  out:
+    type: file
+    input: per_key
+    parallelism: 1
+    path: {}
+",
+            out.display()
+        ),
+    )
+}
+
+fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
+    let mut p = Proc::spawn(
+        dir,
+        [
+            "run",
+            job.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--instance-id",
+            id,
+        ],
+    );
+    let addr = p.metrics_addr();
+    (p, addr)
+}
+
+/// Partitions of `source_id` the instance at `addr` holds (its lag series).
+fn held(addr: SocketAddr, source_id: &str) -> usize {
+    scrape(addr)
+        .samples("tidemark_kafka_lag_records")
+        .filter(|s| s.labels.get("source_id") == Some(source_id))
+        .count()
+}
+
+/// Records the window received at `addr`.
+fn window_input(addr: SocketAddr) -> f64 {
+    scrape(addr).sum("tidemark_records_in_total", |l| {
+        l.get("operator_id") == Some("per_key")
+    })
+}
+
+fn windows_out(addr: SocketAddr) -> f64 {
+    scrape(addr).sum("tidemark_records_out_total", |l| {
+        l.get("operator_id") == Some("per_key")
+    })
+}
+
+/// One message: partition, key, event time in ms.
+type Message = (i32, String, i64);
+
+fn messages() -> Vec<Vec<Message>> {
+    (0..4)
+        .map(|p| {
+            let lag = if p >= 2 { LAG_MS } else { 0 };
+            (0..PER_PARTITION)
+                .map(|i| {
+                    let key = format!("k{}", (i as usize * 4 + p as usize) % KEYS);
+                    (p, key, BASE_MS - lag + i * 10)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Writes the partitions' messages in rounds of 50 per partition, 250 ms apart (event time
+/// runs at twice the wall clock), as a live topic gets them.
+fn produce(bootstrap: &str, per_partition: &[Vec<Message>]) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for round in 0..(PER_PARTITION as usize).div_ceil(50) {
+        for messages in per_partition {
+            for (p, key, ts) in messages.iter().skip(round * 50).take(50) {
+                let value = format!("{{\"k\":\"{key}\",\"ts\":{ts}}}");
+                let mut record = BaseRecord::to("in").partition(*p).payload(&value).key(key);
+                loop {
+                    match producer.send(record) {
+                        Ok(()) => break,
+                        Err((_, back)) => {
+                            record = back;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                }
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// (key, window start ms) → count.
+fn reference(per_partition: &[Vec<Message>]) -> BTreeMap<(String, i64), u64> {
+    let mut counts = BTreeMap::new();
+    for (_, key, ts) in per_partition.iter().flatten() {
+        *counts
+            .entry((key.clone(), ts - ts.rem_euclid(1_000)))
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+fn results(path: &Path) -> BTreeMap<(String, i64), u64> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let w: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = (
+            w["key"].as_str().unwrap().to_owned(),
+            w["window_start"].as_i64().unwrap(),
+        );
+        assert!(
+            out.insert(key, w["n"].as_u64().unwrap()).is_none(),
+            "a window fired twice: {line}"
+        );
+    }
+    out
+}
+
+#[test]
+fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![
+            ("in".into(), 4),
+            ("tidemark-wmx-per_key-exchange".into(), 4),
+        ],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("exchange-watermarks");
+    let (mut a, addr_a) = instance(dir.path(), &job(&dir, "a", &bootstrap), "a");
+    let (mut b, addr_b) = instance(dir.path(), &job(&dir, "b", &bootstrap), "b");
+    // Both instances hold input and exchange partitions before anything is written.
+    for source in ["events", "per_key.exchange-in"] {
+        wait_until(&format!("{source} spread over both instances"), || {
+            let (x, y) = (held(addr_a, source), held(addr_b, source));
+            x >= 1 && y >= 1 && x + y == 4
+        });
+    }
+
+    let per_partition = messages();
+    produce(&bootstrap, &per_partition);
+    let reference = reference(&per_partition);
+    // Every partition read, the watermark behind the exchange is the slowest input partition's
+    // (the lagging ones' last timestamp minus the out-of-orderness): exactly the windows up to
+    // it have fired, while both instances run.
+    let slowest_last_ms = BASE_MS - LAG_MS + (PER_PARTITION - 1) * 10;
+    let watermark_ms = slowest_last_ms - OUT_OF_ORDERNESS_MS; // minus 1 ns
+    let expected: BTreeMap<_, _> = reference
+        .iter()
+        .filter(|((_, start), _)| start + 1_000 <= watermark_ms)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    assert!(expected.len() >= 10 * KEYS, "{}", expected.len());
+    let total = (4 * PER_PARTITION) as f64;
+    wait_until("every message through the exchange into the window", || {
+        window_input(addr_a) + window_input(addr_b) == total
+    });
+    wait_until("the windows the slowest partition passed", || {
+        windows_out(addr_a) + windows_out(addr_b) >= expected.len() as f64
+    });
+    assert_eq!(
+        windows_out(addr_a) + windows_out(addr_b),
+        expected.len() as f64,
+        "windows beyond the slowest partition's watermark fired"
+    );
+    assert!(windows_out(addr_a) > 0.0 && windows_out(addr_b) > 0.0);
+
+    // Stopped, each instance fires what is open; together: every window once, complete.
+    a.terminate();
+    b.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    let (out_a, out_b) = (
+        results(&dir.join("out-a.jsonl")),
+        results(&dir.join("out-b.jsonl")),
+    );
+    assert!(
+        out_a.keys().all(|k| !out_b.contains_key(k)),
+        "a window at both instances"
+    );
+    let mut all = out_a;
+    all.extend(out_b);
+    assert_eq!(all, reference);
+}
