@@ -323,6 +323,51 @@ fn a_source_without_splits_does_not_hold_the_watermark_back() {
     );
 }
 
+/// Logs what a sink is told about event time: `Some(watermark)` or `None` for idle.
+struct EventTimeLog(Arc<Mutex<Vec<Option<i64>>>>);
+
+impl tidemark_runtime::Sink for EventTimeLog {
+    fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn on_watermark(&mut self, watermark: i64) -> Result<(), BoxError> {
+        self.0.lock().unwrap().push(Some(watermark));
+        Ok(())
+    }
+    fn on_idle(&mut self) -> Result<(), BoxError> {
+        self.0.lock().unwrap().push(None);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_sink_is_told_when_its_input_is_idle() {
+    // A source without splits is idle from its first poll; the sink chained to it hears so
+    // (an exchange writer passes it on to the readers).
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut g = JobGraph::new("idle-sink");
+    let s = g
+        .add_source("s", 1, |_| {
+            Ok(Box::new(NoSplitSource {
+                splits: SplitWatermarks::new(),
+                polls: 20,
+            }))
+        })
+        .unwrap();
+    g.set_source_options(s, strategy(None));
+    let l2 = log.clone();
+    let k = g
+        .add_sink("k", 1, move |_| Ok(Box::new(EventTimeLog(l2.clone()))))
+        .unwrap();
+    g.connect(s, k, Partitioning::Forward).unwrap();
+    let result = wait_or_fail(
+        start(g, JobConfig::default()).unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(result.outcome, JobOutcome::Finished);
+    assert_eq!(*log.lock().unwrap(), [None], "idle, said once");
+}
+
 #[test]
 fn timestamp_checks_drop_and_count_at_the_source() {
     struct Old;
