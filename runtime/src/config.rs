@@ -13,7 +13,13 @@ pub const DEFAULT_BUFFER_TIMEOUT: Duration = Duration::from_millis(1);
 /// Records per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
 /// Batches a channel holds before its sender blocks (backpressure).
+///
+/// A deeper channel lets a sender run further ahead of its receiver, so threads switch less
+/// often when there are more threads than cores, but it also holds more records in front of a
+/// slow consumer: marker latency under backpressure and the time to drain grow with it.
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 8;
+/// The largest channel capacity a user may set (the job file, `--channel-capacity`, `-D`).
+pub const MAX_CHANNEL_CAPACITY: usize = 4096;
 
 /// How a job runs: latency markers, batching, chaining, randomness and the clock.
 #[derive(Clone, Debug)]
@@ -24,7 +30,7 @@ pub struct JobConfig {
     pub buffer_timeout: Duration,
     /// Records per batch.
     pub batch_size: usize,
-    /// Batches per channel.
+    /// Batches a channel holds before its sender blocks (backpressure); 0 counts as 1.
     pub channel_capacity: usize,
     /// Chain forward edges into one task (on by default).
     pub chaining: bool,
