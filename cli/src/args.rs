@@ -118,6 +118,11 @@ pub struct SettingFlags {
     /// Longest a partly filled batch waits before it is sent [default: job file, else 1ms]
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub buffer_timeout: Option<Duration>,
+    /// Batches each channel holds before its sender blocks (1 to 4096); deeper queues mean
+    /// fewer context switches but more queued records under backpressure [default: job file,
+    /// else 8]
+    #[arg(long, value_name = "N", value_parser = parse_channel_capacity)]
+    pub channel_capacity: Option<usize>,
     /// Default parallelism of every vertex [default: job file, else 1]
     #[arg(long, value_name = "N", value_parser = parse_parallelism)]
     pub parallelism: Option<NonZeroUsize>,
@@ -210,6 +215,19 @@ pub fn parse_parallelism(s: &str) -> Result<NonZeroUsize, String> {
         .map_err(|_| format!("invalid parallelism \"{s}\": expected a whole number of at least 1"))
 }
 
+/// A channel capacity: a whole number of batches from 1 to
+/// [`MAX_CHANNEL_CAPACITY`](tidemark_runtime::config::MAX_CHANNEL_CAPACITY).
+pub fn parse_channel_capacity(s: &str) -> Result<usize, String> {
+    use tidemark_runtime::config::MAX_CHANNEL_CAPACITY;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_CHANNEL_CAPACITY).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid channel capacity \"{s}\": expected a whole number of batches from 1 to \
+             {MAX_CHANNEL_CAPACITY}"
+        )),
+    }
+}
+
 fn parse_define(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
@@ -245,11 +263,14 @@ mod tests {
             "--duration",
             "3s",
             "--no-chaining",
+            "--channel-capacity",
+            "32",
         ])
         .unwrap();
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
+        assert_eq!(run.settings.channel_capacity, Some(32));
         assert_eq!(
             run.settings.latency_interval,
             Some(Duration::from_millis(100))
@@ -266,6 +287,27 @@ mod tests {
                 ("execution.buffer-timeout".to_string(), "2ms".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn channel_capacity_is_a_whole_number_from_1_to_4096() {
+        assert_eq!(parse_channel_capacity("1"), Ok(1));
+        assert_eq!(parse_channel_capacity(" 4096 "), Ok(4096));
+        for bad in ["0", "4097", "-1", "1.5", "deep", ""] {
+            assert_eq!(
+                parse_channel_capacity(bad),
+                Err(format!(
+                    "invalid channel capacity \"{bad}\": expected a whole number of batches from \
+                     1 to 4096"
+                ))
+            );
+        }
+        // Through clap: the flag's error names it and the rule.
+        let e = Cli::try_parse_from(["tidemark", "run", "job.yaml", "--channel-capacity", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--channel-capacity"), "{e}");
+        assert!(e.contains("from 1 to 4096"), "{e}");
     }
 
     #[test]

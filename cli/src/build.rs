@@ -27,6 +27,7 @@ pub fn job_config(settings: &Settings, seed: Option<u64>) -> JobConfig {
     JobConfig {
         latency: settings.latency,
         buffer_timeout: settings.buffer_timeout,
+        channel_capacity: settings.channel_capacity,
         chaining: settings.chaining,
         seed,
         e2e_latency_everywhere: settings.e2e_latency_everywhere,

@@ -25,10 +25,11 @@ use tidemark_runtime::{
 };
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 11] = [
+pub const TOP_LEVEL_FIELDS: [&str; 12] = [
     "name",
     "parallelism",
     "buffer_timeout",
+    "channel_capacity",
     "chaining",
     "e2e_latency_everywhere",
     "latency",
@@ -74,6 +75,8 @@ pub struct JobFile {
     pub parallelism: Option<NonZeroUsize>,
     /// The buffer timeout.
     pub buffer_timeout: Option<Duration>,
+    /// Batches each channel holds before its sender blocks.
+    pub channel_capacity: Option<usize>,
     /// Whether forward edges are chained into one task.
     pub chaining: Option<bool>,
     /// Whether record end-to-end latency is recorded at every vertex.
@@ -505,6 +508,7 @@ impl Parser {
         let mut name = None;
         let mut parallelism = None;
         let mut buffer_timeout = None;
+        let mut channel_capacity = None;
         let mut chaining = None;
         let mut e2e_latency_everywhere = None;
         let mut latency = LatencySection::default();
@@ -540,6 +544,7 @@ impl Parser {
                 },
                 "parallelism" => parallelism = self.parallelism(&["parallelism"], None, v),
                 "buffer_timeout" => buffer_timeout = self.duration(&["buffer_timeout"], None, v),
+                "channel_capacity" => channel_capacity = self.channel_capacity(v),
                 "chaining" => chaining = self.boolean(&["chaining"], None, "chaining", v),
                 "e2e_latency_everywhere" => {
                     e2e_latency_everywhere = self.boolean(
@@ -650,6 +655,7 @@ impl Parser {
             name: name.unwrap_or_default(),
             parallelism,
             buffer_timeout,
+            channel_capacity,
             chaining,
             e2e_latency_everywhere,
             checkpoint_interval,
@@ -702,6 +708,44 @@ impl Parser {
                         field,
                         expected: "a whole number of at least 1",
                         found: describe(v),
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    /// `channel_capacity`: a whole number of batches within the bounds `--channel-capacity`
+    /// takes.
+    fn channel_capacity(&mut self, v: &Value) -> Option<usize> {
+        let text = match v {
+            Value::Number(n) => n.to_string(),
+            // Too large for 64 bits: kept as its digits, and out of range all the same.
+            Value::Tagged(t) if t.tag == BIG_NUMBER_TAG => {
+                describe(v).trim_start_matches("the number ").to_string()
+            }
+            other => {
+                self.err(
+                    &["channel_capacity"],
+                    None,
+                    Problem::WrongType {
+                        field: "channel_capacity".into(),
+                        expected: "a whole number of batches from 1 to 4096",
+                        found: describe(other),
+                    },
+                );
+                return None;
+            }
+        };
+        match crate::args::parse_channel_capacity(&text) {
+            Ok(n) => Some(n),
+            Err(message) => {
+                self.err(
+                    &["channel_capacity"],
+                    None,
+                    Problem::Invalid {
+                        field: "channel_capacity".into(),
+                        message,
                     },
                 );
                 None
@@ -1446,7 +1490,7 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             buffer_timeout, chaining, e2e_latency_everywhere, latency, e2e, checkpoint, sources, operators, sinks; \
+             buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, latency, e2e, checkpoint, sources, operators, sinks; \
              did you mean \"parallelism\"?"
         );
     }
@@ -1485,6 +1529,36 @@ sinks:
         );
         let e = one_error("name: x\nparallelism: 0\n");
         assert!(e.starts_with("job.yaml:2:1: field \"parallelism\""), "{e}");
+    }
+
+    #[test]
+    fn channel_capacity_is_a_whole_number_from_1_to_4096() {
+        let job = JobFile::parse("name: x\nchannel_capacity: 32\n", "job.yaml").unwrap();
+        assert_eq!(job.channel_capacity, Some(32));
+        assert!(job.problems.is_empty(), "{:?}", job.problems);
+        let job = JobFile::parse("name: x\n", "job.yaml").unwrap();
+        assert_eq!(job.channel_capacity, None);
+        for (value, found) in [
+            ("0", "\"0\""),
+            ("4097", "\"4097\""),
+            ("-3", "\"-3\""),
+            ("2.5", "\"2.5\""),
+            ("99999999999999999999", "\"99999999999999999999\""),
+        ] {
+            let e = one_error(&format!("name: x\nchannel_capacity: {value}\n"));
+            assert_eq!(
+                e,
+                format!(
+                    "job.yaml:2:1: field \"channel_capacity\": invalid channel capacity {found}: \
+                     expected a whole number of batches from 1 to 4096"
+                )
+            );
+        }
+        let e = one_error("name: x\nchannel_capacity: deep\n");
+        assert!(
+            e.starts_with("job.yaml:2:1: field \"channel_capacity\": expected a whole number of batches from 1 to 4096"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1183,6 +1183,7 @@ mod tests {
             ("metrics.reporter.prom.port", "9300"),
             ("pipeline.operator-chaining.enabled", "false"),
             ("execution.checkpointing.interval", "2s"),
+            ("execution.channel-capacity", "32"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -1229,6 +1230,7 @@ mod tests {
                 "latency_granularity": "subtask",
                 "latency_history_size": 7,
                 "buffer_timeout": "1ms",
+                "channel_capacity": 32,
                 "parallelism": 3,
                 "metrics_port": 9300,
                 "chaining": false,

@@ -8,20 +8,22 @@
 //! [`Settings::entries`] and [`Settings::json`] (the report's `settings` object and
 //! `/api/v1/job`'s).
 
-use crate::args::{parse_duration, parse_parallelism, SettingFlags};
+use crate::args::{parse_channel_capacity, parse_duration, parse_parallelism, SettingFlags};
 use crate::jobfile::{JobFile, LatencySection};
 use crate::suggest::{did_you_mean, hint};
 use serde_json::{Map, Value};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 use tidemark_markers::{format_duration, Buckets, LatencyConfig};
-use tidemark_runtime::config::DEFAULT_BUFFER_TIMEOUT;
+use tidemark_runtime::config::{DEFAULT_BUFFER_TIMEOUT, DEFAULT_CHANNEL_CAPACITY};
 
 /// Where `/metrics` is served unless a flag or `-D` says otherwise.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9249";
 
 /// `-D` key of the buffer timeout.
 pub const BUFFER_TIMEOUT_KEY: &str = "execution.buffer-timeout";
+/// `-D` key of the channel capacity (batches per channel).
+pub const CHANNEL_CAPACITY_KEY: &str = "execution.channel-capacity";
 /// `-D` key of the default parallelism.
 pub const PARALLELISM_KEY: &str = "parallelism.default";
 /// `-D` key of the metrics port (the host stays that of the default address).
@@ -109,7 +111,7 @@ impl std::fmt::Debug for SettingSpec {
 }
 
 /// Every setting, in the order help and `plan` list them.
-pub static SETTINGS: [SettingSpec; 9] = [
+pub static SETTINGS: [SettingSpec; 10] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
         json_name: "latency_interval",
@@ -194,6 +196,30 @@ pub static SETTINGS: [SettingSpec; 9] = [
         from_flags: |f, _, s| {
             if let Some(b) = f.buffer_timeout {
                 s.buffer_timeout = b;
+            }
+        },
+    },
+    SettingSpec {
+        key: CHANNEL_CAPACITY_KEY,
+        json_name: "channel_capacity",
+        json_kind: JsonKind::Number,
+        file_field: Some("channel_capacity"),
+        flag: Some("--channel-capacity"),
+        default: "8",
+        help: "batches each channel holds before its sender blocks (1 to 4096); deeper: fewer context switches, more queued under backpressure",
+        apply: |s, v| {
+            s.channel_capacity = parse_channel_capacity(v)?;
+            Ok(())
+        },
+        show: |s| s.channel_capacity.to_string(),
+        from_file: |f, s| {
+            if let Some(c) = f.channel_capacity {
+                s.channel_capacity = c;
+            }
+        },
+        from_flags: |f, _, s| {
+            if let Some(c) = f.channel_capacity {
+                s.channel_capacity = c;
             }
         },
     },
@@ -359,6 +385,8 @@ pub struct FileSettings {
     pub parallelism: Option<NonZeroUsize>,
     /// `buffer_timeout`.
     pub buffer_timeout: Option<Duration>,
+    /// `channel_capacity`.
+    pub channel_capacity: Option<usize>,
     /// `chaining`.
     pub chaining: Option<bool>,
     /// `e2e_latency_everywhere`.
@@ -377,6 +405,7 @@ impl FileSettings {
         FileSettings {
             parallelism: job.parallelism,
             buffer_timeout: job.buffer_timeout,
+            channel_capacity: job.channel_capacity,
             chaining: job.chaining,
             e2e_latency_everywhere: job.e2e_latency_everywhere,
             latency: job.latency.clone(),
@@ -393,6 +422,8 @@ pub struct Settings {
     pub latency: LatencyConfig,
     /// Longest a partly filled batch waits.
     pub buffer_timeout: Duration,
+    /// Batches each channel holds before its sender blocks.
+    pub channel_capacity: usize,
     /// Parallelism of vertices that set none.
     pub parallelism: NonZeroUsize,
     /// Where `/metrics` is served.
@@ -442,6 +473,7 @@ impl Settings {
                 ..LatencyConfig::default()
             },
             buffer_timeout: DEFAULT_BUFFER_TIMEOUT,
+            channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             parallelism: NonZeroUsize::MIN,
             metrics_addr: DEFAULT_METRICS_ADDR.to_string(),
             chaining: true,
@@ -539,6 +571,7 @@ mod tests {
         FileSettings {
             parallelism: Some(nz(2)),
             buffer_timeout: Some(Duration::from_millis(5)),
+            channel_capacity: Some(16),
             chaining: Some(true),
             e2e_latency_everywhere: Some(false),
             latency: LatencySection {
@@ -569,6 +602,7 @@ mod tests {
             LatencyConfig::default().history_size
         );
         assert_eq!(s.buffer_timeout, DEFAULT_BUFFER_TIMEOUT);
+        assert_eq!(s.channel_capacity, DEFAULT_CHANNEL_CAPACITY);
         assert_eq!(s.parallelism, nz(1));
         assert_eq!(s.metrics_addr, "127.0.0.1:9249");
         assert!(s.chaining);
@@ -589,6 +623,7 @@ mod tests {
             ("metrics.latency.interval", "15ms"),
             ("metrics.latency.granularity", "subtask"),
             ("execution.buffer-timeout", "3ms"),
+            ("execution.channel-capacity", "64"),
             ("parallelism.default", "4"),
             ("pipeline.operator-chaining.enabled", "false"),
         ]);
@@ -667,6 +702,7 @@ mod tests {
         assert_eq!(s.latency.granularity, Granularity::Single);
         assert_eq!(s.latency.history_size, nz(64));
         assert_eq!(s.buffer_timeout, Duration::from_millis(5));
+        assert_eq!(s.channel_capacity, 16);
         assert_eq!(s.parallelism, nz(2));
     }
 
@@ -677,6 +713,7 @@ mod tests {
             ("metrics.latency.granularity", "subtask"),
             ("metrics.latency.history-size", "16"),
             ("execution.buffer-timeout", "1s"),
+            ("execution.channel-capacity", "32"),
             ("parallelism.default", "3"),
             ("metrics.reporter.prom.port", "9300"),
             ("pipeline.operator-chaining.enabled", "false"),
@@ -689,6 +726,7 @@ mod tests {
         assert_eq!(s.latency.granularity, Granularity::Subtask);
         assert_eq!(s.latency.history_size, nz(16));
         assert_eq!(s.buffer_timeout, Duration::from_secs(1));
+        assert_eq!(s.channel_capacity, 32);
         assert_eq!(s.parallelism, nz(3));
         assert_eq!(s.metrics_addr, "127.0.0.1:9300");
     }
@@ -700,6 +738,7 @@ mod tests {
             latency_granularity: Some(Granularity::Operator),
             latency_history_size: Some(nz(8)),
             buffer_timeout: Some(Duration::ZERO),
+            channel_capacity: Some(2),
             parallelism: Some(nz(4)),
             no_chaining: true,
             e2e_latency_everywhere: true,
@@ -708,8 +747,10 @@ mod tests {
             ("metrics.latency.interval", "10ms"),
             ("parallelism.default", "3"),
             ("metrics.reporter.prom.port", "9300"),
+            ("execution.channel-capacity", "128"),
         ]);
         let s = resolve(&file(), &flags, Some("0.0.0.0:1234"), &defines).unwrap();
+        assert_eq!(s.channel_capacity, 2);
         assert_eq!(s.latency.interval, Duration::from_millis(1));
         assert_eq!(s.latency.granularity, Granularity::Operator);
         assert_eq!(s.latency.history_size, nz(8));
@@ -767,7 +808,7 @@ mod tests {
             e.to_string(),
             "unknown setting -D metrics.latency.intervall: valid keys are \
              metrics.latency.interval, metrics.latency.granularity, metrics.latency.history-size, \
-             execution.buffer-timeout, parallelism.default, metrics.reporter.prom.port, \
+             execution.buffer-timeout, execution.channel-capacity, parallelism.default, metrics.reporter.prom.port, \
              pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere, \
              execution.checkpointing.interval; \
              did you mean \"metrics.latency.interval\"?"
@@ -785,6 +826,8 @@ mod tests {
             ),
             ("metrics.latency.history-size", "0", "at least 1"),
             ("execution.buffer-timeout", "soon", "invalid duration"),
+            ("execution.channel-capacity", "0", "from 1 to 4096"),
+            ("execution.channel-capacity", "4097", "from 1 to 4096"),
             ("parallelism.default", "0", "at least 1"),
             ("metrics.reporter.prom.port", "70000", "invalid port"),
             ("pipeline.operator-chaining.enabled", "no", "true or false"),

@@ -129,3 +129,41 @@ sinks:
         serde_json::json!(7)
     );
 }
+
+/// `channel_capacity` reaches the runtime's `JobConfig` from the job file, `-D` and the flag, in
+/// that order of precedence, and is 8 when nothing sets it.
+#[test]
+fn channel_capacity_reaches_the_job_config() {
+    let text = |capacity: &str| {
+        format!(
+            "name: queues\n{capacity}sources:\n  gen: {{type: generator, count: 1}}\nsinks:\n  out: {{type: discard, input: gen}}\n"
+        )
+    };
+    let load = |loader: Loader, capacity: &str| {
+        loader
+            .load_str(&text(capacity), "queues.yaml", ".")
+            .unwrap()
+    };
+    let job = load(Loader::new(), "");
+    assert_eq!(job.config.channel_capacity, 8);
+    assert_eq!(job.settings.json()["channel_capacity"], 8);
+    let job = load(Loader::new(), "channel_capacity: 32\n");
+    assert_eq!(job.config.channel_capacity, 32);
+    assert_eq!(job.settings.json()["channel_capacity"], 32);
+    let job = load(
+        Loader::new().define("execution.channel-capacity", "64"),
+        "channel_capacity: 32\n",
+    );
+    assert_eq!(job.config.channel_capacity, 64);
+    let flags = tidemark_cli::args::SettingFlags {
+        channel_capacity: Some(2),
+        ..Default::default()
+    };
+    let job = load(
+        Loader::new()
+            .define("execution.channel-capacity", "64")
+            .flags(flags),
+        "channel_capacity: 32\n",
+    );
+    assert_eq!(job.config.channel_capacity, 2);
+}
