@@ -422,6 +422,47 @@ sinks:
             "expected a whole number of at least 1",
         ],
     },
+    Case {
+        name: "channel_capacity_too_deep",
+        yaml: "name: bad
+buffer_timeout: 1ms
+channel_capacity: 5000
+sources:
+  gen:
+    type: generator
+    count: 10
+sinks:
+  out:
+    type: discard
+    input: gen
+",
+        at: Some("3:1"),
+        expect: &[
+            "field \"channel_capacity\"",
+            "invalid channel capacity \"5000\"",
+            "expected a whole number of batches from 1 to 4096",
+        ],
+    },
+    Case {
+        name: "channel_capacity_not_a_number",
+        yaml: "name: bad
+channel_capacity: deep
+sources:
+  gen:
+    type: generator
+    count: 10
+sinks:
+  out:
+    type: discard
+    input: gen
+",
+        at: Some("2:1"),
+        expect: &[
+            "field \"channel_capacity\"",
+            "expected a whole number of batches from 1 to 4096",
+            "\"deep\"",
+        ],
+    },
 ];
 
 /// Checks one error message: the file (and line:col), then every expected part.
@@ -614,6 +655,17 @@ fn bad_settings_on_the_command_line_exit_2() {
             &["metrics.latency.history-size", "at least 1"],
         ),
         (&["--latency-interval=-5ms"], &["-5ms"]),
+        (
+            &["--channel-capacity", "0"],
+            &[
+                "--channel-capacity",
+                "invalid channel capacity \"0\": expected a whole number of batches from 1 to 4096",
+            ],
+        ),
+        (
+            &["-D", "execution.channel-capacity=4097"],
+            &["-D execution.channel-capacity=4097: invalid channel capacity \"4097\": expected a whole number of batches from 1 to 4096"],
+        ),
         (&["--latency-interval", "fast"], &["fast"]),
         (
             &["-D", "metrics.latency.interval=fast"],

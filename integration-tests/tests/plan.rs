@@ -183,3 +183,51 @@ fn the_metrics_name_the_planned_tasks() {
         assert_eq!(subtasks.len(), 4, "two tasks of two subtasks: {subtasks:?}");
     }
 }
+
+/// The channel capacity is shown by `plan` as resolved from the job file, `-D` and the flag,
+/// and a run's report records the one it ran with.
+#[test]
+fn channel_capacity_is_shown_by_plan_and_recorded_in_the_report() {
+    let dir = TempDir::new("plan-capacity");
+    dir.write("job.yaml", JOB);
+    dir.write("deep.yaml", &format!("channel_capacity: 32\n{JOB}"));
+    for (args, shown) in [
+        (&["plan", "job.yaml"][..], "execution.channel-capacity = 8"),
+        (
+            &["plan", "deep.yaml"][..],
+            "execution.channel-capacity = 32",
+        ),
+        (
+            &["plan", "deep.yaml", "-D", "execution.channel-capacity=64"][..],
+            "execution.channel-capacity = 64",
+        ),
+        (
+            &["validate", "deep.yaml", "--channel-capacity", "2"][..],
+            "execution.channel-capacity = 2",
+        ),
+    ] {
+        let out = tidemark(dir.path(), args);
+        assert_eq!(out.code(), 0, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stdout.lines().any(|l| l.trim() == shown),
+            "{args:?}: {shown:?} in\n{}",
+            out.stdout
+        );
+    }
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "deep.yaml",
+            "--channel-capacity",
+            "3",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--report-file",
+            "report.json",
+        ],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let report: serde_json::Value = serde_json::from_str(&dir.read("report.json")).unwrap();
+    assert_eq!(report["settings"]["channel_capacity"], 3, "{report}");
+}
