@@ -519,3 +519,41 @@ sinks:
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
 }
+
+#[test]
+fn an_unreachable_exchange_broker_fails_the_run_with_the_broker_error() {
+    let dir = TempDir::new("exchange-unreachable");
+    let job = dir.write(
+        "job.yaml",
+        "name: exch-bad
+sources:
+  gen: {type: generator, count: 10}
+sinks:
+  out:
+    type: discard
+    input: gen
+    exchange: {kafka: {brokers: \"127.0.0.1:1\", partitions: 2}}
+",
+    );
+    let out = common::tidemark(
+        dir.path(),
+        [
+            "run".as_ref(),
+            job.as_os_str(),
+            "--kafka-timeout".as_ref(),
+            "2s".as_ref(),
+            "--metrics-addr".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("kafka exchange")
+            && out
+                .stderr
+                .contains("cannot reach Kafka at 127.0.0.1:1 within 2s")
+            && out.stderr.contains("Connection refused"),
+        "{}",
+        out.stderr
+    );
+}

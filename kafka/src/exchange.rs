@@ -61,7 +61,7 @@ use std::time::Duration;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer as _, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use serde::Deserialize;
 use tidemark_operators::config::parse_settings;
@@ -338,14 +338,35 @@ impl Exchange {
         let mut config = client_config(&self.config.brokers, &self.config.properties);
         // Asking for the topic's metadata must not create it with the broker's defaults.
         config.set("allow.auto.create.topics", "false");
+        // First the brokers must answer: a producer whose context keeps the broker's own
+        // words (a refused connection) for the error, its log served while waiting.
+        let probe: rdkafka::producer::BaseProducer<crate::client::ErrorContext> = config
+            .create_with_context(crate::client::ErrorContext::default())
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let deadline = std::time::Instant::now() + timeout;
+        let metadata = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let attempt = left.clamp(Duration::from_millis(1), Duration::from_millis(500));
+            let answer = probe.client().fetch_metadata(None, attempt);
+            probe.poll(Duration::ZERO);
+            match answer {
+                Ok(m) => break m,
+                Err(e) if std::time::Instant::now() >= deadline => {
+                    let errors = probe.context();
+                    return Err(unreachable_message(
+                        what,
+                        &self.config.brokers,
+                        timeout,
+                        &e,
+                        errors,
+                    ));
+                }
+                Err(_) => {}
+            }
+        };
         let admin: AdminClient<DefaultClientContext> = config
             .create()
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
-        let errors = crate::client::ErrorContext::default();
-        let metadata = admin
-            .inner()
-            .fetch_metadata(None, timeout)
-            .map_err(|e| unreachable_message(what, &self.config.brokers, timeout, &e, &errors))?;
         if let Some(n) = self.partitions_in(&metadata) {
             return Ok(self.checked_count(what, n));
         }
