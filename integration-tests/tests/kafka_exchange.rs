@@ -21,7 +21,10 @@ use std::time::{Duration, Instant};
 
 use common::{scrape, tidemark_bin, Metrics, Proc, TempDir};
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tidemark_kafka::{DevCluster, DevClusterOptions};
 
 /// How long a test waits for something before it fails (not a timing assertion).
@@ -208,6 +211,7 @@ fn two_instances_handle_each_key_in_one_subtask() {
         &format!(
             "name: exch-keys
 parallelism: 2
+checkpoint: {{interval: 200ms}}
 sources:
   orders:
     type: kafka
@@ -276,10 +280,74 @@ sinks:
     wait_until("every message's output", || {
         at_sink(addr_a) + at_sink(addr_b) >= MESSAGES as f64
     });
+    // With checkpoints, the reader commits what the sinks acknowledged.
+    wait_until("commits of the exchange reader", || {
+        [addr_a, addr_b].iter().all(|a| {
+            sum_where(
+                &scrape(*a),
+                "tidemark_kafka_commits_total",
+                "source_id",
+                "per_customer.exchange-in",
+            ) > 0.0
+        })
+    });
     a.terminate();
     b.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    // SIGTERM's last checkpoint committed the end of every exchange partition in the job's group.
+    let topic = "tidemark-exch-keys-per_customer-exchange";
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "exch-keys")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..4 {
+        tpl.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "exch-keys-check")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut left = 0;
+    for e in committed.elements() {
+        let (_, high) = reader
+            .fetch_watermarks(topic, e.partition(), Duration::from_secs(10))
+            .unwrap();
+        let Offset::Offset(from) = e.offset() else {
+            panic!("partition {} has no committed offset", e.partition());
+        };
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, e.partition(), Offset::Offset(from))
+            .unwrap();
+        reader.assign(&tpl).unwrap();
+        let mut next = from;
+        let started = Instant::now();
+        while next < high {
+            assert!(started.elapsed() < DEADLINE, "cannot read {topic}");
+            let Some(Ok(m)) = reader.poll(Duration::from_millis(100)) else {
+                continue;
+            };
+            let control = m
+                .headers()
+                .is_some_and(|h| h.iter().any(|h| h.key == "tidemark-control"));
+            assert!(
+                control,
+                "a record at {}/{} was never committed",
+                m.partition(),
+                m.offset()
+            );
+            next = m.offset() + 1;
+            left += 1;
+        }
+    }
+    eprintln!("{left} control messages after the committed offsets");
 
     // Per customer: the instance whose output has it, and its running counts in order.
     let mut owner: BTreeMap<String, &str> = BTreeMap::new();
