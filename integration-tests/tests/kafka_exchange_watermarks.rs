@@ -35,15 +35,21 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
-fn job(dir: &TempDir, id: &str, bootstrap: &str) -> PathBuf {
+/// The job; `checkpoint` adds `checkpoint: {interval: 1s}`.
+fn job(dir: &TempDir, id: &str, bootstrap: &str, checkpoint: bool) -> PathBuf {
     let group = "{session.timeout.ms: 6000, heartbeat.interval.ms: 500}";
+    let checkpoint = if checkpoint {
+        "checkpoint: {interval: 1s}\n"
+    } else {
+        ""
+    };
     let out = dir.join(&format!("out-{id}.jsonl"));
     dir.write(
         &format!("job-{id}.yaml"),
         &format!(
             "name: wmx
 parallelism: 2
-sources:
+{checkpoint}sources:
   events:
     type: kafka
     brokers: \"{bootstrap}\"
@@ -113,11 +119,12 @@ fn windows_out(addr: SocketAddr) -> f64 {
 /// One message: partition, key, event time in ms.
 type Message = (i32, String, i64);
 
-fn messages() -> Vec<Vec<Message>> {
+/// `per_partition` messages for each of the 4 input partitions.
+fn messages(per_partition: i64) -> Vec<Vec<Message>> {
     (0..4)
         .map(|p| {
             let lag = if p >= 2 { LAG_MS } else { 0 };
-            (0..PER_PARTITION)
+            (0..per_partition)
                 .map(|i| {
                     let key = format!("k{}", (i as usize * 4 + p as usize) % KEYS);
                     (p, key, BASE_MS - lag + i * 10)
@@ -135,7 +142,8 @@ fn produce(bootstrap: &str, per_partition: &[Vec<Message>]) {
         .set("linger.ms", "5")
         .create()
         .unwrap();
-    for round in 0..(PER_PARTITION as usize).div_ceil(50) {
+    let most = per_partition.iter().map(Vec::len).max().unwrap_or(0);
+    for round in 0..most.div_ceil(50) {
         for messages in per_partition {
             for (p, key, ts) in messages.iter().skip(round * 50).take(50) {
                 let value = format!("{{\"k\":\"{key}\",\"ts\":{ts}}}");
@@ -195,8 +203,8 @@ fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
     .unwrap();
     let bootstrap = cluster.bootstrap_servers().to_owned();
     let dir = TempDir::new("exchange-watermarks");
-    let (mut a, addr_a) = instance(dir.path(), &job(&dir, "a", &bootstrap), "a");
-    let (mut b, addr_b) = instance(dir.path(), &job(&dir, "b", &bootstrap), "b");
+    let (mut a, addr_a) = instance(dir.path(), &job(&dir, "a", &bootstrap, false), "a");
+    let (mut b, addr_b) = instance(dir.path(), &job(&dir, "b", &bootstrap, false), "b");
     // Both instances hold input and exchange partitions before anything is written.
     for source in ["events", "per_key.exchange-in"] {
         wait_until(&format!("{source} spread over both instances"), || {
@@ -205,7 +213,7 @@ fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
         });
     }
 
-    let per_partition = messages();
+    let per_partition = messages(PER_PARTITION);
     produce(&bootstrap, &per_partition);
     let reference = reference(&per_partition);
     // Every partition read, the watermark behind the exchange is the slowest input partition's
@@ -249,4 +257,135 @@ fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
     let mut all = out_a;
     all.extend(out_b);
     assert_eq!(all, reference);
+}
+
+/// The group's committed offset of each partition of `topic` and the partition's end.
+fn committed_and_end(bootstrap: &str, topic: &str) -> Vec<(i64, i64)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "wmx")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..4 {
+        tpl.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    (0..4)
+        .map(|p| {
+            let offset = match committed.find_partition(topic, p).unwrap().offset() {
+                Offset::Offset(o) => o,
+                _ => -1,
+            };
+            let (_, end) = consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap();
+            (offset, end)
+        })
+        .collect()
+}
+
+/// Messages of `topic`/`partition` from `from` to `end` that are records (not control messages).
+fn records_between(bootstrap: &str, topic: &str, partition: i32, from: i64, end: i64) -> usize {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "wmx-check")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(from))
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let (mut next, mut records) = (from, 0);
+    let started = Instant::now();
+    while next < end {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "gave up reading {topic}/{partition}"
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            let message = message.unwrap();
+            let control = message
+                .headers()
+                .is_some_and(|h| h.iter().any(|h| h.key == "tidemark-control"));
+            if !control {
+                records += 1;
+            }
+            next = message.offset() + 1;
+        }
+    }
+    records
+}
+
+/// With checkpoints and watermarks on, two instances stopped with SIGTERM at once both drain
+/// within the default `--drain-timeout` and exit 0, every record is in exactly one complete
+/// window, and every message read is committed (`docs/kafka.md`, "Stopping"). Several runs: the
+/// subtasks used to leave the group one by one, each leave a rebalance that held up the last
+/// commits of the others, and some runs did not drain in time.
+#[test]
+fn with_checkpoints_two_instances_stopped_at_once_drain_and_commit_everything() {
+    const PER_PARTITION: i64 = 500;
+    for run in 0..3 {
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![
+                ("in".into(), 4),
+                ("tidemark-wmx-per_key-exchange".into(), 4),
+            ],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let bootstrap = cluster.bootstrap_servers().to_owned();
+        let dir = TempDir::new("exchange-watermarks-stop");
+        let (mut a, addr_a) = instance(dir.path(), &job(&dir, "a", &bootstrap, true), "a");
+        let (mut b, addr_b) = instance(dir.path(), &job(&dir, "b", &bootstrap, true), "b");
+        for source in ["events", "per_key.exchange-in"] {
+            wait_until(&format!("{source} spread over both instances"), || {
+                let (x, y) = (held(addr_a, source), held(addr_b, source));
+                x >= 1 && y >= 1 && x + y == 4
+            });
+        }
+        let per_partition = messages(PER_PARTITION);
+        produce(&bootstrap, &per_partition);
+        let total = (4 * PER_PARTITION) as f64;
+        wait_until("every message through the exchange into the window", || {
+            window_input(addr_a) + window_input(addr_b) == total
+        });
+
+        a.terminate();
+        b.terminate();
+        assert_eq!(a.wait_code(), 0, "run {run}: {}", a.stderr());
+        assert_eq!(b.wait_code(), 0, "run {run}: {}", b.stderr());
+        let (out_a, out_b) = (
+            results(&dir.join("out-a.jsonl")),
+            results(&dir.join("out-b.jsonl")),
+        );
+        assert!(
+            out_a.keys().all(|k| !out_b.contains_key(k)),
+            "run {run}: a window at both instances"
+        );
+        let mut all = out_a;
+        all.extend(out_b);
+        assert_eq!(all, reference(&per_partition), "run {run}");
+        // Every input message is committed; in the exchange topic, past the commits, only
+        // control messages the writers wrote as they stopped (an idle, a watermark).
+        for (p, (committed, end)) in committed_and_end(&bootstrap, "in").iter().enumerate() {
+            assert_eq!(committed, end, "run {run}: in/{p} committed");
+        }
+        let exchange = "tidemark-wmx-per_key-exchange";
+        for (p, (committed, end)) in committed_and_end(&bootstrap, exchange).iter().enumerate() {
+            assert!(*committed >= 0, "run {run}: {exchange}/{p} not committed");
+            let records = records_between(&bootstrap, exchange, p as i32, *committed, *end);
+            assert_eq!(
+                records, 0,
+                "run {run}: {exchange}/{p}: records past the commit"
+            );
+        }
+    }
 }

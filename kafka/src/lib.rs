@@ -12,6 +12,7 @@
 //! | [`source`] | the `kafka` source: config, consumer group, positions, commits, lag |
 //! | [`sink`] | the `kafka` sink: config, producer, delivery reports |
 //! | [`decode`] | messages → records: formats, key, timestamp types |
+//! | `departure` | the group's subtasks in this process leave it together, after their last commits |
 //! | [`client`] | broker lists, pass-through properties, the broker's last error, `--kafka-timeout` |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
 //! | [`exchange`] | exchanges through Kafka: the hidden writer and reader of an `exchange: {kafka: …}` edge, markers as control messages |
@@ -35,6 +36,7 @@
 pub mod client;
 pub mod clock;
 pub mod decode;
+mod departure;
 pub mod dev_cluster;
 pub mod exchange;
 pub mod metrics;

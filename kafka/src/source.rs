@@ -26,6 +26,8 @@
 //! - Offsets: with checkpointing on, positions are committed when every sink has acknowledged
 //!   the checkpoint (at least once, see `docs/kafka.md`); without it, librdkafka commits the
 //!   positions of the records handed to the job every 5 s and when the source closes.
+//! - Stop: a subtask leaves the group only together with the group's other subtasks in this
+//!   process, once every one has made its last commit (why: `kafka/src/departure.rs`).
 //! - Start: the first subtask to start fetches the topics' metadata; if the brokers do not
 //!   answer within `--kafka-timeout` (30 s), the job fails with the broker's own error.
 
@@ -53,6 +55,7 @@ use crate::client::{
     ErrorContext, Properties,
 };
 use crate::decode::{Decoder, Format};
+use crate::departure::Departure;
 use crate::metrics::{KafkaMetrics, PartitionKey};
 use crate::watermarks::PartitionWatermarks;
 
@@ -312,6 +315,8 @@ pub struct KafkaSource {
     config: Arc<KafkaSourceConfig>,
     /// Set when this subtask is the reader of a Kafka exchange ([`crate::exchange`]).
     pub(crate) relay: Option<crate::exchange::Relay>,
+    /// This subtask's place among the group's members in this process, which leave together.
+    departure: Departure,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -428,6 +433,7 @@ impl KafkaSource {
             watch: BrokerWatch::new(default_timeout()),
             config: factory.config.clone(),
             relay: None,
+            departure: Departure::join(&config.brokers.to_bootstrap(), &group),
         })
     }
 
@@ -816,6 +822,17 @@ impl Drop for KafkaSource {
         if self.auto_commit && !lost {
             let positions = std::mem::take(&mut self.positions);
             let _ = self.commit(&positions);
+        }
+        // Leave the group together with the group's other subtasks in this process, once all
+        // have made their last commit: each leave starts a rebalance, during which the group
+        // refuses commits (`crate::departure`). Meanwhile the group is served (a rebalance
+        // another instance started); messages polled are dropped, not committed.
+        if !lost {
+            self.departure.ready();
+            let deadline = std::time::Instant::now() + default_timeout();
+            while !self.departure.all_ready() && std::time::Instant::now() < deadline {
+                let _ = self.consumer.poll(Duration::from_millis(20));
+            }
         }
         // Leave the group before librdkafka's close: unsubscribe and serve the revocation
         // until nothing is assigned. Closing while a rebalance is still assigning partitions

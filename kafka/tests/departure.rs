@@ -1,0 +1,135 @@
+//! The `kafka` source subtasks of one group in a process leave the group together, once each
+//! has made its last commit (`docs/kafka.md`, "Stopping"): a member leaving starts a
+//! rebalance, and the group refuses commits until it ends, so a subtask that left as soon as it
+//! was done held up the last commits of the others (one rebalance each, on the mock cluster
+//! `session.timeout.ms` less 1 s), which with two instances stopped at once took longer than
+//! `--drain-timeout`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use tidemark_kafka::{
+    process_metrics, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig,
+    KafkaSourceFactory, Request, Start,
+};
+use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
+
+const N: u64 = 200;
+const GROUP: &str = "departure-group";
+
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// The group's committed offset of each partition of `in`.
+fn committed(bootstrap: &str) -> Vec<i64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", GROUP)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..2 {
+        tpl.add_partition("in", p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    (0..2)
+        .map(
+            |p| match committed.find_partition("in", p).unwrap().offset() {
+                Offset::Offset(o) => o,
+                _ => -1,
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn a_stopped_subtask_leaves_the_group_only_with_the_others_after_their_last_commit() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![("in".into(), 2)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    common::produce_ids(&bootstrap, "in", 0..N);
+    let config: KafkaSourceConfig = serde_json::from_value(serde_json::json!({
+        "brokers": bootstrap,
+        "topics": ["in"],
+        "group": GROUP,
+        "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+    }))
+    .unwrap();
+    assert_eq!(config.start, Start::Committed);
+    let factory = KafkaSourceFactory::new(config, process_metrics().clone()).unwrap();
+    let make = |subtask| {
+        let mut source = factory
+            .make(&SubtaskContext {
+                job_name: "departure".into(),
+                vertex_id: "in".into(),
+                subtask,
+                parallelism: 2,
+                seed: 1,
+            })
+            .unwrap();
+        source.enable_checkpoints();
+        source
+    };
+    let (mut a, mut b): (KafkaSource, KafkaSource) = (make(0), make(1));
+
+    // Both read until every message is in, each from a partition of its own.
+    let mut out = Output::with_capacity(64);
+    let mut read = [0u64; 2];
+    let started = Instant::now();
+    while read.iter().sum::<u64>() < N || read.contains(&0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "gave up waiting for the messages: {read:?}"
+        );
+        for (i, source) in [&mut a, &mut b].into_iter().enumerate() {
+            let ctx = PollContext {
+                now_nanos: now_nanos(),
+                max_records: 64,
+            };
+            source.poll(&ctx, &mut out).unwrap();
+            read[i] += out.len() as u64;
+            out.clear();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(read.iter().sum::<u64>(), N);
+
+    cluster.track_requests().unwrap();
+    // `a` commits its last checkpoint and is dropped (its task ended) while `b` has not
+    // committed yet.
+    a.snapshot_positions(1);
+    a.commit_checkpoint(1).unwrap();
+    b.snapshot_positions(1);
+    let leaving = std::thread::spawn(move || drop(a));
+    // Time enough for `a` to leave, had it not waited for `b`.
+    std::thread::sleep(Duration::from_secs(1));
+    let leaves = || cluster.requests_seen(Request::LeaveGroup).unwrap();
+    let commits = || cluster.requests_seen(Request::OffsetCommit).unwrap();
+    assert_eq!(
+        leaves(),
+        0,
+        "a subtask left while another still had to commit"
+    );
+    assert!(!leaving.is_finished());
+    // `b`'s commit goes through at once: no rebalance refused it (a refused commit is retried,
+    // which would be a third request).
+    b.commit_checkpoint(1).unwrap();
+    assert_eq!(commits(), 2);
+    drop(b);
+    leaving.join().unwrap();
+    assert_eq!(leaves(), 2, "each subtask leaves the group");
+    assert_eq!(committed(&bootstrap).iter().sum::<i64>(), N as i64);
+}
