@@ -65,6 +65,9 @@ fn main() {
     };
     let n = env("W7_MESSAGES", 2_000_000);
     let rounds = env("W7_ROUNDS", 1);
+    // `W7_VARIANTS=bare-rdkafka,tidemark-chained` runs only those (e.g. to profile one).
+    let wanted = std::env::var("W7_VARIANTS").unwrap_or_default();
+    let runs = |v: &str| wanted.is_empty() || wanted.split(',').any(|w| w.trim() == v);
     let cluster = DevCluster::start(DevClusterOptions {
         topics: vec![("in".into(), 4)],
         ..DevClusterOptions::default()
@@ -77,6 +80,10 @@ fn main() {
     for round in 1..=rounds {
         let mut results = Vec::new();
         for variant in ["bare-rdkafka", "tidemark-chained", "tidemark-rebalance"] {
+            if !runs(variant) {
+                results.push(f64::NAN);
+                continue;
+            }
             let out = format!("out-{variant}-{round}");
             cluster.create_topic(&out, 4).expect("output topic");
             let group = format!("w7-{variant}-{round}");

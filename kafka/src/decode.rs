@@ -1,6 +1,10 @@
 //! Kafka messages → records: the `format` of the value, the key and the timestamp.
 
+use std::fmt;
+use std::sync::Arc;
+
 use rdkafka::message::Timestamp;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use tidemark_operators::expr::Evaluator;
 use tidemark_operators::{timestamp_nanos, Extract};
@@ -29,7 +33,23 @@ pub struct Decoder {
     pub timestamp: Option<Extract>,
     /// Made when the first expression is evaluated.
     eval: Option<Evaluator>,
+    /// What JSON events of one topic share from message to message.
+    shared: Shared,
 }
+
+/// The top-level field names seen so far, and per position the last string value, so that
+/// events of the same shape share them (an `Arc` clone) instead of allocating each one per
+/// message. Bounded: names beyond [`MAX_SHARED`] are allocated per message as before.
+#[derive(Debug, Default)]
+struct Shared {
+    keys: Vec<Arc<str>>,
+    strings: Vec<Option<Arc<str>>>,
+    /// Fields in the last event: the next map's capacity.
+    fields: usize,
+}
+
+/// At most this many names (and positions) are shared.
+const MAX_SHARED: usize = 32;
 
 /// A message that does not fit `format`.
 #[derive(Debug, PartialEq, Eq)]
@@ -46,6 +66,7 @@ impl Decoder {
             key,
             timestamp,
             eval: None,
+            shared: Shared::default(),
         }
     }
 
@@ -76,15 +97,19 @@ impl Decoder {
                 m.push_unchecked("message", text);
                 Value::from(m)
             }
-            Format::Json => match Value::from_json(payload) {
-                Ok(v @ Value::Map(_)) => v,
-                Ok(other) => {
-                    return Err(Malformed(format!(
-                        "value is not a JSON object: found a {}",
-                        other.type_name()
-                    )))
-                }
-                Err(e) => return Err(Malformed(format!("value is not a JSON object: {e}"))),
+            Format::Json => match parse_event(payload, &mut self.shared) {
+                Ok(map) => Value::from(map),
+                // Not an object, or not JSON: parsed again as any value, for the message.
+                Err(_) => match Value::from_json(payload) {
+                    Ok(v @ Value::Map(_)) => v,
+                    Ok(other) => {
+                        return Err(Malformed(format!(
+                            "value is not a JSON object: found a {}",
+                            other.type_name()
+                        )))
+                    }
+                    Err(e) => return Err(Malformed(format!("value is not a JSON object: {e}"))),
+                },
             },
         };
         let message_ms = ts.div_euclid(NANOS_PER_MS);
@@ -110,6 +135,143 @@ impl Decoder {
             unreachable!("made a map above")
         };
         Ok(Record::with_event(record_key, event, ts).with_timestamp_type(ts_type))
+    }
+}
+
+/// Parses a JSON object into an event map, sharing field names and repeated top-level strings
+/// with earlier events through `shared`. Anything else is an error.
+fn parse_event(payload: &[u8], shared: &mut Shared) -> Result<Map, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(payload);
+    let map = de.deserialize_map(EventVisitor(shared))?;
+    de.end()?;
+    Ok(map)
+}
+
+struct EventVisitor<'a>(&'a mut Shared);
+
+impl<'de> Visitor<'de> for EventVisitor<'_> {
+    type Value = Map;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Map, A::Error> {
+        let shared = self.0;
+        let mut map = Map::with_capacity(shared.fields.max(1));
+        let mut at = 0;
+        while let Some(name) = access.next_key_seed(NameSeed {
+            keys: &mut shared.keys,
+            at,
+        })? {
+            let value = access.next_value_seed(FieldSeed {
+                strings: &mut shared.strings,
+                at,
+            })?;
+            // A repeated name keeps the last value, as `Value::from_json` does.
+            map.insert(name, value);
+            at += 1;
+        }
+        shared.fields = map.len();
+        Ok(map)
+    }
+}
+
+/// A top-level field name: the shared one when seen before.
+struct NameSeed<'a> {
+    keys: &'a mut Vec<Arc<str>>,
+    at: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for NameSeed<'_> {
+    type Value = Arc<str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Arc<str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for NameSeed<'_> {
+    type Value = Arc<str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Arc<str>, E> {
+        // Events of one shape: the name at this position is the one seen there before.
+        if let Some(k) = self.keys.get(self.at).filter(|k| &***k == name) {
+            return Ok(Arc::clone(k));
+        }
+        if let Some(k) = self.keys.iter().find(|k| &***k == name) {
+            return Ok(Arc::clone(k));
+        }
+        let k: Arc<str> = name.into();
+        if self.keys.len() < MAX_SHARED {
+            self.keys.push(Arc::clone(&k));
+        }
+        Ok(k)
+    }
+}
+
+/// A top-level field value: a string equal to the last one at this position is shared.
+struct FieldSeed<'a> {
+    strings: &'a mut Vec<Option<Arc<str>>>,
+    at: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+    // As `Value::from_json`: beyond i64, a double.
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(i64::try_from(v).map_or(Value::Double(v as f64), Value::Int))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Double(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        if self.at >= MAX_SHARED {
+            return Ok(Value::from(v));
+        }
+        if self.strings.len() <= self.at {
+            self.strings.resize(self.at + 1, None);
+        }
+        let slot = &mut self.strings[self.at];
+        match slot {
+            Some(s) if &**s == v => Ok(Value::String(Arc::clone(s))),
+            _ => {
+                let s: Arc<str> = v.into();
+                *slot = Some(Arc::clone(&s));
+                Ok(Value::String(s))
+            }
+        }
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))
     }
 }
 
@@ -254,6 +416,69 @@ mod tests {
             err.0
                 .starts_with("timestamp: \"yesterday\" is not an RFC 3339 time"),
             "{err:?}"
+        );
+    }
+
+    fn decode_json(d: &mut Decoder, payload: &str) -> Value {
+        let r = d
+            .decode(None, Some(payload.as_bytes()), Timestamp::CreateTime(1), 0)
+            .unwrap();
+        Value::from_json(r.event_json().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn json_events_read_as_from_json_reads_them() {
+        let mut d = Decoder::default();
+        let many: String = (0..40)
+            .map(|i| format!(r#""f{i}":"v{}""#, i % 3))
+            .collect::<Vec<_>>()
+            .join(",");
+        // One after the other through one decoder: shapes change, names repeat, strings
+        // repeat at a position and then differ.
+        for payload in [
+            r#"{"id":1,"user":"u1","value":2,"status":"paid"}"#,
+            r#"{"id":2,"user":"u2","value":3,"status":"paid"}"#,
+            r#"{"status":"open","id":3,"user":"u2"}"#,
+            r#"{"a":"x","a":"y","b":{"c":["paid",1.5,null,true]},"big":18446744073709551615}"#,
+            r#"{"esc":"a\"b\u00e9","n":-7,"d":1e2,"l":[{"k":"v"}]}"#,
+            r#"{}"#,
+            &format!("{{{many}}}"),
+            &format!("{{{many}}}"),
+            r#"{"id":1,"user":"u1","value":2,"status":"paid"}"#,
+        ] {
+            assert_eq!(
+                decode_json(&mut d, payload),
+                Value::from_json(payload.as_bytes()).unwrap(),
+                "{payload}"
+            );
+        }
+    }
+
+    #[test]
+    fn events_of_one_shape_share_names_and_repeated_strings() {
+        let mut d = Decoder::default();
+        let mut read = |p: &str| {
+            d.decode(None, Some(p.as_bytes()), Timestamp::CreateTime(1), 0)
+                .unwrap()
+        };
+        let a = read(r#"{"user":"u1","status":"paid"}"#);
+        let b = read(r#"{"user":"u2","status":"paid"}"#);
+        let (a, b) = (a.event(), b.event());
+        let (a, b) = (a.as_map().unwrap(), b.as_map().unwrap());
+        let (ka, kb): (Vec<_>, Vec<_>) = (a.keys().collect(), b.keys().collect());
+        assert_eq!(
+            (ka.clone(), kb.clone()),
+            (vec!["user", "status"], vec!["user", "status"])
+        );
+        assert!(std::ptr::eq(ka[1], kb[1]), "names are shared");
+        let (Some(Value::String(sa)), Some(Value::String(sb))) = (a.get("status"), b.get("status"))
+        else {
+            panic!("status is a string")
+        };
+        assert!(Arc::ptr_eq(sa, sb), "a repeated string is shared");
+        assert_eq!(
+            (a.get("user"), b.get("user")),
+            (Some(&Value::from("u1")), Some(&Value::from("u2")))
         );
     }
 

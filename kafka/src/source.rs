@@ -609,10 +609,29 @@ fn cached_high_watermark(
     (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
+/// Stores a message's offset for librdkafka's auto-commit timer.
+trait StoreOffset {
+    fn store_offset(&self, consumer: &BaseConsumer<SourceContext>);
+}
+
+impl StoreOffset for rdkafka::message::BorrowedMessage<'_> {
+    /// Through the message's own topic handle: no topic name look-up, no allocation (by name,
+    /// librdkafka makes and drops a topic handle per call).
+    fn store_offset(&self, consumer: &BaseConsumer<SourceContext>) {
+        let _ = consumer.store_offset_from_message(self);
+    }
+}
+
+impl StoreOffset for rdkafka::message::OwnedMessage {
+    fn store_offset(&self, consumer: &BaseConsumer<SourceContext>) {
+        let _ = consumer.store_offset(self.topic(), self.partition(), self.offset());
+    }
+}
+
 impl KafkaSource {
     /// Turns one message into a record in `out` (or counts it as malformed), and moves the
     /// partition's position past it. Returns whether a record was emitted.
-    fn take<M: Message>(
+    fn take<M: Message + StoreOffset>(
         &mut self,
         message: &M,
         now_nanos: i64,
@@ -625,7 +644,7 @@ impl KafkaSource {
             self.decode(message, now_nanos, out)?
         };
         if self.auto_commit {
-            let _ = self.consumer.store_offset(topic, partition, offset);
+            message.store_offset(&self.consumer);
         }
         // A few partitions per subtask: a linear look-up, no allocation per message.
         match self
