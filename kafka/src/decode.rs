@@ -160,7 +160,7 @@ impl<'de> Visitor<'de> for EventVisitor<'_> {
         let shared = self.0;
         let mut map = Map::with_capacity(shared.fields.max(1));
         let mut at = 0;
-        while let Some(name) = access.next_key_seed(NameSeed {
+        while let Some((name, is_shared)) = access.next_key_seed(NameSeed {
             keys: &mut shared.keys,
             at,
         })? {
@@ -168,8 +168,13 @@ impl<'de> Visitor<'de> for EventVisitor<'_> {
                 strings: &mut shared.strings,
                 at,
             })?;
-            // A repeated name keeps the last value, as `Value::from_json` does.
-            map.insert(name, value);
+            // A repeated name keeps the last value, as `Value::from_json` does. A shared name
+            // is the only one with its text, so comparing addresses finds it again.
+            if is_shared && !map.keys().any(|k| std::ptr::eq(k, &*name)) {
+                map.push_unchecked(name, value);
+            } else {
+                map.insert(name, value);
+            }
             at += 1;
         }
         shared.fields = map.len();
@@ -177,40 +182,41 @@ impl<'de> Visitor<'de> for EventVisitor<'_> {
     }
 }
 
-/// A top-level field name: the shared one when seen before.
+/// A top-level field name: the shared one when seen before (and whether it is shared).
 struct NameSeed<'a> {
     keys: &'a mut Vec<Arc<str>>,
     at: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for NameSeed<'_> {
-    type Value = Arc<str>;
+    type Value = (Arc<str>, bool);
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Arc<str>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(Arc<str>, bool), D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl Visitor<'_> for NameSeed<'_> {
-    type Value = Arc<str>;
+    type Value = (Arc<str>, bool);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a string key")
     }
 
-    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Arc<str>, E> {
+    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<(Arc<str>, bool), E> {
         // Events of one shape: the name at this position is the one seen there before.
         if let Some(k) = self.keys.get(self.at).filter(|k| &***k == name) {
-            return Ok(Arc::clone(k));
+            return Ok((Arc::clone(k), true));
         }
         if let Some(k) = self.keys.iter().find(|k| &***k == name) {
-            return Ok(Arc::clone(k));
+            return Ok((Arc::clone(k), true));
         }
         let k: Arc<str> = name.into();
-        if self.keys.len() < MAX_SHARED {
+        let shared = self.keys.len() < MAX_SHARED;
+        if shared {
             self.keys.push(Arc::clone(&k));
         }
-        Ok(k)
+        Ok((k, shared))
     }
 }
 
@@ -444,6 +450,8 @@ mod tests {
             r#"{}"#,
             &format!("{{{many}}}"),
             &format!("{{{many}}}"),
+            // Names beyond the shared ones, repeated.
+            &format!(r#"{{{many},"f39":1,"f0":2}}"#),
             r#"{"id":1,"user":"u1","value":2,"status":"paid"}"#,
         ] {
             assert_eq!(
