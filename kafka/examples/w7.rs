@@ -5,7 +5,8 @@
 //!
 //! ```sh
 //! cargo run --release -p tidemark-kafka --example w7            # 2,000,000 messages, 1 round
-//! W7_MESSAGES=200000 W7_ROUNDS=3 cargo run --release -p tidemark-kafka --example w7
+//! W7_MESSAGES=200000 W7_ROUNDS=9 cargo run --release -p tidemark-kafka --example w7
+//! W7_VARIANTS=tidemark-chained perf record -e cpu-clock -g target/release/examples/w7  # one variant
 //! ```
 //!
 //! Each round runs three variants one after the other, each in a consumer group of its own
