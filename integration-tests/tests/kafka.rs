@@ -17,12 +17,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{scrape, Proc, TempDir};
+use common::{clock_offset_estimate, scrape, Proc, TempDir};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::topic_partition_list::Offset;
 use tidemark_kafka::{DevCluster, DevClusterOptions};
 
 /// How long a test waits for something before it fails (not a timing assertion).
@@ -37,26 +36,7 @@ fn cluster() -> DevCluster {
 }
 
 fn produce(bootstrap: &str, ids: std::ops::Range<u64>) {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for id in ids {
-        let value = format!("{{\"value\": {id}}}");
-        let key = id.to_string();
-        let mut record = BaseRecord::to("in").payload(&value).key(&key);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-    }
-    producer.flush(Duration::from_secs(30)).unwrap();
+    tidemark_kafka::testing::produce_ids(bootstrap, "in", ids);
 }
 
 /// Reads the output topic from the start in a group of its own until every id of `0..n`
@@ -158,28 +138,13 @@ fn wait_until(what: &str, ready: impl Fn() -> bool) {
 }
 
 fn committed_is_the_end(bootstrap: &str, group: &str) {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..4 {
-        tpl.add_partition("in", p);
-    }
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
-    for e in committed.elements() {
+    let (consumer, committed) =
+        tidemark_kafka::testing::committed_offsets(bootstrap, group, "in", 4);
+    for (p, offset) in (0..).zip(committed) {
         let (_, high) = consumer
-            .fetch_watermarks("in", e.partition(), Duration::from_secs(10))
+            .fetch_watermarks("in", p, Duration::from_secs(10))
             .unwrap();
-        assert_eq!(
-            e.offset(),
-            Offset::Offset(high),
-            "partition {}",
-            e.partition()
-        );
+        assert_eq!(offset, Offset::Offset(high), "partition {p}");
     }
 }
 
@@ -236,17 +201,7 @@ fn two_instances_carry_every_message_and_commit_the_end() {
     // Each instance estimates the other's clock offset through the clock topic; on one
     // machine the true offset is 0, so it lies within the error bound.
     for (addr, me, peer) in [(addr_a, "a", "b"), (addr_b, "b", "a")] {
-        let labels = [("tidemark_instance", me), ("peer_instance", peer)];
-        wait_until("a clock-offset estimate of the peer", || {
-            scrape(addr)
-                .value("tidemark_clock_offset_seconds", &labels)
-                .is_some()
-        });
-        let m = scrape(addr);
-        let offset = m.value("tidemark_clock_offset_seconds", &labels).unwrap();
-        let error = m
-            .value("tidemark_clock_offset_error_seconds", &labels)
-            .unwrap();
+        let (offset, error) = clock_offset_estimate(addr, me, peer, DEADLINE);
         assert!(
             error >= 0.0 && offset.abs() <= error,
             "offset {offset} ± {error}"

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{scrape, tidemark_bin, Metrics, Proc, TempDir};
+use common::{clock_offset_estimate, scrape, tidemark_bin, Metrics, Proc, TempDir};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -379,28 +379,32 @@ sinks:
     }
 }
 
-#[test]
-fn markers_are_conserved_through_an_exchange_between_two_instances() {
-    let cluster = cluster(&[("tidemark-exch-markers-pass-exchange", 4)]);
-    let bootstrap = cluster.bootstrap_servers().to_owned();
-    let dir = TempDir::new("exchange-markers");
-    let job = dir.write(
+/// Writes job `name` (parallelism 2, `latency` its latency settings): a `generator` (`generator`
+/// its settings after `type`), a `filter` keeping everything behind a Kafka exchange (`edge`
+/// more settings of the filter, such as a partitioner) and a `discard` sink.
+fn filter_job(
+    dir: &TempDir,
+    bootstrap: &str,
+    name: &str,
+    latency: &str,
+    generator: &str,
+    edge: &str,
+) -> std::path::PathBuf {
+    dir.write(
         "job.yaml",
         &format!(
-            "name: exch-markers
+            "name: {name}
 parallelism: 2
-latency: {{interval: 20ms}}
+latency: {latency}
 sources:
   gen:
     type: generator
-    count: 3000
-    keys: 20
-    rate: 1000
+    {generator}
 operators:
   pass:
     type: filter
     input: gen
-    keep: 1
+    keep: 1{edge}
     exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 4, properties: {GROUP_PROPERTIES}}}}}
 sinks:
   out:
@@ -408,6 +412,21 @@ sinks:
     input: pass
 "
         ),
+    )
+}
+
+#[test]
+fn markers_are_conserved_through_an_exchange_between_two_instances() {
+    let cluster = cluster(&[("tidemark-exch-markers-pass-exchange", 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("exchange-markers");
+    let job = filter_job(
+        &dir,
+        &bootstrap,
+        "exch-markers",
+        "{interval: 20ms}",
+        "count: 3000\n    keys: 20\n    rate: 1000",
+        "",
     );
     let (mut a, addr_a) = instance(dir.path(), &job, "a", &[]);
     let (mut b, addr_b) = instance(dir.path(), &job, "b", &[]);
@@ -509,30 +528,13 @@ fn a_clock_three_seconds_ahead_is_measured_and_corrected() {
     let cluster = cluster(&[("tidemark-exch-clock-pass-exchange", 4)]);
     let bootstrap = cluster.bootstrap_servers().to_owned();
     let dir = TempDir::new("exchange-clock");
-    let job = dir.write(
-        "job.yaml",
-        &format!(
-            "name: exch-clock
-parallelism: 2
-latency: {{interval: 50ms, history_size: 16}}
-sources:
-  gen:
-    type: generator
-    rate: 200
-    keys: 20
-operators:
-  pass:
-    type: filter
-    input: gen
-    keep: 1
-    partition: hash
-    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 4, properties: {GROUP_PROPERTIES}}}}}
-sinks:
-  out:
-    type: discard
-    input: pass
-"
-        ),
+    let job = filter_job(
+        &dir,
+        &bootstrap,
+        "exch-clock",
+        "{interval: 50ms, history_size: 16}",
+        "rate: 200\n    keys: 20",
+        "\n    partition: hash",
     );
     let (mut a, addr_a) = instance(dir.path(), &job, "a", &[]);
     let shifted = [
@@ -544,17 +546,7 @@ sinks:
 
     // Each side's estimate of the other: +3 s seen from a, −3 s seen from the one ahead.
     for (addr, me, peer, expected) in [(addr_a, "a", "ahead", 3.0), (addr_b, "ahead", "a", -3.0)] {
-        let labels = [("tidemark_instance", me), ("peer_instance", peer)];
-        wait_until("a clock-offset estimate", || {
-            scrape(addr)
-                .value("tidemark_clock_offset_seconds", &labels)
-                .is_some()
-        });
-        let m = scrape(addr);
-        let offset = m.value("tidemark_clock_offset_seconds", &labels).unwrap();
-        let error = m
-            .value("tidemark_clock_offset_error_seconds", &labels)
-            .unwrap();
+        let (offset, error) = clock_offset_estimate(addr, me, peer, DEADLINE);
         eprintln!("{me} sees {peer} at {offset:+.4} ± {error:.4} s");
         assert!(
             (offset - expected).abs() <= error + 0.25,

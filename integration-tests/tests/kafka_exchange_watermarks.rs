@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::{scrape, Proc, TempDir};
 use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use tidemark_kafka::{DevCluster, DevClusterOptions};
+use rdkafka::producer::BaseRecord;
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 
 /// How long a test waits for something before it fails (not a timing assertion).
 const DEADLINE: Duration = Duration::from_secs(150);
@@ -96,6 +96,43 @@ fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
 }
 
 /// Partitions of `source_id` the instance at `addr` holds (its lag series).
+/// A mock cluster with `in` and the exchange topic (4 partitions each) and instances `a` and
+/// `b` of the job (with checkpoints or not), both holding input and exchange partitions before
+/// anything is written; returns the cluster, its bootstrap servers, the instances' directory
+/// and the instances with their metrics addresses.
+#[allow(clippy::type_complexity)]
+fn two_instances(
+    label: &str,
+    checkpoint: bool,
+) -> (
+    DevCluster,
+    String,
+    TempDir,
+    (Proc, SocketAddr),
+    (Proc, SocketAddr),
+) {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![
+            ("in".into(), 4),
+            ("tidemark-wmx-per_key-exchange".into(), 4),
+        ],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new(label);
+    let a = instance(dir.path(), &job(&dir, "a", &bootstrap, checkpoint), "a");
+    let b = instance(dir.path(), &job(&dir, "b", &bootstrap, checkpoint), "b");
+    let (addr_a, addr_b) = (a.1, b.1);
+    for source in ["events", "per_key.exchange-in"] {
+        wait_until(&format!("{source} spread over both instances"), || {
+            let (x, y) = (held(addr_a, source), held(addr_b, source));
+            x >= 1 && y >= 1 && x + y == 4
+        });
+    }
+    (cluster, bootstrap, dir, a, b)
+}
+
 fn held(addr: SocketAddr, source_id: &str) -> usize {
     scrape(addr)
         .samples("tidemark_kafka_lag_records")
@@ -137,29 +174,17 @@ fn messages(per_partition: i64) -> Vec<Vec<Message>> {
 /// Writes the partitions' messages in rounds of 50 per partition, 250 ms apart (event time
 /// runs at twice the wall clock), as a live topic gets them.
 fn produce(bootstrap: &str, per_partition: &[Vec<Message>]) {
-    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
+    let producer = testing::producer(bootstrap);
     let most = per_partition.iter().map(Vec::len).max().unwrap_or(0);
     for round in 0..most.div_ceil(50) {
         for messages in per_partition {
             for (p, key, ts) in messages.iter().skip(round * 50).take(50) {
                 let value = format!("{{\"k\":\"{key}\",\"ts\":{ts}}}");
-                let mut record = BaseRecord::to("in").partition(*p).payload(&value).key(key);
-                loop {
-                    match producer.send(record) {
-                        Ok(()) => break,
-                        Err((_, back)) => {
-                            record = back;
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                    }
-                }
+                let record = BaseRecord::to("in").partition(*p).payload(&value).key(key);
+                testing::send_retrying(&producer, record, Duration::from_millis(1));
             }
         }
-        producer.flush(Duration::from_secs(30)).unwrap();
+        testing::flush(&producer);
         std::thread::sleep(Duration::from_millis(250));
     }
 }
@@ -193,25 +218,8 @@ fn results(path: &Path) -> BTreeMap<(String, i64), u64> {
 
 #[test]
 fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
-    let cluster = DevCluster::start(DevClusterOptions {
-        topics: vec![
-            ("in".into(), 4),
-            ("tidemark-wmx-per_key-exchange".into(), 4),
-        ],
-        ..DevClusterOptions::default()
-    })
-    .unwrap();
-    let bootstrap = cluster.bootstrap_servers().to_owned();
-    let dir = TempDir::new("exchange-watermarks");
-    let (mut a, addr_a) = instance(dir.path(), &job(&dir, "a", &bootstrap, false), "a");
-    let (mut b, addr_b) = instance(dir.path(), &job(&dir, "b", &bootstrap, false), "b");
-    // Both instances hold input and exchange partitions before anything is written.
-    for source in ["events", "per_key.exchange-in"] {
-        wait_until(&format!("{source} spread over both instances"), || {
-            let (x, y) = (held(addr_a, source), held(addr_b, source));
-            x >= 1 && y >= 1 && x + y == 4
-        });
-    }
+    let (_cluster, bootstrap, dir, (mut a, addr_a), (mut b, addr_b)) =
+        two_instances("exchange-watermarks", false);
 
     let per_partition = messages(PER_PARTITION);
     produce(&bootstrap, &per_partition);
@@ -261,23 +269,13 @@ fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
 
 /// The group's committed offset of each partition of `topic` and the partition's end.
 fn committed_and_end(bootstrap: &str, topic: &str) -> Vec<(i64, i64)> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "wmx")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..4 {
-        tpl.add_partition(topic, p);
-    }
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
-    (0..4)
-        .map(|p| {
-            let offset = match committed.find_partition(topic, p).unwrap().offset() {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::topic_partition_list::Offset;
+    let (consumer, committed) = testing::committed_offsets(bootstrap, "wmx", topic, 4);
+    (0..)
+        .zip(committed)
+        .map(|(p, offset)| {
+            let offset = match offset {
                 Offset::Offset(o) => o,
                 _ => -1,
             };
@@ -333,24 +331,8 @@ fn records_between(bootstrap: &str, topic: &str, partition: i32, from: i64, end:
 fn with_checkpoints_two_instances_stopped_at_once_drain_and_commit_everything() {
     const PER_PARTITION: i64 = 500;
     for run in 0..3 {
-        let cluster = DevCluster::start(DevClusterOptions {
-            topics: vec![
-                ("in".into(), 4),
-                ("tidemark-wmx-per_key-exchange".into(), 4),
-            ],
-            ..DevClusterOptions::default()
-        })
-        .unwrap();
-        let bootstrap = cluster.bootstrap_servers().to_owned();
-        let dir = TempDir::new("exchange-watermarks-stop");
-        let (mut a, addr_a) = instance(dir.path(), &job(&dir, "a", &bootstrap, true), "a");
-        let (mut b, addr_b) = instance(dir.path(), &job(&dir, "b", &bootstrap, true), "b");
-        for source in ["events", "per_key.exchange-in"] {
-            wait_until(&format!("{source} spread over both instances"), || {
-                let (x, y) = (held(addr_a, source), held(addr_b, source));
-                x >= 1 && y >= 1 && x + y == 4
-            });
-        }
+        let (_cluster, bootstrap, dir, (mut a, addr_a), (mut b, addr_b)) =
+            two_instances("exchange-watermarks-stop", true);
         let per_partition = messages(PER_PARTITION);
         produce(&bootstrap, &per_partition);
         let total = (4 * PER_PARTITION) as f64;

@@ -40,7 +40,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, DevCluster, DevClusterOptions};
+use tidemark_kafka::{build_sink, build_source, testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
 use tidemark_runtime::{start, JobConfig, JobGraph, Partitioning};
 
@@ -135,16 +135,8 @@ fn preload(bootstrap: &str, n: u64) {
             id % 500
         );
         let key = (id % 1000).to_string();
-        let mut record = BaseRecord::to("in").payload(&value).key(&key);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            }
-        }
+        let record = BaseRecord::to("in").payload(&value).key(&key);
+        testing::send_retrying(&producer, record, Duration::from_micros(200));
     }
     producer.flush(Duration::from_secs(120)).unwrap();
 }

@@ -19,6 +19,7 @@
 //! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
 //! | [`watermarks`] | per-partition watermarks of the source: partitions as the runtime's splits |
 //! | [`dev_cluster`] | librdkafka's mock cluster on its own thread (`tidemark dev-kafka`, tests) |
+//! | [`testing`] | test set-up: produce with back-pressure retry, read a topic back, committed offsets |
 //!
 //! ## Example
 //! ```
@@ -42,6 +43,7 @@ pub mod exchange;
 pub mod metrics;
 pub mod sink;
 pub mod source;
+pub mod testing;
 pub mod watermarks;
 
 use std::sync::{Arc, OnceLock};

@@ -9,11 +9,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::topic_partition_list::Offset;
 use tidemark_kafka::{
-    process_metrics, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig,
+    process_metrics, testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig,
     KafkaSourceFactory, Request, Start,
 };
 use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
@@ -30,25 +28,13 @@ fn now_nanos() -> i64 {
 
 /// The group's committed offset of each partition of `in`.
 fn committed(bootstrap: &str) -> Vec<i64> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", GROUP)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..2 {
-        tpl.add_partition("in", p);
-    }
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
-    (0..2)
-        .map(
-            |p| match committed.find_partition("in", p).unwrap().offset() {
-                Offset::Offset(o) => o,
-                _ => -1,
-            },
-        )
+    let (_, committed) = testing::committed_offsets(bootstrap, GROUP, "in", 2);
+    committed
+        .into_iter()
+        .map(|offset| match offset {
+            Offset::Offset(o) => o,
+            _ => -1,
+        })
         .collect()
 }
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Message, Timestamp};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, DevCluster, DevClusterOptions};
+use tidemark_kafka::{build_sink, build_source, testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{ConfigError, SettingProblem};
 use tidemark_runtime::{start, JobConfig, JobGraph, JobOutcome, Partitioning};
 
@@ -31,21 +31,13 @@ fn produce(bootstrap: &str) {
         );
         let key = format!("m{id}");
         // A message timestamp far from the field's, so the test sees which one was taken.
-        let mut record = BaseRecord::to("in")
+        let record = BaseRecord::to("in")
             .payload(&value)
             .key(&key)
             .timestamp(1_000);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
+        testing::send_retrying(&producer, record, Duration::from_millis(1));
     }
-    producer.flush(Duration::from_secs(30)).unwrap();
+    testing::flush(&producer);
 }
 
 /// Reads `topic` from the start: id (from the value) → (message key, message timestamp ms).

@@ -4,11 +4,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::consumer::Consumer;
+use rdkafka::topic_partition_list::Offset;
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, process_metrics, DevCluster, DevClusterOptions};
+use tidemark_kafka::{
+    build_sink, build_source, process_metrics, testing, DevCluster, DevClusterOptions,
+};
 use tidemark_runtime::{start, JobConfig, JobGraph, Partitioning};
 
 const N: u64 = 3000;
@@ -102,29 +103,13 @@ fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) 
     );
 
     // The group committed the end of every partition when the sources closed.
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..4 {
-        tpl.add_partition("in", p);
-    }
-    let committed = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .unwrap();
+    let (consumer, committed) = testing::committed_offsets(&bootstrap, group, "in", 4);
     let mut total = 0;
-    for e in committed.elements() {
+    for (p, offset) in (0..).zip(committed) {
         let (_, high) = consumer
-            .fetch_watermarks("in", e.partition(), Duration::from_secs(10))
+            .fetch_watermarks("in", p, Duration::from_secs(10))
             .unwrap();
-        assert_eq!(
-            e.offset(),
-            Offset::Offset(high),
-            "partition {}",
-            e.partition()
-        );
+        assert_eq!(offset, Offset::Offset(high), "partition {p}");
         total += high;
     }
     assert_eq!(total as u64, N);

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use serde_json::json;
-use tidemark_kafka::{build_source, process_metrics, DevCluster, DevClusterOptions};
+use tidemark_kafka::{build_source, process_metrics, testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
 use tidemark_runtime::{
     start, BoxError, JobConfig, JobGraph, JobHandle, JobOutcome, Partitioning, Record, Sink,
@@ -42,37 +41,21 @@ fn messages(partition: i32, start_ms: i64, step_ms: i64, n: i64) -> Vec<Message>
         .collect()
 }
 
-fn producer(bootstrap: &str) -> ThreadedProducer<DefaultProducerContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap()
-}
-
 /// Writes every message as `{"k": key, "ts": ms}` to its partition, in order.
 fn produce(bootstrap: &str, topic: &str, messages: &[Message]) {
-    send(&producer(bootstrap), topic, messages);
+    send(&testing::producer(bootstrap), topic, messages);
 }
 
 fn send(producer: &ThreadedProducer<DefaultProducerContext>, topic: &str, messages: &[Message]) {
     for m in messages {
         let value = json!({"k": m.key, "ts": m.ts_ms}).to_string();
-        let mut record = BaseRecord::to(topic)
+        let record = BaseRecord::to(topic)
             .partition(m.partition)
             .payload(&value)
             .key(m.key);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    record = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
+        testing::send_retrying(producer, record, Duration::from_millis(1));
     }
-    producer.flush(Duration::from_secs(30)).unwrap();
+    testing::flush(producer);
 }
 
 /// (key, window start ms) → count: what a 1 s tumbling event-time window must give.
@@ -271,7 +254,7 @@ fn an_idle_partition_does_not_block_window_output() {
     let producer = {
         let (bootstrap, stop) = (bootstrap.clone(), stop_producing.clone());
         std::thread::spawn(move || {
-            let producer = producer(&bootstrap);
+            let producer = testing::producer(&bootstrap);
             let all = messages(0, BASE_MS, 50, 20_000);
             let mut sent = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && sent < all.len() {

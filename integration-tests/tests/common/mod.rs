@@ -640,6 +640,33 @@ pub fn scrape_until(addr: SocketAddr, what: &str, ready: impl Fn(&Metrics) -> bo
     }
 }
 
+/// Waits up to `deadline` until instance `me` (at `addr`) estimates the clock offset of
+/// instance `peer`; returns that estimate and its error bound in seconds
+/// (`tidemark_clock_offset_seconds`, `tidemark_clock_offset_error_seconds`).
+pub fn clock_offset_estimate(
+    addr: SocketAddr,
+    me: &str,
+    peer: &str,
+    deadline: Duration,
+) -> (f64, f64) {
+    let labels = [("tidemark_instance", me), ("peer_instance", peer)];
+    let started = Instant::now();
+    loop {
+        let m = scrape(addr);
+        if let Some(offset) = m.value("tidemark_clock_offset_seconds", &labels) {
+            let error = m
+                .value("tidemark_clock_offset_error_seconds", &labels)
+                .unwrap();
+            return (offset, error);
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "gave up waiting for {me}'s clock-offset estimate of {peer}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
 impl Metrics {
     pub fn parse(body: String) -> Metrics {
         let scrape = Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))

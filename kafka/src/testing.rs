@@ -1,0 +1,185 @@
+//! Test set-up against a Kafka cluster (usually a [`DevCluster`](crate::DevCluster)): write
+//! messages with back-pressure, read a topic back, look at a group's committed offsets.
+//!
+//! Plain functions for tests, examples and benchmarks; they panic on a broker error, as a test
+//! should. Not used by the source, sink or exchange.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tidemark_kafka::dev_cluster::{DevCluster, DevClusterOptions};
+//! use tidemark_kafka::testing;
+//!
+//! let cluster = DevCluster::start(DevClusterOptions {
+//!     topics: vec![("t".into(), 2)],
+//!     ..DevClusterOptions::default()
+//! })
+//! .unwrap();
+//! testing::produce_ids(cluster.bootstrap_servers(), "t", 0..10);
+//! let seen = testing::read_keys(cluster.bootstrap_servers(), "t", 10, Duration::from_secs(60));
+//! assert_eq!(seen.len(), 10);
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Message, ToBytes};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+/// A producer to `bootstrap` with `linger.ms` 5.
+pub fn producer(bootstrap: &str) -> ThreadedProducer<DefaultProducerContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap()
+}
+
+/// Sends `record`; while the producer's queue is full, sleeps `pause` and tries again.
+pub fn send_retrying<K, P>(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    mut record: BaseRecord<'_, K, P>,
+    pause: Duration,
+) where
+    K: ToBytes + ?Sized,
+    P: ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                record = back;
+                std::thread::sleep(pause);
+            }
+        }
+    }
+}
+
+/// Waits up to 30 s until every message sent through `producer` is acknowledged.
+pub fn flush(producer: &ThreadedProducer<DefaultProducerContext>) {
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// Writes each `(partition, key, value)` of `messages` to `topic` (the partition `None`:
+/// by the producer's partitioner), retrying on a full queue every 1 ms, then flushes.
+pub fn produce<'a>(
+    producer: &ThreadedProducer<DefaultProducerContext>,
+    topic: &str,
+    messages: impl IntoIterator<Item = (Option<i32>, &'a str, &'a str)>,
+) {
+    for (partition, key, value) in messages {
+        let mut record = BaseRecord::to(topic).payload(value).key(key);
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        send_retrying(producer, record, Duration::from_millis(1));
+    }
+    flush(producer);
+}
+
+/// Writes `ids` as JSON messages `{"value": id}` keyed by the id, spread over partitions.
+pub fn produce_ids(bootstrap: &str, topic: &str, ids: std::ops::Range<u64>) {
+    let messages: Vec<(String, String)> = ids
+        .map(|id| (id.to_string(), format!("{{\"value\": {id}}}")))
+        .collect();
+    produce(
+        &producer(bootstrap),
+        topic,
+        messages.iter().map(|(k, v)| (None, k.as_str(), v.as_str())),
+    );
+}
+
+/// Reads `topic` from the beginning in a group of its own until `count` messages arrived or
+/// `deadline` passed; returns how often each message key (a decimal number) was seen.
+pub fn read_keys(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    deadline: Duration,
+) -> BTreeMap<u64, u32> {
+    read_ids(bootstrap, topic, count, deadline, |m| {
+        std::str::from_utf8(m.key().unwrap())
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    })
+}
+
+/// As [`read_keys`], for the JSON messages' `value` field (what [`produce_ids`] writes).
+pub fn read_keys_of_values(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    deadline: Duration,
+) -> BTreeMap<u64, u32> {
+    read_ids(bootstrap, topic, count, deadline, |m| {
+        let v: serde_json::Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
+        v["value"].as_u64().unwrap()
+    })
+}
+
+fn read_ids(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    deadline: Duration,
+    id: impl Fn(&rdkafka::message::BorrowedMessage<'_>) -> u64,
+) -> BTreeMap<u64, u32> {
+    let consumer = reader(bootstrap, topic);
+    let mut seen = BTreeMap::new();
+    let mut n = 0;
+    let started = Instant::now();
+    while n < count && started.elapsed() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            *seen.entry(id(&m)).or_insert(0) += 1;
+            n += 1;
+        }
+    }
+    seen
+}
+
+/// A consumer subscribed to `topic` in a group of its own, reading from the beginning,
+/// committing nothing.
+pub fn reader(bootstrap: &str, topic: &str) -> BaseConsumer {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("reader-{nanos}"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    consumer
+}
+
+/// The committed offset of `group` for each partition `0..partitions` of `topic` (in order),
+/// with a consumer that can also ask the partitions' watermarks (`fetch_watermarks`).
+pub fn committed_offsets(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> (BaseConsumer, Vec<Offset>) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
+    let offsets = (0..partitions)
+        .map(|p| committed.find_partition(topic, p).unwrap().offset())
+        .collect();
+    (consumer, offsets)
+}
