@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Message, Timestamp};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
 use serde_json::json;
@@ -42,14 +41,7 @@ fn produce(bootstrap: &str) {
 
 /// Reads `topic` from the start: id (from the value) → (message key, message timestamp ms).
 fn read(bootstrap: &str, topic: &str) -> BTreeMap<u64, (Option<String>, Option<i64>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("reader-{topic}"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    consumer.subscribe(&[topic]).unwrap();
+    let consumer = testing::reader(bootstrap, topic);
     let mut seen = BTreeMap::new();
     let started = Instant::now();
     while (seen.len() as u64) < N && started.elapsed() < Duration::from_secs(60) {
