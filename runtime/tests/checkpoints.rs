@@ -31,6 +31,17 @@ struct NumberSource {
     snapshots: Vec<(u64, u64)>,
 }
 
+impl NumberSource {
+    fn boxed(shared: &Arc<Shared>) -> Box<dyn Source> {
+        Box::new(NumberSource {
+            shared: shared.clone(),
+            next: 0,
+            enabled: false,
+            snapshots: Vec::new(),
+        })
+    }
+}
+
 impl Source for NumberSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         for _ in 0..50 {
@@ -74,6 +85,15 @@ struct CountingSink {
     pending: u64,
 }
 
+impl CountingSink {
+    fn boxed(shared: &Arc<Shared>) -> Box<dyn Sink> {
+        Box::new(CountingSink {
+            shared: shared.clone(),
+            pending: 0,
+        })
+    }
+}
+
 impl Sink for CountingSink {
     fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
         self.pending += 1;
@@ -101,26 +121,14 @@ fn a_source_commits_only_what_every_sink_flushed() {
     let mut graph = JobGraph::new("checkpoints");
     let s = shared.clone();
     let src = graph
-        .add_source("numbers", 1, move |_| {
-            Ok(Box::new(NumberSource {
-                shared: s.clone(),
-                next: 0,
-                enabled: false,
-                snapshots: Vec::new(),
-            }))
-        })
+        .add_source("numbers", 1, move |_| Ok(NumberSource::boxed(&s)))
         .unwrap();
     let op = graph
         .add_operator("same", 3, |_| Ok(Box::new(MapOperator(|v| v))))
         .unwrap();
     let s = shared.clone();
     let sink = graph
-        .add_sink("out", 2, move |_| {
-            Ok(Box::new(CountingSink {
-                shared: s.clone(),
-                pending: 0,
-            }))
-        })
+        .add_sink("out", 2, move |_| Ok(CountingSink::boxed(&s)))
         .unwrap();
     graph.connect(src, op, Partitioning::Rebalance).unwrap();
     graph.connect(op, sink, Partitioning::Rebalance).unwrap();
@@ -172,23 +180,11 @@ fn without_an_interval_there_are_no_barriers() {
     let mut graph = JobGraph::new("plain");
     let s = shared.clone();
     let src = graph
-        .add_source("numbers", 1, move |_| {
-            Ok(Box::new(NumberSource {
-                shared: s.clone(),
-                next: 0,
-                enabled: false,
-                snapshots: Vec::new(),
-            }))
-        })
+        .add_source("numbers", 1, move |_| Ok(NumberSource::boxed(&s)))
         .unwrap();
     let s = shared.clone();
     let sink = graph
-        .add_sink("out", 1, move |_| {
-            Ok(Box::new(CountingSink {
-                shared: s.clone(),
-                pending: 0,
-            }))
-        })
+        .add_sink("out", 1, move |_| Ok(CountingSink::boxed(&s)))
         .unwrap();
     graph.connect(src, sink, Partitioning::Rebalance).unwrap();
     let handle = start(graph, JobConfig::default()).unwrap();
