@@ -824,19 +824,33 @@ impl Relay {
                 Value::from_json(bytes).map_err(|e| format!("{}: key is not JSON: {e}", place()))?
             }
         };
-        let event = Value::from_json(message.payload().unwrap_or(b"{}"))
+        // Only exchange writers write this topic, and they always write a value and both
+        // timestamp headers: anything else is named, never read as a default.
+        let payload = message.payload().ok_or_else(|| {
+            format!(
+                "{}: record without a value (expected a JSON object)",
+                place()
+            )
+        })?;
+        let event = Value::from_json(payload)
             .map_err(|e| format!("{}: value is not JSON: {e}", place()))?;
         let Value::Map(event) = event else {
             return Err(format!("{}: value is not a JSON object", place()).into());
         };
-        let timestamp = header_int(message, HEADER_TIMESTAMP)
-            .or_else(|| message.timestamp().to_millis().map(|ms| ms * 1_000_000))
-            .unwrap_or(0);
-        let timestamp_type = match header(message, HEADER_TIMESTAMP_TYPE) {
-            Some(b"ingestion") => TimestampType::Ingestion,
-            Some(b"log_append") => TimestampType::LogAppend,
-            _ => TimestampType::Create,
-        };
+        let timestamp = header_int(message, HEADER_TIMESTAMP).ok_or_else(|| {
+            format!(
+                "{}: record without a valid {HEADER_TIMESTAMP} header (nanoseconds)",
+                place()
+            )
+        })?;
+        let timestamp_type =
+            timestamp_type_of(header(message, HEADER_TIMESTAMP_TYPE)).ok_or_else(|| {
+                format!(
+                    "{}: record without a valid {HEADER_TIMESTAMP_TYPE} header \
+                     (create, ingestion or log_append)",
+                    place()
+                )
+            })?;
         let event: Arc<Map> = event;
         out.emit(Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type));
         Ok(true)
@@ -855,10 +869,35 @@ impl Relay {
     }
 }
 
+/// The timestamp type a writer put in [`HEADER_TIMESTAMP_TYPE`]; `None` when missing or unknown.
+fn timestamp_type_of(value: Option<&[u8]>) -> Option<TimestampType> {
+    [
+        TimestampType::Create,
+        TimestampType::Ingestion,
+        TimestampType::LogAppend,
+    ]
+    .into_iter()
+    .find(|t| Some(t.as_str().as_bytes()) == value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn timestamp_types_are_read_back_and_anything_else_is_refused() {
+        for t in [
+            TimestampType::Create,
+            TimestampType::Ingestion,
+            TimestampType::LogAppend,
+        ] {
+            assert_eq!(timestamp_type_of(Some(t.as_str().as_bytes())), Some(t));
+        }
+        assert_eq!(timestamp_type_of(None), None);
+        assert_eq!(timestamp_type_of(Some(b"Create")), None);
+        assert_eq!(timestamp_type_of(Some(b"")), None);
+    }
 
     #[test]
     fn settings_are_checked() {
