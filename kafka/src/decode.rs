@@ -1,11 +1,8 @@
 //! Kafka messages → records: the `format` of the value, the key and the timestamp.
 
-use std::fmt;
-use std::sync::Arc;
-
 use rdkafka::message::Timestamp;
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use tidemark_operators::event_json::{EventError, EventParser};
 use tidemark_operators::expr::Evaluator;
 use tidemark_operators::{timestamp_nanos, Extract};
 use tidemark_runtime::{Map, Record, TimestampType, Value};
@@ -33,23 +30,9 @@ pub struct Decoder {
     pub timestamp: Option<Extract>,
     /// Made when the first expression is evaluated.
     eval: Option<Evaluator>,
-    /// What JSON events of one topic share from message to message.
-    shared: Shared,
+    /// Parses JSON events, sharing names and repeated strings from message to message.
+    parser: EventParser,
 }
-
-/// The top-level field names seen so far, and per position the last string value, so that
-/// events of the same shape share them (an `Arc` clone) instead of allocating each one per
-/// message. Bounded: names beyond [`MAX_SHARED`] are allocated per message as before.
-#[derive(Debug, Default)]
-struct Shared {
-    keys: Vec<Arc<str>>,
-    strings: Vec<Option<Arc<str>>>,
-    /// Fields in the last event: the next map's capacity.
-    fields: usize,
-}
-
-/// At most this many names (and positions) are shared.
-const MAX_SHARED: usize = 32;
 
 /// A message that does not fit `format`.
 #[derive(Debug, PartialEq, Eq)]
@@ -66,7 +49,7 @@ impl Decoder {
             key,
             timestamp,
             eval: None,
-            shared: Shared::default(),
+            parser: EventParser::new(),
         }
     }
 
@@ -97,19 +80,16 @@ impl Decoder {
                 m.push_unchecked("message", text);
                 Value::from(m)
             }
-            Format::Json => match parse_event(payload, &mut self.shared) {
+            Format::Json => match self.parser.parse(payload) {
                 Ok(map) => Value::from(map),
-                // Not an object, or not JSON: parsed again as any value, for the message.
-                Err(_) => match Value::from_json(payload) {
-                    Ok(v @ Value::Map(_)) => v,
-                    Ok(other) => {
-                        return Err(Malformed(format!(
-                            "value is not a JSON object: found a {}",
-                            other.type_name()
-                        )))
-                    }
-                    Err(e) => return Err(Malformed(format!("value is not a JSON object: {e}"))),
-                },
+                Err(EventError::NotAnObject(type_name)) => {
+                    return Err(Malformed(format!(
+                        "value is not a JSON object: found a {type_name}"
+                    )))
+                }
+                Err(EventError::Invalid(e)) => {
+                    return Err(Malformed(format!("value is not a JSON object: {e}")))
+                }
             },
         };
         let message_ms = ts.div_euclid(NANOS_PER_MS);
@@ -138,149 +118,6 @@ impl Decoder {
     }
 }
 
-/// Parses a JSON object into an event map, sharing field names and repeated top-level strings
-/// with earlier events through `shared`. Anything else is an error.
-fn parse_event(payload: &[u8], shared: &mut Shared) -> Result<Map, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(payload);
-    let map = de.deserialize_map(EventVisitor(shared))?;
-    de.end()?;
-    Ok(map)
-}
-
-struct EventVisitor<'a>(&'a mut Shared);
-
-impl<'de> Visitor<'de> for EventVisitor<'_> {
-    type Value = Map;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Map, A::Error> {
-        let shared = self.0;
-        let mut map = Map::with_capacity(shared.fields.max(1));
-        let mut at = 0;
-        while let Some((name, is_shared)) = access.next_key_seed(NameSeed {
-            keys: &mut shared.keys,
-            at,
-        })? {
-            let value = access.next_value_seed(FieldSeed {
-                strings: &mut shared.strings,
-                at,
-            })?;
-            // A repeated name keeps the last value, as `Value::from_json` does. A shared name
-            // is the only one with its text, so comparing addresses finds it again.
-            if is_shared && !map.keys().any(|k| std::ptr::eq(k, &*name)) {
-                map.push_unchecked(name, value);
-            } else {
-                map.insert(name, value);
-            }
-            at += 1;
-        }
-        shared.fields = map.len();
-        Ok(map)
-    }
-}
-
-/// A top-level field name: the shared one when seen before (and whether it is shared).
-struct NameSeed<'a> {
-    keys: &'a mut Vec<Arc<str>>,
-    at: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for NameSeed<'_> {
-    type Value = (Arc<str>, bool);
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(Arc<str>, bool), D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for NameSeed<'_> {
-    type Value = (Arc<str>, bool);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string key")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<(Arc<str>, bool), E> {
-        // Events of one shape: the name at this position is the one seen there before.
-        if let Some(k) = self.keys.get(self.at).filter(|k| &***k == name) {
-            return Ok((Arc::clone(k), true));
-        }
-        if let Some(k) = self.keys.iter().find(|k| &***k == name) {
-            return Ok((Arc::clone(k), true));
-        }
-        let k: Arc<str> = name.into();
-        let shared = self.keys.len() < MAX_SHARED;
-        if shared {
-            self.keys.push(Arc::clone(&k));
-        }
-        Ok((k, shared))
-    }
-}
-
-/// A top-level field value: a string equal to the last one at this position is shared.
-struct FieldSeed<'a> {
-    strings: &'a mut Vec<Option<Arc<str>>>,
-    at: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FieldSeed<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Int(v))
-    }
-    // As `Value::from_json`: beyond i64, a double.
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(i64::try_from(v).map_or(Value::Double(v as f64), Value::Int))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::Double(v))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        if self.at >= MAX_SHARED {
-            return Ok(Value::from(v));
-        }
-        if self.strings.len() <= self.at {
-            self.strings.resize(self.at + 1, None);
-        }
-        let slot = &mut self.strings[self.at];
-        match slot {
-            Some(s) if &**s == v => Ok(Value::String(Arc::clone(s))),
-            _ => {
-                let s: Arc<str> = v.into();
-                *slot = Some(Arc::clone(&s));
-                Ok(Value::String(s))
-            }
-        }
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
-        Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
-        Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-    }
-}
-
 /// A message key as the record's key: a decimal integer as an int, other bytes as a string
 /// (invalid UTF-8 replaced).
 pub fn key_of(bytes: &[u8]) -> Value {
@@ -294,6 +131,7 @@ pub fn key_of(bytes: &[u8]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn json_values_keys_and_timestamps() {

@@ -65,11 +65,12 @@ use rdkafka::producer::{BaseRecord, Producer as _, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use serde::Deserialize;
 use tidemark_operators::config::parse_settings;
+use tidemark_operators::event_json::{EventError, EventParser};
 use tidemark_operators::{ConfigError, FieldError};
 use tidemark_runtime::component::{SinkFactory, SourceFactory};
 use tidemark_runtime::markers::{origin, LatencyMarker};
 use tidemark_runtime::{
-    BoxError, Map, Output, Record, Sink, Source, SubtaskContext, TimestampType, Value,
+    BoxError, Output, Record, Sink, Source, SubtaskContext, TimestampType, Value,
 };
 
 use crate::client::{client_config, default_timeout, unreachable_message, Brokers, Properties};
@@ -320,6 +321,7 @@ impl Exchange {
                 local: instance(),
                 what,
                 last_check: i64::MIN,
+                parser: EventParser::new(),
             });
             Ok(Box::new(source) as Box<dyn Source>)
         })
@@ -738,6 +740,8 @@ pub(crate) struct Relay {
     pub(crate) what: String,
     /// When the end was last checked (ns).
     pub(crate) last_check: i64,
+    /// Parses the records' events, sharing names and repeated strings between them.
+    parser: EventParser,
 }
 
 /// How often a reader checks whether the exchange has ended, once the local writers have.
@@ -832,10 +836,14 @@ impl Relay {
                 place()
             )
         })?;
-        let event = Value::from_json(payload)
-            .map_err(|e| format!("{}: value is not JSON: {e}", place()))?;
-        let Value::Map(event) = event else {
-            return Err(format!("{}: value is not a JSON object", place()).into());
+        let event = match self.parser.parse(payload) {
+            Ok(event) => event,
+            Err(EventError::Invalid(e)) => {
+                return Err(format!("{}: value is not JSON: {e}", place()).into())
+            }
+            Err(EventError::NotAnObject(_)) => {
+                return Err(format!("{}: value is not a JSON object", place()).into())
+            }
         };
         let timestamp = header_int(message, HEADER_TIMESTAMP).ok_or_else(|| {
             format!(
@@ -851,7 +859,6 @@ impl Relay {
                     place()
                 )
             })?;
-        let event: Arc<Map> = event;
         out.emit(Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type));
         Ok(true)
     }

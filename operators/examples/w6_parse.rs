@@ -1,6 +1,6 @@
 //! The W6 baselines (workloads spec): one thread that only reads the W6 events file line by
-//! line and parses each line, into Tidemark's event type ([`Value::from_json`], what the `file`
-//! source parses with) and into `serde_json::Value`. `scripts/bench w6` runs it beside the job
+//! line and parses each line, into Tidemark's event type (with one [`EventParser`], what the
+//! `file` source parses with) and into `serde_json::Value`. `scripts/bench w6` runs it beside the job
 //! and reports the job's events/s as ratios to these.
 //!
 //! ```text
@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use tidemark_runtime::value::Value;
+use tidemark_operators::event_json::EventParser;
 
 /// Reads `path` line by line, calling `parse` on each line without its newline; returns the
 /// number of lines and the seconds taken.
@@ -48,20 +48,28 @@ fn read_lines(
 }
 
 /// Parses one line, keeping the result from being optimised away.
-type Parse = fn(&[u8]) -> Result<(), String>;
+type Parse = Box<dyn FnMut(&[u8]) -> Result<(), String>>;
 
 fn run(path: &str) -> Result<(), String> {
+    let mut parser = EventParser::new();
     let baselines: [(&str, Parse); 2] = [
-        ("event", |line| {
-            let v = Value::from_json(line).map_err(|e| e.to_string())?;
-            black_box(&v);
-            Ok(())
-        }),
-        ("serde_json_value", |line| {
-            let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
-            black_box(&v);
-            Ok(())
-        }),
+        (
+            "event",
+            Box::new(move |line| {
+                let v = parser.parse(line).map_err(|e| e.to_string())?;
+                black_box(&v);
+                Ok(())
+            }),
+        ),
+        (
+            "serde_json_value",
+            Box::new(|line| {
+                let v: serde_json::Value =
+                    serde_json::from_slice(line).map_err(|e| e.to_string())?;
+                black_box(&v);
+                Ok(())
+            }),
+        ),
     ];
     for (name, parse) in baselines {
         let (lines, seconds) = read_lines(path, parse)?;

@@ -29,6 +29,7 @@ use serde::Deserialize;
 use tidemark_runtime::{Map, Record, TimestampType, Value};
 
 use crate::config::Timestamps;
+use crate::event_json::{EventError, EventParser};
 use crate::expr::{CompileError, Evaluator, EventRef, Expr, Scope};
 use crate::on_error::{DeadLetterFile, ErrorPolicy, OnErrorFactory};
 use tidemark_runtime::BoxError;
@@ -231,6 +232,8 @@ pub(crate) struct LineReader {
     timestamp: Field,
     /// Made when the first expression is evaluated.
     eval: Option<Evaluator>,
+    /// Parses JSON lines, sharing names and repeated strings between them.
+    parser: EventParser,
 }
 
 impl LineReader {
@@ -242,6 +245,7 @@ impl LineReader {
             key: Field::new(key, "key"),
             timestamp: Field::new(timestamp, "timestamp"),
             eval: None,
+            parser: EventParser::new(),
         }
     }
 
@@ -265,7 +269,7 @@ impl LineReader {
             line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         }
         let event = match self.format {
-            Format::Json => match parse_object(line)? {
+            Format::Json => match parse_object(&mut self.parser, line)? {
                 Some(event) => event,
                 None => return Ok(None),
             },
@@ -305,8 +309,8 @@ impl LineReader {
     }
 }
 
-/// Parses one JSON object; `Ok(None)` for a blank line.
-fn parse_object(line: &[u8]) -> Result<Option<Map>, LineError> {
+/// Parses one JSON object with `parser`; `Ok(None)` for a blank line.
+fn parse_object(parser: &mut EventParser, line: &[u8]) -> Result<Option<Map>, LineError> {
     let end = line
         .iter()
         .rposition(|b| !b.is_ascii_whitespace())
@@ -315,14 +319,13 @@ fn parse_object(line: &[u8]) -> Result<Option<Map>, LineError> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    match serde_json::from_slice::<Value>(line) {
-        Ok(Value::Map(m)) => Ok(Some(Arc::unwrap_or_clone(m))),
-        Ok(other) => Err(LineError::new(format!(
-            "expected a JSON object, found {} {}",
-            article(other.type_name()),
-            other.type_name()
+    match parser.parse(line) {
+        Ok(m) => Ok(Some(m)),
+        Err(EventError::NotAnObject(type_name)) => Err(LineError::new(format!(
+            "expected a JSON object, found {} {type_name}",
+            article(type_name),
         ))),
-        Err(e) => {
+        Err(EventError::Invalid(e)) => {
             let text = e.to_string();
             let position = format!(" at line {} column {}", e.line(), e.column());
             let message = text.strip_suffix(&position).unwrap_or(&text);

@@ -157,7 +157,7 @@ impl Chain {
                     in_place = true;
                     Ok(())
                 }
-                Ok(false) => op.process_batch(input, &mut node.out),
+                Ok(false) => op.process_batch_owned(input, &mut node.out),
                 Err(error) => Err(error),
             },
             NodeKind::Sink(_) if node.output_closed => {

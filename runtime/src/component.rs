@@ -140,6 +140,21 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Processes a batch that the runtime will not read again (it calls this when
+    /// [`Operator::process_batch_in_place`] declined). The default calls
+    /// [`Operator::process_batch`]. An operator that changes, re-keys or passes on the records
+    /// it gets overrides it to take each one out with [`Record::take`] and call
+    /// [`Operator::process`]: a general record taken is the only holder of its event, so
+    /// changing it copies nothing (no copy on write) and passing it on costs no reference
+    /// count. Whatever an override leaves in `records` is dropped by the runtime.
+    fn process_batch_owned(
+        &mut self,
+        records: &mut [Record],
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        self.process_batch(records, out)
+    }
+
     /// Processes a batch in place, for an operator that turns each record into exactly one
     /// record (a `map`, a running aggregate): changes the records where they lie and returns
     /// `Ok(true)`; the runtime then passes the same records on, which saves writing them into

@@ -276,6 +276,15 @@ impl Record {
         }
     }
 
+    /// Takes the record out of `self`, leaving the numeric record `{"key": 0, "value": 0.0}`
+    /// with the same timestamp and timestamp type (no heap data, nothing to drop). What an
+    /// operator uses to own the records of a batch ([`crate::Operator::process_batch_owned`]).
+    #[inline(always)]
+    pub fn take(&mut self) -> Record {
+        let rest = Record::new(0, 0.0, self.timestamp).with_timestamp_type(self.timestamp_type);
+        std::mem::replace(self, rest)
+    }
+
     /// The record with timestamp type `timestamp_type`.
     #[inline(always)]
     pub fn with_timestamp_type(mut self, timestamp_type: TimestampType) -> Self {

@@ -125,6 +125,19 @@ impl Operator for WhereFilter {
         }
         Ok(())
     }
+
+    /// Takes each record ([`Record::take`]): a kept record is passed on without a
+    /// reference count.
+    fn process_batch_owned(
+        &mut self,
+        records: &mut [Record],
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        for record in records {
+            self.process(record.take(), out)?;
+        }
+        Ok(())
+    }
 }
 
 /// The filter's hash of a key.

@@ -67,6 +67,19 @@ impl Operator for KeyBy {
         Ok(())
     }
 
+    /// Takes each record ([`Record::take`]): setting the key then changes the
+    /// record where it is instead of copying its body first.
+    fn process_batch_owned(
+        &mut self,
+        records: &mut [Record],
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        for record in records {
+            self.process(record.take(), out)?;
+        }
+        Ok(())
+    }
+
     fn records_dropped(&self, reason: DropReason) -> u64 {
         match reason {
             DropReason::ExpressionError => self.on_error.dropped,

@@ -191,6 +191,19 @@ impl Operator for SetMap {
         Ok(())
     }
 
+    /// Takes each record ([`Record::take`]): setting a field then changes the
+    /// event where it is instead of copying it first.
+    fn process_batch_owned(
+        &mut self,
+        records: &mut [Record],
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        for record in records {
+            self.process(record.take(), out)?;
+        }
+        Ok(())
+    }
+
     fn records_dropped(&self, reason: DropReason) -> u64 {
         match reason {
             DropReason::ExpressionError => self.on_error.dropped,
