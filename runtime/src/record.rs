@@ -675,6 +675,22 @@ mod tests {
     }
 
     #[test]
+    fn take_leaves_a_numeric_record_with_the_same_timestamp() {
+        let mut m = Map::new();
+        m.insert("a", 1);
+        let mut r = Record::with_event("k", m, 5).with_timestamp_type(TimestampType::Ingestion);
+        let expected = r.clone();
+        let taken = r.take();
+        assert_eq!(taken, expected);
+        assert!(r.is_numeric());
+        assert_eq!(
+            (r.timestamp, r.timestamp_type),
+            (5, TimestampType::Ingestion)
+        );
+        assert_eq!(r.event_json(), r#"{"key":0,"value":0.0}"#);
+    }
+
+    #[test]
     fn records_stay_small() {
         assert_eq!(std::mem::size_of::<Record>(), 32);
     }
