@@ -78,10 +78,10 @@ impl Decoder {
                     .map_err(|e| Malformed(format!("value is not UTF-8 text: {e}")))?;
                 let mut m = Map::with_capacity(1);
                 m.push_unchecked("message", text);
-                Value::from(m)
+                m
             }
             Format::Json => match self.parser.parse(payload) {
-                Ok(map) => Value::from(map),
+                Ok(map) => map,
                 Err(EventError::NotAnObject(type_name)) => {
                     return Err(Malformed(format!(
                         "value is not a JSON object: found a {type_name}"
@@ -111,9 +111,6 @@ impl Decoder {
         if let Some(k) = key_value {
             record_key = k;
         }
-        let Value::Map(event) = event else {
-            unreachable!("made a map above")
-        };
         Ok(Record::with_event(record_key, event, ts).with_timestamp_type(ts_type))
     }
 }

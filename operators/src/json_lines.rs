@@ -51,7 +51,7 @@ pub enum Format {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct LineRecord {
     pub key: Value,
-    pub event: Arc<Map>,
+    pub event: Map,
     /// The line's timestamp, in nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
 }
@@ -127,27 +127,25 @@ impl Extract {
         Extract::compile(source).map_err(|e| e.into_config_error(type_name, path))
     }
 
-    /// The value for `event` (a map), with `record.key` = `key` and `record.timestamp` =
+    /// The value for `event`, with `record.key` = `key` and `record.timestamp` =
     /// `timestamp_ms` in an expression. `eval` is made on first use. The error says what is
     /// wrong (a missing field, with the fields there are; a failed expression).
     pub fn value(
         &self,
-        event: &Value,
+        event: &Map,
         key: &Value,
         timestamp_ms: i64,
         eval: &mut Option<Evaluator>,
     ) -> Result<Value, String> {
         match self {
-            Extract::Field(name) => {
-                let map = event.as_map().expect("an event is a map");
-                map.get(name)
-                    .cloned()
-                    .ok_or_else(|| format!("no field `{name}` in the event{}", field_list(map)))
-            }
+            Extract::Field(name) => event
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("no field `{name}` in the event{}", field_list(event))),
             Extract::Expr(expr) => {
                 let eval = eval.get_or_insert_with(Evaluator::new);
                 let scope = Scope {
-                    event: EventRef::Value(event),
+                    event: EventRef::Map(event),
                     key,
                     timestamp_ms,
                 };
@@ -196,7 +194,7 @@ impl Field {
     /// The value; `Ok(None)` when the default field is absent (or `null`).
     fn get(
         &self,
-        event: &Value,
+        event: &Map,
         eval: &mut Option<Evaluator>,
         what: &str,
     ) -> Result<Option<Value>, LineError> {
@@ -205,12 +203,7 @@ impl Field {
                 .value(event, &Value::Null, 0, eval)
                 .map(Some)
                 .map_err(|m| LineError::new(format!("{what}: {m}"))),
-            Field::Default(name) => Ok(event
-                .as_map()
-                .expect("an event is a map")
-                .get(name)
-                .filter(|v| !v.is_null())
-                .cloned()),
+            Field::Default(name) => Ok(event.get(name).filter(|v| !v.is_null()).cloned()),
         }
     }
 }
@@ -287,7 +280,6 @@ impl LineReader {
                 m
             }
         };
-        let event = Value::from(event);
         let key = self
             .key
             .get(&event, &mut self.eval, "key")?
@@ -297,9 +289,6 @@ impl LineReader {
                 Some(timestamp_nanos(&v).map_err(|m| LineError::new(format!("timestamp: {m}")))?)
             }
             None => None,
-        };
-        let Value::Map(event) = event else {
-            unreachable!("made a map above")
         };
         Ok(Some(LineRecord {
             key,
@@ -383,7 +372,7 @@ pub(crate) fn write_record<W: Write>(
     match timestamp_field {
         None => record.write_event_json(&mut *w)?,
         Some(name) => {
-            let mut event = Map::clone(record.event().as_map().expect("an event is a map"));
+            let mut event = record.event_map().into_owned();
             event.insert(name, record.timestamp_millis());
             Value::from(event).write_json(&mut *w)?;
         }
@@ -496,7 +485,7 @@ mod tests {
         assert_eq!(r.timestamp, Some(1_700_000_000_000_000_000));
         assert_eq!(
             r.event,
-            Arc::new(event(r#"{"key":7,"value":1.5,"timestamp":1700000000000}"#))
+            event(r#"{"key":7,"value":1.5,"timestamp":1700000000000}"#)
         );
         let r = json()
             .parse(
@@ -652,7 +641,7 @@ mod tests {
     fn stamping_takes_the_line_timestamp_or_the_ingestion_time() {
         let line = |ts: Option<i64>| LineRecord {
             key: Value::Int(1),
-            event: Arc::new(Map::new()),
+            event: Map::new(),
             timestamp: ts,
         };
         let now = 1_000_000_000_000;

@@ -36,8 +36,8 @@ impl TimestampType {
 /// One record: a key, an event and a timestamp with its type.
 ///
 /// - The **event** is the data, always an object of the JSON data model ([`Map`] of
-///   [`Value`]s). Read it with [`Record::get`] (one field) or [`Record::event`] (the whole
-///   event as a [`Value::Map`]), change it with [`Record::set`], [`Record::remove`] or
+///   [`Value`]s). Read it with [`Record::get`] (one field) or [`Record::event_map`] (the
+///   whole event), change it with [`Record::set`], [`Record::remove`] or
 ///   [`Record::event_mut`].
 /// - The **key** ([`Record::key`]) is what `hash` edges route on ([`Record::routing_hash`]) and
 ///   what `reduce` and `window` group by; [`Value::Null`] means the record has none. It stays
@@ -49,7 +49,8 @@ impl TimestampType {
 /// `{"key": <int>, "value": <double>}` keyed by that int are held inline, without heap
 /// allocation, so a record is 32 bytes and cloning one is a copy: the throughput path (W1)
 /// moves them as cheaply as plain numbers. Every other record holds its key and event behind
-/// one reference count, so cloning it never copies the event either. Changing a field turns a
+/// one reference count (one allocation, the event's map inside it), so cloning it never copies
+/// the event either. Changing a field turns a
 /// numeric record into the general form only when the result is no longer numeric, and a
 /// shared event is copied before it is changed (copy on write).
 pub struct Record {
@@ -89,8 +90,7 @@ struct Shared {
 #[derive(Clone, Debug)]
 struct General {
     key: Value,
-    /// Always a `Value::Map`.
-    event: Value,
+    event: Map,
 }
 
 /// A borrowed view of a record's payload.
@@ -218,7 +218,7 @@ impl PartialEq for Record {
                     BodyRef::Numeric { key: k1, value: v1 },
                     BodyRef::Numeric { key: k2, value: v2 },
                 ) => k1 == k2 && v1.to_bits() == v2.to_bits(),
-                _ => self.key() == other.key() && self.event() == other.event(),
+                _ => self.key() == other.key() && self.event_map() == other.event_map(),
             }
     }
 }
@@ -249,14 +249,15 @@ impl Record {
     }
 
     /// A record of any event (and key: `Value::Null` for none), with a create-time timestamp.
-    pub fn with_event(key: impl Into<Value>, event: impl Into<Arc<Map>>, timestamp: i64) -> Self {
+    /// The event is a [`Map`], or an `Arc<Map>` (taken over when not shared, else copied).
+    pub fn with_event(key: impl Into<Value>, event: impl Into<Map>, timestamp: i64) -> Self {
         Record {
             timestamp,
             timestamp_type: TimestampType::Create,
             general: true,
             body: Record::shared(General {
                 key: key.into(),
-                event: Value::Map(event.into()),
+                event: event.into(),
             }),
         }
     }
@@ -364,13 +365,19 @@ impl Record {
         self.general_mut().key = key;
     }
 
-    /// The event as a [`Value::Map`] (built for a numeric record, borrowed otherwise).
+    /// The event's fields (built for a numeric record, borrowed otherwise).
     #[inline]
-    pub fn event(&self) -> Cow<'_, Value> {
+    pub fn event_map(&self) -> Cow<'_, Map> {
         match self.body() {
-            BodyRef::Numeric { key, value } => Cow::Owned(Value::from(numeric_map(key, value))),
+            BodyRef::Numeric { key, value } => Cow::Owned(numeric_map(key, value)),
             BodyRef::General(g) => Cow::Borrowed(&g.event),
         }
+    }
+
+    /// The event as a [`Value::Map`]: a copy of its fields (cheap clones of the values) in a
+    /// new map. To read fields, [`Record::get`] and [`Record::event_map`] copy nothing.
+    pub fn event(&self) -> Value {
+        Value::from(self.event_map().into_owned())
     }
 
     /// The event's field `name`, if it has one (a cheap clone).
@@ -427,22 +434,20 @@ impl Record {
     /// The event's fields for changing (a numeric record takes the general form; a shared
     /// event is copied first).
     pub fn event_mut(&mut self) -> &mut Map {
-        self.general_mut()
-            .event
-            .as_map_mut()
-            .expect("a record's event is a map")
+        &mut self.general_mut().event
     }
 
-    /// Replaces the event, keeping the key and timestamp.
-    pub fn set_event(&mut self, event: impl Into<Arc<Map>>) {
-        self.general_mut().event = Value::Map(event.into());
+    /// Replaces the event, keeping the key and timestamp (a [`Map`], or an `Arc<Map>` taken
+    /// over when not shared, else copied).
+    pub fn set_event(&mut self, event: impl Into<Map>) {
+        self.general_mut().event = event.into();
     }
 
     fn general_mut(&mut self) -> &mut General {
         if let BodyRef::Numeric { key, value } = self.body() {
             let body = Record::shared(General {
                 key: Value::Int(key),
-                event: Value::from(numeric_map(key, value)),
+                event: numeric_map(key, value),
             });
             self.replace_body(true, body);
         }
@@ -459,7 +464,7 @@ impl Record {
                 Value::Double(value).write_json(&mut w)?;
                 w.write_all(b"}")
             }
-            BodyRef::General(g) => g.event.write_json(w),
+            BodyRef::General(g) => serde_json::to_writer(w, &g.event).map_err(io::Error::from),
         }
     }
 
@@ -667,7 +672,8 @@ mod tests {
             0,
         );
         assert_eq!(numeric, general);
-        assert_eq!(*numeric.event(), *general.event());
+        assert_eq!(numeric.event(), general.event());
+        assert_eq!(numeric.event_map(), general.event_map());
         assert_ne!(numeric, Record::new(1, 2.0, 1));
         assert_eq!(Record::keyed_value(&Value::Int(1), 2.0, 0), numeric);
         let keyed = Record::keyed_value(&Value::from("a"), 2.0, 0);
@@ -688,6 +694,27 @@ mod tests {
             (5, TimestampType::Ingestion)
         );
         assert_eq!(r.event_json(), r#"{"key":0,"value":0.0}"#);
+    }
+
+    #[test]
+    fn a_general_record_holds_its_event_without_copying_it() {
+        let first = |m: &Map| m.iter().next().unwrap().1 as *const Value;
+        let m: Map = [("a", Value::from("x"))].into_iter().collect();
+        let at = first(&m);
+        let r = Record::with_event("k", m, 0);
+        // The fields were moved in, not copied, and reading borrows them.
+        assert!(matches!(r.event_map(), Cow::Borrowed(_)));
+        assert_eq!(first(&r.event_map()), at);
+        // An `Arc<Map>` held nowhere else is taken over; a shared one is copied.
+        let alone = Arc::new(r.event_map().into_owned());
+        let at = first(&alone);
+        assert_eq!(first(&Record::with_event(1, alone, 0).event_map()), at);
+        let shared = Arc::new(r.event_map().into_owned());
+        let copy = Record::with_event(1, Arc::clone(&shared), 0);
+        assert_ne!(first(&copy.event_map()), first(&shared));
+        assert_eq!(*copy.event_map(), *shared);
+        // `event()` is the same fields as a value.
+        assert_eq!(r.event().to_string(), r#"{"a":"x"}"#);
     }
 
     #[test]

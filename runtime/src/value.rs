@@ -299,6 +299,13 @@ impl Map {
     }
 }
 
+impl From<Arc<Map>> for Map {
+    /// The map itself when not shared, else a copy (cheap clones of the values).
+    fn from(m: Arc<Map>) -> Map {
+        Arc::unwrap_or_clone(m)
+    }
+}
+
 impl<K: Into<Arc<str>>, V: Into<Value>> FromIterator<(K, V)> for Map {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut m = Map::new();

@@ -40,7 +40,7 @@ struct SetN {
 
 impl SetN {
     fn set(&self, mut record: Record, out: &mut Output) {
-        let before = record.event().as_map().expect("a map") as *const Map;
+        let before = &*record.event_map() as *const Map;
         let event = record.event_mut();
         event.insert("n", 1);
         if !std::ptr::eq(before, event) {

@@ -38,6 +38,12 @@ impl VariableResolver for Resolver<'_> {
                 None if variable == "event" => Some(CowVal::Owned(to_val(event))),
                 None => None,
             },
+            EventRef::Map(event) => match event.get(variable) {
+                Some(v) => Some(CowVal::Owned(to_val(v))),
+                // As above.
+                None if variable == "event" => Some(CowVal::Owned(map_to_val(event))),
+                None => None,
+            },
             EventRef::Numeric { key, value } if variable == "event" => {
                 let mut map: HashMap<CelMapKey<'b>, Box<dyn Val + 'b>> = HashMap::with_capacity(2);
                 map.insert(CelMapKey::from("key"), Box::new(CelInt::from(key)));
@@ -62,14 +68,17 @@ pub(crate) fn to_val<'b>(v: &'b Value) -> Box<dyn Val + 'b> {
         Value::Double(d) => Box::new(CelDouble::from(*d)),
         Value::String(s) => Box::new(CelString::from(&**s)),
         Value::List(l) => Box::new(CelList::from(l.iter().map(to_val).collect::<Vec<_>>())),
-        Value::Map(m) => {
-            let map: HashMap<CelMapKey<'b>, Box<dyn Val + 'b>> = m
-                .iter()
-                .map(|(k, v)| (CelMapKey::from(k), to_val(v)))
-                .collect();
-            Box::new(CelMap::from(map))
-        }
+        Value::Map(m) => map_to_val(m),
     }
+}
+
+/// An event map as a CEL map, borrowing its strings.
+fn map_to_val<'b>(m: &'b Map) -> Box<dyn Val + 'b> {
+    let map: HashMap<CelMapKey<'b>, Box<dyn Val + 'b>> = m
+        .iter()
+        .map(|(k, v)| (CelMapKey::from(k), to_val(v)))
+        .collect();
+    Box::new(CelMap::from(map))
 }
 
 /// A CEL result as an event value. A `uint` becomes an int where it fits, else a double;

@@ -230,6 +230,7 @@ fn bool<'a>(b: bool) -> Cow<'a, Value> {
 fn field<'a>(scope: &Scope<'a>, name: &str) -> Option<Cow<'a, Value>> {
     match scope.event {
         EventRef::Value(event) => event.get(name).map(Cow::Borrowed),
+        EventRef::Map(event) => event.get(name).map(Cow::Borrowed),
         EventRef::Numeric { key, value } => match name {
             "key" => Some(Cow::Owned(Value::Int(key))),
             "value" => Some(Cow::Owned(Value::Double(value))),

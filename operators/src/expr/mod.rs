@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 use cel::common::ast::IdedExpr;
 use cel::Context;
-use tidemark_runtime::value::Value;
+use tidemark_runtime::value::{Map, Value};
 
 pub use check::Type;
 
@@ -262,6 +262,8 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 pub enum EventRef<'a> {
     /// Any event.
     Value(&'a Value),
+    /// An event's fields (what a record holds).
+    Map(&'a Map),
     /// `{"key": key, "value": value}`.
     Numeric {
         /// The `key` field.
@@ -277,11 +279,18 @@ impl<'a> From<&'a Value> for EventRef<'a> {
     }
 }
 
+impl<'a> From<&'a Map> for EventRef<'a> {
+    fn from(m: &'a Map) -> Self {
+        EventRef::Map(m)
+    }
+}
+
 impl EventRef<'_> {
     /// The event as a value (the numeric event made into a map).
     pub fn to_value(&self) -> Value {
         match self {
             EventRef::Value(v) => (*v).clone(),
+            EventRef::Map(m) => Value::from((*m).clone()),
             EventRef::Numeric { key, value } => {
                 let mut m = tidemark_runtime::value::Map::with_capacity(2);
                 m.insert("key", *key);
@@ -298,6 +307,7 @@ impl EventRef<'_> {
                 .as_map()
                 .map(|m| m.keys().map(str::to_owned).collect())
                 .unwrap_or_default(),
+            EventRef::Map(m) => m.keys().map(str::to_owned).collect(),
             EventRef::Numeric { .. } => vec!["key".to_owned(), "value".to_owned()],
         }
     }
@@ -465,9 +475,9 @@ pub fn with_record<T>(record: &tidemark_runtime::Record, f: impl FnOnce(&Scope<'
             timestamp_ms,
         }),
         None => {
-            let event = record.event();
+            let event = record.event_map();
             f(&Scope {
-                event: EventRef::Value(&event),
+                event: EventRef::Map(&event),
                 key: &key,
                 timestamp_ms,
             })
