@@ -2,11 +2,14 @@
 //! sources (`json_lines`), the Kafka source's decoder and the Kafka exchange reader.
 //!
 //! One [`EventParser`] per reader (a source subtask) remembers what the events it parsed had in
-//! common, so the next ones share it (an `Arc` clone) instead of allocating it again:
+//! common, so the next ones share it instead of allocating it again:
 //! - the top-level field names, up to [`MAX_NAMES`] of them: an event of the same shape takes
-//!   every name from there, and a repeated name is found by its slot, not by comparing text;
+//!   every name from there, and a repeated name is found by its slot, not by comparing text.
+//!   They are interned ([`tidemark_runtime::name::intern`]): static names, the same in every
+//!   parser, whose copies touch no reference count, so the threads that drop events (a window
+//!   after a hash edge) do not contend with the parsing thread on the names' counts;
 //! - per top-level position (the first [`MAX_NAMES`]), the last [`RECENT`] distinct strings of
-//!   at most [`MAX_RECENT_LEN`] bytes found there: a value such as `"paid"` among a handful of
+//!   at most [`MAX_RECENT_LEN`] bytes found there (an `Arc` clone): a value such as `"paid"` among a handful of
 //!   statuses is shared, not allocated; a string seen nowhere recently costs [`RECENT`] short
 //!   comparisons more than before;
 //! - how many fields the last event had: the next event's map is made with room for them and
@@ -35,6 +38,7 @@ use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use tidemark_runtime::name::{intern, Name as FieldName};
 use tidemark_runtime::{Map, Value};
 
 /// At most this many top-level names are shared by one parser, and strings are shared at this
@@ -76,7 +80,7 @@ impl std::error::Error for EventError {}
 #[derive(Debug, Default)]
 pub struct EventParser {
     /// The shared top-level names, in the order first seen.
-    names: Vec<Arc<str>>,
+    names: Vec<FieldName>,
     /// Per top-level position, the recent strings there.
     recent: Vec<Recent>,
     /// Fields in the last event.
@@ -175,12 +179,12 @@ impl<'de> Visitor<'de> for EventVisitor<'_> {
 
 /// A top-level name: a shared one with its slot, or one of this event's own.
 enum Name {
-    Shared(Arc<str>, usize),
-    Own(Arc<str>),
+    Shared(FieldName, usize),
+    Own(FieldName),
 }
 
 struct NameSeed<'a> {
-    names: &'a mut Vec<Arc<str>>,
+    names: &'a mut Vec<FieldName>,
     at: usize,
 }
 
@@ -203,17 +207,18 @@ impl Visitor<'_> for NameSeed<'_> {
     fn visit_str<E: de::Error>(self, name: &str) -> Result<Name, E> {
         // Events of one shape: the name at this position is the one seen there before.
         if let Some(k) = self.names.get(self.at).filter(|k| ***k == *name) {
-            return Ok(Name::Shared(Arc::clone(k), self.at));
+            return Ok(Name::Shared(k.clone(), self.at));
         }
         if let Some(i) = self.names.iter().position(|k| **k == *name) {
-            return Ok(Name::Shared(Arc::clone(&self.names[i]), i));
+            return Ok(Name::Shared(self.names[i].clone(), i));
         }
-        let k: Arc<str> = name.into();
         if self.names.len() < MAX_NAMES {
-            self.names.push(Arc::clone(&k));
-            return Ok(Name::Shared(k, self.names.len() - 1));
+            if let Some(k) = intern(name) {
+                self.names.push(k.clone());
+                return Ok(Name::Shared(k, self.names.len() - 1));
+            }
         }
-        Ok(Name::Own(k))
+        Ok(Name::Own(FieldName::from(name)))
     }
 }
 
@@ -370,6 +375,18 @@ mod tests {
             .parse(br#"{"user":"u5","status":"refunded"}"#)
             .unwrap();
         assert_eq!(events[5], fresh, "a hit and a miss give equal events");
+    }
+
+    #[test]
+    fn names_are_interned_across_parsers() {
+        let a = EventParser::new().parse(br#"{"interned_x":1}"#).unwrap();
+        let b = EventParser::new().parse(br#"{"interned_x":2}"#).unwrap();
+        assert!(std::ptr::eq(
+            a.keys().next().unwrap(),
+            b.keys().next().unwrap()
+        ));
+        let name = tidemark_runtime::name::intern("interned_x").unwrap();
+        assert!(std::ptr::eq(a.keys().next().unwrap(), &*name));
     }
 
     #[test]

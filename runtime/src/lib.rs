@@ -20,6 +20,7 @@
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
 //! | [`value`] | [`Value`] and [`Map`]: the JSON data model of the events records carry |
+//! | [`name`] | [`Name`](name::Name), a field name, and [`intern`](name::intern): names made static once per process |
 //! | [`testing`] | small components for tests and examples |
 //!
 //! Internally, `channel` holds the batched queues with buffer reuse, `partitioner` the
@@ -55,6 +56,7 @@ pub mod exporter;
 pub mod graph;
 pub mod job;
 pub mod metrics;
+pub mod name;
 pub mod output;
 mod partitioner;
 pub mod plan;

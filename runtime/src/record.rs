@@ -225,8 +225,9 @@ impl PartialEq for Record {
 
 fn numeric_map(key: i64, value: f64) -> Map {
     let mut m = Map::with_capacity(2);
-    m.push_unchecked("key", key);
-    m.push_unchecked("value", value);
+    // Static names: no allocation, no reference count.
+    m.push_unchecked(arcstr::literal!("key"), key);
+    m.push_unchecked(arcstr::literal!("value"), value);
     m
 }
 
@@ -270,8 +271,8 @@ impl Record {
             Value::Int(k) => Record::new(*k as u64, value, timestamp),
             other => {
                 let mut m = Map::with_capacity(2);
-                m.push_unchecked("key", other.clone());
-                m.push_unchecked("value", value);
+                m.push_unchecked(arcstr::literal!("key"), other.clone());
+                m.push_unchecked(arcstr::literal!("value"), value);
                 Record::with_event(other.clone(), m, timestamp)
             }
         }

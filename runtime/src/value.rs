@@ -40,6 +40,8 @@ use std::sync::Arc;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
+use crate::name::Name;
+
 /// One value of the JSON data model.
 #[derive(Clone, Debug, Default)]
 pub enum Value {
@@ -213,9 +215,11 @@ impl fmt::Display for Value {
 /// Kept as a vector of fields, so lookups scan the keys: fast for the handful of fields an
 /// event has, slow for objects with hundreds of fields. Inserting an existing key replaces its
 /// value in place (its position stays); parsing JSON with a repeated key keeps the last value.
+/// Names are [`Name`]s: pass a `&str` or a `String`, or a [`Name`] made once (interned:
+/// [`crate::name::intern`]) to share it between events without allocating.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Map {
-    fields: Vec<(Arc<str>, Value)>,
+    fields: Vec<(Name, Value)>,
 }
 
 impl Map {
@@ -264,7 +268,7 @@ impl Map {
     }
 
     /// Sets field `name`: replaces its value where it is, or appends it. Returns the old value.
-    pub fn insert(&mut self, name: impl Into<Arc<str>>, value: impl Into<Value>) -> Option<Value> {
+    pub fn insert(&mut self, name: impl Into<Name>, value: impl Into<Value>) -> Option<Value> {
         let name = name.into();
         let value = value.into();
         match self.get_mut(&name) {
@@ -294,7 +298,7 @@ impl Map {
 
     /// Appends a field without looking for an existing one of the same name. The caller
     /// guarantees the name is new (used when building maps whose names are known distinct).
-    pub fn push_unchecked(&mut self, name: impl Into<Arc<str>>, value: impl Into<Value>) {
+    pub fn push_unchecked(&mut self, name: impl Into<Name>, value: impl Into<Value>) {
         self.fields.push((name.into(), value.into()));
     }
 }
@@ -306,7 +310,7 @@ impl From<Arc<Map>> for Map {
     }
 }
 
-impl<K: Into<Arc<str>>, V: Into<Value>> FromIterator<(K, V)> for Map {
+impl<K: Into<Name>, V: Into<Value>> FromIterator<(K, V)> for Map {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut m = Map::new();
         for (k, v) in iter {
@@ -522,7 +526,7 @@ impl<'de> Visitor<'de> for MapVisitor {
 }
 
 /// A map key, read without an intermediate `String` when the input allows.
-struct KeyStr(Arc<str>);
+struct KeyStr(Name);
 
 impl<'de> Deserialize<'de> for KeyStr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<KeyStr, D::Error> {

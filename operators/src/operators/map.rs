@@ -44,6 +44,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use tidemark_runtime::name::{name_of, Name};
 use tidemark_runtime::value::Value;
 use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskContext};
 
@@ -126,7 +127,8 @@ fn build_set(config: MapConfig, env: &BuildEnv) -> Result<Built, ConfigError> {
     for (field, source) in &config.set {
         let expr = Expr::compile(source)
             .map_err(|e| e.into_config_error(INFO.type_name, &format!("set.{field}")))?;
-        set.push((Arc::<str>::from(field.as_str()), expr));
+        // Interned: every record gets the same static name, no allocation, no count.
+        set.push((name_of(field), expr));
     }
     let remove: Vec<Arc<str>> = config
         .remove
@@ -150,7 +152,7 @@ fn build_set(config: MapConfig, env: &BuildEnv) -> Result<Built, ConfigError> {
 /// One subtask of a `map` with `set`/`remove`.
 #[derive(Debug)]
 pub struct SetMap {
-    set: Vec<(Arc<str>, Expr)>,
+    set: Vec<(Name, Expr)>,
     remove: Vec<Arc<str>>,
     spins: u64,
     eval: Evaluator,
