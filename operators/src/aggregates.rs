@@ -23,6 +23,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use tidemark_runtime::name::{name_of, Name};
 use tidemark_runtime::value::{Map, Value};
 
 use crate::config::Aggregate;
@@ -32,8 +33,8 @@ use crate::expr::{Evaluator, Expr, Number, Scope};
 /// One aggregate: the output field, the function and, except for `count`, its expression.
 #[derive(Clone, Debug)]
 pub struct AggregateSpec {
-    /// The output field.
-    pub field: String,
+    /// The output field (an interned name: every result shares it).
+    pub field: Name,
     /// The function.
     pub function: Aggregate,
     /// What it is computed over (`None` for `count`).
@@ -145,7 +146,7 @@ impl AggregatesConfig {
                 None => None,
             };
             specs.push(AggregateSpec {
-                field: field.clone(),
+                field: name_of(field),
                 function: *function,
                 expr,
             });
@@ -320,7 +321,7 @@ impl Aggregates {
     /// Appends each aggregate's result to `out` under its field.
     pub fn write(&self, state: &[Acc], out: &mut Map) {
         for (acc, spec) in state.iter().zip(&self.specs) {
-            out.insert(spec.field.as_str(), acc.result(spec.function));
+            out.insert(spec.field.clone(), acc.result(spec.function));
         }
     }
 }

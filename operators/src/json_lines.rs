@@ -276,7 +276,7 @@ impl LineReader {
                     ))
                 })?;
                 let mut m = Map::with_capacity(1);
-                m.push_unchecked("message", text);
+                m.push_unchecked(arcstr::literal!("message"), text);
                 m
             }
         };

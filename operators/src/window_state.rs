@@ -107,9 +107,16 @@ pub(crate) fn result_event(
     accs: &[Acc],
 ) -> Map {
     let mut event = Map::with_capacity(3 + aggregates.specs.len());
-    event.push_unchecked("key", key.clone());
-    event.push_unchecked("window_start", window.start.div_euclid(1_000_000));
-    event.push_unchecked("window_end", window.end.div_euclid(1_000_000));
+    // Static names: no allocation per result.
+    event.push_unchecked(arcstr::literal!("key"), key.clone());
+    event.push_unchecked(
+        arcstr::literal!("window_start"),
+        window.start.div_euclid(1_000_000),
+    );
+    event.push_unchecked(
+        arcstr::literal!("window_end"),
+        window.end.div_euclid(1_000_000),
+    );
     aggregates.write(accs, &mut event);
     event
 }

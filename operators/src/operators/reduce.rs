@@ -143,7 +143,7 @@ impl Operator for AggregatesReduce {
         };
         self.aggregates.update(state, &self.values);
         let mut event = Map::with_capacity(1 + self.aggregates.specs.len());
-        event.insert("key", key.clone().into_owned());
+        event.insert(arcstr::literal!("key"), key.clone().into_owned());
         self.aggregates.write(state, &mut event);
         let output = Record::with_event(key.into_owned(), event, record.timestamp)
             .with_timestamp_type(record.timestamp_type);
