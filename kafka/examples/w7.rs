@@ -55,6 +55,43 @@ struct Run {
     /// Seconds from 10 % to 90 % of the messages in the output topic.
     middle: f64,
     marker_p99: Option<f64>,
+    /// CPU seconds of the threads that move the messages: the bare loop's two threads, or
+    /// Tidemark's task threads (librdkafka's own threads not included).
+    loop_cpu: f64,
+}
+
+/// CPU seconds of the whole process so far (every thread, ended ones too), from
+/// `/proc/self/stat` (clock ticks of 10 ms).
+fn process_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<u64>() as f64 / 100.0
+}
+
+/// CPU seconds of one thread (`/proc/.../schedstat`: nanoseconds on a CPU).
+fn thread_cpu(schedstat: &str) -> f64 {
+    std::fs::read_to_string(schedstat)
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
+/// CPU seconds of this process's live threads whose name holds `#` (Tidemark's tasks).
+fn task_threads_cpu() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    dir.flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.contains('#')))
+        .map(|t| thread_cpu(&t.path().join("schedstat").to_string_lossy()))
+        .sum()
 }
 
 fn main() {
@@ -80,38 +117,53 @@ fn main() {
 
     for round in 1..=rounds {
         let mut results = Vec::new();
+        let mut cpus = Vec::new();
         for variant in ["bare-rdkafka", "tidemark-chained", "tidemark-rebalance"] {
             if !runs(variant) {
                 results.push(f64::NAN);
+                cpus.push(f64::NAN);
                 continue;
             }
             let out = format!("out-{variant}-{round}");
             cluster.create_topic(&out, 4).expect("output topic");
             let group = format!("w7-{variant}-{round}");
+            let cpu_before = process_cpu();
             let run = match variant {
                 "bare-rdkafka" => bare_loop(&bootstrap, &group, &out, n),
                 "tidemark-chained" => tidemark_job(&bootstrap, &group, &out, n, false),
                 _ => tidemark_job(&bootstrap, &group, &out, n, true),
             };
+            let cpu = process_cpu() - cpu_before;
             let p99 = run
                 .marker_p99
                 .map_or("-".to_owned(), |p| format!("{:.3}", p * 1e3));
             println!(
                 "workload=W7 round={round} variant={variant} parallelism=2 messages={n} \
                  join_seconds={:.2} seconds={:.3} msg_per_s={:.0} middle_msg_per_s={:.0} \
-                 marker_p99_ms={p99}",
+                 marker_p99_ms={p99} cpu_us_per_msg={:.3} loop_cpu_us_per_msg={:.3}",
                 run.join,
                 run.seconds,
                 n as f64 / run.seconds,
-                0.8 * n as f64 / run.middle
+                0.8 * n as f64 / run.middle,
+                cpu * 1e6 / n as f64,
+                run.loop_cpu * 1e6 / n as f64,
             );
             results.push(run.middle);
+            cpus.push(cpu);
         }
         println!(
             "workload=W7 round={round} stat=ratio_middle chained_over_bare={:.3} \
              rebalance_over_bare={:.3}",
             results[0] / results[1],
             results[0] / results[2]
+        );
+        // The bare loop's CPU per message over Tidemark's (whole process, mock cluster
+        // included): the throughput ratio a machine with no spare core would give.
+        println!(
+            "workload=W7 round={round} stat=ratio_cpu chained_over_bare={:.3} \
+             rebalance_over_bare={:.3}",
+            cpus[0] / cpus[1],
+            cpus[0] / cpus[2]
         );
     }
 }
@@ -188,10 +240,12 @@ fn bare_loop(bootstrap: &str, group: &str, out: &str, n: u64) -> Run {
     let done = Arc::new(AtomicU64::new(0));
     let first = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
+    let loop_cpu_ns = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..2)
         .map(|i| {
             let (bootstrap, group, out) = (bootstrap.to_owned(), group.to_owned(), out.to_owned());
             let (done, first) = (done.clone(), first.clone());
+            let loop_cpu_ns = loop_cpu_ns.clone();
             std::thread::spawn(move || {
                 let consumer: BaseConsumer = ClientConfig::new()
                     .set("bootstrap.servers", &bootstrap)
@@ -238,6 +292,8 @@ fn bare_loop(bootstrap: &str, group: &str, out: &str, n: u64) -> Run {
                     }
                     done.fetch_add(1, Ordering::Relaxed);
                 }
+                let cpu = thread_cpu("/proc/thread-self/schedstat");
+                loop_cpu_ns.fetch_add((cpu * 1e9) as u64, Ordering::Relaxed);
                 producer.flush(Duration::from_secs(60)).unwrap();
             })
         })
@@ -252,6 +308,7 @@ fn bare_loop(bootstrap: &str, group: &str, out: &str, n: u64) -> Run {
         seconds: last - first,
         middle,
         marker_p99: None,
+        loop_cpu: loop_cpu_ns.load(Ordering::Relaxed) as f64 / 1e9,
     }
 }
 
@@ -314,6 +371,7 @@ fn tidemark_job(bootstrap: &str, group: &str, out: &str, n: u64, cross: bool) ->
         std::thread::sleep(Duration::from_millis(2));
     }
     let (middle, last) = wait_written(bootstrap, out, n, started);
+    let loop_cpu = task_threads_cpu();
     let text = tidemark_runtime::exporter::render_text(handle.metrics()).unwrap();
     if let Ok(path) = std::env::var("W7_METRICS") {
         let _ = std::fs::write(format!("{path}.{group}"), &text);
@@ -335,5 +393,6 @@ fn tidemark_job(bootstrap: &str, group: &str, out: &str, n: u64, cross: bool) ->
         seconds: last - first,
         middle,
         marker_p99: p99,
+        loop_cpu,
     }
 }

@@ -184,7 +184,10 @@ impl KafkaSinkFactory {
             })
         });
         reachable.clone()?;
+        let topic = TopicHandle::new(&producer, &config.topic)
+            .map_err(|e| format!("{what}: topic \"{}\": {e}", config.topic))?;
         Ok(KafkaSink {
+            topic_handle: topic,
             producer,
             context,
             topic: config.topic.clone(),
@@ -199,6 +202,8 @@ impl KafkaSinkFactory {
 
 /// One subtask of the `kafka` sink.
 pub struct KafkaSink {
+    /// Declared before `producer`: a topic handle is released before its client.
+    topic_handle: TopicHandle,
     producer: ThreadedProducer<DeliveryContext>,
     context: DeliveryContext,
     topic: String,
@@ -252,16 +257,146 @@ impl KafkaSink {
             }
         };
         let ms = record.timestamp.div_euclid(1_000_000);
-        let mut pending = BaseRecord::to(&self.topic)
-            .payload(&self.value[..])
-            .timestamp(ms);
         // A null key is no key (not an empty one).
-        if has_key {
-            pending = pending.key(&self.key[..]);
-        }
-        produce(&self.producer, &self.context, &self.what, pending)?;
+        let key = has_key.then_some(&self.key[..]);
+        self.topic_handle.produce(
+            &self.producer,
+            &self.context,
+            &self.what,
+            &self.value,
+            key,
+            ms,
+        )?;
         self.written += 1;
         Ok(())
+    }
+}
+
+/// The producer's handle of the sink's topic, made once. A [`BaseRecord`] names its topic,
+/// and for each message so named rdkafka copies the name into a new C string and librdkafka
+/// looks the topic up under the client's write lock; through the handle a message costs
+/// neither (librdkafka's `RD_KAFKA_VTYPE_RKT`).
+struct TopicHandle(std::ptr::NonNull<rdkafka::bindings::rd_kafka_topic_t>);
+
+// SAFETY: librdkafka's topic handles may be used from any thread.
+unsafe impl Send for TopicHandle {}
+
+impl TopicHandle {
+    fn new(producer: &ThreadedProducer<DeliveryContext>, topic: &str) -> Result<Self, String> {
+        let name = std::ffi::CString::new(topic).map_err(|e| e.to_string())?;
+        // SAFETY: the client pointer is valid while `producer` lives, and the handle is
+        // destroyed before it (`KafkaSink`'s field order); a null configuration takes the
+        // client's default topic settings, as a topic named in a message does.
+        let rkt = unsafe {
+            rdkafka::bindings::rd_kafka_topic_new(
+                producer.client().native_ptr(),
+                name.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        std::ptr::NonNull::new(rkt).map(TopicHandle).ok_or_else(|| {
+            // SAFETY: reads librdkafka's thread-local last error.
+            let code = unsafe { rdkafka::bindings::rd_kafka_last_error() };
+            RDKafkaErrorCode::from(code).to_string()
+        })
+    }
+
+    /// Hands one message to the producer (librdkafka copies key and value), waiting while its
+    /// queue is full (backpressure, never a drop); fails on a delivery failure seen meanwhile
+    /// or an error of the producer.
+    fn produce(
+        &self,
+        producer: &ThreadedProducer<DeliveryContext>,
+        context: &DeliveryContext,
+        what: &str,
+        value: &[u8],
+        key: Option<&[u8]>,
+        timestamp_ms: i64,
+    ) -> Result<(), BoxError> {
+        use rdkafka::bindings as rd;
+        let mem = |bytes: &[u8]| rd::rd_kafka_vu_s__bindgen_ty_1 {
+            mem: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
+                ptr: bytes.as_ptr() as *mut std::ffi::c_void,
+                size: bytes.len(),
+            },
+        };
+        let vu = |vtype, u| rd::rd_kafka_vu_t { vtype, u };
+        let (key_ptr, key_len) = key.map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+        let args = [
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                rd::rd_kafka_vu_s__bindgen_ty_1 {
+                    rkt: self.0.as_ptr(),
+                },
+            ),
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                rd::rd_kafka_vu_s__bindgen_ty_1 { i32_: -1 },
+            ),
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                rd::rd_kafka_vu_s__bindgen_ty_1 {
+                    i: rd::RD_KAFKA_MSG_F_COPY as std::ffi::c_int,
+                },
+            ),
+            vu(rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE, mem(value)),
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                rd::rd_kafka_vu_s__bindgen_ty_1 {
+                    mem: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
+                        ptr: key_ptr as *mut std::ffi::c_void,
+                        size: key_len,
+                    },
+                },
+            ),
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
+                rd::rd_kafka_vu_s__bindgen_ty_1 { i64_: timestamp_ms },
+            ),
+        ];
+        loop {
+            // SAFETY: the client and topic handle are valid (see `new`); the arguments point
+            // into `value` and `key`, which librdkafka copies before returning (MSG_F_COPY).
+            let error = unsafe {
+                rd::rd_kafka_produceva(producer.client().native_ptr(), args.as_ptr(), args.len())
+            };
+            if error.is_null() {
+                return Ok(());
+            }
+            // SAFETY: a non-null error is ours to read and destroy, once.
+            let (code, text) = unsafe {
+                let code = RDKafkaErrorCode::from(rd::rd_kafka_error_code(error));
+                let text = std::ffi::CStr::from_ptr(rd::rd_kafka_error_string(error))
+                    .to_string_lossy()
+                    .into_owned();
+                rd::rd_kafka_error_destroy(error);
+                (code, text)
+            };
+            if code != RDKafkaErrorCode::QueueFull {
+                let topic = self.name();
+                return Err(format!("{what}: cannot write to {topic}: {text}").into());
+            }
+            if let Some(f) = context.failure() {
+                return Err(format!("{what}: {f}").into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn name(&self) -> String {
+        // SAFETY: the handle is valid; librdkafka returns its own NUL-terminated name.
+        unsafe {
+            std::ffi::CStr::from_ptr(rdkafka::bindings::rd_kafka_topic_name(self.0.as_ptr()))
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: made by `rd_kafka_topic_new`, destroyed once, before its client.
+        unsafe { rdkafka::bindings::rd_kafka_topic_destroy(self.0.as_ptr()) }
     }
 }
 

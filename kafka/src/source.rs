@@ -196,6 +196,9 @@ pub struct SourceContext {
     /// Positions are committed by librdkafka's timer, on revocation and on close (no
     /// checkpointing), rather than when checkpoints complete.
     auto_commit: AtomicBool,
+    /// The source is closing: it has stored and committed its positions itself, and the
+    /// consumer's read position may lie past them (messages polled while leaving are dropped).
+    closing: AtomicBool,
 }
 
 impl rdkafka::client::ClientContext for SourceContext {
@@ -254,6 +257,14 @@ impl ConsumerContext for SourceContext {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 if self.auto_commit.load(Ordering::Relaxed) {
                     // Hand over at the position reached, so the next owner does not repeat it.
+                    // The source stores its positions once per poll, and this callback runs
+                    // inside a poll, after the records taken so far in it: those are exactly
+                    // the messages the consumer returned, so its read positions are stored
+                    // first (not while closing: the source stored its own, and messages
+                    // polled while leaving are dropped).
+                    if !self.closing.load(Ordering::Relaxed) {
+                        store_read_positions(consumer);
+                    }
                     let _ = consumer.commit_consumer_state(CommitMode::Sync);
                 }
                 let mut a = self.assignment.lock().expect("assignment lock");
@@ -302,6 +313,9 @@ pub struct KafkaSource {
     auto_commit: bool,
     /// Next offset to read per partition (last record handed to the job + 1).
     positions: BTreeMap<PartitionKey, i64>,
+    /// Positions moved since they were last stored for librdkafka's commit timer (once per
+    /// poll, not per message: each store takes locks in librdkafka).
+    unstored: bool,
     malformed: u64,
     last_timestamp: Option<i64>,
     last_lag_at: i64,
@@ -376,6 +390,7 @@ impl KafkaSource {
             assignment: Mutex::new(Assignment::default()),
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
+            closing: AtomicBool::new(false),
         };
         let what = format!("kafka source \"{}\"", ctx.vertex_id);
         let consumer: BaseConsumer<SourceContext> = client
@@ -421,6 +436,7 @@ impl KafkaSource {
             metrics: factory.metrics.clone(),
             auto_commit: factory.auto_commit,
             positions: BTreeMap::new(),
+            unstored: false,
             malformed: 0,
             last_timestamp: None,
             last_lag_at: i64::MIN,
@@ -547,6 +563,21 @@ impl KafkaSource {
         high
     }
 
+    /// Stores the positions for librdkafka's commit timer (no checkpointing): once per poll,
+    /// for every message taken in it. A partition revoked meanwhile is refused by librdkafka
+    /// (its hand-over commit stored it already).
+    fn store_positions(&mut self) {
+        self.unstored = false;
+        if !self.auto_commit || self.positions.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::with_capacity(self.positions.len());
+        for ((topic, partition), offset) in &self.positions {
+            let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset));
+        }
+        let _ = self.consumer.store_offsets(&tpl);
+    }
+
     fn commit(&mut self, positions: &BTreeMap<PartitionKey, i64>) -> Result<(), BoxError> {
         // Brokers gone: a commit would wait for them; the positions are read again later.
         if positions.is_empty() || self.watch.down_since().is_some() {
@@ -589,6 +620,23 @@ impl KafkaSource {
     }
 }
 
+/// Stores the consumer's read positions (the offset after the last message it returned) for
+/// the commit that hands revoked partitions over.
+fn store_read_positions(consumer: &BaseConsumer<SourceContext>) {
+    let Ok(read) = consumer.position() else {
+        return;
+    };
+    let mut store = TopicPartitionList::new();
+    for e in read.elements() {
+        if let Offset::Offset(o) = e.offset() {
+            let _ = store.add_partition_offset(e.topic(), e.partition(), Offset::Offset(o));
+        }
+    }
+    if store.count() > 0 {
+        let _ = consumer.store_offsets(&store);
+    }
+}
+
 /// The partition's high watermark as the latest fetch response gave it (no request is made).
 fn cached_high_watermark(
     consumer: &BaseConsumer<SourceContext>,
@@ -609,29 +657,10 @@ fn cached_high_watermark(
     (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
-/// Stores a message's offset for librdkafka's auto-commit timer.
-trait StoreOffset {
-    fn store_offset(&self, consumer: &BaseConsumer<SourceContext>);
-}
-
-impl StoreOffset for rdkafka::message::BorrowedMessage<'_> {
-    /// Through the message's own topic handle: no topic name look-up, no allocation (by name,
-    /// librdkafka makes and drops a topic handle per call).
-    fn store_offset(&self, consumer: &BaseConsumer<SourceContext>) {
-        let _ = consumer.store_offset_from_message(self);
-    }
-}
-
-impl StoreOffset for rdkafka::message::OwnedMessage {
-    fn store_offset(&self, consumer: &BaseConsumer<SourceContext>) {
-        let _ = consumer.store_offset(self.topic(), self.partition(), self.offset());
-    }
-}
-
 impl KafkaSource {
     /// Turns one message into a record in `out` (or counts it as malformed), and moves the
     /// partition's position past it. Returns whether a record was emitted.
-    fn take<M: Message + StoreOffset>(
+    fn take<M: Message>(
         &mut self,
         message: &M,
         now_nanos: i64,
@@ -643,9 +672,7 @@ impl KafkaSource {
         } else {
             self.decode(message, now_nanos, out)?
         };
-        if self.auto_commit {
-            message.store_offset(&self.consumer);
-        }
+        self.unstored = true;
         // A few partitions per subtask: a linear look-up, no allocation per message.
         match self
             .positions
@@ -777,6 +804,9 @@ impl Source for KafkaSource {
                 emitted += 1;
             }
         }
+        if self.unstored {
+            self.store_positions();
+        }
         if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
             self.update_lag(ctx.now_nanos);
             self.last_lag_at = ctx.now_nanos;
@@ -838,7 +868,12 @@ impl Drop for KafkaSource {
     fn drop(&mut self) {
         // With the brokers gone there is no one to commit to or say goodbye to.
         let lost = self.watch.down_since().is_some();
+        self.consumer
+            .context()
+            .closing
+            .store(true, Ordering::Relaxed);
         if self.auto_commit && !lost {
+            self.store_positions();
             let positions = std::mem::take(&mut self.positions);
             let _ = self.commit(&positions);
         }

@@ -1,0 +1,258 @@
+//! Without checkpoints, the `kafka` source stores its positions for librdkafka's commit timer
+//! once per poll rather than once per message (each store takes locks inside librdkafka).
+//! What the group commits is still exactly the position after the last message handed to the
+//! job: by the timer, when a rebalance takes a partition away in the middle of a poll (the
+//! records taken earlier in that poll are handed over too, so the next owner neither repeats
+//! nor skips any), and when the source closes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::topic_partition_list::Offset;
+use tidemark_kafka::{
+    process_metrics, testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig,
+    KafkaSourceFactory,
+};
+use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
+
+const GROUP: &str = "offsets-group";
+
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// The group's committed offset of partitions 0 and 1 of `in` (-1: none).
+fn committed(bootstrap: &str) -> [i64; 2] {
+    let (_, committed) = testing::committed_offsets(bootstrap, GROUP, "in", 2);
+    let o: Vec<i64> = committed
+        .into_iter()
+        .map(|offset| match offset {
+            Offset::Offset(o) => o,
+            _ => -1,
+        })
+        .collect();
+    [o[0], o[1]]
+}
+
+/// What one subtask was handed: how often each id, and per partition the offset of the first
+/// one and the offset after the last one (-1: nothing yet). Ids are `p * per + offset`.
+struct Taken {
+    per: i64,
+    ids: BTreeMap<i64, u32>,
+    first: [i64; 2],
+    position: [i64; 2],
+}
+
+impl Taken {
+    fn new(per: i64) -> Self {
+        Taken {
+            per,
+            ids: BTreeMap::new(),
+            first: [-1, -1],
+            position: [-1, -1],
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.ids.values().map(|&n| n as usize).sum()
+    }
+}
+
+/// Polls `source` once for at most `max` records; notes them in `taken`. Returns how many.
+fn poll(source: &mut KafkaSource, max: usize, taken: &mut Taken) -> usize {
+    let mut out = Output::with_capacity(max.min(1024));
+    let ctx = PollContext {
+        now_nanos: now_nanos(),
+        max_records: max,
+    };
+    source.poll(&ctx, &mut out).unwrap();
+    for record in out.records() {
+        let id = record.get("value").and_then(|v| v.as_i64()).unwrap();
+        *taken.ids.entry(id).or_default() += 1;
+        let (partition, offset) = ((id / taken.per) as usize, id % taken.per);
+        // Records of a partition come in offset order.
+        assert!(offset + 1 > taken.position[partition]);
+        if taken.first[partition] < 0 {
+            taken.first[partition] = offset;
+        }
+        taken.position[partition] = offset + 1;
+    }
+    out.len()
+}
+
+/// Polls until `done` or two minutes passed (then fails with `what`).
+fn until(what: &str, mut step: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !step() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "gave up waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A cluster with `in` of two partitions holding ids `0..per` in partition 0 and
+/// `per..2 * per` in partition 1, and a factory of sources in `GROUP` committing every
+/// `commit_every_ms` by librdkafka's timer. With `small_fetches`, messages are written in
+/// batches of 20 and fetched about a batch per partition at a time, so the two partitions'
+/// messages alternate in a consumer's queue.
+fn set_up(
+    per: i64,
+    commit_every_ms: u64,
+    small_fetches: bool,
+) -> (DevCluster, String, KafkaSourceFactory) {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![("in".into(), 2)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let messages: Vec<(i32, String, String)> = (0..2 * per)
+        .map(|id| {
+            let partition = (id / per) as i32;
+            (partition, id.to_string(), format!("{{\"value\": {id}}}"))
+        })
+        .collect();
+    let producer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set(
+            "batch.num.messages",
+            if small_fetches { "20" } else { "10000" },
+        )
+        .create()
+        .unwrap();
+    testing::produce(
+        &producer,
+        "in",
+        messages
+            .iter()
+            .map(|(p, k, v)| (Some(*p), k.as_str(), v.as_str())),
+    );
+    let mut properties = serde_json::json!({
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+        "auto.commit.interval.ms": commit_every_ms,
+    });
+    if small_fetches {
+        properties["max.partition.fetch.bytes"] = 256.into();
+    }
+    let config: KafkaSourceConfig = serde_json::from_value(serde_json::json!({
+        "brokers": bootstrap,
+        "topics": ["in"],
+        "group": GROUP,
+        "properties": properties,
+    }))
+    .unwrap();
+    let factory = KafkaSourceFactory::new(config, process_metrics().clone()).unwrap();
+    (cluster, bootstrap, factory)
+}
+
+fn make(factory: &KafkaSourceFactory, subtask: usize) -> KafkaSource {
+    factory
+        .make(&SubtaskContext {
+            job_name: "offsets".into(),
+            vertex_id: "in".into(),
+            subtask,
+            parallelism: 2,
+            seed: 1,
+        })
+        .unwrap()
+}
+
+#[test]
+fn the_commit_timer_commits_the_positions_after_the_records_taken() {
+    let (_cluster, bootstrap, factory) = set_up(1000, 100, true);
+    let mut a = make(&factory, 0);
+    let mut taken = Taken::new(1000);
+    // Small polls, so most end in the middle of what was fetched.
+    until("the first 300 records from both partitions", || {
+        poll(&mut a, 7, &mut taken);
+        taken.count() >= 300 && taken.position.iter().all(|&p| p > 0)
+    });
+    let position = taken.position;
+    until(
+        &format!(
+            "commits at {position:?} (committed: {:?})",
+            committed(&bootstrap)
+        ),
+        || committed(&bootstrap) == position,
+    );
+    // Not polled meanwhile, it does not move on.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(committed(&bootstrap), position);
+    // Closing commits where it stands.
+    until("the next 300 records", || {
+        poll(&mut a, 7, &mut taken);
+        taken.count() >= 600
+    });
+    let position = taken.position;
+    drop(a);
+    assert_eq!(committed(&bootstrap), position);
+}
+
+#[test]
+fn a_revoked_partition_is_handed_over_after_the_last_record_taken() {
+    // No timer commit: only the hand-over commit of the revocation and the close commit.
+    let per = 3000;
+    let (_cluster, bootstrap, factory) = set_up(per, 600_000, true);
+    let mut a = make(&factory, 0);
+    let mut taken_a = Taken::new(per);
+    until("the first records", || {
+        poll(&mut a, 5, &mut taken_a);
+        taken_a.count() >= 100
+    });
+    assert_eq!(committed(&bootstrap), [-1, -1]);
+
+    // A second subtask joins while `a` reads in small polls.
+    let mut b = make(&factory, 1);
+    let mut taken_b = Taken::new(per);
+    let rebalances = a.rebalances();
+    until("a partition revoked from the first subtask", || {
+        poll(&mut a, 5, &mut taken_a);
+        poll(&mut b, 5, &mut taken_b);
+        a.rebalances() > rebalances
+    });
+    let kept = a.assigned();
+    assert_eq!(kept.len(), 1, "one partition moved: {kept:?}");
+    let revoked = 1 - kept[0].1 as usize;
+    let handed_over = taken_a.position[revoked];
+    assert!(
+        handed_over > 0 && handed_over < per,
+        "revoked part way through: {handed_over}"
+    );
+    // The hand-over commit, made inside the poll that served the revocation, is the position
+    // after the last record taken.
+    assert_eq!(committed(&bootstrap)[revoked], handed_over);
+
+    // The new owner resumes there: nothing read twice, nothing skipped.
+    until(
+        "the new owner's first record of the revoked partition",
+        || {
+            poll(&mut a, 64, &mut taken_a);
+            poll(&mut b, 64, &mut taken_b);
+            taken_b.first[revoked] >= 0
+        },
+    );
+    assert_eq!(taken_b.first[revoked], handed_over);
+    assert_eq!(taken_a.position[revoked], handed_over);
+    // Closing commits where each stands.
+    until("the partitions read to the end", || {
+        poll(&mut a, 64, &mut taken_a);
+        poll(&mut b, 64, &mut taken_b);
+        taken_a.position[1 - revoked] == per && taken_b.position[revoked] == per
+    });
+    drop(a);
+    drop(b);
+    assert_eq!(committed(&bootstrap), [per, per]);
+    assert_eq!(
+        taken_a.count() + taken_b.count(),
+        2 * per as usize,
+        "every record once"
+    );
+}
