@@ -1,9 +1,15 @@
 //! Without checkpoints, the `kafka` source stores its positions for librdkafka's commit timer
 //! once per poll rather than once per message (each store takes locks inside librdkafka).
 //! What the group commits is still exactly the position after the last message handed to the
-//! job: by the timer, when a rebalance takes a partition away in the middle of a poll (the
-//! records taken earlier in that poll are handed over too, so the next owner neither repeats
-//! nor skips any), and when the source closes.
+//! job: by the timer, when a rebalance takes a partition away (so the next owner neither
+//! repeats nor skips a record), and when the source closes.
+//!
+//! A revocation in the middle of a poll (records of the partition taken earlier in the same
+//! poll, positions not yet stored) is handled by storing the consumer's read positions before
+//! the hand-over; the test below cannot force that case: librdkafka pauses the partitions,
+//! dropping the messages it had queued, before the revocation reaches the source, so it needs
+//! the pause to land while a poll is taking messages. The test checks the hand-over wherever
+//! the revocation falls.
 
 mod common;
 
