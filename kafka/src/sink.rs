@@ -24,7 +24,6 @@
 //!   broker's error. `finish` and every checkpoint wait until every message written so far is
 //!   acknowledged by the broker.
 
-use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -463,8 +462,9 @@ fn write_key(buf: &mut Vec<u8>, key: &Value) -> bool {
     match key {
         Value::Null => return false,
         Value::String(k) => buf.extend_from_slice(k.as_bytes()),
+        // Straight into the buffer: no string made per message (`Display` makes one).
         other => {
-            let _ = write!(buf, "{other}");
+            let _ = serde_json::to_writer(&mut *buf, other);
         }
     }
     true
@@ -499,5 +499,41 @@ impl Sink for KafkaSink {
 
     fn finish(&mut self) -> Result<(), BoxError> {
         self.flush_and_wait()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidemark_runtime::Map;
+
+    /// The key as the message's key: a string's text as it is, anything else as its JSON text
+    /// (as `Value`'s `Display` gives it), and no key for `null`.
+    #[test]
+    fn keys_are_written_as_their_text() {
+        let mut map = Map::new();
+        map.insert("a", Value::Int(1));
+        let cases = [
+            Value::String("user-7".into()),
+            Value::Int(-42),
+            Value::Int(i64::MAX),
+            Value::Double(2.5),
+            Value::Double(1e21),
+            Value::Bool(true),
+            Value::from(map),
+        ];
+        for key in cases {
+            let mut buf = b"left over".to_vec();
+            buf.clear();
+            assert!(write_key(&mut buf, &key));
+            let expected = match &key {
+                Value::String(s) => s.to_string(),
+                other => other.to_string(),
+            };
+            assert_eq!(String::from_utf8(buf).unwrap(), expected, "{key:?}");
+        }
+        let mut buf = Vec::new();
+        assert!(!write_key(&mut buf, &Value::Null));
+        assert!(buf.is_empty());
     }
 }
