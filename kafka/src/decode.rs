@@ -267,26 +267,17 @@ mod tests {
         Value::from_json(r.event_json().as_bytes()).unwrap()
     }
 
+    /// The decoder reads JSON payloads with the sources' shared parser; its cases (shapes,
+    /// escapes, big numbers, many names) are `tidemark_operators::event_json`'s tests. Here:
+    /// one decoder over payloads of changing shapes gives what `Value::from_json` gives.
     #[test]
     fn json_events_read_as_from_json_reads_them() {
         let mut d = Decoder::default();
-        let many: String = (0..40)
-            .map(|i| format!(r#""f{i}":"v{}""#, i % 3))
-            .collect::<Vec<_>>()
-            .join(",");
-        // One after the other through one decoder: shapes change, names repeat, strings
-        // repeat at a position and then differ.
         for payload in [
             r#"{"id":1,"user":"u1","value":2,"status":"paid"}"#,
-            r#"{"id":2,"user":"u2","value":3,"status":"paid"}"#,
             r#"{"status":"open","id":3,"user":"u2"}"#,
             r#"{"a":"x","a":"y","b":{"c":["paid",1.5,null,true]},"big":18446744073709551615}"#,
-            r#"{"esc":"a\"b\u00e9","n":-7,"d":1e2,"l":[{"k":"v"}]}"#,
             r#"{}"#,
-            &format!("{{{many}}}"),
-            &format!("{{{many}}}"),
-            // Names beyond the shared ones, repeated.
-            &format!(r#"{{{many},"f39":1,"f0":2}}"#),
             r#"{"id":1,"user":"u1","value":2,"status":"paid"}"#,
         ] {
             assert_eq!(

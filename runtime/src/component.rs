@@ -126,6 +126,26 @@ pub struct SourceErrorCounts {
     pub invalid_timestamps: u64,
 }
 
+/// Runs `operator`'s [`Operator::process`] on each record of `records`, taken out with
+/// [`Record::take`]: the body of [`Operator::process_batch_owned`] for an operator that changes,
+/// re-keys or passes on its records.
+///
+/// ```ignore
+/// fn process_batch_owned(&mut self, records: &mut [Record], out: &mut Output) -> Result<(), BoxError> {
+///     tidemark_runtime::process_taken(self, records, out)
+/// }
+/// ```
+pub fn process_taken<O: Operator + ?Sized>(
+    operator: &mut O,
+    records: &mut [Record],
+    out: &mut Output,
+) -> Result<(), BoxError> {
+    for record in records {
+        operator.process(record.take(), out)?;
+    }
+    Ok(())
+}
+
 /// A record-at-a-time transformation with optional state and timers.
 pub trait Operator: Send {
     /// Processes one record, emitting any number of records.
@@ -143,10 +163,11 @@ pub trait Operator: Send {
     /// Processes a batch that the runtime will not read again (it calls this when
     /// [`Operator::process_batch_in_place`] declined). The default calls
     /// [`Operator::process_batch`]. An operator that changes, re-keys or passes on the records
-    /// it gets overrides it to take each one out with [`Record::take`] and call
-    /// [`Operator::process`]: a general record taken is the only holder of its event, so
-    /// changing it copies nothing (no copy on write) and passing it on costs no reference
-    /// count. Whatever an override leaves in `records` is dropped by the runtime.
+    /// it gets overrides it with [`process_taken`], which takes each one out with
+    /// [`Record::take`] and calls [`Operator::process`]: a general record taken is the only
+    /// holder of its event, so changing it copies nothing (no copy on write) and passing it on
+    /// costs no reference count. Whatever an override leaves in `records` is dropped by the
+    /// runtime.
     fn process_batch_owned(
         &mut self,
         records: &mut [Record],

@@ -68,8 +68,8 @@ pub mod value;
 
 pub use batch::{Batch, Event};
 pub use component::{
-    BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts, SourceLag,
-    SourceStatus, SubtaskContext,
+    process_taken, BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts,
+    SourceLag, SourceStatus, SubtaskContext,
 };
 pub use config::JobConfig;
 pub use event_time::{

@@ -133,10 +133,7 @@ impl Operator for WhereFilter {
         records: &mut [Record],
         out: &mut Output,
     ) -> Result<(), BoxError> {
-        for record in records {
-            self.process(record.take(), out)?;
-        }
-        Ok(())
+        tidemark_runtime::process_taken(self, records, out)
     }
 }
 

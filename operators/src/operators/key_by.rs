@@ -74,10 +74,7 @@ impl Operator for KeyBy {
         records: &mut [Record],
         out: &mut Output,
     ) -> Result<(), BoxError> {
-        for record in records {
-            self.process(record.take(), out)?;
-        }
-        Ok(())
+        tidemark_runtime::process_taken(self, records, out)
     }
 
     fn records_dropped(&self, reason: DropReason) -> u64 {
@@ -92,6 +89,36 @@ impl Operator for KeyBy {
 mod tests {
     use super::*;
     use crate::test_util::ctx;
+
+    /// A batch the runtime hands over is taken, not cloned: setting the key changes each
+    /// general record where it lies (its event keeps its address).
+    #[test]
+    fn an_owned_batch_is_re_keyed_without_copying_its_events() {
+        let factory = key_by("user", ErrorPolicy::Fail, &BuildEnv::default()).unwrap();
+        let mut op = factory(&ctx(0, 1, 0)).unwrap();
+        let mut records: Vec<Record> = ["a", "b"]
+            .iter()
+            .map(|u| {
+                let mut m = tidemark_runtime::Map::new();
+                m.insert("user", *u);
+                Record::with_event(0, m, 0)
+            })
+            .collect();
+        let before: Vec<*const tidemark_runtime::Map> = records
+            .iter()
+            .map(|r| &*r.event_map() as *const _)
+            .collect();
+        let mut out = Output::default();
+        op.process_batch_owned(&mut records, &mut out).unwrap();
+        let after: Vec<*const tidemark_runtime::Map> = out
+            .records()
+            .iter()
+            .map(|r| &*r.event_map() as *const _)
+            .collect();
+        assert_eq!(after, before, "events were copied");
+        let keys: Vec<_> = out.records().iter().map(expr::key_of).collect();
+        assert_eq!(keys, ["a".into(), "b".into()]);
+    }
 
     #[test]
     fn sets_the_key_from_the_expression() {

@@ -200,10 +200,7 @@ impl Operator for SetMap {
         records: &mut [Record],
         out: &mut Output,
     ) -> Result<(), BoxError> {
-        for record in records {
-            self.process(record.take(), out)?;
-        }
-        Ok(())
+        tidemark_runtime::process_taken(self, records, out)
     }
 
     fn records_dropped(&self, reason: DropReason) -> u64 {
@@ -357,7 +354,7 @@ mod tests {
     use super::*;
     use crate::test_util::{operator, process, process_in_place};
     use serde_json::json;
-    use tidemark_runtime::TimestampType;
+    use tidemark_runtime::{Map, TimestampType};
 
     fn events(lines: &[&str]) -> Vec<Record> {
         lines
@@ -379,6 +376,29 @@ mod tests {
             op.process(r.clone(), &mut out).map_err(|e| e.to_string())?;
         }
         Ok(out.records().iter().map(|r| r.event_json()).collect())
+    }
+
+    /// A batch the runtime hands over is taken, not cloned: `set` changes each event where it
+    /// lies (the map keeps its address), and the result is what `process` gives.
+    #[test]
+    fn set_on_an_owned_batch_changes_events_without_copying_them() {
+        let mut input = events(&[r#"{"v":1}"#, r#"{"v":2.5}"#]);
+        let before: Vec<*const Map> = input
+            .iter()
+            .map(|r| &*r.event_map() as *const Map)
+            .collect();
+        let expected = set_map(json!({"set": {"double": "v * 2"}}), &input).unwrap();
+        let mut op = operator(&INFO, json!({"set": {"double": "v * 2"}}));
+        let mut out = Output::default();
+        op.process_batch_owned(&mut input, &mut out).unwrap();
+        let after: Vec<*const Map> = out
+            .records()
+            .iter()
+            .map(|r| &*r.event_map() as *const Map)
+            .collect();
+        assert_eq!(after, before, "events were copied");
+        let got: Vec<String> = out.records().iter().map(|r| r.event_json()).collect();
+        assert_eq!(got, expected);
     }
 
     /// The spec's worked case: `set: {double: 'v * 2'}` writes `"double":2` for `v: 1` and
