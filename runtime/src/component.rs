@@ -130,10 +130,32 @@ pub struct SourceErrorCounts {
 /// [`Record::take`]: the body of [`Operator::process_batch_owned`] for an operator that changes,
 /// re-keys or passes on its records.
 ///
-/// ```ignore
-/// fn process_batch_owned(&mut self, records: &mut [Record], out: &mut Output) -> Result<(), BoxError> {
-///     tidemark_runtime::process_taken(self, records, out)
+/// ```
+/// use tidemark_runtime::{process_taken, BoxError, Map, Operator, Output, Record};
+///
+/// /// Marks every event as seen.
+/// struct Seen;
+///
+/// impl Operator for Seen {
+///     fn process(&mut self, mut record: Record, out: &mut Output) -> Result<(), BoxError> {
+///         record.set("seen", true);
+///         out.emit(record);
+///         Ok(())
+///     }
+///
+///     fn process_batch_owned(
+///         &mut self,
+///         records: &mut [Record],
+///         out: &mut Output,
+///     ) -> Result<(), BoxError> {
+///         process_taken(self, records, out)
+///     }
 /// }
+///
+/// let mut batch = vec![Record::with_event("a", Map::new(), 0)];
+/// let mut out = Output::default();
+/// Seen.process_batch_owned(&mut batch, &mut out).unwrap();
+/// assert_eq!(out.records()[0].event_json(), r#"{"seen":true}"#);
 /// ```
 pub fn process_taken<O: Operator + ?Sized>(
     operator: &mut O,
