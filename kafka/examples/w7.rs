@@ -200,8 +200,9 @@ fn preload(bootstrap: &str, n: u64) {
 
 /// Waits until the output topic holds `n` messages (acknowledged writes: the sum of its
 /// partitions' high watermarks), asking every 10 ms; returns the seconds from 10 % to 90 % of
-/// them (the steady state: no group join, no stragglers; NaN when both marks fell within two
-/// polls) and the seconds since `started`. The
+/// them (the steady state: no group join, no stragglers; each mark's time interpolated between
+/// the two polls around it; NaN when both marks fell within two polls) and the seconds since
+/// `started`. The
 /// same end for every variant, and no consumer close in it (on the mock a close may wait for a
 /// rebalance: `docs/kafka.md`, "Group membership").
 fn wait_written(bootstrap: &str, out: &str, n: u64, started: Instant) -> (f64, f64) {
@@ -210,6 +211,9 @@ fn wait_written(bootstrap: &str, out: &str, n: u64, started: Instant) -> (f64, f
         .create()
         .unwrap();
     let (mut t10, mut t90) = (None, None);
+    // The previous poll: when, and how many were written then.
+    let mut before = (0.0, 0u64);
+    let mut polls = 0u32;
     loop {
         let written: i64 = (0..4)
             .map(|p| {
@@ -221,21 +225,29 @@ fn wait_written(bootstrap: &str, out: &str, n: u64, started: Instant) -> (f64, f
             .sum();
         let now = started.elapsed().as_secs_f64();
         let written = written.max(0) as u64;
+        // When the count crossed `mark`, between the previous poll and this one (linear
+        // between the two: the rate within 10 ms is steady), not when the poll saw it.
+        let crossed = |mark: f64| {
+            let (t0, w0) = before;
+            if written > w0 {
+                t0 + (now - t0) * ((mark - w0 as f64) / (written - w0) as f64).clamp(0.0, 1.0)
+            } else {
+                now
+            }
+        };
+        polls += 1;
         if t10.is_none() && written * 10 >= n {
-            t10 = Some(now);
+            t10 = Some((crossed(n as f64 * 0.1), polls));
         }
         if t90.is_none() && written * 10 >= n * 9 {
-            t90 = Some(now);
+            t90 = Some((crossed(n as f64 * 0.9), polls));
         }
+        before = (now, written);
         if written >= n || started.elapsed() > GUARD {
-            let (t10, t90) = (t10.unwrap_or(0.0), t90.unwrap_or(now));
-            // Both marks within two polls (a stall before 10 %, then everything at once): the
-            // steady state was not seen, so there is no rate to give.
-            let middle = if t90 - t10 < 0.02 {
-                f64::NAN
-            } else {
-                t90 - t10
-            };
+            let ((t10, p10), (t90, p90)) = (t10.unwrap_or((0.0, 0)), t90.unwrap_or((now, polls)));
+            // Both marks seen by one poll or two in a row (a stall before 10 %, then
+            // everything at once): the steady state was not seen, so there is no rate to give.
+            let middle = if p90 - p10 < 2 { f64::NAN } else { t90 - t10 };
             return (middle, now);
         }
         std::thread::sleep(Duration::from_millis(10));

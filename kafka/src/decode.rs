@@ -72,6 +72,14 @@ impl Decoder {
         };
         let payload = payload.unwrap_or_default();
         let mut record_key = key.map(key_of).unwrap_or(Value::Null);
+        // Nothing here reads the event: it is kept as its text, checked, and made only where
+        // a field is read (`Record::from_json_object`); unchanged, the sink writes the text.
+        if self.format == Format::Json && self.key.is_none() && self.timestamp.is_none() {
+            return match Record::from_json_object(record_key, payload, ts) {
+                Ok(record) => Ok(record.with_timestamp_type(ts_type)),
+                Err(e) => Err(malformed_json(e)),
+            };
+        }
         let event = match self.format {
             Format::Text => {
                 let text = std::str::from_utf8(payload)
@@ -80,17 +88,7 @@ impl Decoder {
                 m.push_unchecked("message", text);
                 m
             }
-            Format::Json => match self.parser.parse(payload) {
-                Ok(map) => map,
-                Err(EventError::NotAnObject(type_name)) => {
-                    return Err(Malformed(format!(
-                        "value is not a JSON object: found a {type_name}"
-                    )))
-                }
-                Err(EventError::Invalid(e)) => {
-                    return Err(Malformed(format!("value is not a JSON object: {e}")))
-                }
-            },
+            Format::Json => self.parser.parse(payload).map_err(malformed_json)?,
         };
         let message_ms = ts.div_euclid(NANOS_PER_MS);
         let key_value = match &self.key {
@@ -112,6 +110,16 @@ impl Decoder {
             record_key = k;
         }
         Ok(Record::with_event(record_key, event, ts).with_timestamp_type(ts_type))
+    }
+}
+
+/// Why a value is not a JSON event, as the source reports it.
+fn malformed_json(e: EventError) -> Malformed {
+    match e {
+        EventError::NotAnObject(type_name) => {
+            Malformed(format!("value is not a JSON object: found a {type_name}"))
+        }
+        EventError::Invalid(e) => Malformed(format!("value is not a JSON object: {e}")),
     }
 }
 

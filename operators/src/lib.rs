@@ -10,7 +10,7 @@
 //! | [`sources`] | [`generator`](sources::generator), [`file`](sources::file), [`stdin`](sources::stdin) |
 //! | [`operators`] | [`map`](operators::map), [`filter`](operators::filter), [`delay`](operators::delay), [`reduce`](operators::reduce), [`window`](operators::window) |
 //! | [`sinks`] | [`discard`](sinks::discard), [`stdout`](sinks::stdout), [`file`](sinks::file) |
-//! | [`event_json`] | JSON objects into events: [`EventParser`](event_json::EventParser), one per reader, shares names and repeated strings between events (file, stdin, Kafka) |
+//! | [`event_json`] | (from `tidemark-runtime`) JSON objects into events: [`EventParser`](event_json::EventParser), one per reader, shares names and repeated strings between events (file, stdin, Kafka) |
 //! | [`expr`] | CEL expressions over events: [`Expr`](expr::Expr) compiled once, [`Evaluator`](expr::Evaluator) per subtask |
 //! | [`on_error`] | `on_error: fail \| skip \| {dead_letter: PATH}` for records an expression fails on |
 //! | [`aggregates`] | `aggregates:` of `window` and `reduce`: count, sum, min, max, mean over expressions |
@@ -85,7 +85,7 @@
 mod aggregate;
 pub mod aggregates;
 pub mod config;
-pub mod event_json;
+pub use tidemark_runtime::event_json;
 pub mod expr;
 mod json_lines;
 pub mod on_error;

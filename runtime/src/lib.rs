@@ -20,6 +20,7 @@
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
 //! | [`value`] | [`Value`] and [`Map`]: the JSON data model of the events records carry |
+//! | [`event_json`] | JSON objects into events ([`EventParser`](event_json::EventParser)), and checked without parsing for records kept as text ([`Record::from_json_object`]) |
 //! | [`name`] | [`Name`](name::Name), a field name, and [`intern`](name::intern): names made static once per process |
 //! | [`testing`] | small components for tests and examples |
 //!
@@ -51,6 +52,7 @@ mod channel;
 pub mod checkpoint;
 pub mod component;
 pub mod config;
+pub mod event_json;
 pub mod event_time;
 pub mod exporter;
 pub mod graph;

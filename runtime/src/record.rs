@@ -4,8 +4,9 @@ use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::mem::ManuallyDrop;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use crate::event_json::{self, EventError, FieldIndex};
 use crate::value::{Map, Value};
 
 /// Where a record's timestamp came from (Kafka KIP-32).
@@ -87,10 +88,45 @@ struct Shared {
     _pad: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct General {
     key: Value,
-    event: Map,
+    /// The event's fields: made from `raw` when first read, if the record was made from text.
+    event: OnceLock<Map>,
+    /// The event's JSON text as it was read ([`Record::from_json_object`]), while the event is
+    /// unchanged: one line holding one JSON object that [`event_json::check_object`]
+    /// accepted. At least one of `event` and `raw` is set.
+    raw: Option<Box<[u8]>>,
+    /// Where the fields lie in `raw`.
+    index: FieldIndex,
+}
+
+impl General {
+    fn parsed(key: Value, event: Map) -> General {
+        General {
+            key,
+            event: OnceLock::from(event),
+            raw: None,
+            index: FieldIndex::default(),
+        }
+    }
+
+    /// The event's fields, made from its text on the first read.
+    #[inline]
+    fn map(&self) -> &Map {
+        self.event.get_or_init(|| match &self.raw {
+            Some(raw) => event_json::parse_checked(raw),
+            None => Map::new(),
+        })
+    }
+
+    /// The event's fields for changing: made first if need be; the text no longer says what
+    /// the event is, so it is dropped.
+    fn map_mut(&mut self) -> &mut Map {
+        self.map();
+        self.raw = None;
+        self.event.get_mut().expect("made by `map` just above")
+    }
 }
 
 /// A borrowed view of a record's payload.
@@ -195,7 +231,7 @@ impl fmt::Debug for Record {
             .field("timestamp_type", &self.timestamp_type);
         match self.body() {
             BodyRef::Numeric { key, value } => d.field("key", &key).field("value", &value),
-            BodyRef::General(g) => d.field("key", &g.key).field("event", &g.event),
+            BodyRef::General(g) => d.field("key", &g.key).field("event", g.map()),
         };
         d.finish()
     }
@@ -256,10 +292,64 @@ impl Record {
             timestamp,
             timestamp_type: TimestampType::Create,
             general: true,
-            body: Record::shared(General {
+            body: Record::shared(General::parsed(key.into(), event.into())),
+        }
+    }
+
+    /// A record whose event is the JSON object `json` (whitespace around it allowed), with
+    /// key `key` and a create-time timestamp; the error [`event_json::EventParser::parse`]
+    /// gives when `json` is not one.
+    ///
+    /// The text is checked, not parsed (nothing allocated but a copy of it), and kept: the
+    /// event's fields are made when something first reads them ([`Record::event_map`],
+    /// [`Record::get`] and every other reader; [`Record::field`] reads one field from the text
+    /// without making the rest), and while the event is unchanged [`Record::write_event_json`]
+    /// writes the text as it was read, byte for byte (spacing, number spelling and a repeated
+    /// name included). A job that only reads a few fields of each event and writes it on, such
+    /// as Kafka → `filter` → Kafka, never makes the event at all. Text that spans lines is
+    /// parsed at once instead, so the kept text is always one line (a JSON-lines sink can
+    /// write it as it is).
+    pub fn from_json_object(
+        key: impl Into<Value>,
+        json: &[u8],
+        timestamp: i64,
+    ) -> Result<Record, EventError> {
+        let general = if json.contains(&b'\n') || json.contains(&b'\r') {
+            let event = event_json::EventParser::new().parse(json)?;
+            General::parsed(key.into(), event)
+        } else {
+            let json = json.trim_ascii();
+            let index = event_json::check_indexed(json)?;
+            General {
                 key: key.into(),
-                event: event.into(),
-            }),
+                event: OnceLock::new(),
+                raw: Some(json.into()),
+                index,
+            }
+        };
+        Ok(Record {
+            timestamp,
+            timestamp_type: TimestampType::Create,
+            general: true,
+            body: Record::shared(general),
+        })
+    }
+
+    /// Whether the event's fields are made: always, except for a record kept as text
+    /// ([`Record::from_json_object`]) whose fields nothing has read as a whole yet.
+    pub fn event_made(&self) -> bool {
+        match self.body() {
+            BodyRef::General(g) => g.event.get().is_some(),
+            BodyRef::Numeric { .. } => true,
+        }
+    }
+
+    /// The event's JSON text as it was read, while the event is unchanged
+    /// ([`Record::from_json_object`]); `None` for a record made from fields or changed since.
+    pub fn raw_json(&self) -> Option<&[u8]> {
+        match self.body() {
+            BodyRef::General(g) => g.raw.as_deref(),
+            BodyRef::Numeric { .. } => None,
         }
     }
 
@@ -363,7 +453,7 @@ impl Record {
                 return;
             }
         }
-        self.general_mut().key = key;
+        self.general_keep_event().key = key;
     }
 
     /// The event's fields (built for a numeric record, borrowed otherwise).
@@ -371,7 +461,17 @@ impl Record {
     pub fn event_map(&self) -> Cow<'_, Map> {
         match self.body() {
             BodyRef::Numeric { key, value } => Cow::Owned(numeric_map(key, value)),
-            BodyRef::General(g) => Cow::Borrowed(&g.event),
+            BodyRef::General(g) => Cow::Borrowed(g.map()),
+        }
+    }
+
+    /// The event's fields when the record holds them (made from its text if need be); `None`
+    /// for a numeric record, whose event [`Record::event_map`] builds.
+    #[inline]
+    pub fn event_fields(&self) -> Option<&Map> {
+        match self.body() {
+            BodyRef::General(g) => Some(g.map()),
+            BodyRef::Numeric { .. } => None,
         }
     }
 
@@ -390,7 +490,26 @@ impl Record {
                 "value" => Some(Value::Double(value)),
                 _ => None,
             },
-            BodyRef::General(g) => g.event.get(name).cloned(),
+            BodyRef::General(g) => g.map().get(name).cloned(),
+        }
+    }
+
+    /// The event's field `name`, if it has one: borrowed where the event's fields are made,
+    /// read from the event's text where they are not yet ([`Record::from_json_object`]: the
+    /// other fields are skipped, and the event stays unmade). Several fields of an event kept
+    /// as text cost one read of the text each; [`Record::event_map`] makes them all once.
+    #[inline]
+    pub fn field(&self, name: &str) -> Option<Cow<'_, Value>> {
+        match self.body() {
+            BodyRef::Numeric { key, value } => match name {
+                "key" => Some(Cow::Owned(Value::Int(key))),
+                "value" => Some(Cow::Owned(Value::Double(value))),
+                _ => None,
+            },
+            BodyRef::General(g) => match (g.event.get(), &g.raw) {
+                (None, Some(raw)) => g.index.find(raw, name).map(Cow::Owned),
+                _ => g.map().get(name).map(Cow::Borrowed),
+            },
         }
     }
 
@@ -400,7 +519,7 @@ impl Record {
     pub fn numeric_value(&self) -> Option<f64> {
         match self.body() {
             BodyRef::Numeric { value, .. } => Some(value),
-            BodyRef::General(g) => g.event.get("value").and_then(Value::as_f64),
+            BodyRef::General(_) => self.field("value").and_then(|v| v.as_f64()),
         }
     }
 
@@ -435,21 +554,26 @@ impl Record {
     /// The event's fields for changing (a numeric record takes the general form; a shared
     /// event is copied first).
     pub fn event_mut(&mut self) -> &mut Map {
-        &mut self.general_mut().event
+        self.general_mut()
     }
 
     /// Replaces the event, keeping the key and timestamp (a [`Map`], or an `Arc<Map>` taken
     /// over when not shared, else copied).
     pub fn set_event(&mut self, event: impl Into<Map>) {
-        self.general_mut().event = event.into();
+        let g = self.general_keep_event();
+        g.event = OnceLock::from(event.into());
+        g.raw = None;
     }
 
-    fn general_mut(&mut self) -> &mut General {
+    /// The event's fields for changing (made from the text if need be, which is dropped).
+    fn general_mut(&mut self) -> &mut Map {
+        self.general_keep_event().map_mut()
+    }
+
+    /// The key and event for changing the key: the event is left as it is (its text too).
+    fn general_keep_event(&mut self) -> &mut General {
         if let BodyRef::Numeric { key, value } = self.body() {
-            let body = Record::shared(General {
-                key: Value::Int(key),
-                event: numeric_map(key, value),
-            });
+            let body = Record::shared(General::parsed(Value::Int(key), numeric_map(key, value)));
             self.replace_body(true, body);
         }
         debug_assert!(self.general);
@@ -457,7 +581,8 @@ impl Record {
         Arc::make_mut(unsafe { &mut (*self.body.general).event })
     }
 
-    /// Writes the event as one compact JSON object, fields in order.
+    /// Writes the event as one compact JSON object, fields in order; an event kept as text
+    /// and unchanged ([`Record::from_json_object`]) as its text was read.
     pub fn write_event_json<W: io::Write>(&self, mut w: W) -> io::Result<()> {
         match self.body() {
             BodyRef::Numeric { key, value } => {
@@ -465,7 +590,10 @@ impl Record {
                 Value::Double(value).write_json(&mut w)?;
                 w.write_all(b"}")
             }
-            BodyRef::General(g) => serde_json::to_writer(w, &g.event).map_err(io::Error::from),
+            BodyRef::General(g) => match &g.raw {
+                Some(raw) => w.write_all(raw),
+                None => serde_json::to_writer(w, g.map()).map_err(io::Error::from),
+            },
         }
     }
 
@@ -716,6 +844,81 @@ mod tests {
         assert_eq!(*copy.event_map(), *shared);
         // `event()` is the same fields as a value.
         assert_eq!(r.event().to_string(), r#"{"a":"x"}"#);
+    }
+
+    fn made(r: &Record) -> bool {
+        r.event_made()
+    }
+
+    #[test]
+    fn an_event_kept_as_text_is_read_field_by_field_and_written_as_read() {
+        let text = br#"  {"id": 7, "status":"paid", "amount": 1.50e2, "id": 8}  "#;
+        let r = Record::from_json_object("k", text, 5).unwrap();
+        assert_eq!(r.raw_json(), Some(text.trim_ascii()));
+        assert_eq!((r.timestamp, r.timestamp_type), (5, TimestampType::Create));
+        // One field, read from the text: the event stays unmade.
+        assert_eq!(r.field("status").as_deref(), Some(&Value::from("paid")));
+        assert_eq!(r.field("id").as_deref(), Some(&Value::Int(8)));
+        assert_eq!(r.field("nope"), None);
+        assert_eq!(r.numeric_value(), None);
+        assert!(!made(&r));
+        // Unchanged, it is written byte for byte (spacing, number spelling, a repeated name).
+        assert_eq!(r.event_json().as_bytes(), text.trim_ascii());
+        // Sharing the record and changing the key keep the text.
+        let mut keyed = r.clone();
+        keyed.set_key(Value::Int(3));
+        assert_eq!(keyed.raw_json(), r.raw_json());
+        assert!(!made(&keyed));
+        assert_eq!(r.key().into_owned(), Value::from("k"));
+        // Reading the whole event makes it once, as `Value::from_json` reads it.
+        let expected = Value::from_json(text).unwrap();
+        assert_eq!(r.event(), expected);
+        assert!(made(&r));
+        assert_eq!(r.field("id").as_deref(), Some(&Value::Int(8)));
+        assert!(matches!(r.field("id"), Some(Cow::Borrowed(_))));
+        // Equal to the same event made from fields.
+        let fields = Record::with_event("k", expected.as_map().unwrap().clone(), 5);
+        assert_eq!(r, fields);
+        assert_eq!(fields.raw_json(), None);
+    }
+
+    #[test]
+    fn a_changed_event_drops_its_text() {
+        let text = br#"{"a": 1, "b": "x"}"#;
+        let original = Record::from_json_object(Value::Null, text, 0).unwrap();
+        let mut r = original.clone();
+        r.set("c", 2);
+        assert_eq!(r.raw_json(), None);
+        assert_eq!(r.event_json(), r#"{"a":1,"b":"x","c":2}"#);
+        // The record it was cloned from is untouched.
+        assert_eq!(original.event_json().as_bytes(), text);
+        let mut r = original.clone();
+        assert_eq!(r.remove("a"), Some(Value::Int(1)));
+        assert_eq!(r.event_json(), r#"{"b":"x"}"#);
+        let mut r = original.clone();
+        r.set_event(Map::new());
+        assert_eq!((r.raw_json(), r.event_json().as_str()), (None, "{}"));
+        let mut r = original;
+        r.event_mut().insert("a", 5);
+        assert_eq!(r.event_json(), r#"{"a":5,"b":"x"}"#);
+    }
+
+    #[test]
+    fn text_that_is_not_one_line_or_not_an_object() {
+        // Over several lines: parsed at once, written compact (a JSON-lines sink stays one
+        // record per line).
+        let r = Record::from_json_object(1, b"{\"a\":\n 1}", 0).unwrap();
+        assert_eq!(r.raw_json(), None);
+        assert!(made(&r));
+        assert_eq!(r.event_json(), r#"{"a":1}"#);
+        for (text, message) in [
+            (&b"[1]"[..], "found a list"),
+            (b"{\"a\":1e400}", "number out of range at line 1 column 10"),
+            (b"{\"a\":\n}", "expected value at line 2 column 1"),
+        ] {
+            let e = Record::from_json_object(1, text, 0).unwrap_err();
+            assert_eq!(e.to_string(), message);
+        }
     }
 
     #[test]

@@ -31,7 +31,9 @@ impl VariableResolver for Resolver<'_> {
             );
             return Some(CowVal::owned(CelMap::from(map)));
         }
-        match self.scope.event {
+        match self.scope.event.made() {
+            // `made` never gives a record.
+            EventRef::Record(_) => None,
             EventRef::Value(event) => match event.get(variable) {
                 Some(v) => Some(CowVal::Owned(to_val(v))),
                 // The whole event, for `has(event.field)`, unless it has a field `event`.

@@ -231,6 +231,7 @@ fn field<'a>(scope: &Scope<'a>, name: &str) -> Option<Cow<'a, Value>> {
     match scope.event {
         EventRef::Value(event) => event.get(name).map(Cow::Borrowed),
         EventRef::Map(event) => event.get(name).map(Cow::Borrowed),
+        EventRef::Record(record) => record.field(name),
         EventRef::Numeric { key, value } => match name {
             "key" => Some(Cow::Owned(Value::Int(key))),
             "value" => Some(Cow::Owned(Value::Double(value))),

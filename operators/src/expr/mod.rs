@@ -264,6 +264,13 @@ pub enum EventRef<'a> {
     Value(&'a Value),
     /// An event's fields (what a record holds).
     Map(&'a Map),
+    /// A record's event that may still be text ([`Record::from_json_object`]): the fields an
+    /// expression reads are read from the text one by one ([`Record::field`]) unless the
+    /// `cel` interpreter runs, which reads the event's fields made.
+    ///
+    /// [`Record::from_json_object`]: tidemark_runtime::Record::from_json_object
+    /// [`Record::field`]: tidemark_runtime::Record::field
+    Record(&'a tidemark_runtime::Record),
     /// `{"key": key, "value": value}`.
     Numeric {
         /// The `key` field.
@@ -285,16 +292,29 @@ impl<'a> From<&'a Map> for EventRef<'a> {
     }
 }
 
-impl EventRef<'_> {
+impl<'a> EventRef<'a> {
+    /// The event with a record's fields made: never [`EventRef::Record`].
+    pub fn made(self) -> EventRef<'a> {
+        match self {
+            EventRef::Record(r) => match (r.event_fields(), r.numeric_parts()) {
+                (Some(m), _) => EventRef::Map(m),
+                (None, Some((key, value))) => EventRef::Numeric { key, value },
+                (None, None) => EventRef::Map(EMPTY.get_or_init(Map::new)),
+            },
+            other => other,
+        }
+    }
+
     /// The event as a value (the numeric event made into a map).
     pub fn to_value(&self) -> Value {
-        match self {
-            EventRef::Value(v) => (*v).clone(),
-            EventRef::Map(m) => Value::from((*m).clone()),
+        match self.made() {
+            EventRef::Record(_) => Value::from(Map::new()),
+            EventRef::Value(v) => v.clone(),
+            EventRef::Map(m) => Value::from(m.clone()),
             EventRef::Numeric { key, value } => {
                 let mut m = tidemark_runtime::value::Map::with_capacity(2);
-                m.insert("key", *key);
-                m.insert("value", *value);
+                m.insert("key", key);
+                m.insert("value", value);
                 Value::from(m)
             }
         }
@@ -302,7 +322,8 @@ impl EventRef<'_> {
 
     /// The event's field names, for messages.
     pub fn field_names(&self) -> Vec<String> {
-        match self {
+        match self.made() {
+            EventRef::Record(_) => Vec::new(),
             EventRef::Value(v) => v
                 .as_map()
                 .map(|m| m.keys().map(str::to_owned).collect())
@@ -312,6 +333,9 @@ impl EventRef<'_> {
         }
     }
 }
+
+/// The fields of a record that is neither numeric nor general (there is none).
+static EMPTY: std::sync::OnceLock<Map> = std::sync::OnceLock::new();
 
 /// What an expression reads: one record's event, key and timestamp.
 #[derive(Clone, Copy, Debug)]
@@ -471,6 +495,12 @@ pub fn with_record<T>(record: &tidemark_runtime::Record, f: impl FnOnce(&Scope<'
     match record.numeric_parts() {
         Some((k, value)) => f(&Scope {
             event: EventRef::Numeric { key: k, value },
+            key: &key,
+            timestamp_ms,
+        }),
+        // Kept as text: read field by field.
+        None if record.raw_json().is_some() => f(&Scope {
+            event: EventRef::Record(record),
             key: &key,
             timestamp_ms,
         }),

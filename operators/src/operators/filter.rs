@@ -200,6 +200,47 @@ mod tests {
     use super::*;
     use crate::test_util::{kv, operator, process};
     use serde_json::json;
+    use tidemark_runtime::Value;
+
+    #[test]
+    fn events_kept_as_text_are_filtered_without_being_made() {
+        let texts = [
+            r#"{"id": 1, "status": "paid", "amount": 150}"#,
+            r#"{"id": 2, "status": "open", "amount": 150}"#,
+            r#"{"id": 3, "status": "paid", "amount": 50}"#,
+        ];
+        let input: Vec<Record> = texts
+            .iter()
+            .map(|t| Record::from_json_object(Value::Null, t.as_bytes(), 0).unwrap())
+            .collect();
+        // A condition the direct evaluator reads field by field.
+        let mut op = operator(
+            &INFO,
+            json!({"where": r#"status == "paid" && amount > 100"#}),
+        );
+        let out = process(op.as_mut(), &input);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].event_json(), texts[0]);
+        assert!(input.iter().all(|r| !r.event_made()));
+        // One the `cel` interpreter evaluates (a function call): the event is made, the
+        // result the same, and the text still written as read.
+        let mut op = operator(
+            &INFO,
+            json!({"where": r#"status.startsWith("pa") && amount > 100"#}),
+        );
+        let out = process(op.as_mut(), &input);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].event_json(), texts[0]);
+        assert!(input.iter().all(Record::event_made));
+        // A missing field reads as one missing from the made event.
+        let missing = Record::from_json_object(Value::Null, br#"{"a": 1}"#, 0).unwrap();
+        let mut op = operator(&INFO, json!({"where": "b > 1", "on_error": "skip"}));
+        assert!(process(op.as_mut(), &[missing]).is_empty());
+        assert_eq!(
+            op.records_dropped(tidemark_runtime::DropReason::ExpressionError),
+            1
+        );
+    }
 
     fn kept_keys(keep: f64, keys: u64) -> Vec<u64> {
         let mut op = operator(&INFO, json!({ "keep": keep }));

@@ -22,7 +22,7 @@
 //! (whitespace around the object is fine).
 //!
 //! ```
-//! use tidemark_operators::event_json::{EventError, EventParser};
+//! use tidemark_runtime::event_json::{EventError, EventParser};
 //!
 //! let mut parser = EventParser::new();
 //! let a = parser.parse(br#"{"user":"u1","status":"paid"}"#).unwrap();
@@ -36,10 +36,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::name::{intern, Name as FieldName};
+use crate::{Map, Value};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use tidemark_runtime::name::{intern, Name as FieldName};
-use tidemark_runtime::{Map, Value};
 
 /// At most this many top-level names are shared by one parser, and strings are shared at this
 /// many positions.
@@ -109,6 +109,314 @@ impl EventParser {
                 Err(e) => Err(EventError::Invalid(e)),
             },
         }
+    }
+}
+
+/// Why `bytes` did not read as an event: the error [`EventParser::parse`] gives (`None` if
+/// they do read as one).
+fn failure(bytes: &[u8]) -> Option<EventError> {
+    match Value::from_json(bytes) {
+        Ok(Value::Map(_)) => None,
+        Ok(other) => Some(EventError::NotAnObject(other.type_name())),
+        Err(e) => Some(EventError::Invalid(e)),
+    }
+}
+
+/// Checks that `bytes` are one JSON object (whitespace around it allowed) that
+/// [`EventParser::parse`] reads, with the same error when not, without making the event:
+/// every string and number is read as the parser reads it (invalid UTF-8, a bad escape or a
+/// number out of range fail here as there), and nothing is allocated. What a source that keeps
+/// an event's text ([`crate::Record::from_json_object`]) checks instead of parsing it.
+pub fn check_object(bytes: &[u8]) -> Result<(), EventError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match de.deserialize_map(CheckVisitor).and_then(|()| de.end()) {
+        Ok(()) => Ok(()),
+        Err(_) => failure(bytes).map_or(Ok(()), Err),
+    }
+}
+
+/// How many top-level fields a [`FieldIndex`] holds.
+pub const INDEXED: usize = 8;
+
+/// Where the top-level fields of an event's text lie, found while checking it
+/// ([`check_indexed`]), so that one field is read without reading the others
+/// ([`FieldIndex::find`]): its name is compared where it lies and only its value is parsed.
+/// It holds every field when the object has at most [`INDEXED`], none of their names has an
+/// escape and the text is under 64 KiB; otherwise a field is looked for by reading the text
+/// ([`find_field`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FieldIndex {
+    /// Whether `spans` holds every top-level field.
+    complete: bool,
+    len: u8,
+    spans: [Span; INDEXED],
+}
+
+/// One field: its name's text (without the quotes) and its value's, as byte ranges.
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    name: u16,
+    name_end: u16,
+    value: u16,
+    value_end: u16,
+}
+
+impl FieldIndex {
+    /// The top-level field `name` of `text` (the text this index was made from): as
+    /// [`EventParser::parse`] reads it, its last value when the name repeats.
+    pub fn find(&self, text: &[u8], name: &str) -> Option<Value> {
+        if !self.complete {
+            return find_field(text, name);
+        }
+        let at = |a: u16, b: u16| text.get(a as usize..b as usize);
+        self.spans[..self.len as usize]
+            .iter()
+            .rev()
+            .find(|s| at(s.name, s.name_end) == Some(name.as_bytes()))
+            .and_then(|s| serde_json::from_slice(at(s.value, s.value_end)?).ok())
+    }
+
+    /// Finds where the values lie, between the names found while checking `text`.
+    fn place_values(&mut self, text: &[u8]) {
+        let n = self.len as usize;
+        // Where the object's closing brace is (the text is checked: it ends with it, maybe
+        // followed by whitespace).
+        let Some(close) = text.iter().rposition(|&b| b == b'}') else {
+            self.complete = false;
+            return;
+        };
+        for i in 0..n {
+            let mut start = self.spans[i].name_end as usize + 1;
+            while text.get(start).is_some_and(|&b| b != b':') {
+                start += 1;
+            }
+            start += 1;
+            while text.get(start).is_some_and(u8::is_ascii_whitespace) {
+                start += 1;
+            }
+            // Up to the comma before the next name's opening quote, or the closing brace.
+            let mut end = if i + 1 < n {
+                let mut e = self.spans[i + 1].name as usize - 1;
+                while e > start && text[e - 1] != b',' {
+                    e -= 1;
+                }
+                e - 1
+            } else {
+                close
+            };
+            while end > start && text[end - 1].is_ascii_whitespace() {
+                end -= 1;
+            }
+            self.spans[i].value = start as u16;
+            self.spans[i].value_end = end as u16;
+        }
+    }
+}
+
+/// [`check_object`], also finding where the top-level fields lie.
+pub fn check_indexed(bytes: &[u8]) -> Result<FieldIndex, EventError> {
+    let mut index = FieldIndex {
+        complete: bytes.len() <= u16::MAX as usize,
+        ..FieldIndex::default()
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let top = TopVisitor {
+        text: bytes,
+        index: &mut index,
+    };
+    match de.deserialize_map(top).and_then(|()| de.end()) {
+        Ok(()) => {
+            if index.complete {
+                index.place_values(bytes);
+            }
+            Ok(index)
+        }
+        Err(_) => failure(bytes).map_or(Ok(FieldIndex::default()), Err),
+    }
+}
+
+/// Checks the top-level object, noting where its names lie.
+struct TopVisitor<'t, 'i> {
+    text: &'t [u8],
+    index: &'i mut FieldIndex,
+}
+
+impl<'de> Visitor<'de> for TopVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let index = self.index;
+        let base = self.text.as_ptr() as usize;
+        while let Some(name) = map.next_key_seed(NameAt)? {
+            map.next_value::<Check>()?;
+            let len = index.len as usize;
+            match name {
+                Some(name) if index.complete && len < INDEXED => {
+                    let at = (name.as_ptr() as usize).wrapping_sub(base);
+                    if at == 0 || at + name.len() > self.text.len() {
+                        index.complete = false;
+                        continue;
+                    }
+                    index.spans[len].name = at as u16;
+                    index.spans[len].name_end = (at + name.len()) as u16;
+                    index.len += 1;
+                }
+                _ => index.complete = false,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name where it lies in the text (`None` for one with an escape, which is read into a
+/// buffer).
+struct NameAt;
+
+impl<'de> DeserializeSeed<'de> for NameAt {
+    type Value = Option<&'de str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<&'de str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NameAt {
+    type Value = Option<&'de str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(name))
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// The top-level field `name` of `bytes`, a JSON object that [`check_object`] accepted, as
+/// [`EventParser::parse`] would read it (when the name repeats, its last value); `None` when
+/// there is no such field. The other fields are skipped, not made.
+pub fn find_field(bytes: &[u8], name: &str) -> Option<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.deserialize_map(FindVisitor(name)).ok().flatten()
+}
+
+thread_local! {
+    /// Makes the events kept as text ([`crate::Record::from_json_object`]) on the thread that
+    /// first reads their fields, sharing names and strings as a source's parser does.
+    static PARSER: std::cell::RefCell<EventParser> = std::cell::RefCell::new(EventParser::new());
+}
+
+/// Parses `bytes`, a JSON object that [`check_object`] accepted, with this thread's parser.
+pub(crate) fn parse_checked(bytes: &[u8]) -> Map {
+    let parsed = PARSER.with(|p| match p.try_borrow_mut() {
+        Ok(mut parser) => parser.parse(bytes),
+        Err(_) => EventParser::new().parse(bytes),
+    });
+    // `check_object` reads exactly what `parse` reads, so this cannot fail; a failure would
+    // be a bug in this module, not bad input.
+    parsed.expect("an event's text was checked when the record was made")
+}
+
+/// Reads any JSON value as the parser does, making nothing.
+struct Check;
+
+impl<'de> Deserialize<'de> for Check {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Check, D::Error> {
+        // `deserialize_any`, not `deserialize_ignored_any`: serde_json's ignoring skips numbers
+        // without reading them, so `1e400` would pass.
+        d.deserialize_any(CheckVisitor).map(|()| Check)
+    }
+}
+
+struct CheckVisitor;
+
+impl<'de> Visitor<'de> for CheckVisitor {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<Check>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<Check>()?.is_some() {
+            map.next_value::<Check>()?;
+        }
+        Ok(())
+    }
+}
+
+/// Finds one top-level field of an object.
+struct FindVisitor<'n>(&'n str);
+
+impl<'de> Visitor<'de> for FindVisitor<'_> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+        let mut found = None;
+        while let Some(matches) = map.next_key_seed(NameIs(self.0))? {
+            if matches {
+                found = Some(map.next_value::<Value>()?);
+            } else {
+                map.next_value::<de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Whether a key is the name looked for (compared where it lies, not copied).
+struct NameIs<'n>(&'n str);
+
+impl<'de> DeserializeSeed<'de> for NameIs<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for NameIs<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<bool, E> {
+        Ok(name == self.0)
     }
 }
 
@@ -385,7 +693,7 @@ mod tests {
             a.keys().next().unwrap(),
             b.keys().next().unwrap()
         ));
-        let name = tidemark_runtime::name::intern("interned_x").unwrap();
+        let name = crate::name::intern("interned_x").unwrap();
         assert!(std::ptr::eq(a.keys().next().unwrap(), &*name));
     }
 
@@ -446,5 +754,118 @@ mod tests {
         // After errors, the parser still reads events.
         let m = parser.parse(br#"{"a":1}"#).unwrap();
         assert_eq!(m.get("a"), Some(&Value::Int(1)));
+    }
+
+    /// Inputs at the edges of what the parser reads: each is checked exactly as it is parsed.
+    fn edge_cases() -> Vec<Vec<u8>> {
+        let mut cases: Vec<Vec<u8>> = [
+            r#"{"id":1,"user":"u1","value":2.5,"status":"paid"}"#,
+            r#"  { "a" : 1 , "a" : [1, {"b": null}] }  "#,
+            r#"{}"#,
+            r#"{"big":18446744073709551615,"neg":-9223372036854775808,"e":1e308}"#,
+            r#"{"esc":"a\"b\u00e9\ud83d\ude00","k\u0065y":1}"#,
+            r#"{"a":1e400}"#,
+            r#"{"a":[1,2,-1e999]}"#,
+            r#"{"a":{"b":{"c":1e400}}}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\x"}"#,
+            "{\"a\":\"tab\there\"}",
+            r#"{"a":1} x"#,
+            r#"{"a":1}{"b":2}"#,
+            r#"{"a":"#,
+            r#"{"a" 1}"#,
+            r#"{1:2}"#,
+            r#"[1,2]"#,
+            r#"42"#,
+            r#""s""#,
+            r#"null"#,
+            "",
+            "   ",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        cases.push(b"{\"a\":\"\xff\"}".to_vec());
+        cases.push(b"{\"\xc3\":1}".to_vec());
+        cases.push(format!("{}1{}", "{\"a\":[".repeat(60), "]}".repeat(60)).into_bytes());
+        cases.push(format!("{}1{}", "{\"a\":[".repeat(200), "]}".repeat(200)).into_bytes());
+        cases
+    }
+
+    #[test]
+    fn checking_accepts_and_refuses_exactly_what_parsing_does() {
+        let mut parser = EventParser::new();
+        for bytes in edge_cases() {
+            let shown = String::from_utf8_lossy(&bytes).into_owned();
+            let shown = &shown[..shown.len().min(60)];
+            match (check_object(&bytes), parser.parse(&bytes)) {
+                (Ok(()), Ok(_)) => {}
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{shown}"),
+                (a, b) => panic!("{shown}: checked {a:?}, parsed {b:?}"),
+            }
+        }
+        // The cases do cover both sides.
+        let ok = edge_cases()
+            .iter()
+            .filter(|b| check_object(b).is_ok())
+            .count();
+        assert_eq!(ok, 6);
+    }
+
+    #[test]
+    fn a_field_is_found_as_parsing_reads_it() {
+        let mut parser = EventParser::new();
+        for bytes in edge_cases() {
+            let Ok(map) = parser.parse(&bytes) else {
+                continue;
+            };
+            for name in [
+                "id", "user", "value", "status", "a", "big", "e", "esc", "key", "zz",
+            ] {
+                assert_eq!(
+                    find_field(&bytes, name).as_ref(),
+                    map.get(name),
+                    "{name} in {}",
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+        }
+        // The same through an index of where the fields lie, complete or not.
+        let mut texts = edge_cases();
+        texts.extend(
+            [
+                r#"{ "a" : "}" , "b":{"c":"{\"d\"","e":[1,{"f":2}]} ,"c" :null}"#,
+                r#"{"a":1,"a":2,"b":[],"a":3}"#,
+                r#"{"\u0061":1,"b":2}"#,
+                r#"{"f1":1,"f2":2,"f3":3,"f4":4,"f5":5,"f6":6,"f7":7,"f8":8,"a":9}"#,
+                r#"{"a":"x","b":true,"c":-0.5e-3,"d":"","e":{},"f":[],"g":false,"h":null}"#,
+            ]
+            .iter()
+            .map(|t| t.as_bytes().to_vec()),
+        );
+        let mut complete = 0;
+        for bytes in texts {
+            let Ok(map) = parser.parse(&bytes) else {
+                continue;
+            };
+            let index = check_indexed(&bytes).unwrap();
+            complete += usize::from(index.complete);
+            for name in map.keys().chain(["zz", "a", "f8"]) {
+                assert_eq!(
+                    index.find(&bytes, name).as_ref(),
+                    map.get(name),
+                    "{name} in {}",
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+        }
+        // Complete for all but the two escaped names and the nine fields.
+        assert_eq!(complete, 8);
+        assert!(!check_indexed(br#"{"\u0061":1}"#).unwrap().complete);
+        // A repeated name: its last value, as the parser keeps it.
+        assert_eq!(
+            find_field(br#"{"a":1,"b":2,"a":{"c":[true]}}"#, "a").map(|v| v.to_string()),
+            Some(r#"{"c":[true]}"#.to_owned())
+        );
     }
 }
