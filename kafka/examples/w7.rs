@@ -34,7 +34,12 @@
 //! two polls), and of the CPU per message. `cpu_us_per_msg` is the whole process's CPU over the
 //! run, group join and mock cluster included (10 ms ticks); `loop_cpu_us_per_msg` only the
 //! threads that move the messages: the bare loop's two, Tidemark's task threads (librdkafka's
-//! own threads are in neither).
+//! own threads are in neither). Each mark's time is interpolated between the two polls of the
+//! output topic around it. Last, one `stat=summary` line per Tidemark variant: the median and
+//! quartiles of the per-round ratios over all rounds, how many runs stalled (over 1 s from the
+//! first message to the last, where a run takes 0.1–0.3 s: the mock's SyncGroup race, see
+//! `docs/kafka.md`, "Group membership"), the same over the rounds where neither the bare loop
+//! nor the variant stalled, and the median marker p99.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -120,6 +125,8 @@ fn main() {
     eprintln!("w7: preloading {n} messages into a 4-partition topic on {bootstrap}");
     preload(&bootstrap, n);
 
+    // Per variant, per round: (middle seconds, whole-run seconds, marker p99 s).
+    let mut all: [Vec<(f64, f64, Option<f64>)>; 3] = Default::default();
     for round in 1..=rounds {
         let mut results = Vec::new();
         let mut cpus = Vec::new();
@@ -127,6 +134,7 @@ fn main() {
             if !runs(variant) {
                 results.push(f64::NAN);
                 cpus.push(f64::NAN);
+                all[results.len() - 1].push((f64::NAN, f64::NAN, None));
                 continue;
             }
             let out = format!("out-{variant}-{round}");
@@ -155,6 +163,7 @@ fn main() {
             );
             results.push(run.middle);
             cpus.push(cpu);
+            all[results.len() - 1].push((run.middle, run.seconds, run.marker_p99));
         }
         println!(
             "workload=W7 round={round} stat=ratio_middle chained_over_bare={:.3} \
@@ -169,6 +178,63 @@ fn main() {
              rebalance_over_bare={:.3}",
             cpus[0] / cpus[1],
             cpus[0] / cpus[2]
+        );
+    }
+    summary(&all);
+}
+
+/// A run that took this long from its first message to its last stalled: it moves 200,000
+/// messages in 0.1–0.3 s, and a rebalance of the mock's takes `session.timeout.ms` − 1 s (the
+/// SyncGroup race of its first join: `docs/kafka.md`, "Group membership").
+const STALLED_SECONDS: f64 = 1.0;
+
+/// Median, first and third quartile of `v` (NaN values left out).
+fn quartiles(v: &[f64]) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+    };
+    (
+        at(0.5).unwrap_or(f64::NAN),
+        at(0.25).unwrap_or(f64::NAN),
+        at(0.75).unwrap_or(f64::NAN),
+    )
+}
+
+/// One line per Tidemark variant over all rounds: how many runs stalled (the bare loop's and
+/// the variant's), the median (and quartiles) of the per-round ratios to the bare loop over all
+/// rounds and over the rounds where neither stalled, and the median marker p99.
+fn summary(all: &[Vec<(f64, f64, Option<f64>)>; 3]) {
+    let stalled = |r: &(f64, f64, Option<f64>)| r.1 > STALLED_SECONDS;
+    let bare = &all[0];
+    for (i, variant) in [(1, "tidemark-chained"), (2, "tidemark-rebalance")] {
+        let runs = &all[i];
+        if runs.iter().all(|r| r.1.is_nan()) || bare.iter().all(|r| r.1.is_nan()) {
+            continue;
+        }
+        let ratios: Vec<f64> = bare.iter().zip(runs).map(|(b, t)| b.0 / t.0).collect();
+        let steady: Vec<f64> = bare
+            .iter()
+            .zip(runs)
+            .filter(|(b, t)| !stalled(b) && !stalled(t))
+            .map(|(b, t)| b.0 / t.0)
+            .collect();
+        let (median, q1, q3) = quartiles(&ratios);
+        let (steady_median, steady_q1, steady_q3) = quartiles(&steady);
+        let p99: Vec<f64> = runs.iter().filter_map(|r| r.2).map(|p| p * 1e3).collect();
+        println!(
+            "workload=W7 stat=summary variant={variant} rounds={} stalled_bare={} \
+             stalled={} ratio_median={median:.3} ratio_q1={q1:.3} ratio_q3={q3:.3} \
+             steady_rounds={} steady_ratio_median={steady_median:.3} \
+             steady_ratio_q1={steady_q1:.3} steady_ratio_q3={steady_q3:.3} \
+             marker_p99_ms_median={:.3}",
+            runs.len(),
+            bare.iter().filter(|r| stalled(r)).count(),
+            runs.iter().filter(|r| stalled(r)).count(),
+            steady.len(),
+            quartiles(&p99).0,
         );
     }
 }
@@ -212,7 +278,7 @@ fn wait_written(bootstrap: &str, out: &str, n: u64, started: Instant) -> (f64, f
         .unwrap();
     let (mut t10, mut t90) = (None, None);
     // The previous poll: when, and how many were written then.
-    let mut before = (0.0, 0u64);
+    let mut before: Option<(f64, u64)> = None;
     let mut polls = 0u32;
     loop {
         let written: i64 = (0..4)
@@ -227,13 +293,12 @@ fn wait_written(bootstrap: &str, out: &str, n: u64, started: Instant) -> (f64, f
         let written = written.max(0) as u64;
         // When the count crossed `mark`, between the previous poll and this one (linear
         // between the two: the rate within 10 ms is steady), not when the poll saw it.
-        let crossed = |mark: f64| {
-            let (t0, w0) = before;
-            if written > w0 {
+        // The first poll has nothing before it: a mark it already sees is taken as seen now.
+        let crossed = |mark: f64| match before {
+            Some((t0, w0)) if written > w0 => {
                 t0 + (now - t0) * ((mark - w0 as f64) / (written - w0) as f64).clamp(0.0, 1.0)
-            } else {
-                now
             }
+            _ => now,
         };
         polls += 1;
         if t10.is_none() && written * 10 >= n {
@@ -242,7 +307,7 @@ fn wait_written(bootstrap: &str, out: &str, n: u64, started: Instant) -> (f64, f
         if t90.is_none() && written * 10 >= n * 9 {
             t90 = Some((crossed(n as f64 * 0.9), polls));
         }
-        before = (now, written);
+        before = Some((now, written));
         if written >= n || started.elapsed() > GUARD {
             let ((t10, p10), (t90, p90)) = (t10.unwrap_or((0.0, 0)), t90.unwrap_or((now, polls)));
             // Both marks seen by one poll or two in a row (a stall before 10 %, then
