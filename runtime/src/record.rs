@@ -335,6 +335,21 @@ impl Record {
         })
     }
 
+    /// The JSON text of the event's field `name` as it was read, while the event is kept as
+    /// text and not yet made, and where the text's index holds every field (see
+    /// [`event_json::FieldIndex`]): what a comparison of the field with a string reads without
+    /// making a value. `None` otherwise, and when there is no such field.
+    #[inline]
+    pub fn field_text(&self, name: &str) -> Option<&[u8]> {
+        match self.body() {
+            BodyRef::General(g) => match (g.event.get(), &g.raw) {
+                (None, Some(raw)) => g.index.value_text(raw, name),
+                _ => None,
+            },
+            BodyRef::Numeric { .. } => None,
+        }
+    }
+
     /// Whether the event's fields are made: always, except for a record kept as text
     /// ([`Record::from_json_object`]) whose fields nothing has read as a whole yet.
     pub fn event_made(&self) -> bool {

@@ -212,6 +212,9 @@ impl Node {
                 }
             }
             Node::Compare(cmp, a, b) => {
+                if let Some(result) = compare_text(*cmp, a, b, scope) {
+                    return Some(bool(result));
+                }
                 let (a, b) = (a.eval_ref(scope)?, b.eval_ref(scope)?);
                 bool(compare(*cmp, &a, &b)?)
             }
@@ -221,6 +224,40 @@ impl Node {
             }
         })
     }
+}
+
+/// A field of an event kept as text compared with a string literal (`status == "paid"`), read
+/// in the text without making the field's value: when the value there is a string without
+/// escapes, its bytes between the quotes are the string. `None` for anything else (the value
+/// is then made and compared as usual).
+#[inline]
+fn compare_text(cmp: Cmp, a: &Node, b: &Node, scope: &Scope<'_>) -> Option<bool> {
+    let EventRef::Record(record) = scope.event else {
+        return None;
+    };
+    let (name, literal, field_first) = match (a, b) {
+        (Node::Field(name), Node::Literal(Value::String(s))) => (name, s, true),
+        (Node::Literal(Value::String(s)), Node::Field(name)) => (name, s, false),
+        _ => return None,
+    };
+    let text = record.field_text(name)?;
+    let inner = text.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if inner.contains(&b'\\') {
+        return None;
+    }
+    let ordering = if field_first {
+        inner.cmp(literal.as_bytes())
+    } else {
+        literal.as_bytes().cmp(inner)
+    };
+    Some(match cmp {
+        Cmp::Eq => ordering == Ordering::Equal,
+        Cmp::Ne => ordering != Ordering::Equal,
+        Cmp::Lt => ordering == Ordering::Less,
+        Cmp::Le => ordering != Ordering::Greater,
+        Cmp::Gt => ordering == Ordering::Greater,
+        Cmp::Ge => ordering != Ordering::Less,
+    })
 }
 
 fn bool<'a>(b: bool) -> Cow<'a, Value> {

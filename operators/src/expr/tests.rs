@@ -443,6 +443,10 @@ fn the_shortcut_agrees_with_the_crate() {
         "a >= 2",
         "a > 2.5",
         "a == 'x'",
+        "'x' == a",
+        "a != 'x'",
+        "a < 'p'",
+        "'p' >= a",
         "a + b",
         "a - b",
         "a * b",
@@ -480,7 +484,11 @@ fn the_shortcut_agrees_with_the_crate() {
             4 | 5 => format!("{:?}", rng.random_range(-3.0f64..3.0)),
             6 => "0".into(),
             7 => "0.0".into(),
-            8 => format!("\"{}\"", ["x", "u", "", "p"][rng.random_range(0..4)]),
+            // Strings, some written with an escape (`\u0078` is `x`).
+            8 => format!(
+                "\"{}\"",
+                ["x", "u", "", "p", "\\u0078", "a\\\"b"][rng.random_range(0..6)]
+            ),
             9 if depth > 0 => "[1, \"x\"]".into(),
             10 if depth > 0 => format!(
                 "{{\"b\": {}, \"c\": {{\"x\": 1}}}}",
@@ -524,7 +532,38 @@ fn the_shortcut_agrees_with_the_crate() {
             timestamp_ms: 1_700_000_000_000,
         };
         for (fast, slow) in &compiled {
-            let Some(direct) = fast.inner.shortcut.as_ref().unwrap().eval(&scope) else {
+            let shortcut = fast.inner.shortcut.as_ref().unwrap();
+            if !numeric {
+                // The same event kept as text, read field by field
+                // (`Record::from_json_object`); a new one per expression, as one the crate
+                // evaluated is made.
+                let text = || {
+                    tidemark_runtime::Record::from_json_object(
+                        key.clone(),
+                        json.as_bytes(),
+                        scope.timestamp_ms * 1_000_000,
+                    )
+                    .unwrap()
+                };
+                let text_first = text();
+                let from_text = with_record(&text_first, |s| shortcut.eval(s));
+                if from_text.is_some() {
+                    assert!(!text_first.event_made(), "{} over {json}", fast.source());
+                }
+                assert_eq!(
+                    from_text.as_ref().map(canonical),
+                    shortcut.eval(&scope).as_ref().map(canonical),
+                    "{} over {json} kept as text",
+                    fast.source()
+                );
+                assert_eq!(
+                    with_record(&text(), |s| eval.eval_bool(fast, s)),
+                    eval.eval_bool(slow, &scope),
+                    "{} over {json} kept as text",
+                    fast.source()
+                );
+            }
+            let Some(direct) = shortcut.eval(&scope) else {
                 continue; // the crate evaluates it either way
             };
             took += 1;
