@@ -128,11 +128,7 @@ fn failure(bytes: &[u8]) -> Option<EventError> {
 /// number out of range fail here as there), and nothing is allocated. What a source that keeps
 /// an event's text ([`crate::Record::from_json_object`]) checks instead of parsing it.
 pub fn check_object(bytes: &[u8]) -> Result<(), EventError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    match de.deserialize_map(CheckVisitor).and_then(|()| de.end()) {
-        Ok(()) => Ok(()),
-        Err(_) => failure(bytes).map_or(Ok(()), Err),
-    }
+    check_indexed(bytes).map(|_| ())
 }
 
 /// How many top-level fields a [`FieldIndex`] holds.
@@ -235,7 +231,12 @@ pub fn check_indexed(bytes: &[u8]) -> Result<FieldIndex, EventError> {
         complete: bytes.len() <= u16::MAX as usize,
         ..FieldIndex::default()
     };
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // UTF-8 is checked once for the whole text (outside strings only ASCII is valid anyway),
+    // so that strings are then read without checking each again.
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return failure(bytes).map_or(Ok(FieldIndex::default()), Err);
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
     let top = TopVisitor {
         text: bytes,
         index: &mut index,
