@@ -54,6 +54,20 @@ pub(crate) enum Op {
     Rem,
 }
 
+impl Cmp {
+    /// Whether the comparison holds for operands ordered `ordering`.
+    fn holds(self, ordering: Ordering) -> bool {
+        match self {
+            Cmp::Eq => ordering == Ordering::Equal,
+            Cmp::Ne => ordering != Ordering::Equal,
+            Cmp::Lt => ordering == Ordering::Less,
+            Cmp::Le => ordering != Ordering::Greater,
+            Cmp::Gt => ordering == Ordering::Greater,
+            Cmp::Ge => ordering != Ordering::Less,
+        }
+    }
+}
+
 /// The shortcut for `e` (the expression as parsed, before the mixed-arithmetic rewrite), if it
 /// only uses what the shortcut handles.
 pub(crate) fn plan(e: &IdedExpr) -> Option<Node> {
@@ -250,14 +264,7 @@ fn compare_text(cmp: Cmp, a: &Node, b: &Node, scope: &Scope<'_>) -> Option<bool>
     } else {
         literal.as_bytes().cmp(inner)
     };
-    Some(match cmp {
-        Cmp::Eq => ordering == Ordering::Equal,
-        Cmp::Ne => ordering != Ordering::Equal,
-        Cmp::Lt => ordering == Ordering::Less,
-        Cmp::Le => ordering != Ordering::Greater,
-        Cmp::Gt => ordering == Ordering::Greater,
-        Cmp::Ge => ordering != Ordering::Less,
-    })
+    Some(cmp.holds(ordering))
 }
 
 fn bool<'a>(b: bool) -> Cow<'a, Value> {
@@ -298,14 +305,7 @@ fn compare(cmp: Cmp, a: &Value, b: &Value) -> Option<bool> {
         (Value::Null, Value::Null) if matches!(cmp, Cmp::Eq | Cmp::Ne) => Ordering::Equal,
         _ => num_cmp(a, b)?,
     };
-    Some(match cmp {
-        Cmp::Eq => ordering == Ordering::Equal,
-        Cmp::Ne => ordering != Ordering::Equal,
-        Cmp::Lt => ordering == Ordering::Less,
-        Cmp::Le => ordering != Ordering::Greater,
-        Cmp::Gt => ordering == Ordering::Greater,
-        Cmp::Ge => ordering != Ordering::Less,
-    })
+    Some(cmp.holds(ordering))
 }
 
 fn arith(op: Op, a: &Value, b: &Value) -> Option<Value> {
