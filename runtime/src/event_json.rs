@@ -158,6 +158,11 @@ struct Span {
 }
 
 impl FieldIndex {
+    /// Whether the index holds every top-level field of its text.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// The top-level field `name` of `text` (the text this index was made from): as
     /// [`EventParser::parse`] reads it, its last value when the name repeats.
     pub fn find(&self, text: &[u8], name: &str) -> Option<Value> {

@@ -510,9 +510,9 @@ impl Record {
     }
 
     /// The event's field `name`, if it has one: borrowed where the event's fields are made,
-    /// read from the event's text where they are not yet ([`Record::from_json_object`]: the
-    /// other fields are skipped, and the event stays unmade). Several fields of an event kept
-    /// as text cost one read of the text each; [`Record::event_map`] makes them all once.
+    /// read from the event's text where they are not yet and the text's index holds every
+    /// field ([`Record::from_json_object`], [`event_json::FieldIndex`]: only the field's value
+    /// is parsed, and the event stays unmade); otherwise the event is made first.
     #[inline]
     pub fn field(&self, name: &str) -> Option<Cow<'_, Value>> {
         match self.body() {
@@ -522,7 +522,12 @@ impl Record {
                 _ => None,
             },
             BodyRef::General(g) => match (g.event.get(), &g.raw) {
-                (None, Some(raw)) => g.index.find(raw, name).map(Cow::Owned),
+                // Through the index only: without one (more fields than it holds, an escaped
+                // name), each read would scan the whole text, and a few reads would cost more
+                // than making the event once.
+                (None, Some(raw)) if g.index.is_complete() => {
+                    g.index.find(raw, name).map(Cow::Owned)
+                }
                 _ => g.map().get(name).map(Cow::Borrowed),
             },
         }
@@ -895,6 +900,19 @@ mod tests {
         let fields = Record::with_event("k", expected.as_map().unwrap().clone(), 5);
         assert_eq!(r, fields);
         assert_eq!(fields.raw_json(), None);
+    }
+
+    #[test]
+    fn without_a_complete_index_a_field_read_makes_the_event() {
+        let many: String = (0..9).map(|i| format!("\"f{i}\":{i},")).collect();
+        for text in [format!("{{{many}\"a\":1}}"), r#"{"\u0061":1}"#.to_owned()] {
+            let r = Record::from_json_object(Value::Null, text.as_bytes(), 0).unwrap();
+            assert!(!made(&r));
+            assert_eq!(r.field("a").as_deref(), Some(&Value::Int(1)), "{text}");
+            assert!(made(&r), "{text}");
+            // Still written as read.
+            assert_eq!(r.event_json(), text);
+        }
     }
 
     #[test]
