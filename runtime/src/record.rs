@@ -116,7 +116,11 @@ impl General {
     fn map(&self) -> &Map {
         self.event.get_or_init(|| match &self.raw {
             Some(raw) => event_json::parse_checked(raw),
-            None => Map::new(),
+            None => {
+                // Every constructor sets the fields or the text.
+                debug_assert!(false, "a record with neither fields nor text");
+                Map::new()
+            }
         })
     }
 
