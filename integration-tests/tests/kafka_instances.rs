@@ -4,8 +4,8 @@
 //! - without `--instance-id`, each instance is named by its host name and process id: the label
 //!   `tidemark_instance`, the peer names of the clock-offset exchange, `/api/v1/job` and the
 //!   report all say so, and two instances get distinct names;
-//! - SIGTERM leaves the group (a LeaveGroup request per source subtask), so the others take the
-//!   partitions over without waiting for a session timeout.
+//! - SIGTERM leaves the group (a LeaveGroup request per source subtask, none on SIGKILL), so the
+//!   others take the partitions over without waiting for a session timeout.
 #![cfg(unix)]
 
 mod common;
@@ -127,26 +127,43 @@ fn instances_without_an_id_are_named_by_host_and_process() {
     }
 }
 
+/// Three instances; c, holding partitions, is killed with SIGKILL: no goodbye, the group finds
+/// out after the session timeout and moves c's partitions to a and b. Only then (the group is
+/// stable again: a consumer stopped while the mock cluster holds its JoinGroup in a rebalance
+/// can exit before its LeaveGroup is read, docs/kafka.md) b gets SIGTERM: exactly one
+/// LeaveGroup per source subtask, and a takes every partition without a session timeout.
 #[test]
-fn sigterm_leaves_the_group() {
+fn sigterm_leaves_the_group_and_sigkill_does_not() {
     let cluster = cluster();
     cluster.track_requests().unwrap();
     let bootstrap = cluster.bootstrap_servers().to_owned();
     let dir = TempDir::new("kafka-leave");
     let job = job_file(&dir, &bootstrap, "leave");
     let (mut a, addr_a) = instance(dir.path(), &job, &["--instance-id", "a"]);
-    wait_until("a alone to hold all 4 partitions", || {
-        partitions_held(addr_a) == 4
-    });
     let (mut b, addr_b) = instance(dir.path(), &job, &["--instance-id", "b"]);
-    // With cooperative rebalancing b gets partitions only in the last round: the group is
-    // stable then.
-    wait_until("b's join to give it partitions", || {
-        let (pa, pb) = (partitions_held(addr_a), partitions_held(addr_b));
-        pb > 0 && pa + pb == 4
-    });
+    let (mut c, addr_c) = instance(dir.path(), &job, &["--instance-id", "c"]);
+    wait_until(
+        "the three instances to share the 4 partitions, c among them",
+        || {
+            let held = [addr_a, addr_b, addr_c].map(partitions_held);
+            held.iter().sum::<usize>() == 4 && held[2] > 0 && (held[0] > 0 || held[1] > 0)
+        },
+    );
     let leaves = || cluster.requests_seen(Request::LeaveGroup).unwrap();
     assert_eq!(leaves(), 0);
+    // SIGKILL: no goodbye.
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    c.wait();
+    // The group finds out after the session timeout: c's partitions move to a and b.
+    wait_until("a and b to hold the 4 partitions between them", || {
+        let (pa, pb) = (partitions_held(addr_a), partitions_held(addr_b));
+        pa > 0 && pb > 0 && pa + pb == 4
+    });
+    assert_eq!(leaves(), 0, "a killed instance says no goodbye");
     // SIGTERM: each of b's two source subtasks sends LeaveGroup before the process exits.
     b.terminate();
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
@@ -154,6 +171,7 @@ fn sigterm_leaves_the_group() {
     wait_until("a to hold all 4 partitions", || {
         partitions_held(addr_a) == 4
     });
+    assert_eq!(leaves(), 2, "one LeaveGroup per source subtask of b");
     a.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     wait_until("a's two LeaveGroup requests", || leaves() >= 4);

@@ -75,6 +75,7 @@ use tidemark_runtime::{
 
 use crate::client::{client_config, default_timeout, unreachable_message, Brokers, Properties};
 use crate::clock::ClockOffsets;
+use crate::input_report::InputReport;
 use crate::sink::{flush_producer, produce, DeliveryContext};
 use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
 use crate::watermarks::PartitionWatermarks;
@@ -94,6 +95,11 @@ pub const CONTROL_IDLE: &str = "idle";
 /// Header of a watermark: nanoseconds since the Unix epoch, as decimal text; `i64::MIN` is the
 /// writer's hello, written before its first record so that readers wait for it.
 pub const HEADER_WATERMARK: &str = "tidemark-watermark";
+/// Header of a watermark control message of a writer chained behind a `kafka` source: what
+/// each of the source's partitions holds back, as JSON ([`crate::input_report::InputReport`]).
+/// The reader then counts the source's partitions, not the writer
+/// ([`crate::watermarks::WriterWatermarks`]).
+pub const HEADER_INPUTS: &str = "tidemark-inputs";
 /// Header of a watermark or idle control message: the writer, `<instance>/<vertex>/<subtask>`.
 pub const HEADER_WRITER: &str = "tidemark-writer";
 /// Header: a record's timestamp, nanoseconds since the Unix epoch, as decimal text.
@@ -512,6 +518,9 @@ pub struct ExchangeWriter {
     finished: bool,
     /// `<instance>/<vertex>/<subtask>`: names this writer's watermarks.
     writer: String,
+    /// Chained behind a `kafka` source: it reports the source's partitions instead of its own
+    /// watermark ([`crate::input_report`]). Known at the first record or watermark.
+    reports: Option<bool>,
 }
 
 impl std::fmt::Debug for ExchangeWriter {
@@ -553,16 +562,47 @@ impl ExchangeWriter {
             instance: None,
             finished: false,
             writer: format!("{}/{}/{}", instance(), ctx.vertex_id, ctx.subtask),
+            reports: None,
         };
         // The hello: readers wait for this writer from now on, before its first record.
         writer.control(CONTROL_WATERMARK, Some(i64::MIN))?;
         Ok(writer)
     }
 
+    /// Whether this writer reports the partitions of the `kafka` source chained before it
+    /// (decided once, on this task's thread, after the source's first poll). The first time,
+    /// a report goes out at once, so readers stop waiting for this writer's own watermark.
+    fn reports(&mut self) -> Result<bool, BoxError> {
+        if let Some(reports) = self.reports {
+            return Ok(reports);
+        }
+        let reports = crate::input_report::present();
+        self.reports = Some(reports);
+        if reports {
+            self.report()?;
+        }
+        Ok(reports)
+    }
+
+    /// The source's partitions as its last look saw them, to every partition.
+    fn report(&mut self) -> Result<(), BoxError> {
+        let text = crate::input_report::current_text().unwrap_or_default();
+        self.send_control(CONTROL_WATERMARK, None, Some(&text))
+    }
+
     /// A watermark (`Some`) or idle control message to every partition.
     fn control(&mut self, kind: &str, watermark: Option<i64>) -> Result<(), BoxError> {
+        self.send_control(kind, watermark, None)
+    }
+
+    fn send_control(
+        &mut self,
+        kind: &str,
+        watermark: Option<i64>,
+        inputs: Option<&str>,
+    ) -> Result<(), BoxError> {
         let mut buf = itoa_buf();
-        let mut headers = OwnedHeaders::new_with_capacity(3)
+        let mut headers = OwnedHeaders::new_with_capacity(4)
             .insert(Header {
                 key: HEADER_CONTROL,
                 value: Some(kind),
@@ -575,6 +615,12 @@ impl ExchangeWriter {
             headers = headers.insert(Header {
                 key: HEADER_WATERMARK,
                 value: Some(format_i64(&mut buf, wm)),
+            });
+        }
+        if let Some(inputs) = inputs {
+            headers = headers.insert(Header {
+                key: HEADER_INPUTS,
+                value: Some(inputs),
             });
         }
         for partition in 0..self.partitions.max(1) {
@@ -645,12 +691,18 @@ fn format_i64(buf: &mut [u8; 24], v: i64) -> &str {
 
 impl Sink for ExchangeWriter {
     fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        if self.reports.is_none() {
+            self.reports()?;
+        }
         self.send(record)
     }
 
     fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
         if let Some(f) = self.context.failure() {
             return Err(format!("{}: {f}", self.what).into());
+        }
+        if self.reports.is_none() {
+            self.reports()?;
         }
         for r in records {
             self.send(r)?;
@@ -663,8 +715,10 @@ impl Sink for ExchangeWriter {
     }
 
     fn finish(&mut self) -> Result<(), BoxError> {
-        if !self.finished {
-            // Ended: this writer holds nothing back any more.
+        // Ended: a writer that speaks for itself holds nothing back any more. One that reports
+        // its source's partitions says nothing: they keep their watermarks until their next
+        // owner has read them (this instance is stopping; another takes them over).
+        if !self.finished && self.reports == Some(false) {
             self.control(CONTROL_IDLE, None)?;
         }
         flush_producer(&self.producer, &self.context, &self.what)?;
@@ -680,13 +734,27 @@ impl Sink for ExchangeWriter {
     }
 
     /// Writes the watermark to every partition, behind the records written before it.
+    /// Chained behind a `kafka` source, it writes what each of the source's partitions holds
+    /// back instead ([`crate::input_report`]).
     fn on_watermark(&mut self, watermark: i64) -> Result<(), BoxError> {
-        self.control(CONTROL_WATERMARK, Some(watermark))
+        // The first time, deciding already sent a report.
+        let first = self.reports.is_none();
+        match self.reports()? {
+            true if first => Ok(()),
+            true => self.report(),
+            false => self.control(CONTROL_WATERMARK, Some(watermark)),
+        }
     }
 
-    /// Tells every partition's reader this writer holds nothing back until its next watermark.
+    /// Tells every partition's reader this writer holds nothing back until its next watermark
+    /// (or, behind a `kafka` source, which of its partitions are idle).
     fn on_idle(&mut self) -> Result<(), BoxError> {
-        self.control(CONTROL_IDLE, None)
+        let first = self.reports.is_none();
+        match self.reports()? {
+            true if first => Ok(()),
+            true => self.report(),
+            false => self.control(CONTROL_IDLE, None),
+        }
     }
 
     /// Writes the marker as a control message to one random partition, behind the records
@@ -808,7 +876,12 @@ impl Relay {
                     .and_then(|v| std::str::from_utf8(v).ok())
                     .ok_or_else(|| format!("{}: {HEADER_WRITER} header missing", place()))
             };
-            if kind == CONTROL_WATERMARK.as_bytes() {
+            if let Some(inputs) = header(message, HEADER_INPUTS) {
+                let report = InputReport::from_text(inputs).map_err(|e| {
+                    format!("{}: {HEADER_INPUTS} header is not a report: {e}", place())
+                })?;
+                watermarks.writer_report(message.topic(), message.partition(), writer()?, &report);
+            } else if kind == CONTROL_WATERMARK.as_bytes() {
                 let wm = header_int(message, HEADER_WATERMARK).ok_or_else(|| {
                     format!(
                         "{}: watermark without a valid {HEADER_WATERMARK} header",

@@ -40,6 +40,8 @@ pub mod decode;
 mod departure;
 pub mod dev_cluster;
 pub mod exchange;
+mod handoff;
+pub mod input_report;
 pub mod metrics;
 pub mod sink;
 pub mod source;

@@ -8,7 +8,7 @@
 //!     brokers: 127.0.0.1:9092        # "h:p,h:p" or a list
 //!     topics: [orders]
 //!     group: orders-job              # default: the job name
-//!     start: committed               # committed (else earliest) | earliest | latest
+//!     start: committed               # without a commit: committed (= earliest) | earliest | latest
 //!     format: json                   # json | text
 //!     key: customer_id               # CEL over the event; default: the message key
 //!     timestamp: ts                  # CEL: int ms or RFC 3339; default: the message timestamp
@@ -16,8 +16,9 @@
 //!     properties: {}                 # passed to librdkafka as they are
 //! ```
 //!
-//! - `earliest` and `latest` apply to the partitions a subtask is first given in this run;
-//!   partitions that move here in a rebalance resume where the group committed.
+//! - `start` applies only to partitions without a committed offset; a partition with one
+//!   resumes at it, and one that moves between subtasks of this process resumes exactly where
+//!   the previous one stopped (`crate::handoff`).
 //! - A subtask without partitions is idle: it returns no records, markers keep flowing, and
 //!   with `watermarks` on it holds nothing back downstream.
 //! - Watermarks are per partition ([`crate::watermarks`]): the subtask's is the minimum over
@@ -59,16 +60,18 @@ use crate::departure::Departure;
 use crate::metrics::{KafkaMetrics, PartitionKey};
 use crate::watermarks::PartitionWatermarks;
 
-/// Where a subtask starts reading the partitions it is first given.
+/// Where the group starts reading a partition that has no committed offset yet. A partition
+/// with one always resumes there: after a restart, and when it changes hands (`docs/kafka.md`,
+/// "Failover"), so a failover never reads a partition again from its beginning.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Start {
-    /// The group's committed offset, else the earliest.
+    /// The group's committed offset, else the earliest (the same as `earliest`).
     #[default]
     Committed,
-    /// The earliest offset, whatever was committed.
+    /// Without a committed offset, the earliest.
     Earliest,
-    /// The latest offset: only messages written from now on.
+    /// Without a committed offset, the latest: only messages written from now on.
     Latest,
 }
 
@@ -141,7 +144,8 @@ pub struct KafkaSourceFactory {
     config: Arc<KafkaSourceConfig>,
     key: Option<Extract>,
     timestamp: Option<Extract>,
-    reachable: OnceLock<Result<(), String>>,
+    /// The brokers answered: each topic's partition count.
+    reachable: OnceLock<Result<Vec<(String, i32)>, String>>,
     metrics: Arc<KafkaMetrics>,
     /// Commit read positions on a timer (no checkpointing).
     pub auto_commit: bool,
@@ -179,8 +183,6 @@ impl KafkaSourceFactory {
 #[derive(Default)]
 struct Assignment {
     partitions: BTreeSet<PartitionKey>,
-    /// Partitions given to this subtask at least once in this run.
-    seen: BTreeSet<PartitionKey>,
     /// Partitions taken away since the source last looked.
     revoked: Vec<PartitionKey>,
     /// Partitions were given since the source last looked.
@@ -190,8 +192,12 @@ struct Assignment {
 /// The consumer's context: keeps the broker's last error and follows rebalances.
 pub struct SourceContext {
     errors: ErrorContext,
-    start: Start,
+    /// Brokers and group: where partitions handed between local subtasks are kept.
+    group: String,
     assignment: Mutex<Assignment>,
+    /// The first offset per partition of the messages stashed while a commit waited: the
+    /// consumer's read position lies past them, though the job has not had them.
+    stashed: Mutex<BTreeMap<PartitionKey, i64>>,
     rebalances: AtomicU64,
     /// Positions are committed by librdkafka's timer, on revocation and on close (no
     /// checkpointing), rather than when checkpoints complete.
@@ -199,6 +205,49 @@ pub struct SourceContext {
     /// The source is closing: it has stored and committed its positions itself, and the
     /// consumer's read position may lie past them (messages polled while leaving are dropped).
     closing: AtomicBool,
+}
+
+impl SourceContext {
+    /// Leaves the position of each of `keys` for the next owner in this process: the offset
+    /// after the last message handed to the job (the first one stashed, if any was).
+    fn hand_over(&self, consumer: &BaseConsumer<Self>, keys: &[PartitionKey]) {
+        let read = consumer.position().ok();
+        let stashed = self.stashed.lock().unwrap_or_else(|e| e.into_inner());
+        for key in keys {
+            let at = stashed.get(key).copied().or_else(|| {
+                match read.as_ref()?.find_partition(&key.0, key.1)?.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                }
+            });
+            if let Some(at) = at {
+                crate::handoff::leave(&self.group, key, at);
+            }
+        }
+    }
+}
+
+/// The group's committed offsets of `keys` (none where it has none, or the coordinator does
+/// not answer within 5 s).
+fn committed_offsets(
+    consumer: &BaseConsumer<SourceContext>,
+    keys: &[(PartitionKey, i64)],
+) -> BTreeMap<PartitionKey, i64> {
+    let mut tpl = TopicPartitionList::new();
+    for ((topic, partition), _) in keys {
+        tpl.add_partition(topic, *partition);
+    }
+    let Ok(committed) = consumer.committed_offsets(tpl, Duration::from_secs(5)) else {
+        return BTreeMap::new();
+    };
+    committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some(((e.topic().to_owned(), e.partition()), o)),
+            _ => None,
+        })
+        .collect()
 }
 
 impl rdkafka::client::ClientContext for SourceContext {
@@ -230,20 +279,22 @@ impl ConsumerContext for SourceContext {
         );
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                let mut a = self.assignment.lock().expect("assignment lock");
-                if self.start != Start::Committed {
-                    let offset = match self.start {
-                        Start::Earliest => Offset::Beginning,
-                        _ => Offset::End,
-                    };
-                    for key in &keys {
-                        if !a.seen.contains(key) {
-                            let _ = tpl.set_partition_offset(&key.0, key.1, offset);
-                        }
+                // `start` is librdkafka's `auto.offset.reset`: it applies only where the group
+                // has no committed offset. A partition another subtask of this process held
+                // resumes where that one stopped, or at the commit if it lies further.
+                let handed: Vec<(PartitionKey, i64)> = keys
+                    .iter()
+                    .filter_map(|k| Some((k.clone(), crate::handoff::take(&self.group, k)?)))
+                    .collect();
+                if !handed.is_empty() {
+                    let committed = committed_offsets(consumer, &handed);
+                    for (key, offset) in &handed {
+                        let at = committed.get(key).map_or(*offset, |c| (*c).max(*offset));
+                        let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(at));
                     }
                 }
+                let mut a = self.assignment.lock().expect("assignment lock");
                 for key in keys {
-                    a.seen.insert(key.clone());
                     a.partitions.insert(key);
                 }
                 a.assigned = true;
@@ -255,6 +306,11 @@ impl ConsumerContext for SourceContext {
                 };
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                // Leave the read positions for the next owner in this process (not while
+                // closing: the whole process leaves, and messages polled meanwhile are dropped).
+                if !self.closing.load(Ordering::Relaxed) {
+                    self.hand_over(consumer, &keys);
+                }
                 if self.auto_commit.load(Ordering::Relaxed) {
                     // Hand over at the position reached, so the next owner does not repeat it.
                     // The source stores its positions once per poll, and this callback runs
@@ -331,6 +387,10 @@ pub struct KafkaSource {
     pub(crate) relay: Option<crate::exchange::Relay>,
     /// This subtask's place among the group's members in this process, which leave together.
     departure: Departure,
+    /// Each topic's partition count (for the reports of [`crate::input_report`]).
+    partition_counts: Vec<(String, i32)>,
+    /// This thread's task was told it has a `kafka` source at its head.
+    announced: bool,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -358,11 +418,12 @@ impl KafkaSource {
             .set("group.id", &group)
             .set("partition.assignment.strategy", "cooperative-sticky")
             .set("enable.partition.eof", "false")
+            // Only for partitions the group has no committed offset for.
             .set(
                 "auto.offset.reset",
                 match config.start {
                     Start::Latest => "latest",
-                    _ => "earliest",
+                    Start::Committed | Start::Earliest => "earliest",
                 },
             )
             .set(
@@ -386,8 +447,9 @@ impl KafkaSource {
         }
         let context = SourceContext {
             errors: ErrorContext::default(),
-            start: config.start,
+            group: format!("{}|{group}", config.brokers.to_bootstrap()),
             assignment: Mutex::new(Assignment::default()),
+            stashed: Mutex::new(BTreeMap::new()),
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
             closing: AtomicBool::new(false),
@@ -398,6 +460,7 @@ impl KafkaSource {
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
         let reachable = factory.reachable.get_or_init(|| {
             let timeout = default_timeout();
+            let mut counts = Vec::new();
             for topic in &config.topics {
                 let waited = wait_for_topic(consumer.client(), topic, timeout, || {
                     let _ = consumer.poll(Duration::ZERO);
@@ -414,10 +477,20 @@ impl KafkaSource {
                         false,
                     ));
                 }
+                let count = consumer
+                    .client()
+                    .fetch_metadata(Some(topic), timeout)
+                    .ok()
+                    .and_then(|m| {
+                        let t = m.topics().iter().find(|t| t.name() == topic)?;
+                        Some(t.partitions().len() as i32)
+                    })
+                    .unwrap_or(0);
+                counts.push((topic.clone(), count));
             }
-            Ok(())
+            Ok(counts)
         });
-        reachable.clone()?;
+        let partition_counts = reachable.clone()?;
         let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
         consumer
             .subscribe(&topics)
@@ -450,6 +523,8 @@ impl KafkaSource {
             config: factory.config.clone(),
             relay: None,
             departure: Departure::join(&config.brokers.to_bootstrap(), &group),
+            partition_counts,
+            announced: false,
         })
     }
 
@@ -604,6 +679,14 @@ impl KafkaSource {
             }
             // Polling serves the rebalance; a message it returns is kept for the next poll.
             if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
+                let key = (m.topic().to_owned(), m.partition());
+                self.consumer
+                    .context()
+                    .stashed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(key)
+                    .or_insert(m.offset());
                 self.stash.push_back(m.detach());
             }
             result = self.consumer.commit(&tpl, CommitMode::Sync);
@@ -772,17 +855,33 @@ impl KafkaSource {
 
 impl Source for KafkaSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if !self.announced {
+            self.announced = true;
+            if self.relay.is_none() {
+                crate::input_report::announce(&self.source_id);
+            }
+        }
         self.forget_revoked();
         let mut emitted = 0usize;
         // Messages that arrived while a commit waited for a rebalance come first.
-        while emitted < ctx.max_records {
-            let Some(message) = self.stash.pop_front() else {
-                break;
-            };
-            let key = (message.topic().to_owned(), message.partition());
-            // A partition revoked meanwhile belongs to another subtask now.
-            if self.assigned_now(&key) && self.take(&message, ctx.now_nanos, out)? {
-                emitted += 1;
+        if !self.stash.is_empty() {
+            while emitted < ctx.max_records {
+                let Some(message) = self.stash.pop_front() else {
+                    break;
+                };
+                let key = (message.topic().to_owned(), message.partition());
+                // A partition revoked meanwhile belongs to another subtask now.
+                if self.assigned_now(&key) && self.take(&message, ctx.now_nanos, out)? {
+                    emitted += 1;
+                }
+            }
+            let context = self.consumer.context();
+            let mut stashed = context.stashed.lock().unwrap_or_else(|e| e.into_inner());
+            stashed.clear();
+            for m in &self.stash {
+                stashed
+                    .entry((m.topic().to_owned(), m.partition()))
+                    .or_insert(m.offset());
             }
         }
         let consumer = Arc::clone(&self.consumer);
@@ -857,6 +956,17 @@ impl Source for KafkaSource {
 
     fn split_watermarks(&mut self) -> Option<&mut SplitWatermarks> {
         Some(self.watermarks.tracker())
+    }
+
+    /// Hands the partitions' states to an exchange writer chained behind (not for the reader
+    /// of an exchange, whose partitions are the exchange's own).
+    fn watermarks_looked(&mut self) {
+        if self.relay.is_none() {
+            crate::input_report::publish(
+                self.watermarks
+                    .report(&self.source_id, &self.partition_counts),
+            );
+        }
     }
 
     fn relays_markers(&self) -> bool {

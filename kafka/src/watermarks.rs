@@ -11,8 +11,9 @@
 
 use std::collections::BTreeSet;
 
-use tidemark_runtime::{SplitId, SplitStatus, SplitWatermarks};
+use tidemark_runtime::{SplitId, SplitState, SplitStatus, SplitWatermarks};
 
+use crate::input_report::{InputReport, PartitionMark, TopicReport};
 use crate::metrics::PartitionKey;
 
 /// The partitions of one source subtask as splits of a [`SplitWatermarks`].
@@ -109,6 +110,42 @@ impl PartitionWatermarks {
         self.apply(topic, partition, say);
     }
 
+    /// An exchange reader read writer `id`'s report of its source partitions on `partition`
+    /// of its exchange topic ([`crate::input_report`]).
+    pub fn writer_report(&mut self, topic: &str, partition: i32, id: &str, report: &InputReport) {
+        let say = self.writers.on_report(partition, id, report);
+        self.apply(topic, partition, say);
+    }
+
+    /// What this subtask's partitions hold back, as the runtime last looked, for the exchange
+    /// writer chained behind it: `counts` gives each topic's partition count.
+    pub fn report(&self, source: &str, counts: &[(String, i32)]) -> InputReport {
+        let topics = counts
+            .iter()
+            .map(|(topic, partitions)| TopicReport {
+                topic: topic.clone(),
+                partitions: *partitions,
+                marks: self
+                    .splits
+                    .iter()
+                    .filter(|((t, _), _)| t == topic)
+                    .filter_map(|((_, p), split)| {
+                        let mark = match self.tracker.state(*split)? {
+                            SplitState::Idle => PartitionMark::Idle,
+                            SplitState::Pending => PartitionMark::Pending,
+                            SplitState::At(wm) => PartitionMark::At(wm),
+                        };
+                        Some((*p, mark))
+                    })
+                    .collect(),
+            })
+            .collect();
+        InputReport {
+            source: source.to_owned(),
+            topics,
+        }
+    }
+
     fn apply(&mut self, topic: &str, partition: i32, say: WritersSay) {
         let i = self.find_or_add(topic, partition);
         let split = self.splits[i].1;
@@ -145,7 +182,7 @@ pub enum WritersSay {
     Nothing,
 }
 
-/// One writer of an exchange partition, as its reader knows it.
+/// One writer of an exchange partition that speaks for itself, as its reader knows it.
 #[derive(Clone, Debug)]
 struct Writer {
     id: String,
@@ -153,13 +190,48 @@ struct Writer {
     idle: bool,
 }
 
-/// The reader side of watermarks through a Kafka exchange: per partition, the watermarks of the
-/// writers it has heard from (each writer — instance, vertex, subtask — sends its watermarks
-/// to every partition). The partition's watermark is the minimum over those that are not idle.
+/// One source partition as the readers of an exchange partition know it: the highest
+/// watermark any owner reported, and whether its owner last said it is idle.
+#[derive(Clone, Copy, Debug)]
+struct InputMark {
+    watermark: i64,
+    idle: bool,
+}
+
+/// The partitions of one input topic of one source vertex.
+#[derive(Clone, Debug)]
+struct InputTopic {
+    source: String,
+    topic: String,
+    /// Per partition (index = partition): `None` until an owner reported it.
+    marks: Vec<Option<InputMark>>,
+}
+
+/// What the readers of one exchange partition know of its writers and their inputs.
+#[derive(Clone, Debug, Default)]
+struct Heard {
+    /// Writers that speak for themselves (no `kafka` source chained before them).
+    writers: Vec<Writer>,
+    /// Writers that report their source partitions instead: they hold nothing back themselves.
+    reporters: Vec<String>,
+    /// The source partitions reported.
+    inputs: Vec<InputTopic>,
+}
+
+/// The reader side of watermarks through a Kafka exchange, per exchange partition.
+///
+/// - A writer that speaks for itself (its hello, watermarks, idle) counts as one input: the
+///   minimum over those heard from that are not idle (each writer — instance, vertex, subtask
+///   — sends its watermarks to every partition).
+/// - A writer chained behind a `kafka` source reports its source partitions instead
+///   ([`crate::input_report`]); then every partition of the input topics counts: each at the
+///   highest watermark any owner reported for it, a partition not reported yet holding
+///   everything back, an idle one nothing. So a writer that is gone holds nothing back, and a
+///   moved partition waits for its new owner.
 #[derive(Clone, Debug, Default)]
 pub struct WriterWatermarks {
-    /// Partition → its writers. A few partitions and writers: linear look-ups.
-    partitions: Vec<(i32, Vec<Writer>)>,
+    /// Partition → what was heard on it. A few partitions: linear look-ups.
+    partitions: Vec<(i32, Heard)>,
 }
 
 impl WriterWatermarks {
@@ -168,41 +240,103 @@ impl WriterWatermarks {
         WriterWatermarks::default()
     }
 
-    fn writer(&mut self, partition: i32, id: &str) -> &mut Writer {
+    fn heard(&mut self, partition: i32) -> &mut Heard {
         let p = match self.partitions.iter().position(|(p, _)| *p == partition) {
             Some(p) => p,
             None => {
-                self.partitions.push((partition, Vec::new()));
+                self.partitions.push((partition, Heard::default()));
                 self.partitions.len() - 1
             }
         };
-        let writers = &mut self.partitions[p].1;
-        let w = match writers.iter().position(|w| w.id == id) {
+        &mut self.partitions[p].1
+    }
+
+    fn writer(&mut self, partition: i32, id: &str) -> Option<&mut Writer> {
+        let heard = self.heard(partition);
+        if heard.reporters.iter().any(|r| r == id) {
+            // It reports its partitions now: what it says of itself no longer counts.
+            return None;
+        }
+        let w = match heard.writers.iter().position(|w| w.id == id) {
             Some(w) => w,
             None => {
-                writers.push(Writer {
+                heard.writers.push(Writer {
                     id: id.to_owned(),
                     watermark: i64::MIN,
                     idle: false,
                 });
-                writers.len() - 1
+                heard.writers.len() - 1
             }
         };
-        &mut writers[w]
+        Some(&mut heard.writers[w])
     }
 
     /// Writer `id` sent `watermark` on `partition` (`i64::MIN`: a hello before its first
     /// record, so that it is waited for). Returns what the partition's writers say now.
     pub fn on_watermark(&mut self, partition: i32, id: &str, watermark: i64) -> WritersSay {
-        let w = self.writer(partition, id);
-        w.watermark = w.watermark.max(watermark);
-        w.idle = false;
+        if let Some(w) = self.writer(partition, id) {
+            w.watermark = w.watermark.max(watermark);
+            w.idle = false;
+        }
         self.say(partition)
     }
 
     /// Writer `id` is idle (its inputs are): it holds `partition` back no longer.
     pub fn on_idle(&mut self, partition: i32, id: &str) -> WritersSay {
-        self.writer(partition, id).idle = true;
+        if let Some(w) = self.writer(partition, id) {
+            w.idle = true;
+        }
+        self.say(partition)
+    }
+
+    /// Writer `id` reported its source partitions on `partition`: from now on it counts only
+    /// through them.
+    pub fn on_report(&mut self, partition: i32, id: &str, report: &InputReport) -> WritersSay {
+        let heard = self.heard(partition);
+        heard.writers.retain(|w| w.id != id);
+        if !heard.reporters.iter().any(|r| r == id) {
+            heard.reporters.push(id.to_owned());
+        }
+        for t in &report.topics {
+            let i = match heard
+                .inputs
+                .iter()
+                .position(|i| i.source == report.source && i.topic == t.topic)
+            {
+                Some(i) => i,
+                None => {
+                    heard.inputs.push(InputTopic {
+                        source: report.source.clone(),
+                        topic: t.topic.clone(),
+                        marks: Vec::new(),
+                    });
+                    heard.inputs.len() - 1
+                }
+            };
+            let input = &mut heard.inputs[i];
+            let count = t.partitions.max(0) as usize;
+            if input.marks.len() < count {
+                input.marks.resize(count, None);
+            }
+            for &(p, mark) in &t.marks {
+                let Some(slot) = usize::try_from(p).ok().and_then(|p| input.marks.get_mut(p))
+                else {
+                    continue;
+                };
+                let m = slot.get_or_insert(InputMark {
+                    watermark: i64::MIN,
+                    idle: false,
+                });
+                match mark {
+                    PartitionMark::Idle => m.idle = true,
+                    PartitionMark::Pending => m.idle = false,
+                    PartitionMark::At(wm) => {
+                        m.watermark = m.watermark.max(wm);
+                        m.idle = false;
+                    }
+                }
+            }
+        }
         self.say(partition)
     }
 
@@ -213,16 +347,33 @@ impl WriterWatermarks {
 
     /// What the writers of `partition` say.
     pub fn say(&self, partition: i32) -> WritersSay {
-        let Some((_, writers)) = self.partitions.iter().find(|(p, _)| *p == partition) else {
+        let Some((_, heard)) = self.partitions.iter().find(|(p, _)| *p == partition) else {
             return WritersSay::Nothing;
         };
-        match writers
+        let writers = heard
+            .writers
             .iter()
             .filter(|w| !w.idle)
-            .map(|w| w.watermark)
-            .min()
-        {
-            None if writers.is_empty() => WritersSay::Nothing,
+            .map(|w| Some(w.watermark));
+        let inputs = heard.inputs.iter().flat_map(|i| {
+            i.marks.iter().filter_map(|m| match m {
+                // Not reported yet: it holds everything back.
+                None => Some(None),
+                Some(m) if m.idle => None,
+                Some(m) => Some(Some(m.watermark)),
+            })
+        });
+        let mut min: Option<i64> = None;
+        let mut any = false;
+        for wm in writers.chain(inputs) {
+            any = true;
+            let wm = wm.unwrap_or(i64::MIN);
+            min = Some(min.map_or(wm, |m| m.min(wm)));
+        }
+        match min {
+            None if !any && heard.writers.is_empty() && heard.inputs.is_empty() => {
+                WritersSay::Nothing
+            }
             None => WritersSay::Idle,
             Some(i64::MIN) => WritersSay::Nothing,
             Some(wm) => WritersSay::At(wm),
@@ -355,6 +506,129 @@ mod tests {
             w.watermark("x", 1, 0),
             Some(600),
             "a/w/1 not heard again yet"
+        );
+    }
+
+    fn report(
+        source: &str,
+        topic: &str,
+        count: i32,
+        marks: &[(i32, PartitionMark)],
+    ) -> InputReport {
+        InputReport {
+            source: source.into(),
+            topics: vec![TopicReport {
+                topic: topic.into(),
+                partitions: count,
+                marks: marks.to_vec(),
+            }],
+        }
+    }
+
+    #[test]
+    fn every_input_partition_counts_whoever_reports_it() {
+        use PartitionMark::{At, Idle, Pending};
+        let mut w = WriterWatermarks::new();
+        // Two writers say hello; one of them then reports its source's partitions 0 and 1 of
+        // four: it stops counting by itself, and partitions 2 and 3, not heard from, hold
+        // everything back.
+        w.on_watermark(0, "a/x/0", i64::MIN);
+        w.on_watermark(0, "b/x/0", i64::MIN);
+        assert_eq!(
+            w.on_report(
+                0,
+                "a/x/0",
+                &report("src", "in", 4, &[(0, At(500)), (1, At(400))])
+            ),
+            WritersSay::Nothing
+        );
+        assert_eq!(
+            w.on_report(
+                0,
+                "b/x/0",
+                &report("src", "in", 4, &[(2, At(300)), (3, Pending)])
+            ),
+            WritersSay::Nothing,
+            "partition 3 has no watermark yet"
+        );
+        assert_eq!(
+            w.on_report(
+                0,
+                "b/x/0",
+                &report("src", "in", 4, &[(2, At(300)), (3, Idle)])
+            ),
+            WritersSay::At(300),
+            "an idle partition holds nothing back"
+        );
+        // b dies: its last report stands. Partition 2 moves to a, which reads it from the
+        // commit: a lower watermark does not take the partition back.
+        assert_eq!(
+            w.on_report(
+                0,
+                "a/x/0",
+                &report("src", "in", 4, &[(0, At(900)), (1, At(800)), (2, Pending)])
+            ),
+            WritersSay::At(300),
+            "partition 2 keeps the dead owner's watermark until its new owner passes it"
+        );
+        assert_eq!(
+            w.on_report(
+                0,
+                "a/x/0",
+                &report("src", "in", 4, &[(0, At(900)), (1, At(800)), (2, At(250))])
+            ),
+            WritersSay::At(300)
+        );
+        assert_eq!(
+            w.on_report(
+                0,
+                "a/x/0",
+                &report("src", "in", 4, &[(0, At(900)), (1, At(800)), (2, At(700))])
+            ),
+            WritersSay::At(700),
+            "the dead writer holds nothing back once the new owner caught up"
+        );
+        // A reporter's old-style messages (its hello, idle) no longer count.
+        assert_eq!(w.on_idle(0, "a/x/0"), WritersSay::At(700));
+        assert_eq!(w.on_watermark(0, "a/x/0", i64::MIN), WritersSay::At(700));
+        // Partition 3 read again after idling: it is waited for from its last watermark.
+        assert_eq!(
+            w.on_report(0, "a/x/0", &report("src", "in", 4, &[(3, Pending)])),
+            WritersSay::Nothing
+        );
+        assert_eq!(
+            w.on_report(0, "a/x/0", &report("src", "in", 4, &[(3, At(650))])),
+            WritersSay::At(650)
+        );
+        // A writer that speaks for itself still counts beside the partitions.
+        assert_eq!(w.on_watermark(0, "g/y/0", 100), WritersSay::At(100));
+        assert_eq!(w.on_idle(0, "g/y/0"), WritersSay::At(650));
+    }
+
+    #[test]
+    fn a_report_before_any_watermark_waits_for_every_partition() {
+        let mut w = WriterWatermarks::new();
+        // A reporter whose source has not looked yet: nothing to say, nothing to wait for yet.
+        assert_eq!(
+            w.on_report(3, "a/x/0", &InputReport::default()),
+            WritersSay::Nothing
+        );
+        assert_eq!(
+            w.on_report(
+                3,
+                "a/x/0",
+                &report("s", "t", 2, &[(0, PartitionMark::At(10))])
+            ),
+            WritersSay::Nothing,
+            "partition 1 of t was never reported"
+        );
+        assert_eq!(
+            w.on_report(
+                3,
+                "b/x/0",
+                &report("s", "t", 2, &[(1, PartitionMark::Idle)])
+            ),
+            WritersSay::At(10)
         );
     }
 }

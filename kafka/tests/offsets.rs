@@ -262,3 +262,127 @@ fn a_revoked_partition_is_handed_over_after_the_last_record_taken() {
         "every record once"
     );
 }
+
+/// With checkpoints nothing is committed when a partition moves, so at a cold start (the
+/// subtasks of one instance join one by one) the second subtask used to resume at the group's
+/// commit, or with none at `start`: it read again what the first had already handed to the
+/// job (`docs/kafka.md`, "Failover"). A partition that moves between subtasks of one process
+/// resumes exactly where the previous owner stopped. The second subtask is made at a point the
+/// test picks, after the first has read part of both partitions.
+#[test]
+fn with_checkpoints_a_partition_moved_between_local_subtasks_resumes_where_the_first_stopped() {
+    let per = 3000;
+    let (_cluster, bootstrap, factory) = set_up(per, 600_000, true);
+    let mut a = make(&factory, 0);
+    a.enable_checkpoints();
+    let mut taken_a = Taken::new(per);
+    until("the first records of both partitions", || {
+        poll(&mut a, 5, &mut taken_a);
+        taken_a.count() >= 100 && taken_a.position.iter().all(|&p| p > 0)
+    });
+
+    let mut b = make(&factory, 1);
+    b.enable_checkpoints();
+    let mut taken_b = Taken::new(per);
+    let rebalances = a.rebalances();
+    until("a partition revoked from the first subtask", || {
+        poll(&mut a, 5, &mut taken_a);
+        poll(&mut b, 5, &mut taken_b);
+        a.rebalances() > rebalances
+    });
+    let kept = a.assigned();
+    assert_eq!(kept.len(), 1, "one partition moved: {kept:?}");
+    let revoked = 1 - kept[0].1 as usize;
+    let handed_over = taken_a.position[revoked];
+    assert!(handed_over > 0, "revoked after records were taken");
+    assert_eq!(committed(&bootstrap), [-1, -1], "nothing committed");
+
+    until("the partitions read to the end", || {
+        poll(&mut a, 64, &mut taken_a);
+        poll(&mut b, 64, &mut taken_b);
+        taken_a.position[1 - revoked] == per && taken_b.position[revoked] == per
+    });
+    assert_eq!(
+        taken_b.first[revoked], handed_over,
+        "the new owner starts after the last record the first one took"
+    );
+    assert_eq!(taken_a.position[revoked], handed_over);
+    let twice: Vec<i64> = taken_a
+        .ids
+        .keys()
+        .filter(|id| taken_b.ids.contains_key(id))
+        .copied()
+        .collect();
+    assert!(twice.is_empty(), "read twice: {} ids", twice.len());
+    assert_eq!(taken_a.count() + taken_b.count(), 2 * per as usize);
+}
+
+/// `start: earliest` applies only to partitions without a committed offset: a partition the
+/// group committed resumes at the commit when it comes to a subtask that never held it (a
+/// restart, or a failover to another instance), instead of being read again from offset 0.
+#[test]
+fn start_earliest_resumes_a_committed_partition_at_the_commit() {
+    let per = 500;
+    let (_cluster, bootstrap, _) = set_up(per, 600_000, false);
+    let config: KafkaSourceConfig = serde_json::from_value(serde_json::json!({
+        "brokers": bootstrap,
+        "topics": ["in"],
+        "group": GROUP,
+        "start": "earliest",
+        "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+    }))
+    .unwrap();
+    let factory = KafkaSourceFactory::new(config, process_metrics().clone()).unwrap();
+    let mut a = make(&factory, 0);
+    a.enable_checkpoints();
+    let mut taken_a = Taken::new(per);
+    until("both partitions read to the end", || {
+        poll(&mut a, 64, &mut taken_a);
+        taken_a.position == [per, per]
+    });
+    // A checkpoint covering everything completes: its positions are committed.
+    a.snapshot_positions(1);
+    a.commit_checkpoint(1).unwrap();
+    assert_eq!(committed(&bootstrap), [per, per]);
+    drop(a);
+
+    // A subtask that never held the partitions takes them over; more messages arrive.
+    let mut b = make(&factory, 1);
+    b.enable_checkpoints();
+    let producer = testing::producer(&bootstrap);
+    let more: Vec<(i32, String, String)> = (0..2)
+        .map(|p| {
+            let id = 10 * per + p as i64;
+            (p, id.to_string(), format!("{{\"value\": {id}}}"))
+        })
+        .collect();
+    for (p, k, v) in &more {
+        let record = rdkafka::producer::BaseRecord::to("in")
+            .partition(*p)
+            .key(k.as_str())
+            .payload(v.as_str());
+        testing::send_retrying(&producer, record, Duration::from_millis(1));
+    }
+    testing::flush(&producer);
+    let mut ids = Vec::new();
+    until("the two new messages", || {
+        let mut out = Output::with_capacity(64);
+        let ctx = PollContext {
+            now_nanos: now_nanos(),
+            max_records: 64,
+        };
+        b.poll(&ctx, &mut out).unwrap();
+        ids.extend(
+            out.records()
+                .iter()
+                .map(|r| r.get("value").and_then(|v| v.as_i64()).unwrap()),
+        );
+        ids.iter().filter(|id| **id >= 10 * per).count() == 2
+    });
+    ids.sort();
+    assert_eq!(
+        ids,
+        [10 * per, 10 * per + 1],
+        "only the new messages: nothing read again from offset 0"
+    );
+}

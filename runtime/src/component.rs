@@ -109,6 +109,13 @@ pub trait Source: Send {
         None
     }
 
+    /// The runtime looked at the splits ([`Source::split_watermarks`]) and is about to send a
+    /// watermark or say the subtask is idle, after every record emitted so far went down the
+    /// chain: what each split's status says now is true of everything chained sinks have
+    /// been given (the Kafka source hands its partitions' statuses to a chained exchange
+    /// writer here). The default does nothing.
+    fn watermarks_looked(&mut self) {}
+
     /// True for a source that relays markers made elsewhere instead of making its own (the
     /// reader of a Kafka exchange): the runtime emits no marker for it, and it hands markers in
     /// order with its records through [`Output::emit_marker`].

@@ -245,6 +245,17 @@ pub struct SplitStatus {
     pub idle: bool,
 }
 
+/// What one split holds back, as the runtime last looked ([`SplitWatermarks::state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitState {
+    /// Idle: it holds nothing back.
+    Idle,
+    /// Active but without a watermark yet (no record read): it holds everything back.
+    Pending,
+    /// Its watermark (ns).
+    At(i64),
+}
+
 impl Default for SplitWatermarks {
     fn default() -> Self {
         SplitWatermarks {
@@ -362,6 +373,21 @@ impl SplitWatermarks {
         (watermark != i64::MIN).then_some(SplitStatus {
             watermark,
             idle: s.idle,
+        })
+    }
+
+    /// What `split` holds back, as the runtime last looked: `None` for a split that is not
+    /// there, or before the runtime has looked (a source that makes no watermarks).
+    pub fn state(&self, split: SplitId) -> Option<SplitState> {
+        let out_of_orderness = self.out_of_orderness?;
+        let s = self.splits.get(split.0 as usize).filter(|s| s.live)?;
+        Some(if s.idle {
+            SplitState::Idle
+        } else {
+            match s.current(out_of_orderness) {
+                i64::MIN => SplitState::Pending,
+                watermark => SplitState::At(watermark),
+            }
         })
     }
 

@@ -75,8 +75,8 @@ pub use component::{
 };
 pub use config::JobConfig;
 pub use event_time::{
-    InvalidTimestampPolicy, SourceOptions, SplitId, SplitStatus, SplitWatermarks, TimestampCheck,
-    WatermarkStrategy,
+    InvalidTimestampPolicy, SourceOptions, SplitId, SplitState, SplitStatus, SplitWatermarks,
+    TimestampCheck, WatermarkStrategy,
 };
 pub use graph::{
     check_parallelism, valid_id, Edge, GraphError, JobGraph, ParallelismError, Partitioning,

@@ -282,6 +282,9 @@ impl Task {
                     Some(splits) if per_split => w.poll_splits(splits, now),
                     _ => w.poll(now),
                 };
+                if per_split && action != WatermarkAction::None {
+                    source.watermarks_looked();
+                }
                 match action {
                     WatermarkAction::Emit(wm) => {
                         metrics.set_watermark(wm);

@@ -1,0 +1,356 @@
+//! Failover that keeps event time and offsets right (`docs/kafka.md`, "Failover"): real
+//! `tidemark run` processes on a mock cluster the test starts itself, the kill forced by the
+//! test at a point it picks, each result compared with a reference the test computes.
+//!
+//! - `start: earliest` applies only to partitions without a committed offset: after one of two
+//!   instances is killed, the survivor resumes the dead one's partitions at the group's commit,
+//!   not at offset 0;
+//! - a dead instance does not hold event time back: behind an exchange, windows fire again once
+//!   the survivor has read the dead one's partitions, and every window of the events written
+//!   after the kill is complete;
+//! - one instance starting on a backlog (its subtasks join the group one by one, partitions move
+//!   between them as they do) reads every record once and drops none as late.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{scrape, Proc, TempDir};
+use rdkafka::consumer::Consumer;
+use rdkafka::producer::BaseRecord;
+use rdkafka::topic_partition_list::Offset;
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
+
+/// How long a test waits for something before it fails (not a timing assertion).
+const DEADLINE: Duration = Duration::from_secs(180);
+const GROUP: &str = "{session.timeout.ms: 6000, heartbeat.interval.ms: 500}";
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < DEADLINE, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn cluster(topics: &[(&str, i32)]) -> DevCluster {
+    DevCluster::start(DevClusterOptions {
+        topics: topics.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+        ..DevClusterOptions::default()
+    })
+    .unwrap()
+}
+
+fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
+    let mut p = Proc::spawn(
+        dir,
+        [
+            "run",
+            job.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--instance-id",
+            id,
+        ],
+    );
+    let addr = p.metrics_addr();
+    (p, addr)
+}
+
+fn kill(p: &mut Proc) {
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(p.id() as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    p.wait();
+}
+
+/// Partitions of `source_id` the instance at `addr` holds (its lag series).
+fn held(addr: SocketAddr, source_id: &str) -> usize {
+    scrape(addr)
+        .samples("tidemark_kafka_lag_records")
+        .filter(|s| s.labels.get("source_id") == Some(source_id))
+        .count()
+}
+
+/// The group's committed offset (-1: none) and the end of each partition of `topic`.
+fn committed_and_end(bootstrap: &str, group: &str, topic: &str, n: i32) -> Vec<(i64, i64)> {
+    let (consumer, committed) = testing::committed_offsets(bootstrap, group, topic, n);
+    (0..)
+        .zip(committed)
+        .map(|(p, offset)| {
+            let offset = match offset {
+                Offset::Offset(o) => o,
+                _ => -1,
+            };
+            let (_, end) = consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap();
+            (offset, end)
+        })
+        .collect()
+}
+
+fn committed_is_end(bootstrap: &str, group: &str, topic: &str, n: i32) -> bool {
+    committed_and_end(bootstrap, group, topic, n)
+        .iter()
+        .all(|(c, e)| c == e)
+}
+
+/// Messages in all partitions of `topic`.
+fn messages_in(bootstrap: &str, topic: &str, n: i32) -> i64 {
+    committed_and_end(bootstrap, "nobody", topic, n)
+        .iter()
+        .map(|(_, e)| e)
+        .sum()
+}
+
+#[test]
+fn start_earliest_resumes_a_dead_instances_partitions_at_the_commit() {
+    const IDS: u64 = 20_000;
+    let cluster = cluster(&[("in", 4), ("out", 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    testing::produce_ids(&bootstrap, "in", 0..IDS);
+    let dir = TempDir::new("failover-earliest");
+    let job = dir.write(
+        "job.yaml",
+        &format!(
+            "name: earliest
+parallelism: 2
+checkpoint: {{interval: 1s}}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [in]
+    start: earliest
+    properties: {GROUP}
+sinks:
+  copy:
+    type: kafka
+    input: orders
+    brokers: {bootstrap}
+    topic: out
+"
+        ),
+    );
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    wait_until("both instances to hold partitions", || {
+        held(addr_a, "orders") > 0 && held(addr_b, "orders") > 0
+    });
+    // Every message copied and committed: the forced point of the kill.
+    wait_until("the group's commits at the partitions' ends", || {
+        committed_is_end(&bootstrap, "earliest", "in", 4)
+    });
+    let copied = messages_in(&bootstrap, "out", 4);
+    assert!(copied >= IDS as i64, "{copied}");
+    kill(&mut b);
+    wait_until("a to hold all 4 partitions", || held(addr_a, "orders") == 4);
+    // One more message per partition: once a has committed them, it has read everything it
+    // was going to read.
+    let producer = testing::producer(&bootstrap);
+    for p in 0..4 {
+        let id = (IDS + p as u64).to_string();
+        let value = format!("{{\"value\": {id}}}");
+        let record = BaseRecord::to("in").partition(p).key(&id).payload(&value);
+        testing::send_retrying(&producer, record, Duration::from_millis(1));
+    }
+    testing::flush(&producer);
+    wait_until("a's commits at the new ends", || {
+        committed_is_end(&bootstrap, "earliest", "in", 4)
+    });
+    let out = messages_in(&bootstrap, "out", 4);
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    assert_eq!(
+        out,
+        copied + 4,
+        "the survivor read the dead instance's partitions again (from offset 0?)"
+    );
+}
+
+/// The exchange job of the event-time tests: kafka → hash exchange → 1 s event-time window
+/// (count per key) → file.
+fn window_job(dir: &TempDir, id: &str, bootstrap: &str, parallelism: usize) -> PathBuf {
+    let out = dir.join(&format!("out-{id}.jsonl"));
+    dir.write(
+        &format!("job-{id}.yaml"),
+        &format!(
+            "name: failover
+parallelism: {parallelism}
+sources:
+  events:
+    type: kafka
+    brokers: \"{bootstrap}\"
+    topics: [in]
+    key: k
+    timestamp: ts
+    properties: {GROUP}
+    watermarks: {{max_out_of_orderness: 2s, interval: 50ms}}
+operators:
+  per_key:
+    type: window
+    input: events
+    partition: hash
+    size: 1s
+    time: event
+    aggregates: {{n: count}}
+    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 4, properties: {GROUP}}}}}
+sinks:
+  out:
+    type: file
+    input: per_key
+    parallelism: 1
+    path: {}
+",
+            out.display()
+        ),
+    )
+}
+
+const BASE_MS: i64 = 1_700_000_000_000;
+const KEYS: usize = 10;
+
+/// `per_partition` events for each of the 4 partitions from `start_ms`, 10 ms of event time
+/// apart: (partition, key, ts).
+fn events(start_ms: i64, per_partition: i64) -> Vec<(i32, String, i64)> {
+    (0..4)
+        .flat_map(|p| {
+            (0..per_partition).map(move |i| {
+                let key = format!("k{}", (i as usize * 4 + p as usize) % KEYS);
+                (p, key, start_ms + i * 10)
+            })
+        })
+        .collect()
+}
+
+fn produce_events(bootstrap: &str, events: &[(i32, String, i64)]) {
+    let producer = testing::producer(bootstrap);
+    for (p, key, ts) in events {
+        let value = format!("{{\"k\":\"{key}\",\"ts\":{ts}}}");
+        let record = BaseRecord::to("in").partition(*p).payload(&value).key(key);
+        testing::send_retrying(&producer, record, Duration::from_millis(1));
+    }
+    testing::flush(&producer);
+}
+
+/// (key, window start ms) → count.
+fn reference(events: &[(i32, String, i64)]) -> BTreeMap<(String, i64), u64> {
+    let mut counts = BTreeMap::new();
+    for (_, key, ts) in events {
+        *counts
+            .entry((key.clone(), ts - ts.rem_euclid(1_000)))
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The window results in the file at `path`, failing on a window written twice.
+fn results(path: &Path) -> BTreeMap<(String, i64), u64> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let w: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = (
+            w["key"].as_str().unwrap().to_owned(),
+            w["window_start"].as_i64().unwrap(),
+        );
+        assert!(
+            out.insert(key, w["n"].as_u64().unwrap()).is_none(),
+            "a window fired twice: {line}"
+        );
+    }
+    out
+}
+
+fn late_dropped(addr: SocketAddr) -> f64 {
+    scrape(addr).sum("tidemark_records_dropped_total", |l| {
+        l.get("reason") == Some("late")
+    })
+}
+
+#[test]
+fn a_dead_instance_stops_holding_event_time_back() {
+    let cluster = cluster(&[("in", 4), ("tidemark-failover-per_key-exchange", 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("failover-event-time");
+    let (mut a, addr_a) = instance(dir.path(), &window_job(&dir, "a", &bootstrap, 2), "a");
+    let (mut b, addr_b) = instance(dir.path(), &window_job(&dir, "b", &bootstrap, 2), "b");
+    for source in ["events", "per_key.exchange-in"] {
+        wait_until(&format!("{source} spread over both instances"), || {
+            let (x, y) = (held(addr_a, source), held(addr_b, source));
+            x >= 1 && y >= 1 && x + y == 4
+        });
+    }
+    // First: 20 s of event time, read by both; windows fire at both.
+    produce_events(&bootstrap, &events(BASE_MS, 2_000));
+    wait_until("windows at both", || {
+        windows_out(addr_a) > 0.0 && windows_out(addr_b) > 0.0
+    });
+    // The forced point: b dies with its writer's watermarks in every exchange partition.
+    kill(&mut b);
+    wait_until("a to hold every input and exchange partition", || {
+        held(addr_a, "events") == 4 && held(addr_a, "per_key.exchange-in") == 4
+    });
+    let fired_before = windows_out(addr_a);
+    // Then: 20 s more, 100 s later in event time, read by a alone.
+    let later = events(BASE_MS + 100_000, 2_000);
+    produce_events(&bootstrap, &later);
+    // Event time passes b: the windows of the later events up to their watermark (the last
+    // timestamp less the out-of-orderness) fire at a while it runs (b's writer, dead, holds
+    // nothing back) ...
+    let last = BASE_MS + 100_000 + 1_999 * 10;
+    let expected: BTreeMap<_, _> = reference(&later)
+        .into_iter()
+        .filter(|((_, start), _)| start + 1_000 <= last - 2_000)
+        .collect();
+    assert!(expected.len() >= 15 * KEYS, "{}", expected.len());
+    wait_until("the later windows to fire at the survivor", || {
+        windows_out(addr_a) - fired_before >= expected.len() as f64
+    });
+    // ... each complete: none of the later events was dropped as late. (Events of b's
+    // partitions read again from its last commit may be: they were counted before the kill.)
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    let got = results(&dir.join("out-a.jsonl"));
+    for (window, n) in &expected {
+        assert_eq!(got.get(window), Some(n), "window {window:?}");
+    }
+}
+
+fn windows_out(addr: SocketAddr) -> f64 {
+    scrape(addr).sum("tidemark_records_out_total", |l| {
+        l.get("operator_id") == Some("per_key")
+    })
+}
+
+#[test]
+fn one_instance_starting_on_a_backlog_reads_every_record_once_and_none_late() {
+    const PER_PARTITION: i64 = 10_000;
+    let cluster = cluster(&[("in", 4), ("tidemark-failover-per_key-exchange", 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let backlog = events(BASE_MS, PER_PARTITION);
+    produce_events(&bootstrap, &backlog);
+    let dir = TempDir::new("failover-backlog");
+    let (mut a, addr_a) = instance(dir.path(), &window_job(&dir, "a", &bootstrap, 2), "a");
+    let total = (4 * PER_PARTITION) as f64;
+    wait_until("every event through the exchange into the window", || {
+        scrape(addr_a).sum("tidemark_records_in_total", |l| {
+            l.get("operator_id") == Some("per_key")
+        }) >= total
+    });
+    let m = scrape(addr_a);
+    let read = m.sum("tidemark_records_out_total", |l| {
+        l.get("operator_id") == Some("events")
+    });
+    assert_eq!(read, total, "the source read a record twice");
+    assert_eq!(late_dropped(addr_a), 0.0, "on-time records dropped as late");
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    assert_eq!(results(&dir.join("out-a.jsonl")), reference(&backlog));
+}
