@@ -73,6 +73,24 @@ pub fn build_graph_with(
     registry: &Registry,
     check_inputs: bool,
 ) -> Result<JobGraph, JobFileErrors> {
+    build_graph_in(
+        job,
+        default_parallelism,
+        registry,
+        check_inputs,
+        #[cfg(feature = "kafka")]
+        &tidemark_kafka::KafkaJob::new(),
+    )
+}
+
+/// As [`build_graph_with`], its exchanges through Kafka in the job's Kafka context `kafka`.
+pub(crate) fn build_graph_in(
+    job: &JobFile,
+    default_parallelism: NonZeroUsize,
+    registry: &Registry,
+    check_inputs: bool,
+    #[cfg(feature = "kafka")] kafka: &std::sync::Arc<tidemark_kafka::KafkaJob>,
+) -> Result<JobGraph, JobFileErrors> {
     let mut errors: Vec<JobFileError> = job.problems.clone();
     let env = BuildEnv {
         job_dir: job.dir.clone(),
@@ -90,7 +108,10 @@ pub fn build_graph_with(
     // the graph's rules are checked all the same.
     let mut graph = JobGraph::new(job.name.clone());
     let mut ids: HashMap<&str, VertexId> = HashMap::new();
-    let mut exchanges = crate::exchange::Exchanges::default();
+    let mut exchanges = crate::exchange::Exchanges::new(
+        #[cfg(feature = "kafka")]
+        kafka,
+    );
     for (v, built) in job.vertices.iter().zip(built) {
         let p = v.parallelism.unwrap_or(default_parallelism).get();
         let added = match built {

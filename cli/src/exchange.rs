@@ -18,9 +18,24 @@ pub(crate) const READER_TYPE: &str = "kafka-exchange-reader";
 
 /// The exchanges built so far, by downstream vertex id: its reader (`None` when its settings
 /// failed, already reported).
-#[derive(Default)]
 pub(crate) struct Exchanges {
     built: HashMap<String, Option<Built>>,
+    /// The job's Kafka context.
+    #[cfg(feature = "kafka")]
+    kafka: std::sync::Arc<tidemark_kafka::KafkaJob>,
+}
+
+impl Exchanges {
+    /// None built yet; they will share `kafka`.
+    pub(crate) fn new(
+        #[cfg(feature = "kafka")] kafka: &std::sync::Arc<tidemark_kafka::KafkaJob>,
+    ) -> Self {
+        Exchanges {
+            built: HashMap::new(),
+            #[cfg(feature = "kafka")]
+            kafka: kafka.clone(),
+        }
+    }
 }
 
 #[cfg(feature = "kafka")]
@@ -121,6 +136,16 @@ pub(crate) fn connect(
         return;
     }
     if !exchanges.built.contains_key(&v.id) {
+        #[cfg(feature = "kafka")]
+        let built = build(
+            job,
+            v,
+            (to, to_parallelism),
+            graph,
+            errors,
+            &exchanges.kafka,
+        );
+        #[cfg(not(feature = "kafka"))]
         let built = build(job, v, (to, to_parallelism), graph, errors);
         exchanges.built.insert(v.id.clone(), built);
     }
@@ -137,6 +162,7 @@ fn build(
     (to, to_parallelism): (VertexId, usize),
     graph: &mut JobGraph,
     errors: &mut Vec<JobFileError>,
+    kafka: &std::sync::Arc<tidemark_kafka::KafkaJob>,
 ) -> Option<Built> {
     use tidemark_kafka::exchange::{reader_id, Exchange};
     use tidemark_operators::ConfigError;
@@ -148,7 +174,7 @@ fn build(
             return None;
         }
     };
-    let exchange = match Exchange::new(settings, &job.name, &v.id) {
+    let exchange = match Exchange::new(settings, &job.name, &v.id, kafka) {
         Ok(e) => e,
         Err(ConfigError::Invalid { problems, .. }) => {
             for error in problems {

@@ -40,6 +40,7 @@ pub(crate) fn start(
     job: &JobFile,
     registry: &Arc<MetricsRegistry>,
     instance: &str,
+    kafka: &Arc<tidemark_kafka::KafkaJob>,
 ) -> Option<Clock> {
     // The brokers of the first Kafka component, or of the first exchange through Kafka.
     let config = job.vertices.iter().find_map(|v| {
@@ -63,6 +64,7 @@ pub(crate) fn start(
     };
     let (slot, ended) = (clock.service.clone(), clock.ended.clone());
     let (registry, job_name, instance) = (registry.clone(), job.name.clone(), instance.to_owned());
+    let kafka = kafka.clone();
     let starter = move || {
         let started = ClockService::start(
             &brokers,
@@ -71,6 +73,7 @@ pub(crate) fn start(
             &instance,
             system_clock(),
             EVERY,
+            kafka.timeout(),
         );
         let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
         if ended.load(Ordering::SeqCst) {
@@ -80,7 +83,7 @@ pub(crate) fn start(
             Ok(service) => {
                 let offsets = service.offsets().clone();
                 // Markers that crossed an exchange are corrected with these estimates.
-                tidemark_kafka::exchange::set_clock_offsets(offsets.clone());
+                kafka.set_clock_offsets(offsets.clone());
                 registry.add_text_section(Arc::new(move |labels: &str| offsets.render(labels)));
                 *slot = Some(service);
             }

@@ -104,6 +104,9 @@ pub struct Loader {
     metrics_addr: Option<String>,
     seed: Option<u64>,
     check_inputs: bool,
+    /// What the job's Kafka parts share (instance name, clock offsets, series, timeout).
+    #[cfg(feature = "kafka")]
+    kafka: std::sync::Arc<tidemark_kafka::KafkaJob>,
 }
 
 impl Default for Loader {
@@ -117,12 +120,12 @@ impl Loader {
     /// and sink too) and no overrides.
     pub fn new() -> Self {
         #[allow(unused_mut)]
-        let mut registry = Registry::builtin();
+        let mut loader = Loader::with_registry(Registry::builtin());
         #[cfg(feature = "kafka")]
-        for component in tidemark_kafka::components() {
-            registry.register(component);
+        for component in loader.kafka.components() {
+            loader.registry.register(component);
         }
-        Loader::with_registry(registry)
+        loader
     }
 
     /// A loader with the components of `registry`.
@@ -134,7 +137,17 @@ impl Loader {
             metrics_addr: None,
             seed: None,
             check_inputs: false,
+            #[cfg(feature = "kafka")]
+            kafka: tidemark_kafka::KafkaJob::new(),
         }
+    }
+
+    /// The Kafka context of the jobs this loader builds: set the instance name and
+    /// `--kafka-timeout` on it before the job starts, read its series. The `kafka` source and
+    /// sink of [`Loader::new`] and every exchange use it.
+    #[cfg(feature = "kafka")]
+    pub fn kafka(&self) -> &std::sync::Arc<tidemark_kafka::KafkaJob> {
+        &self.kafka
     }
 
     /// Adds (or replaces) a component type job files can name.
@@ -216,11 +229,13 @@ impl Loader {
             Err(e) if job.problems.is_empty() => return Err(e.into()),
             Err(_) => return Err(JobFileErrors(job.problems).into()),
         };
-        let graph = build::build_graph_with(
+        let graph = build::build_graph_in(
             &job,
             settings.parallelism,
             &self.registry,
             self.check_inputs,
+            #[cfg(feature = "kafka")]
+            &self.kafka,
         )?;
         let config = build::job_config(&settings, self.seed);
         Ok(LoadedJob {

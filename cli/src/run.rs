@@ -42,8 +42,6 @@ struct Known {
 /// Runs the job of `args`; returns the exit code, or an error whose kind sets it. With
 /// `--report-file`, the report is written whatever happens once the file is created.
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
-    #[cfg(feature = "kafka")]
-    tidemark_kafka::set_default_timeout(args.kafka_timeout);
     let started = SystemTime::now();
     // Fail first if the report cannot be written: then there is nowhere to say anything.
     let mut report_file = match &args.report_file {
@@ -86,6 +84,10 @@ fn run_job(
     for (k, v) in &args.defines {
         loader = loader.define(k, v);
     }
+    #[cfg(feature = "kafka")]
+    let kafka = loader.kafka().clone();
+    #[cfg(feature = "kafka")]
+    kafka.set_timeout(args.kafka_timeout);
     let LoadedJob {
         job,
         settings,
@@ -102,7 +104,7 @@ fn run_job(
 
     // Named before the subtasks are made: exchange writers name their watermarks with it.
     #[cfg(feature = "kafka")]
-    tidemark_kafka::exchange::set_instance(&known.instance);
+    kafka.set_instance(&known.instance);
     // Make and wire every subtask first, so the endpoint serves the job's registry before the
     // first record flows; a taken address stops us before any thread runs.
     let prepared = tidemark_runtime::prepare(graph, config).map_err(|e| match e {
@@ -126,11 +128,14 @@ fn run_job(
     let registry = prepared.metrics().clone();
     registry.set_instance(&known.instance);
     #[cfg(feature = "kafka")]
-    registry.add_text_section(std::sync::Arc::new(|labels: &str| {
-        tidemark_kafka::process_metrics().render(labels)
-    }));
+    {
+        let series = kafka.metrics().clone();
+        registry.add_text_section(std::sync::Arc::new(move |labels: &str| {
+            series.render(labels)
+        }));
+    }
     #[cfg(feature = "kafka")]
-    let _clock = crate::kafka_clock::start(&job, &registry, &known.instance);
+    let _clock = crate::kafka_clock::start(&job, &registry, &known.instance, &kafka);
     let components: Vec<ComponentInfo> = job
         .vertices
         .iter()

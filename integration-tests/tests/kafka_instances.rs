@@ -127,11 +127,12 @@ fn instances_without_an_id_are_named_by_host_and_process() {
     }
 }
 
-/// Three instances; c, holding partitions, is killed with SIGKILL: no goodbye, the group finds
-/// out after the session timeout and moves c's partitions to a and b. Only then (the group is
-/// stable again: a consumer stopped while the mock cluster holds its JoinGroup in a rebalance
-/// can exit before its LeaveGroup is read, docs/kafka.md) b gets SIGTERM: exactly one
-/// LeaveGroup per source subtask, and a takes every partition without a session timeout.
+/// Three instances (six members for four partitions, so one may hold none); one of b and c
+/// that holds partitions is killed with SIGKILL: no goodbye, the group finds out after the
+/// session timeout and moves its partitions. Only then (the group is stable again: a consumer
+/// stopped while the mock cluster holds its JoinGroup in a rebalance can exit before its
+/// LeaveGroup is read, docs/kafka.md) the other gets SIGTERM: exactly one LeaveGroup per
+/// source subtask, and a takes every partition without a session timeout.
 #[test]
 fn sigterm_leaves_the_group_and_sigkill_does_not() {
     let cluster = cluster();
@@ -140,38 +141,45 @@ fn sigterm_leaves_the_group_and_sigkill_does_not() {
     let dir = TempDir::new("kafka-leave");
     let job = job_file(&dir, &bootstrap, "leave");
     let (mut a, addr_a) = instance(dir.path(), &job, &["--instance-id", "a"]);
-    let (mut b, addr_b) = instance(dir.path(), &job, &["--instance-id", "b"]);
-    let (mut c, addr_c) = instance(dir.path(), &job, &["--instance-id", "c"]);
-    wait_until(
-        "the three instances to share the 4 partitions, c among them",
-        || {
-            let held = [addr_a, addr_b, addr_c].map(partitions_held);
-            held.iter().sum::<usize>() == 4 && held[2] > 0 && (held[0] > 0 || held[1] > 0)
-        },
-    );
+    let (b, addr_b) = instance(dir.path(), &job, &["--instance-id", "b"]);
+    let (c, addr_c) = instance(dir.path(), &job, &["--instance-id", "c"]);
+    wait_until("the three instances to share the 4 partitions", || {
+        let held = [addr_a, addr_b, addr_c].map(partitions_held);
+        held.iter().sum::<usize>() == 4 && held.iter().filter(|h| **h > 0).count() >= 2
+    });
+    // The forced point: the victim holds partitions now.
+    let ((mut victim, _), (mut leaver, addr_leaver)) = if partitions_held(addr_c) > 0 {
+        ((c, addr_c), (b, addr_b))
+    } else {
+        ((b, addr_b), (c, addr_c))
+    };
     let leaves = || cluster.requests_seen(Request::LeaveGroup).unwrap();
     assert_eq!(leaves(), 0);
     // SIGKILL: no goodbye.
     // SAFETY: kill(2) on our own child.
     assert_eq!(
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGKILL) },
+        unsafe { libc::kill(victim.id() as libc::pid_t, libc::SIGKILL) },
         0
     );
-    c.wait();
-    // The group finds out after the session timeout: c's partitions move to a and b.
-    wait_until("a and b to hold the 4 partitions between them", || {
-        let (pa, pb) = (partitions_held(addr_a), partitions_held(addr_b));
-        pa > 0 && pb > 0 && pa + pb == 4
+    victim.wait();
+    // The group finds out after the session timeout: the victim's partitions move.
+    wait_until("a and the other instance to hold the 4 partitions", || {
+        let (pa, pl) = (partitions_held(addr_a), partitions_held(addr_leaver));
+        pa > 0 && pl > 0 && pa + pl == 4
     });
     assert_eq!(leaves(), 0, "a killed instance says no goodbye");
-    // SIGTERM: each of b's two source subtasks sends LeaveGroup before the process exits.
-    b.terminate();
-    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
-    wait_until("b's two LeaveGroup requests", || leaves() >= 2);
+    // SIGTERM: each of the leaver's two source subtasks sends LeaveGroup before it exits.
+    leaver.terminate();
+    assert_eq!(leaver.wait_code(), 0, "{}", leaver.stderr());
+    wait_until("the two LeaveGroup requests", || leaves() >= 2);
     wait_until("a to hold all 4 partitions", || {
         partitions_held(addr_a) == 4
     });
-    assert_eq!(leaves(), 2, "one LeaveGroup per source subtask of b");
+    assert_eq!(
+        leaves(),
+        2,
+        "one LeaveGroup per source subtask of the leaver"
+    );
     a.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     wait_until("a's two LeaveGroup requests", || leaves() >= 4);

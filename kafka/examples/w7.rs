@@ -50,9 +50,16 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, testing, DevCluster, DevClusterOptions};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
 use tidemark_runtime::{start, JobConfig, JobGraph, Partitioning};
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 const GUARD: Duration = Duration::from_secs(600);
 const SESSION_TIMEOUT_MS: &str = "6000";
@@ -409,17 +416,18 @@ fn bare_loop(bootstrap: &str, group: &str, out: &str, n: u64) -> Run {
 /// sink until the output topic holds all n, and the sinks' marker p99 in seconds.
 fn tidemark_job(bootstrap: &str, group: &str, out: &str, n: u64, cross: bool) -> Run {
     let mut graph = JobGraph::new("w7");
-    let source = build_source(json!({
-        "brokers": bootstrap,
-        "topics": ["in"],
-        "group": group,
-        "start": "earliest",
-        "properties": {
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_MS,
-        },
-    }))
-    .unwrap();
+    let source = kafka()
+        .build_source(json!({
+            "brokers": bootstrap,
+            "topics": ["in"],
+            "group": group,
+            "start": "earliest",
+            "properties": {
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+            },
+        }))
+        .unwrap();
     let Built::Operator(filter) = Registry::builtin()
         .build(
             ComponentKind::Operator,
@@ -431,7 +439,9 @@ fn tidemark_job(bootstrap: &str, group: &str, out: &str, n: u64, cross: bool) ->
     else {
         unreachable!("filter is an operator")
     };
-    let sink = build_sink(json!({"brokers": bootstrap, "topic": out})).unwrap();
+    let sink = kafka()
+        .build_sink(json!({"brokers": bootstrap, "topic": out}))
+        .unwrap();
     let src = graph.add_source("in", 2, source).unwrap();
     let keep = graph.add_operator("filter", 2, filter).unwrap();
     let sink = graph.add_sink("out", 2, sink).unwrap();

@@ -5,7 +5,6 @@
 //! "Failures and timeouts").
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,18 +65,9 @@ impl PropertyValue {
 /// Properties passed to librdkafka as they are.
 pub type Properties = BTreeMap<String, PropertyValue>;
 
-/// Milliseconds of the default connection timeout (`--kafka-timeout`), 30 s unless set.
-static DEFAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(30_000);
-
-/// Sets how long sources and sinks wait for the brokers before they fail (`--kafka-timeout`).
-pub fn set_default_timeout(timeout: Duration) {
-    DEFAULT_TIMEOUT_MS.store(timeout.as_millis().max(1) as u64, Ordering::Relaxed);
-}
-
-/// How long sources and sinks wait for the brokers before they fail.
-pub fn default_timeout() -> Duration {
-    Duration::from_millis(DEFAULT_TIMEOUT_MS.load(Ordering::Relaxed))
-}
+/// The default of `--kafka-timeout`: how long sources and sinks wait for the brokers before
+/// they fail ([`crate::KafkaJob::set_timeout`] changes it per job).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A client configuration with the bootstrap servers, quiet logging, and `properties` on top.
 pub(crate) fn client_config(brokers: &Brokers, properties: &Properties) -> ClientConfig {

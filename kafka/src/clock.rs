@@ -165,7 +165,7 @@ impl std::fmt::Debug for ClockService {
 
 impl ClockService {
     /// Starts pinging every `every` on the clock topic of `job` as `instance`, reading time
-    /// from `clock`.
+    /// from `clock`; the topic must be there within `timeout` (`--kafka-timeout`).
     pub fn start(
         brokers: &Brokers,
         properties: &Properties,
@@ -173,6 +173,7 @@ impl ClockService {
         instance: &str,
         clock: WallClock,
         every: Duration,
+        timeout: Duration,
     ) -> Result<ClockService, String> {
         let topic = clock_topic(job);
         // Quiet contexts: a broker gone is the sources' and sinks' to report, not this thread's.
@@ -193,14 +194,9 @@ impl ClockService {
             .map_err(|e| format!("clock offset: {e}"))?;
         // Ask for the topic first: a broker that auto-creates topics makes it now, before the
         // consumer is pointed at it.
-        crate::client::wait_for_metadata(
-            producer.client(),
-            &topic,
-            crate::client::default_timeout(),
-            || {
-                producer.poll(Duration::ZERO);
-            },
-        )
+        crate::client::wait_for_metadata(producer.client(), &topic, timeout, || {
+            producer.poll(Duration::ZERO);
+        })
         .map_err(|e| format!("clock offset: topic {topic}: {e}"))?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&topic, 0, Offset::End)

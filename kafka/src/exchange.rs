@@ -73,12 +73,12 @@ use tidemark_runtime::{
     BoxError, Output, Record, Sink, Source, SubtaskContext, TimestampType, Value,
 };
 
-use crate::client::{client_config, default_timeout, unreachable_message, Brokers, Properties};
-use crate::clock::ClockOffsets;
+use crate::client::{client_config, unreachable_message, Brokers, Properties};
 use crate::input_report::InputReport;
 use crate::sink::{flush_producer, produce, DeliveryContext};
 use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
 use crate::watermarks::PartitionWatermarks;
+use crate::KafkaJob;
 
 /// The name of the exchange kind in job files: `exchange: {kafka: …}`.
 pub const KIND: &str = "kafka";
@@ -179,55 +179,6 @@ pub fn reader_id(vertex: &str) -> String {
     format!("{vertex}.exchange-in")
 }
 
-// ---- This process: its instance name and its clock offsets to the others ----
-
-fn instance_slot() -> &'static Mutex<Option<String>> {
-    static SLOT: OnceLock<Mutex<Option<String>>> = OnceLock::new();
-    SLOT.get_or_init(|| Mutex::new(None))
-}
-
-fn offsets_slot() -> &'static Mutex<Option<Arc<ClockOffsets>>> {
-    static SLOT: OnceLock<Mutex<Option<Arc<ClockOffsets>>>> = OnceLock::new();
-    SLOT.get_or_init(|| Mutex::new(None))
-}
-
-/// Names this process (`--instance-id`): the origin written on markers that leave it.
-pub fn set_instance(name: &str) {
-    *instance_slot().lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_owned());
-}
-
-/// This process's instance name: the one set, else `pid-<process id>`.
-pub fn instance() -> String {
-    instance_slot()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-        .unwrap_or_else(|| format!("pid-{}", std::process::id()))
-}
-
-/// The clock offsets to the other instances ([`crate::clock::ClockService`]) markers that
-/// crossed instances are corrected with.
-pub fn set_clock_offsets(offsets: Arc<ClockOffsets>) {
-    *offsets_slot().lock().unwrap_or_else(|e| e.into_inner()) = Some(offsets);
-}
-
-/// `marked_time` in the clock of instance `clock`, moved into this instance's clock:
-/// `marked_time − θ`, θ being how far `clock` is ahead of us (`marked_time + θ(origin → local)`
-/// in the spec's terms). Unchanged when `clock` is this instance or has no estimate yet.
-pub fn to_local_clock(marked_time: i64, clock: &str, local: &str) -> i64 {
-    if clock == local {
-        return marked_time;
-    }
-    let offsets = offsets_slot()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    match offsets.and_then(|o| o.best(clock)) {
-        Some(estimate) => marked_time.saturating_sub(estimate.offset_nanos),
-        None => marked_time,
-    }
-}
-
 // ---- The edge ----
 
 /// One exchange: the writers (one per input edge) and the reader of one downstream vertex in
@@ -243,6 +194,8 @@ pub struct Exchange {
     /// Reader subtask → (partitions held, read to their end after every writer flushed).
     readers: Mutex<BTreeMap<usize, (BTreeSet<i32>, bool)>>,
     ended: AtomicBool,
+    /// The job's Kafka context: instance name, clock offsets, series, timeout.
+    kafka: Arc<KafkaJob>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -259,12 +212,13 @@ fn invalid((path, message): (&str, String)) -> ConfigError {
 }
 
 impl Exchange {
-    /// The exchange into `vertex` of job `job`, from the settings under `exchange: {kafka: …}`.
-    /// Errors name the setting and what is expected.
+    /// The exchange into `vertex` of job `job` (its Kafka context `kafka`), from the settings
+    /// under `exchange: {kafka: …}`. Errors name the setting and what is expected.
     pub fn new(
         settings: serde_json::Value,
         job: &str,
         vertex: &str,
+        kafka: &Arc<KafkaJob>,
     ) -> Result<Arc<Exchange>, ConfigError> {
         let config: ExchangeConfig = parse_settings(KIND, settings)?;
         config.check().map_err(invalid)?;
@@ -276,6 +230,7 @@ impl Exchange {
             topic_ready: OnceLock::new(),
             readers: Mutex::new(BTreeMap::new()),
             ended: AtomicBool::new(false),
+            kafka: kafka.clone(),
         }))
     }
 
@@ -312,7 +267,7 @@ impl Exchange {
             on_error: Default::default(),
             properties: self.config.properties.clone(),
         };
-        let factory = KafkaSourceFactory::new(source, crate::process_metrics().clone())
+        let factory = KafkaSourceFactory::new(source, &self.kafka)
             .map(Arc::new)
             .map_err(|e| e.to_string());
         Box::new(move |ctx: &SubtaskContext| {
@@ -324,7 +279,7 @@ impl Exchange {
                 exchange: exchange.clone(),
                 subtask: ctx.subtask,
                 readers: ctx.parallelism,
-                local: instance(),
+                local: exchange.kafka.instance(),
                 what,
                 last_check: i64::MIN,
                 parser: EventParser::new(),
@@ -342,7 +297,7 @@ impl Exchange {
     }
 
     fn create_topic(&self, what: &str) -> Result<i32, String> {
-        let timeout = default_timeout();
+        let timeout = self.kafka.timeout();
         let mut config = client_config(&self.config.brokers, &self.config.properties);
         // Asking for the topic's metadata must not create it with the broker's defaults.
         config.set("allow.auto.create.topics", "false");
@@ -550,6 +505,12 @@ impl ExchangeWriter {
         let producer: ThreadedProducer<DeliveryContext> = client
             .create_with_context(context.clone())
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let writer = format!(
+            "{}/{}/{}",
+            exchange.kafka.instance(),
+            ctx.vertex_id,
+            ctx.subtask
+        );
         let mut writer = ExchangeWriter {
             exchange,
             producer,
@@ -561,7 +522,7 @@ impl ExchangeWriter {
             value: Vec::with_capacity(128),
             instance: None,
             finished: false,
-            writer: format!("{}/{}/{}", instance(), ctx.vertex_id, ctx.subtask),
+            writer,
             reports: None,
         };
         // The hello: readers wait for this writer from now on, before its first record.
@@ -711,7 +672,12 @@ impl Sink for ExchangeWriter {
     }
 
     fn flush(&mut self) -> Result<(), BoxError> {
-        flush_producer(&self.producer, &self.context, &self.what)
+        flush_producer(
+            &self.producer,
+            &self.context,
+            &self.what,
+            self.exchange.kafka.timeout(),
+        )
     }
 
     fn finish(&mut self) -> Result<(), BoxError> {
@@ -721,7 +687,12 @@ impl Sink for ExchangeWriter {
         if !self.finished && self.reports == Some(false) {
             self.control(CONTROL_IDLE, None)?;
         }
-        flush_producer(&self.producer, &self.context, &self.what)?;
+        flush_producer(
+            &self.producer,
+            &self.context,
+            &self.what,
+            self.exchange.kafka.timeout(),
+        )?;
         if !self.finished {
             self.finished = true;
             self.exchange.writer_finished();
@@ -760,7 +731,11 @@ impl Sink for ExchangeWriter {
     /// Writes the marker as a control message to one random partition, behind the records
     /// written before it.
     fn on_marker(&mut self, marker: LatencyMarker) -> Result<(), BoxError> {
-        let local = self.instance.get_or_insert_with(instance).clone();
+        let kafka = &self.exchange.kafka;
+        let local = self
+            .instance
+            .get_or_insert_with(|| kafka.instance())
+            .clone();
         let origin = origin::name(marker.origin).unwrap_or_else(|| local.clone());
         let (mut a, mut b, mut c) = (itoa_buf(), itoa_buf(), itoa_buf());
         let headers = OwnedHeaders::new_with_capacity(6)
@@ -861,7 +836,10 @@ impl Relay {
                 };
                 let clock = text(HEADER_CLOCK);
                 let from = text(HEADER_ORIGIN);
-                let marked = to_local_clock(marked, clock, &self.local);
+                let marked = self
+                    .exchange
+                    .kafka
+                    .to_local_clock(marked, clock, &self.local);
                 let origin = if from.is_empty() || from == self.local {
                     origin::LOCAL
                 } else {
@@ -981,8 +959,18 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        let err = |v| Exchange::new(v, "j", "v").unwrap_err().to_string();
-        assert!(Exchange::new(json!({"brokers": "h:1", "partitions": 4}), "j", "v").is_ok());
+        let err = |v| {
+            Exchange::new(v, "j", "v", &KafkaJob::new())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(Exchange::new(
+            json!({"brokers": "h:1", "partitions": 4}),
+            "j",
+            "v",
+            &KafkaJob::new()
+        )
+        .is_ok());
         let e = err(json!({"brokers": "h:1", "partitions": 0}));
         assert!(
             e.contains("partitions: must be between 1 and 10000, found 0"),
@@ -1012,26 +1000,5 @@ mod tests {
         let mut b = itoa_buf();
         assert_eq!(format_i64(&mut b, i64::MIN), "-9223372036854775808");
         assert_eq!(format_i64(&mut b, 42), "42");
-    }
-
-    #[test]
-    fn markers_move_into_the_local_clock_by_the_peer_offset() {
-        let offsets = Arc::new(ClockOffsets::default());
-        offsets.record(
-            "ahead",
-            crate::clock::Estimate {
-                offset_nanos: 3_000_000_000,
-                error_nanos: 1_000,
-            },
-            std::time::Instant::now(),
-        );
-        set_clock_offsets(offsets);
-        // A peer 3 s ahead stamped 10 s: that is 7 s on our clock.
-        assert_eq!(to_local_clock(10_000_000_000, "ahead", "me"), 7_000_000_000);
-        assert_eq!(to_local_clock(10_000_000_000, "me", "me"), 10_000_000_000);
-        assert_eq!(
-            to_local_clock(10_000_000_000, "unknown", "me"),
-            10_000_000_000
-        );
     }
 }

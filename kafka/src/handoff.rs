@@ -11,33 +11,35 @@
 //! went to another instance meanwhile, which committed past it).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use crate::metrics::PartitionKey;
 
-/// Read positions per (brokers and group, partition).
-type Positions = HashMap<(String, PartitionKey), i64>;
-
-fn positions() -> &'static Mutex<Positions> {
-    static POSITIONS: OnceLock<Mutex<Positions>> = OnceLock::new();
-    POSITIONS.get_or_init(|| Mutex::new(HashMap::new()))
+/// Read positions per (brokers and group, partition), of one job in this process
+/// ([`crate::KafkaJob`]).
+#[derive(Debug, Default)]
+pub(crate) struct Handoff {
+    positions: Mutex<HashMap<(String, PartitionKey), i64>>,
 }
 
-/// A subtask of group `group` lost `key` having handed everything before `offset` to the job.
-pub(crate) fn leave(group: &str, key: &PartitionKey, offset: i64) {
-    positions()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert((group.to_owned(), key.clone()), offset);
-}
+impl Handoff {
+    /// A subtask of group `group` lost `key` having handed everything before `offset` to the
+    /// job.
+    pub(crate) fn leave(&self, group: &str, key: &PartitionKey, offset: i64) {
+        self.positions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((group.to_owned(), key.clone()), offset);
+    }
 
-/// A subtask of group `group` is given `key`: where the previous owner in this process stopped,
-/// if one did (taken: it is used once).
-pub(crate) fn take(group: &str, key: &PartitionKey) -> Option<i64> {
-    positions()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&(group.to_owned(), key.clone()))
+    /// A subtask of group `group` is given `key`: where the previous owner in this process
+    /// stopped, if one did (taken: it is used once).
+    pub(crate) fn take(&self, group: &str, key: &PartitionKey) -> Option<i64> {
+        self.positions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(group.to_owned(), key.clone()))
+    }
 }
 
 #[cfg(test)]
@@ -46,10 +48,11 @@ mod tests {
 
     #[test]
     fn a_position_left_is_taken_once_by_group() {
+        let h = Handoff::default();
         let key = ("t".to_owned(), 3);
-        leave("brokers|g", &key, 42);
-        assert_eq!(take("brokers|other", &key), None);
-        assert_eq!(take("brokers|g", &key), Some(42));
-        assert_eq!(take("brokers|g", &key), None);
+        h.leave("brokers|g", &key, 42);
+        assert_eq!(h.take("brokers|other", &key), None);
+        assert_eq!(h.take("brokers|g", &key), Some(42));
+        assert_eq!(h.take("brokers|g", &key), None);
     }
 }

@@ -13,7 +13,10 @@
 //! | [`sink`] | the `kafka` sink: config, producer, delivery reports |
 //! | [`decode`] | messages → records: formats, key, timestamp types |
 //! | `departure` | the group's subtasks in this process leave it together, after their last commits |
-//! | [`client`] | broker lists, pass-through properties, the broker's last error, `--kafka-timeout` |
+//! | [`KafkaJob`] | what one job's Kafka parts share in this process: instance name, clock offsets, series, `--kafka-timeout` |
+//! | [`client`] | broker lists, pass-through properties, the broker's last error |
+//! | `handoff` | partitions moved between local subtasks resume where the previous one stopped |
+//! | [`input_report`] | event time per input partition across the group, through exchanges |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
 //! | [`exchange`] | exchanges through Kafka: the hidden writer and reader of an `exchange: {kafka: …}` edge, markers as control messages |
 //! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
@@ -42,21 +45,23 @@ pub mod dev_cluster;
 pub mod exchange;
 mod handoff;
 pub mod input_report;
+mod job;
 pub mod metrics;
 pub mod sink;
 pub mod source;
 pub mod testing;
 pub mod watermarks;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tidemark_operators::config::parse_settings;
 use tidemark_operators::{Built, Component, ComponentKind, ConfigError, FieldError};
 use tidemark_runtime::component::{SinkFactory, SourceFactory};
 use tidemark_runtime::{Sink, Source, SubtaskContext};
 
-pub use client::{default_timeout, set_default_timeout, Brokers};
+pub use client::{Brokers, DEFAULT_TIMEOUT};
 pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions, Request};
+pub use job::KafkaJob;
 pub use metrics::KafkaMetrics;
 pub use sink::{KafkaSink, KafkaSinkConfig, KafkaSinkFactory};
 pub use source::{KafkaSource, KafkaSourceConfig, KafkaSourceFactory, Start};
@@ -70,55 +75,56 @@ pub const SOURCE_SUMMARY: &str =
 /// One-line summary of the sink.
 pub const SINK_SUMMARY: &str = "writes records to a Kafka topic as JSON, keeping their timestamps";
 
-/// The Kafka series of this process (one job per process).
-pub fn process_metrics() -> &'static Arc<KafkaMetrics> {
-    static METRICS: OnceLock<Arc<KafkaMetrics>> = OnceLock::new();
-    METRICS.get_or_init(|| Arc::new(KafkaMetrics::default()))
-}
+impl KafkaJob {
+    /// The `kafka` source and sink of this job, for a component
+    /// [`Registry`](tidemark_operators::Registry).
+    pub fn components(self: &Arc<Self>) -> Vec<Component> {
+        let (source, sink) = (self.clone(), self.clone());
+        vec![
+            Component::new(
+                ComponentKind::Source,
+                TYPE_NAME,
+                source::FIELDS,
+                move |settings, _env| Ok(Built::Source(source.build_source(settings)?)),
+            )
+            .summary(SOURCE_SUMMARY),
+            Component::new(
+                ComponentKind::Sink,
+                TYPE_NAME,
+                sink::FIELDS,
+                move |settings, _env| Ok(Built::Sink(sink.build_sink(settings)?)),
+            )
+            .summary(SINK_SUMMARY),
+        ]
+    }
 
-/// The `kafka` source and sink, for a component [`Registry`](tidemark_operators::Registry).
-pub fn components() -> Vec<Component> {
-    vec![
-        Component::new(
-            ComponentKind::Source,
-            TYPE_NAME,
-            source::FIELDS,
-            |settings, _env| Ok(Built::Source(build_source(settings)?)),
-        )
-        .summary(SOURCE_SUMMARY),
-        Component::new(
-            ComponentKind::Sink,
-            TYPE_NAME,
-            sink::FIELDS,
-            |settings, _env| Ok(Built::Sink(build_sink(settings)?)),
-        )
-        .summary(SINK_SUMMARY),
-    ]
+    /// Builds the `kafka` source from its job-file settings: checks them and returns the
+    /// factory of its subtasks. Errors name the setting and what is expected.
+    pub fn build_source(
+        self: &Arc<Self>,
+        config: serde_json::Value,
+    ) -> Result<SourceFactory, ConfigError> {
+        let config: KafkaSourceConfig = parse_settings(TYPE_NAME, config)?;
+        config.check().map_err(invalid)?;
+        let factory = Arc::new(KafkaSourceFactory::new(config, self)?);
+        Ok(Box::new(move |ctx: &SubtaskContext| {
+            Ok(Box::new(factory.make(ctx)?) as Box<dyn Source>)
+        }))
+    }
+
+    /// Builds the `kafka` sink from its job-file settings.
+    pub fn build_sink(&self, config: serde_json::Value) -> Result<SinkFactory, ConfigError> {
+        let config: KafkaSinkConfig = parse_settings(TYPE_NAME, config)?;
+        config.check().map_err(invalid)?;
+        let factory = Arc::new(KafkaSinkFactory::new(config, self)?);
+        Ok(Box::new(move |ctx: &SubtaskContext| {
+            Ok(Box::new(factory.make(ctx)?) as Box<dyn Sink>)
+        }))
+    }
 }
 
 fn invalid((path, message): (&str, String)) -> ConfigError {
     ConfigError::invalid(TYPE_NAME, FieldError::new(path, message))
-}
-
-/// Builds the `kafka` source from its job-file settings: checks them and returns the factory
-/// of its subtasks. Errors name the setting and what is expected.
-pub fn build_source(config: serde_json::Value) -> Result<SourceFactory, ConfigError> {
-    let config: KafkaSourceConfig = parse_settings(TYPE_NAME, config)?;
-    config.check().map_err(invalid)?;
-    let factory = Arc::new(KafkaSourceFactory::new(config, process_metrics().clone())?);
-    Ok(Box::new(move |ctx: &SubtaskContext| {
-        Ok(Box::new(factory.make(ctx)?) as Box<dyn Source>)
-    }))
-}
-
-/// Builds the `kafka` sink from its job-file settings.
-pub fn build_sink(config: serde_json::Value) -> Result<SinkFactory, ConfigError> {
-    let config: KafkaSinkConfig = parse_settings(TYPE_NAME, config)?;
-    config.check().map_err(invalid)?;
-    let factory = Arc::new(KafkaSinkFactory::new(config)?);
-    Ok(Box::new(move |ctx: &SubtaskContext| {
-        Ok(Box::new(factory.make(ctx)?) as Box<dyn Sink>)
-    }))
 }
 
 #[cfg(test)]
@@ -128,23 +134,21 @@ mod tests {
 
     #[test]
     fn settings_are_checked_before_any_broker() {
+        let kafka = KafkaJob::new();
         let err = |r: Result<SourceFactory, ConfigError>| r.err().unwrap().to_string();
-        let e = err(build_source(
-            json!({"brokers": "h:1", "topics": ["t"], "strat": "x"}),
-        ));
+        let e = err(kafka.build_source(json!({"brokers": "h:1", "topics": ["t"], "strat": "x"})));
         assert!(e.contains("unknown field `strat`"), "{e}");
         assert!(e.contains("`start`"), "{e}");
-        let e = err(build_source(json!({"brokers": "h:1", "topics": []})));
+        let e = err(kafka.build_source(json!({"brokers": "h:1", "topics": []})));
         assert_eq!(
             e,
             "invalid kafka settings: topics: must list at least one topic name"
         );
-        let e = err(build_source(
-            json!({"brokers": "h:1", "topics": ["t"], "start": "now"}),
-        ));
+        let e = err(kafka.build_source(json!({"brokers": "h:1", "topics": ["t"], "start": "now"})));
         assert!(e.contains("start: "), "{e}");
         assert!(e.contains("`earliest`"), "{e}");
-        let e = build_sink(json!({"brokers": "", "topic": "t"}))
+        let e = kafka
+            .build_sink(json!({"brokers": "", "topic": "t"}))
             .err()
             .unwrap()
             .to_string();
@@ -152,16 +156,17 @@ mod tests {
             e,
             "invalid kafka settings: brokers: must name at least one host:port"
         );
-        let e = build_sink(json!({"brokers": "h:1"}))
+        let e = kafka
+            .build_sink(json!({"brokers": "h:1"}))
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("topic"), "{e}");
-        assert!(build_sink(
-            json!({"brokers": ["h:1"], "topic": "t", "properties": {"acks": "all"}})
-        )
-        .is_ok());
-        let names: Vec<_> = components()
+        assert!(kafka
+            .build_sink(json!({"brokers": ["h:1"], "topic": "t", "properties": {"acks": "all"}}))
+            .is_ok());
+        let names: Vec<_> = kafka
+            .components()
             .iter()
             .map(|c| (c.kind, c.type_name.clone()))
             .collect();

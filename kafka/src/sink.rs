@@ -37,8 +37,7 @@ use tidemark_operators::ConfigError;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext, Value};
 
 use crate::client::{
-    client_config, default_timeout, topic_wait_message, wait_for_topic, Brokers, ErrorContext,
-    Properties,
+    client_config, topic_wait_message, wait_for_topic, Brokers, ErrorContext, Properties,
 };
 
 /// Settings of the `kafka` sink.
@@ -122,12 +121,14 @@ pub struct KafkaSinkFactory {
     config: Arc<KafkaSinkConfig>,
     key: Option<Expr>,
     reachable: OnceLock<Result<(), String>>,
+    /// `--kafka-timeout`.
+    timeout: Duration,
 }
 
 impl KafkaSinkFactory {
-    /// A factory for `config`. Compiles the `key` expression: a bad one is a setting error
-    /// located inside the expression.
-    pub fn new(config: KafkaSinkConfig) -> Result<Self, ConfigError> {
+    /// A factory for `config` of the job `kafka`. Compiles the `key` expression: a bad one is a
+    /// setting error located inside the expression.
+    pub fn new(config: KafkaSinkConfig, kafka: &crate::KafkaJob) -> Result<Self, ConfigError> {
         let key = config
             .key
             .as_deref()
@@ -137,6 +138,7 @@ impl KafkaSinkFactory {
             config: Arc::new(config),
             key,
             reachable: OnceLock::new(),
+            timeout: kafka.timeout(),
         })
     }
 
@@ -151,7 +153,7 @@ impl KafkaSinkFactory {
             // default waits 5 minutes); `properties` may say otherwise.
             .set(
                 "message.timeout.ms",
-                default_timeout().as_millis().max(1).to_string(),
+                self.timeout.as_millis().max(1).to_string(),
             )
             .set(
                 "client.id",
@@ -168,7 +170,7 @@ impl KafkaSinkFactory {
             .create_with_context(context.clone())
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
         let reachable = self.reachable.get_or_init(|| {
-            let timeout = default_timeout();
+            let timeout = self.timeout;
             wait_for_topic(producer.client(), &config.topic, timeout, || {}).map_err(|wait| {
                 let topic = &config.topic;
                 topic_wait_message(
@@ -195,6 +197,7 @@ impl KafkaSinkFactory {
             value: Vec::with_capacity(128),
             key: Vec::with_capacity(24),
             key_expr: self.key.clone().map(|e| (e, Evaluator::new())),
+            timeout: self.timeout,
         })
     }
 }
@@ -212,6 +215,8 @@ pub struct KafkaSink {
     key: Vec<u8>,
     /// The `key:` expression and this subtask's evaluator.
     key_expr: Option<(Expr, Evaluator)>,
+    /// `--kafka-timeout`.
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -234,7 +239,7 @@ impl KafkaSink {
 
     /// Waits until every message written so far is acknowledged (or failed).
     pub fn flush_and_wait(&mut self) -> Result<(), BoxError> {
-        flush_producer(&self.producer, &self.context, &self.what)
+        flush_producer(&self.producer, &self.context, &self.what, self.timeout)
     }
 
     fn send(&mut self, record: &Record) -> Result<(), BoxError> {
@@ -430,8 +435,8 @@ pub(crate) fn flush_producer(
     producer: &ThreadedProducer<DeliveryContext>,
     context: &DeliveryContext,
     what: &str,
+    timeout: Duration,
 ) -> Result<(), BoxError> {
-    let timeout = default_timeout();
     let started = Instant::now();
     loop {
         if let Some(f) = context.failure() {

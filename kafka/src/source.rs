@@ -52,8 +52,8 @@ use tidemark_runtime::{
 };
 
 use crate::client::{
-    client_config, default_timeout, topic_wait_message, wait_for_topic, BrokerWatch, Brokers,
-    ErrorContext, Properties,
+    client_config, topic_wait_message, wait_for_topic, BrokerWatch, Brokers, ErrorContext,
+    Properties,
 };
 use crate::decode::{Decoder, Format};
 use crate::departure::Departure;
@@ -147,14 +147,19 @@ pub struct KafkaSourceFactory {
     /// The brokers answered: each topic's partition count.
     reachable: OnceLock<Result<Vec<(String, i32)>, String>>,
     metrics: Arc<KafkaMetrics>,
+    kafka: Arc<crate::KafkaJob>,
     /// Commit read positions on a timer (no checkpointing).
     pub auto_commit: bool,
 }
 
 impl KafkaSourceFactory {
-    /// A factory for `config`, reporting into `metrics`. Compiles the `key` and `timestamp`
-    /// expressions: a bad one is a setting error located inside the expression.
-    pub fn new(config: KafkaSourceConfig, metrics: Arc<KafkaMetrics>) -> Result<Self, ConfigError> {
+    /// A factory for `config` in the job `kafka` (its series, timeout, instance). Compiles the
+    /// `key` and `timestamp` expressions: a bad one is a setting error located inside the
+    /// expression.
+    pub fn new(
+        config: KafkaSourceConfig,
+        kafka: &Arc<crate::KafkaJob>,
+    ) -> Result<Self, ConfigError> {
         let compile = |source: &Option<String>, path: &str| {
             source
                 .as_deref()
@@ -168,7 +173,8 @@ impl KafkaSourceFactory {
             key,
             timestamp,
             reachable: OnceLock::new(),
-            metrics,
+            metrics: kafka.metrics().clone(),
+            kafka: kafka.clone(),
             auto_commit: true,
         })
     }
@@ -194,6 +200,7 @@ pub struct SourceContext {
     errors: ErrorContext,
     /// Brokers and group: where partitions handed between local subtasks are kept.
     group: String,
+    kafka: Arc<crate::KafkaJob>,
     assignment: Mutex<Assignment>,
     /// The first offset per partition of the messages stashed while a commit waited: the
     /// consumer's read position lies past them, though the job has not had them.
@@ -221,7 +228,7 @@ impl SourceContext {
                 }
             });
             if let Some(at) = at {
-                crate::handoff::leave(&self.group, key, at);
+                self.kafka.handoff.leave(&self.group, key, at);
             }
         }
     }
@@ -284,7 +291,7 @@ impl ConsumerContext for SourceContext {
                 // resumes where that one stopped, or at the commit if it lies further.
                 let handed: Vec<(PartitionKey, i64)> = keys
                     .iter()
-                    .filter_map(|k| Some((k.clone(), crate::handoff::take(&self.group, k)?)))
+                    .filter_map(|k| Some((k.clone(), self.kafka.handoff.take(&self.group, k)?)))
                     .collect();
                 if !handed.is_empty() {
                     let committed = committed_offsets(consumer, &handed);
@@ -387,6 +394,8 @@ pub struct KafkaSource {
     pub(crate) relay: Option<crate::exchange::Relay>,
     /// This subtask's place among the group's members in this process, which leave together.
     departure: Departure,
+    /// `--kafka-timeout`.
+    timeout: Duration,
     /// Each topic's partition count (for the reports of [`crate::input_report`]).
     partition_counts: Vec<(String, i32)>,
     /// This thread's task was told it has a `kafka` source at its head.
@@ -448,6 +457,7 @@ impl KafkaSource {
         let context = SourceContext {
             errors: ErrorContext::default(),
             group: format!("{}|{group}", config.brokers.to_bootstrap()),
+            kafka: factory.kafka.clone(),
             assignment: Mutex::new(Assignment::default()),
             stashed: Mutex::new(BTreeMap::new()),
             rebalances: AtomicU64::new(0),
@@ -458,8 +468,8 @@ impl KafkaSource {
         let consumer: BaseConsumer<SourceContext> = client
             .create_with_context(context)
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let timeout = factory.kafka.timeout();
         let reachable = factory.reachable.get_or_init(|| {
-            let timeout = default_timeout();
             let mut counts = Vec::new();
             for topic in &config.topics {
                 let waited = wait_for_topic(consumer.client(), topic, timeout, || {
@@ -519,10 +529,15 @@ impl KafkaSource {
             },
             pending_checkpoints: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
-            watch: BrokerWatch::new(default_timeout()),
+            watch: BrokerWatch::new(timeout),
+            timeout,
             config: factory.config.clone(),
             relay: None,
-            departure: Departure::join(&config.brokers.to_bootstrap(), &group),
+            departure: Departure::join(
+                &factory.kafka.departures,
+                &config.brokers.to_bootstrap(),
+                &group,
+            ),
             partition_counts,
             announced: false,
         })
@@ -663,7 +678,7 @@ impl KafkaSource {
             tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
                 .map_err(|e| format!("kafka source \"{}\": {e}", self.source_id))?;
         }
-        let deadline = std::time::Instant::now() + default_timeout();
+        let deadline = std::time::Instant::now() + self.timeout;
         let mut result = self.consumer.commit(&tpl, CommitMode::Sync);
         // A rebalance under way (another member joining or leaving): let it finish, then retry
         // with what this subtask still holds.
@@ -993,7 +1008,7 @@ impl Drop for KafkaSource {
         // another instance started); messages polled are dropped, not committed.
         if !lost {
             self.departure.ready();
-            let deadline = std::time::Instant::now() + default_timeout();
+            let deadline = std::time::Instant::now() + self.timeout;
             while !self.departure.all_ready() && std::time::Instant::now() < deadline {
                 let _ = self.consumer.poll(Duration::from_millis(20));
             }
@@ -1003,17 +1018,13 @@ impl Drop for KafkaSource {
         // (another instance leaving at the same moment) tripped an assertion in librdkafka
         // (`rd_kafka_cgrp_terminated: !rd_kafka_assignment_in_progress`) that aborts the process.
         if !lost {
-            let _ = self.consumer.unsubscribe_and_settle();
+            let _ = self.consumer.unsubscribe_and_settle(self.timeout);
         }
         // SAFETY: the field is taken once, here, and not used after.
         let consumer = unsafe { ManuallyDrop::take(&mut self.consumer) };
         // Dropping the consumer leaves the group (librdkafka's close), which waits for the
         // group's coordinator: at most --kafka-timeout, then it goes on in the background.
-        let limit = if lost {
-            Duration::ZERO
-        } else {
-            default_timeout()
-        };
+        let limit = if lost { Duration::ZERO } else { self.timeout };
         crate::client::drop_within(consumer, limit);
     }
 }
@@ -1022,16 +1033,16 @@ impl Drop for KafkaSource {
 trait Settle {
     /// Unsubscribes and polls (serving rebalance callbacks, dropping messages: they are not
     /// committed) until no partition is assigned or [`SETTLE_WITHIN`] passed. True if settled.
-    fn unsubscribe_and_settle(&self) -> bool;
+    fn unsubscribe_and_settle(&self, timeout: Duration) -> bool;
 }
 
 /// How long a closing source waits for its partitions to be revoked.
 const SETTLE_WITHIN: Duration = Duration::from_secs(5);
 
 impl Settle for BaseConsumer<SourceContext> {
-    fn unsubscribe_and_settle(&self) -> bool {
+    fn unsubscribe_and_settle(&self, timeout: Duration) -> bool {
         self.unsubscribe();
-        let deadline = std::time::Instant::now() + SETTLE_WITHIN.min(default_timeout());
+        let deadline = std::time::Instant::now() + SETTLE_WITHIN.min(timeout);
         loop {
             let _ = self.poll(Duration::from_millis(20));
             let empty = self.assignment().map(|a| a.count() == 0).unwrap_or(true);

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tidemark_kafka::client::DEFAULT_TIMEOUT;
 use tidemark_kafka::clock::{system_clock, ClockService, WallClock};
 use tidemark_kafka::{Brokers, DevCluster, DevClusterOptions};
 
@@ -24,8 +25,26 @@ fn an_injected_offset_is_recovered_within_its_error_bound() {
     };
     let every = Duration::from_millis(100);
     let props = Default::default();
-    let a = ClockService::start(&brokers, &props, "clocks", "a", real, every).unwrap();
-    let b = ClockService::start(&brokers, &props, "clocks", "b", shifted, every).unwrap();
+    let a = ClockService::start(
+        &brokers,
+        &props,
+        "clocks",
+        "a",
+        real,
+        every,
+        DEFAULT_TIMEOUT,
+    )
+    .unwrap();
+    let b = ClockService::start(
+        &brokers,
+        &props,
+        "clocks",
+        "b",
+        shifted,
+        every,
+        DEFAULT_TIMEOUT,
+    )
+    .unwrap();
     let started = Instant::now();
     while (a.offsets().best("b").is_none() || b.offsets().best("a").is_none())
         && started.elapsed() < Duration::from_secs(60)

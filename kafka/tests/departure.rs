@@ -11,10 +11,17 @@ use std::time::{Duration, Instant};
 
 use rdkafka::topic_partition_list::Offset;
 use tidemark_kafka::{
-    process_metrics, testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig,
-    KafkaSourceFactory, Request, Start,
+    testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig, KafkaSourceFactory,
+    Request, Start,
 };
 use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 const N: u64 = 200;
 const GROUP: &str = "departure-group";
@@ -55,7 +62,7 @@ fn a_stopped_subtask_leaves_the_group_only_with_the_others_after_their_last_comm
     }))
     .unwrap();
     assert_eq!(config.start, Start::Committed);
-    let factory = KafkaSourceFactory::new(config, process_metrics().clone()).unwrap();
+    let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
     let make = |subtask| {
         let mut source = factory
             .make(&SubtaskContext {

@@ -9,9 +9,16 @@ use rdkafka::config::ClientConfig;
 use rdkafka::message::{Message, Timestamp};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, testing, DevCluster, DevClusterOptions};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{ConfigError, SettingProblem};
 use tidemark_runtime::{start, JobConfig, JobGraph, JobOutcome, Partitioning};
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 const N: u64 = 200;
 /// 2026-11-30T12:00:00Z in ms.
@@ -69,24 +76,28 @@ fn cel_keys_and_rfc3339_timestamps_through_a_job() {
     produce(&bootstrap);
 
     let mut graph = JobGraph::new("expressions");
-    let source = build_source(json!({
-        "brokers": bootstrap,
-        "topics": ["in"],
-        "group": "expressions-group",
-        "start": "earliest",
-        // record.key is the message key inside the expression.
-        "key": "region + '-' + string(id) + '-' + record.key",
-        "timestamp": "at",
-    }))
-    .unwrap();
+    let source = kafka()
+        .build_source(json!({
+            "brokers": bootstrap,
+            "topics": ["in"],
+            "group": "expressions-group",
+            "start": "earliest",
+            // record.key is the message key inside the expression.
+            "key": "region + '-' + string(id) + '-' + record.key",
+            "timestamp": "at",
+        }))
+        .unwrap();
     // Default sink key: the record key; the timestamp travels as the message timestamp.
-    let plain = build_sink(json!({"brokers": bootstrap, "topic": "plain"})).unwrap();
-    let keyed = build_sink(json!({
-        "brokers": bootstrap,
-        "topic": "keyed",
-        "key": "'k' + string(id * 10) + '@' + string(record.timestamp)",
-    }))
-    .unwrap();
+    let plain = kafka()
+        .build_sink(json!({"brokers": bootstrap, "topic": "plain"}))
+        .unwrap();
+    let keyed = kafka()
+        .build_sink(json!({
+            "brokers": bootstrap,
+            "topic": "keyed",
+            "key": "'k' + string(id * 10) + '@' + string(record.timestamp)",
+        }))
+        .unwrap();
     let src = graph.add_source("orders", 1, source).unwrap();
     let plain = graph.add_sink("plain", 1, plain).unwrap();
     let keyed = graph.add_sink("keyed", 1, keyed).unwrap();
@@ -134,7 +145,9 @@ fn bad_expressions_are_refused_when_the_job_is_built() {
         }
     };
     let source = |key: &str, ts: &str| {
-        build_source(json!({"brokers": "h:1", "topics": ["t"], key: ts})).map(|_| ())
+        kafka()
+            .build_source(json!({"brokers": "h:1", "topics": ["t"], key: ts}))
+            .map(|_| ())
     };
     let (path, expr, column, text) = expression(source("key", "region +"));
     assert_eq!(
@@ -149,7 +162,9 @@ fn bad_expressions_are_refused_when_the_job_is_built() {
         "{text}"
     );
     let (path, expr, _, text) = expression(
-        build_sink(json!({"brokers": "h:1", "topic": "t", "key": "string(key"})).map(|_| ()),
+        kafka()
+            .build_sink(json!({"brokers": "h:1", "topic": "t", "key": "string(key"}))
+            .map(|_| ()),
     );
     assert_eq!(
         (path.as_str(), expr.as_str()),

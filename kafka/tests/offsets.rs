@@ -18,10 +18,16 @@ use std::time::{Duration, Instant};
 
 use rdkafka::topic_partition_list::Offset;
 use tidemark_kafka::{
-    process_metrics, testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig,
-    KafkaSourceFactory,
+    testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig, KafkaSourceFactory,
 };
 use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 const GROUP: &str = "offsets-group";
 
@@ -155,7 +161,7 @@ fn set_up(
         "properties": properties,
     }))
     .unwrap();
-    let factory = KafkaSourceFactory::new(config, process_metrics().clone()).unwrap();
+    let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
     (cluster, bootstrap, factory)
 }
 
@@ -332,7 +338,7 @@ fn start_earliest_resumes_a_committed_partition_at_the_commit() {
         "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
     }))
     .unwrap();
-    let factory = KafkaSourceFactory::new(config, process_metrics().clone()).unwrap();
+    let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
     let mut a = make(&factory, 0);
     a.enable_checkpoints();
     let mut taken_a = Taken::new(per);

@@ -7,9 +7,16 @@ use std::time::{Duration, Instant};
 
 use rdkafka::message::Message;
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, testing, DevCluster, DevClusterOptions};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
 use tidemark_runtime::{start, DropReason, JobConfig, JobGraph, Partitioning};
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 /// Reads `count` message values of `topic` from the start (at most 60 s), keyed by message key.
 fn read_values(bootstrap: &str, topic: &str, count: usize) -> BTreeMap<String, String> {
@@ -65,14 +72,15 @@ fn unchanged_events_leave_as_they_came_and_changed_ones_as_compact_json() {
     );
 
     let mut graph = JobGraph::new("text-events");
-    let source = build_source(json!({
-        "brokers": bootstrap,
-        "topics": ["in"],
-        "group": "text-events",
-        "on_error": "skip",
-        "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
-    }))
-    .unwrap();
+    let source = kafka()
+        .build_source(json!({
+            "brokers": bootstrap,
+            "topics": ["in"],
+            "group": "text-events",
+            "on_error": "skip",
+            "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+        }))
+        .unwrap();
     let Built::Operator(paid) = operator("filter", json!({"where": r#"status == "paid""#})) else {
         panic!("filter is an operator")
     };
@@ -86,14 +94,18 @@ fn unchanged_events_leave_as_they_came_and_changed_ones_as_compact_json() {
         .add_sink(
             "paid-out",
             1,
-            build_sink(json!({"brokers": bootstrap, "topic": "paid"})).unwrap(),
+            kafka()
+                .build_sink(json!({"brokers": bootstrap, "topic": "paid"}))
+                .unwrap(),
         )
         .unwrap();
     let flag_out = graph
         .add_sink(
             "flag-out",
             1,
-            build_sink(json!({"brokers": bootstrap, "topic": "flagged"})).unwrap(),
+            kafka()
+                .build_sink(json!({"brokers": bootstrap, "topic": "flagged"}))
+                .unwrap(),
         )
         .unwrap();
     graph.connect(src, paid, Partitioning::Forward).unwrap();

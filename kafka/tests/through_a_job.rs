@@ -7,10 +7,15 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer;
 use rdkafka::topic_partition_list::Offset;
 use serde_json::json;
-use tidemark_kafka::{
-    build_sink, build_source, process_metrics, testing, DevCluster, DevClusterOptions,
-};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_runtime::{start, JobConfig, JobGraph, Partitioning};
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 const N: u64 = 3000;
 
@@ -39,7 +44,7 @@ fn with_checkpoints_the_commits_follow_the_sinks() {
         "through-cp-group",
         Some(Duration::from_millis(100)),
     );
-    assert!(process_metrics().commits("orders-cp") >= 2);
+    assert!(kafka().metrics().commits("orders-cp") >= 2);
 }
 
 fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) {
@@ -52,14 +57,17 @@ fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) 
     common::produce_ids(&bootstrap, "in", 0..N);
 
     let mut graph = JobGraph::new("through");
-    let source = build_source(json!({
-        "brokers": bootstrap,
-        "topics": ["in"],
-        "group": group,
-        "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
-    }))
-    .unwrap();
-    let sink = build_sink(json!({"brokers": bootstrap, "topic": "out"})).unwrap();
+    let source = kafka()
+        .build_source(json!({
+            "brokers": bootstrap,
+            "topics": ["in"],
+            "group": group,
+            "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+        }))
+        .unwrap();
+    let sink = kafka()
+        .build_sink(json!({"brokers": bootstrap, "topic": "out"}))
+        .unwrap();
     let src = graph.add_source(source_id, 2, source).unwrap();
     let out = graph.add_sink("copy", 2, sink).unwrap();
     graph.connect(src, out, Partitioning::Rebalance).unwrap();
@@ -73,19 +81,19 @@ fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) 
         std::thread::sleep(Duration::from_millis(50));
     }
     // Lag reaches 0 on every partition once all is read (sampled every 100 ms).
-    while (0..4).any(|p| process_metrics().partition_lag(source_id, "in", p) != Some(0))
+    while (0..4).any(|p| kafka().metrics().partition_lag(source_id, "in", p) != Some(0))
         && started.elapsed() < Duration::from_secs(120)
     {
         std::thread::sleep(Duration::from_millis(50));
     }
     for p in 0..4 {
         assert_eq!(
-            process_metrics().partition_lag(source_id, "in", p),
+            kafka().metrics().partition_lag(source_id, "in", p),
             Some(0),
             "partition {p}"
         );
     }
-    let text = process_metrics().render("job_name=\"through\"");
+    let text = kafka().metrics().render("job_name=\"through\"");
     let expected = format!("tidemark_source_lag_seconds{{job_name=\"through\",source_id=\"{source_id}\",source_subtask_index=\"0\"}} 0\n");
     assert!(text.contains(&expected), "{text}");
     handle.stop();

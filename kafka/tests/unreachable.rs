@@ -4,15 +4,24 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tidemark_kafka::{build_sink, build_source, set_default_timeout};
+
 use tidemark_runtime::testing::DiscardSink;
 use tidemark_runtime::{start, JobConfig, JobGraph, Partitioning, StartError};
 
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
+
 #[test]
 fn a_refused_connection_fails_with_the_broker_error() {
-    set_default_timeout(Duration::from_secs(2));
+    kafka().set_timeout(Duration::from_secs(2));
     let mut graph = JobGraph::new("nowhere");
-    let source = build_source(json!({"brokers": "127.0.0.1:1", "topics": ["t"]})).unwrap();
+    let source = kafka()
+        .build_source(json!({"brokers": "127.0.0.1:1", "topics": ["t"]}))
+        .unwrap();
     let src = graph.add_source("in", 2, source).unwrap();
     let sink = graph
         .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
@@ -42,7 +51,9 @@ fn a_refused_connection_fails_with_the_broker_error() {
         .add_sink(
             "k",
             1,
-            build_sink(json!({"brokers": "127.0.0.1:1", "topic": "t"})).unwrap(),
+            kafka()
+                .build_sink(json!({"brokers": "127.0.0.1:1", "topic": "t"}))
+                .unwrap(),
         )
         .unwrap();
     graph.connect(src, sink, Partitioning::Forward).unwrap();

@@ -8,12 +8,19 @@ use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use serde_json::json;
-use tidemark_kafka::{build_source, process_metrics, testing, DevCluster, DevClusterOptions};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
 use tidemark_runtime::{
     start, BoxError, JobConfig, JobGraph, JobHandle, JobOutcome, Partitioning, Record, Sink,
     SourceOptions, WatermarkStrategy,
 };
+
+/// The Kafka context of this file's jobs.
+fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
+    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
+        std::sync::OnceLock::new();
+    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
+}
 
 /// 2023-11-14T22:13:20Z in ms: event times of the test data start here.
 const BASE_MS: i64 = 1_700_000_000_000;
@@ -103,15 +110,16 @@ fn start_job(
     idleness: Option<Duration>,
 ) -> (JobHandle, Arc<Mutex<Vec<serde_json::Value>>>) {
     let mut graph = JobGraph::new("watermarks");
-    let source = build_source(json!({
-        "brokers": bootstrap,
-        "topics": [topic],
-        "group": format!("{source_id}-group"),
-        "key": "k",
-        "timestamp": "ts",
-        "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
-    }))
-    .unwrap();
+    let source = kafka()
+        .build_source(json!({
+            "brokers": bootstrap,
+            "topics": [topic],
+            "group": format!("{source_id}-group"),
+            "key": "k",
+            "timestamp": "ts",
+            "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+        }))
+        .unwrap();
     let Built::Operator(window) = Registry::builtin()
         .build(
             ComponentKind::Operator,
@@ -207,7 +215,7 @@ fn a_partition_behind_in_event_time_holds_the_window_back() {
     // minus 1 ns (no out-of-orderness). Over the whole subtask it would be the fast one's.
     wait_for("the watermark of the slow partition", || {
         source_watermark(&handle, "lagging") == slow_last_ns - 1
-            && (0..2).all(|p| process_metrics().partition_lag("lagging", "lagging", p) == Some(0))
+            && (0..2).all(|p| kafka().metrics().partition_lag("lagging", "lagging", p) == Some(0))
     });
     // Exactly the windows the slow partition passed have fired, each complete: nothing the
     // slow partition held was late.
@@ -224,7 +232,7 @@ fn a_partition_behind_in_event_time_holds_the_window_back() {
     );
     // Each partition's own watermark is exported: the slow one 5 s further behind.
     wait_for("both partitions' watermark series", || {
-        let m = process_metrics();
+        let m = kafka().metrics();
         match (
             m.partition_watermark("lagging", "lagging", 0),
             m.partition_watermark("lagging", "lagging", 1),
@@ -280,7 +288,7 @@ fn an_idle_partition_does_not_block_window_output() {
         source_watermark(&handle, "quiet") >= (BASE_MS + 5_000) * MS
     });
     wait_for("partition 1 shown idle, partition 0 not", || {
-        let m = process_metrics();
+        let m = kafka().metrics();
         matches!(m.partition_watermark("quiet", "quiet", 1), Some((_, true)))
             && matches!(m.partition_watermark("quiet", "quiet", 0), Some((_, false)))
     });

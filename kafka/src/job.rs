@@ -1,0 +1,146 @@
+//! What the Kafka parts of one job share in this process: the instance name, the clock
+//! offsets to the other instances, the Kafka series, `--kafka-timeout`, the group members that
+//! leave together and the partitions handed between local subtasks. One per job, not per
+//! process: two jobs in one process (a library user's, or tests) keep theirs apart.
+//!
+//! ```
+//! use tidemark_kafka::KafkaJob;
+//! use std::time::Duration;
+//!
+//! let kafka = KafkaJob::new();
+//! kafka.set_instance("eu-1");
+//! kafka.set_timeout(Duration::from_secs(5));
+//! assert_eq!(kafka.instance(), "eu-1");
+//! // Its `kafka` source and sink, for a component registry.
+//! assert_eq!(kafka.components().len(), 2);
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::clock::ClockOffsets;
+use crate::departure::Departures;
+use crate::handoff::Handoff;
+use crate::metrics::KafkaMetrics;
+
+/// The Kafka context of one job ([module docs](self)). Cheap to share: an `Arc`.
+#[derive(Debug)]
+pub struct KafkaJob {
+    instance: Mutex<Option<String>>,
+    clock_offsets: Mutex<Option<Arc<ClockOffsets>>>,
+    metrics: Arc<KafkaMetrics>,
+    timeout_ms: AtomicU64,
+    pub(crate) departures: Arc<Departures>,
+    pub(crate) handoff: Handoff,
+}
+
+impl KafkaJob {
+    /// A context with no instance name (`pid-<process id>`), no clock offsets, empty series and
+    /// the default timeout (30 s).
+    pub fn new() -> Arc<KafkaJob> {
+        Arc::new(KafkaJob {
+            instance: Mutex::new(None),
+            clock_offsets: Mutex::new(None),
+            metrics: Arc::new(KafkaMetrics::default()),
+            timeout_ms: AtomicU64::new(30_000),
+            departures: Arc::new(Departures::default()),
+            handoff: Handoff::default(),
+        })
+    }
+
+    /// Names this instance (`--instance-id`): the origin written on markers that leave it and
+    /// the name in its exchange writers' ids. Set before the subtasks are made.
+    pub fn set_instance(&self, name: &str) {
+        *self.instance.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_owned());
+    }
+
+    /// This instance's name: the one set, else `pid-<process id>`.
+    pub fn instance(&self) -> String {
+        self.instance
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| format!("pid-{}", std::process::id()))
+    }
+
+    /// The clock offsets to the other instances ([`crate::clock::ClockService`]) that markers
+    /// which crossed instances are corrected with.
+    pub fn set_clock_offsets(&self, offsets: Arc<ClockOffsets>) {
+        *self.clock_offsets.lock().unwrap_or_else(|e| e.into_inner()) = Some(offsets);
+    }
+
+    /// `marked_time` in the clock of instance `clock`, moved into this instance's clock:
+    /// `marked_time − θ`, θ being how far `clock` is ahead of us (`marked_time + θ(origin →
+    /// local)` in the spec's terms). Unchanged when `clock` is this instance or has no estimate
+    /// yet.
+    pub fn to_local_clock(&self, marked_time: i64, clock: &str, local: &str) -> i64 {
+        if clock == local {
+            return marked_time;
+        }
+        let offsets = self
+            .clock_offsets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match offsets.and_then(|o| o.best(clock)) {
+            Some(estimate) => marked_time.saturating_sub(estimate.offset_nanos),
+            None => marked_time,
+        }
+    }
+
+    /// The job's Kafka series (`tidemark_kafka_lag_records`, …).
+    pub fn metrics(&self) -> &Arc<KafkaMetrics> {
+        &self.metrics
+    }
+
+    /// Sets how long sources and sinks wait for the brokers before they fail
+    /// (`--kafka-timeout`).
+    pub fn set_timeout(&self, timeout: Duration) {
+        self.timeout_ms
+            .store(timeout.as_millis().max(1) as u64, Ordering::Relaxed);
+    }
+
+    /// How long sources and sinks wait for the brokers before they fail.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_jobs_keep_their_names_timeouts_and_clocks_apart() {
+        let (a, b) = (KafkaJob::new(), KafkaJob::new());
+        assert_eq!(a.instance(), format!("pid-{}", std::process::id()));
+        a.set_instance("a");
+        b.set_instance("b");
+        a.set_timeout(Duration::from_secs(2));
+        assert_eq!((a.instance().as_str(), b.instance().as_str()), ("a", "b"));
+        assert_eq!(a.timeout(), Duration::from_secs(2));
+        assert_eq!(b.timeout(), Duration::from_secs(30));
+        let offsets = Arc::new(ClockOffsets::default());
+        offsets.record(
+            "ahead",
+            crate::clock::Estimate {
+                offset_nanos: 3_000_000_000,
+                error_nanos: 1_000,
+            },
+            std::time::Instant::now(),
+        );
+        a.set_clock_offsets(offsets);
+        // A peer 3 s ahead stamped 10 s: that is 7 s on a's clock; b has no estimate.
+        assert_eq!(
+            a.to_local_clock(10_000_000_000, "ahead", "a"),
+            7_000_000_000
+        );
+        assert_eq!(
+            b.to_local_clock(10_000_000_000, "ahead", "b"),
+            10_000_000_000
+        );
+        assert_eq!(a.to_local_clock(10_000_000_000, "a", "a"), 10_000_000_000);
+        assert!(!Arc::ptr_eq(a.metrics(), b.metrics()));
+    }
+}
