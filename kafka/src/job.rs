@@ -24,7 +24,8 @@ use crate::departure::Departures;
 use crate::handoff::Handoff;
 use crate::metrics::KafkaMetrics;
 
-/// The Kafka context of one job ([module docs](self)). Cheap to share: an `Arc`.
+/// The Kafka context of one job: what its Kafka parts share in this process. Cheap to share:
+/// an `Arc`.
 #[derive(Debug)]
 pub struct KafkaJob {
     instance: Mutex<Option<String>>,

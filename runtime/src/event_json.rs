@@ -5,7 +5,7 @@
 //! common, so the next ones share it instead of allocating it again:
 //! - the top-level field names, up to [`MAX_NAMES`] of them: an event of the same shape takes
 //!   every name from there, and a repeated name is found by its slot, not by comparing text.
-//!   They are interned ([`tidemark_runtime::name::intern`]): static names, the same in every
+//!   They are interned ([`crate::name::intern`]): static names, the same in every
 //!   parser, whose copies touch no reference count, so the threads that drop events (a window
 //!   after a hash edge) do not contend with the parsing thread on the names' counts;
 //! - per top-level position (the first [`MAX_NAMES`]), the last [`RECENT`] distinct strings of

@@ -1,0 +1,386 @@
+//! One exchange edge in this process: its settings, its topic (created if needed), and when
+//! its local side has ended.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::producer::Producer as _;
+use rdkafka::types::RDKafkaErrorCode;
+use serde::Deserialize;
+use tidemark_operators::config::parse_settings;
+use tidemark_operators::event_json::EventParser;
+use tidemark_operators::{ConfigError, FieldError};
+use tidemark_runtime::component::{SinkFactory, SourceFactory};
+use tidemark_runtime::{Sink, Source, SubtaskContext};
+
+use super::naming::{topic_name, KIND};
+use super::reader::Relay;
+use super::writer::ExchangeWriter;
+use crate::client::{client_config, unreachable_message, Brokers, Properties};
+use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
+use crate::KafkaJob;
+
+/// Settings of `exchange: {kafka: …}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeConfig {
+    /// Bootstrap servers.
+    pub brokers: Brokers,
+    /// Partitions of the exchange topic when Tidemark creates it: the most subtasks, over all
+    /// instances, that can read it.
+    pub partitions: u32,
+    /// Passed to librdkafka as they are (writer, reader and topic creation).
+    #[serde(default)]
+    pub properties: Properties,
+}
+
+/// The settings' names, for "did you mean".
+pub const FIELDS: &[&str] = &["brokers", "partitions", "properties"];
+
+/// How long topic creation may take before the broker is taken not to support it.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most partitions an exchange topic may have.
+pub const MAX_PARTITIONS: u32 = 10_000;
+
+impl ExchangeConfig {
+    /// Checks what can be checked without a broker.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.brokers.is_empty() {
+            return Err(("brokers", "must name at least one host:port".into()));
+        }
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err((
+                "partitions",
+                format!(
+                    "must be between 1 and {MAX_PARTITIONS}, found {}",
+                    self.partitions
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One exchange: the writers (one per input edge) and the reader of one downstream vertex in
+/// this process, sharing the topic and knowing when the local side has ended.
+pub struct Exchange {
+    pub(super) config: ExchangeConfig,
+    pub(super) topic: String,
+    /// Writer subtasks in this process, over every input edge.
+    pub(super) writers: AtomicUsize,
+    pub(super) writers_done: AtomicUsize,
+    /// The topic's partition count once it exists (created if needed).
+    pub(super) topic_ready: OnceLock<Result<i32, String>>,
+    /// Reader subtask → (partitions held, read to their end after every writer flushed).
+    pub(super) readers: Mutex<BTreeMap<usize, (BTreeSet<i32>, bool)>>,
+    pub(super) ended: AtomicBool,
+    /// The job's Kafka context: instance name, clock offsets, series, timeout.
+    pub(super) kafka: Arc<KafkaJob>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+/// The messages of the job-file settings of an exchange, located at `exchange.kafka.<field>`.
+fn invalid((path, message): (&str, String)) -> ConfigError {
+    ConfigError::invalid(KIND, FieldError::new(path, message))
+}
+
+impl Exchange {
+    /// The exchange into `vertex` of job `job` (its Kafka context `kafka`), from the settings
+    /// under `exchange: {kafka: …}`. Errors name the setting and what is expected.
+    pub fn new(
+        settings: serde_json::Value,
+        job: &str,
+        vertex: &str,
+        kafka: &Arc<KafkaJob>,
+    ) -> Result<Arc<Exchange>, ConfigError> {
+        let config: ExchangeConfig = parse_settings(KIND, settings)?;
+        config.check().map_err(invalid)?;
+        Ok(Arc::new(Exchange {
+            config,
+            topic: topic_name(job, vertex),
+            writers: AtomicUsize::new(0),
+            writers_done: AtomicUsize::new(0),
+            topic_ready: OnceLock::new(),
+            readers: Mutex::new(BTreeMap::new()),
+            ended: AtomicBool::new(false),
+            kafka: kafka.clone(),
+        }))
+    }
+
+    /// The exchange topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ExchangeConfig {
+        &self.config
+    }
+
+    /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
+    pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
+        self.writers.fetch_add(parallelism, Ordering::SeqCst);
+        let exchange = self.clone();
+        Box::new(move |ctx: &SubtaskContext| {
+            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
+        })
+    }
+
+    /// The factory of the reader (parallelism: the downstream vertex's).
+    pub fn reader_factory(self: &Arc<Self>) -> SourceFactory {
+        let exchange = self.clone();
+        let source = KafkaSourceConfig {
+            brokers: self.config.brokers.clone(),
+            topics: vec![self.topic.clone()],
+            group: None,
+            start: Start::Committed,
+            format: Default::default(),
+            key: None,
+            timestamp: None,
+            on_error: Default::default(),
+            properties: self.config.properties.clone(),
+        };
+        let factory = KafkaSourceFactory::new(source, &self.kafka)
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
+        Box::new(move |ctx: &SubtaskContext| {
+            let factory = factory.clone()?;
+            let what = format!("kafka exchange reader \"{}\"", ctx.vertex_id);
+            exchange.ready(&what)?;
+            let mut source = factory.make(ctx)?;
+            source.relay = Some(Relay {
+                exchange: exchange.clone(),
+                subtask: ctx.subtask,
+                readers: ctx.parallelism,
+                local: exchange.kafka.instance(),
+                what,
+                last_check: i64::MIN,
+                parser: EventParser::new(),
+            });
+            Ok(Box::new(source) as Box<dyn Source>)
+        })
+    }
+
+    /// Makes sure the topic exists (creating it with `partitions`, replication as the brokers
+    /// allow) and returns its partition count.
+    pub(super) fn ready(&self, what: &str) -> Result<i32, String> {
+        self.topic_ready
+            .get_or_init(|| self.create_topic(what))
+            .clone()
+    }
+
+    fn create_topic(&self, what: &str) -> Result<i32, String> {
+        let timeout = self.kafka.timeout();
+        let mut config = client_config(&self.config.brokers, &self.config.properties);
+        // Asking for the topic's metadata must not create it with the broker's defaults.
+        config.set("allow.auto.create.topics", "false");
+        // First the brokers must answer: a producer whose context keeps the broker's own
+        // words (a refused connection) for the error, its log served while waiting.
+        let probe: rdkafka::producer::BaseProducer<crate::client::ErrorContext> = config
+            .create_with_context(crate::client::ErrorContext::default())
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        let deadline = std::time::Instant::now() + timeout;
+        let metadata = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let attempt = left.clamp(Duration::from_millis(1), Duration::from_millis(500));
+            let answer = probe.client().fetch_metadata(None, attempt);
+            probe.poll(Duration::ZERO);
+            match answer {
+                Ok(m) => break m,
+                Err(e) if std::time::Instant::now() >= deadline => {
+                    let errors = probe.context();
+                    return Err(unreachable_message(
+                        what,
+                        &self.config.brokers,
+                        timeout,
+                        &e,
+                        errors,
+                    ));
+                }
+                Err(_) => {}
+            }
+        };
+        let admin: AdminClient<DefaultClientContext> = config
+            .create()
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        if let Some(n) = self.partitions_in(&metadata) {
+            return Ok(self.checked_count(what, n));
+        }
+        let replication = metadata.brokers().len().clamp(1, 3) as i32;
+        let new = NewTopic::new(
+            &self.topic,
+            self.config.partitions as i32,
+            TopicReplication::Fixed(replication),
+        );
+        let wait = timeout.min(CREATE_TIMEOUT);
+        let options = AdminOptions::new()
+            .request_timeout(Some(wait))
+            .operation_timeout(Some(wait));
+        let refusal = match block_on(admin.create_topics([&new], &options)) {
+            Ok(results) => results.into_iter().find_map(|r| match r {
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) | Ok(_) => None,
+                Err((_, code)) => Some(code.to_string()),
+            }),
+            Err(e) => Some(e.to_string()),
+        };
+        if refusal.is_some() {
+            // A broker without CreateTopics (librdkafka's mock cluster): let it create the
+            // topic itself, as a producer would, with its default partition count.
+            let mut config = client_config(&self.config.brokers, &self.config.properties);
+            config.set("allow.auto.create.topics", "true");
+            if let Ok(producer) = config.create::<rdkafka::producer::BaseProducer>() {
+                use rdkafka::producer::Producer as _;
+                let _ = producer
+                    .client()
+                    .fetch_metadata(Some(&self.topic), Duration::from_millis(500));
+            }
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let metadata = admin
+                .inner()
+                .fetch_metadata(Some(&self.topic), Duration::from_millis(500));
+            if let Some(n) = metadata.ok().and_then(|m| self.partitions_in(&m)) {
+                return Ok(self.checked_count(what, n));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{what}: cannot create the exchange topic {} at {}: {}",
+                    self.topic,
+                    self.config.brokers.to_bootstrap(),
+                    refusal.unwrap_or_else(|| "it does not appear in the metadata".into())
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The topic's partition count in `metadata`, if it exists there.
+    fn partitions_in(&self, metadata: &rdkafka::metadata::Metadata) -> Option<i32> {
+        metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == self.topic && t.error().is_none())
+            .map(|t| t.partitions().len() as i32)
+            .filter(|n| *n > 0)
+    }
+
+    /// `n`, with a warning when it is not what the job file asks for.
+    fn checked_count(&self, what: &str, n: i32) -> i32 {
+        if n as u32 != self.config.partitions {
+            eprintln!(
+                "tidemark: warning: {what}: the exchange topic {} has {n} partitions, not the {} \
+                 the job file asks for (it existed already, or the broker created it itself)",
+                self.topic, self.config.partitions
+            );
+        }
+        n
+    }
+
+    pub(super) fn writer_finished(&self) {
+        self.writers_done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Every writer of this process has flushed and ended.
+    pub(super) fn writers_done(&self) -> bool {
+        self.writers_done.load(Ordering::SeqCst) >= self.writers.load(Ordering::SeqCst)
+    }
+
+    /// Reader `subtask` (of `readers`) holds `held` and has (or has not) read them to their
+    /// end. True once the exchange has ended in this process (see the module docs).
+    pub(super) fn report(
+        &self,
+        subtask: usize,
+        readers: usize,
+        held: BTreeSet<i32>,
+        caught_up: bool,
+    ) -> bool {
+        if self.ended.load(Ordering::SeqCst) {
+            return true;
+        }
+        let Some(Ok(partitions)) = self.topic_ready.get() else {
+            return false;
+        };
+        let mut all = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        all.insert(subtask, (held, caught_up));
+        let held: BTreeSet<i32> = all.values().flat_map(|(h, _)| h.iter().copied()).collect();
+        let ended = self.writers_done()
+            && all.len() == readers
+            && all.values().all(|(_, c)| *c)
+            && held.len() == *partitions as usize;
+        if ended {
+            self.ended.store(true, Ordering::SeqCst);
+        }
+        ended
+    }
+}
+
+/// Runs a future to completion on this thread (the admin client's futures need no runtime).
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_are_checked() {
+        let err = |v| {
+            Exchange::new(v, "j", "v", &KafkaJob::new())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(Exchange::new(
+            json!({"brokers": "h:1", "partitions": 4}),
+            "j",
+            "v",
+            &KafkaJob::new()
+        )
+        .is_ok());
+        let e = err(json!({"brokers": "h:1", "partitions": 0}));
+        assert!(
+            e.contains("partitions: must be between 1 and 10000, found 0"),
+            "{e}"
+        );
+        let e = err(json!({"brokers": "h:1"}));
+        assert!(e.contains("partitions"), "{e}");
+        let e = err(json!({"brokers": "h:1", "partitions": 2, "partitons": 3}));
+        assert!(e.contains("unknown field `partitons`"), "{e}");
+        let e = err(json!({"brokers": "", "partitions": 2}));
+        assert!(
+            e.contains("brokers: must name at least one host:port"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! What the parts of an exchange are called: its topic, its hidden vertices, and the headers of
+//! its messages (the wire format between instances).
+
+/// The name of the exchange kind in job files: `exchange: {kafka: …}`.
+pub const KIND: &str = "kafka";
+/// Header of a control message: its kind ([`CONTROL_MARKER`], [`CONTROL_WATERMARK`]).
+pub const HEADER_CONTROL: &str = "tidemark-control";
+/// Control kind of a latency marker.
+pub const CONTROL_MARKER: &str = "marker";
+/// Control kind of a watermark: headers [`HEADER_WATERMARK`] and [`HEADER_WRITER`], to every
+/// partition.
+pub const CONTROL_WATERMARK: &str = "watermark";
+/// Control kind of a writer whose inputs are idle (or that finished): header [`HEADER_WRITER`],
+/// to every partition; the writer holds nothing back until its next watermark.
+pub const CONTROL_IDLE: &str = "idle";
+/// Header of a watermark: nanoseconds since the Unix epoch, as decimal text; `i64::MIN` is the
+/// writer's hello, written before its first record so that readers wait for it.
+pub const HEADER_WATERMARK: &str = "tidemark-watermark";
+/// Header of a watermark control message of a writer chained behind a `kafka` source: what
+/// each of the source's partitions holds back, as JSON ([`crate::input_report::InputReport`]).
+/// The reader then counts the source's partitions, not the writer
+/// ([`crate::watermarks::WriterWatermarks`]).
+pub const HEADER_INPUTS: &str = "tidemark-inputs";
+/// Header of a watermark or idle control message: the writer, `<instance>/<vertex>/<subtask>`.
+pub const HEADER_WRITER: &str = "tidemark-writer";
+/// Header: a record's timestamp, nanoseconds since the Unix epoch, as decimal text.
+pub const HEADER_TIMESTAMP: &str = "tidemark-timestamp";
+/// Header: a record's timestamp type (`create`, `ingestion`, `log_append`).
+pub const HEADER_TIMESTAMP_TYPE: &str = "tidemark-timestamp-type";
+/// Header of a marker: its `marked_time` in the clock of [`HEADER_CLOCK`]'s instance, ns.
+pub const HEADER_MARKED_TIME: &str = "tidemark-marked-time";
+/// Header of a marker: the index of its source vertex in the job graph.
+pub const HEADER_SOURCE_VERTEX: &str = "tidemark-source-vertex";
+/// Header of a marker: the index of its source subtask.
+pub const HEADER_SOURCE_SUBTASK: &str = "tidemark-source-subtask";
+/// Header of a marker: the instance whose source made it (`source_instance`).
+pub const HEADER_ORIGIN: &str = "tidemark-origin-instance";
+/// Header of a marker: the instance whose clock `marked_time` is in (the writer's).
+pub const HEADER_CLOCK: &str = "tidemark-clock-instance";
+
+/// The internal topic of the exchange into `vertex`: `tidemark-<job>-<vertex>-exchange`.
+pub fn topic_name(job: &str, vertex: &str) -> String {
+    format!("tidemark-{job}-{vertex}-exchange")
+}
+
+/// The id of the hidden writer of the exchange into `vertex` from `input` (`<vertex>.exchange`,
+/// or `<vertex>.exchange.<input>` when `vertex` has several inputs).
+pub fn writer_id(vertex: &str, input: &str, inputs: usize) -> String {
+    if inputs > 1 {
+        format!("{vertex}.exchange.{input}")
+    } else {
+        format!("{vertex}.exchange")
+    }
+}
+
+/// The id of the hidden reader of the exchange into `vertex`: `<vertex>.exchange-in`.
+pub fn reader_id(vertex: &str) -> String {
+    format!("{vertex}.exchange-in")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(topic_name("job", "sum"), "tidemark-job-sum-exchange");
+        assert_eq!(writer_id("sum", "gen", 1), "sum.exchange");
+        assert_eq!(writer_id("sum", "gen", 2), "sum.exchange.gen");
+        assert_eq!(reader_id("sum"), "sum.exchange-in");
+    }
+}

@@ -1,0 +1,199 @@
+//! The reader of an exchange: inside a `kafka` source subtask reading the exchange topic, it
+//! turns messages back into records, markers (in the local clock) and watermarks.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rdkafka::message::{Headers, Message};
+use tidemark_operators::event_json::{EventError, EventParser};
+use tidemark_runtime::markers::{origin, LatencyMarker};
+use tidemark_runtime::{BoxError, Output, Record, TimestampType, Value};
+
+use super::coordination::Exchange;
+use super::naming::*;
+use crate::input_report::InputReport;
+use crate::watermarks::PartitionWatermarks;
+
+/// What turns the exchange's messages back into records and markers inside a `kafka` source
+/// subtask (the reader), and knows when the exchange has ended.
+pub(crate) struct Relay {
+    pub(super) exchange: Arc<Exchange>,
+    pub(super) subtask: usize,
+    pub(super) readers: usize,
+    pub(super) local: String,
+    pub(crate) what: String,
+    /// When the end was last checked (ns).
+    pub(crate) last_check: i64,
+    /// Parses the records' events, sharing names and repeated strings between them.
+    pub(super) parser: EventParser,
+}
+
+/// How often a reader checks whether the exchange has ended, once the local writers have.
+pub(crate) const END_CHECK_EVERY_NANOS: i64 = 100_000_000;
+
+fn header<'a, M: Message>(message: &'a M, name: &str) -> Option<&'a [u8]> {
+    let headers = message.headers()?;
+    headers.iter().find(|h| h.key == name).and_then(|h| h.value)
+}
+
+fn header_int<M: Message>(message: &M, name: &str) -> Option<i64> {
+    std::str::from_utf8(header(message, name)?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+impl Relay {
+    /// Turns one message of the exchange topic into a record or a marker in `out`. Returns
+    /// whether a record was emitted.
+    pub(crate) fn take<M: Message>(
+        &mut self,
+        message: &M,
+        out: &mut Output,
+        watermarks: &mut PartitionWatermarks,
+    ) -> Result<bool, BoxError> {
+        let place = || {
+            format!(
+                "{}: message at {}/{} offset {}",
+                self.what,
+                message.topic(),
+                message.partition(),
+                message.offset()
+            )
+        };
+        if let Some(kind) = header(message, HEADER_CONTROL) {
+            if kind == CONTROL_MARKER.as_bytes() {
+                let field = |name| {
+                    header_int(message, name)
+                        .ok_or_else(|| format!("{}: marker without a valid {name} header", place()))
+                };
+                let marked = field(HEADER_MARKED_TIME)?;
+                let vertex = field(HEADER_SOURCE_VERTEX)?;
+                let subtask = field(HEADER_SOURCE_SUBTASK)?;
+                let text = |name| {
+                    header(message, name)
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .unwrap_or("")
+                };
+                let clock = text(HEADER_CLOCK);
+                let from = text(HEADER_ORIGIN);
+                let marked = self
+                    .exchange
+                    .kafka
+                    .to_local_clock(marked, clock, &self.local);
+                let origin = if from.is_empty() || from == self.local {
+                    origin::LOCAL
+                } else {
+                    origin::intern(from)
+                };
+                out.emit_marker(
+                    LatencyMarker::new(marked, vertex as u32, subtask as u32).with_origin(origin),
+                );
+            }
+            let writer = || {
+                header(message, HEADER_WRITER)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .ok_or_else(|| format!("{}: {HEADER_WRITER} header missing", place()))
+            };
+            if let Some(inputs) = header(message, HEADER_INPUTS) {
+                let report = InputReport::from_text(inputs).map_err(|e| {
+                    format!("{}: {HEADER_INPUTS} header is not a report: {e}", place())
+                })?;
+                watermarks.writer_report(message.topic(), message.partition(), writer()?, &report);
+            } else if kind == CONTROL_WATERMARK.as_bytes() {
+                let wm = header_int(message, HEADER_WATERMARK).ok_or_else(|| {
+                    format!(
+                        "{}: watermark without a valid {HEADER_WATERMARK} header",
+                        place()
+                    )
+                })?;
+                watermarks.writer_watermark(message.topic(), message.partition(), writer()?, wm);
+            } else if kind == CONTROL_IDLE.as_bytes() {
+                watermarks.writer_idle(message.topic(), message.partition(), writer()?);
+            }
+            // Control messages never reach user code.
+            return Ok(false);
+        }
+        let key = match message.key() {
+            None => Value::Null,
+            Some(bytes) => {
+                Value::from_json(bytes).map_err(|e| format!("{}: key is not JSON: {e}", place()))?
+            }
+        };
+        // Only exchange writers write this topic, and they always write a value and both
+        // timestamp headers: anything else is named, never read as a default.
+        let payload = message.payload().ok_or_else(|| {
+            format!(
+                "{}: record without a value (expected a JSON object)",
+                place()
+            )
+        })?;
+        let event = match self.parser.parse(payload) {
+            Ok(event) => event,
+            Err(EventError::Invalid(e)) => {
+                return Err(format!("{}: value is not JSON: {e}", place()).into())
+            }
+            Err(EventError::NotAnObject(_)) => {
+                return Err(format!("{}: value is not a JSON object", place()).into())
+            }
+        };
+        let timestamp = header_int(message, HEADER_TIMESTAMP).ok_or_else(|| {
+            format!(
+                "{}: record without a valid {HEADER_TIMESTAMP} header (nanoseconds)",
+                place()
+            )
+        })?;
+        let timestamp_type =
+            timestamp_type_of(header(message, HEADER_TIMESTAMP_TYPE)).ok_or_else(|| {
+                format!(
+                    "{}: record without a valid {HEADER_TIMESTAMP_TYPE} header \
+                     (create, ingestion or log_append)",
+                    place()
+                )
+            })?;
+        out.emit(Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type));
+        Ok(true)
+    }
+
+    /// Whether the local writers have all ended (only then is the end worth checking).
+    pub(crate) fn writers_done(&self) -> bool {
+        self.exchange.writers_done()
+    }
+
+    /// Reports what this reader holds and whether it has read it all; true once the exchange
+    /// has ended in this process.
+    pub(crate) fn report(&self, held: BTreeSet<i32>, caught_up: bool) -> bool {
+        self.exchange
+            .report(self.subtask, self.readers, held, caught_up)
+    }
+}
+
+/// The timestamp type a writer put in [`HEADER_TIMESTAMP_TYPE`]; `None` when missing or unknown.
+fn timestamp_type_of(value: Option<&[u8]>) -> Option<TimestampType> {
+    [
+        TimestampType::Create,
+        TimestampType::Ingestion,
+        TimestampType::LogAppend,
+    ]
+    .into_iter()
+    .find(|t| Some(t.as_str().as_bytes()) == value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_types_are_read_back_and_anything_else_is_refused() {
+        for t in [
+            TimestampType::Create,
+            TimestampType::Ingestion,
+            TimestampType::LogAppend,
+        ] {
+            assert_eq!(timestamp_type_of(Some(t.as_str().as_bytes())), Some(t));
+        }
+        assert_eq!(timestamp_type_of(None), None);
+        assert_eq!(timestamp_type_of(Some(b"Create")), None);
+        assert_eq!(timestamp_type_of(Some(b"")), None);
+    }
+}
