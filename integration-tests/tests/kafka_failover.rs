@@ -8,8 +8,10 @@
 //! - a dead instance does not hold event time back: behind an exchange, windows fire again once
 //!   the survivor has read the dead one's partitions, and every window of the events written
 //!   after the kill is complete;
-//! - one instance starting on a backlog (its subtasks join the group one by one, partitions move
-//!   between them as they do) reads every record once and drops none as late.
+//! - one instance with checkpoints starting on a backlog (its subtasks join the group one by one,
+//!   partitions move between them as they do, nothing is committed yet) reads every record once
+//!   and drops none as late. Whether a partition moves while the first subtask is reading
+//!   depends on when the second joins; `kafka/tests/offsets.rs` forces that move.
 #![cfg(unix)]
 
 mod common;
@@ -177,14 +179,25 @@ sinks:
 
 /// The exchange job of the event-time tests: kafka → hash exchange → 1 s event-time window
 /// (count per key) → file.
-fn window_job(dir: &TempDir, id: &str, bootstrap: &str, parallelism: usize) -> PathBuf {
+fn window_job(
+    dir: &TempDir,
+    id: &str,
+    bootstrap: &str,
+    parallelism: usize,
+    checkpoint: bool,
+) -> PathBuf {
     let out = dir.join(&format!("out-{id}.jsonl"));
+    let checkpoint = if checkpoint {
+        "checkpoint: {interval: 1s}\n"
+    } else {
+        ""
+    };
     dir.write(
         &format!("job-{id}.yaml"),
         &format!(
             "name: failover
 parallelism: {parallelism}
-sources:
+{checkpoint}sources:
   events:
     type: kafka
     brokers: \"{bootstrap}\"
@@ -279,8 +292,16 @@ fn a_dead_instance_stops_holding_event_time_back() {
     let cluster = cluster(&[("in", 4), ("tidemark-failover-per_key-exchange", 4)]);
     let bootstrap = cluster.bootstrap_servers().to_owned();
     let dir = TempDir::new("failover-event-time");
-    let (mut a, addr_a) = instance(dir.path(), &window_job(&dir, "a", &bootstrap, 2), "a");
-    let (mut b, addr_b) = instance(dir.path(), &window_job(&dir, "b", &bootstrap, 2), "b");
+    let (mut a, addr_a) = instance(
+        dir.path(),
+        &window_job(&dir, "a", &bootstrap, 2, false),
+        "a",
+    );
+    let (mut b, addr_b) = instance(
+        dir.path(),
+        &window_job(&dir, "b", &bootstrap, 2, false),
+        "b",
+    );
     for source in ["events", "per_key.exchange-in"] {
         wait_until(&format!("{source} spread over both instances"), || {
             let (x, y) = (held(addr_a, source), held(addr_b, source));
@@ -331,13 +352,13 @@ fn windows_out(addr: SocketAddr) -> f64 {
 
 #[test]
 fn one_instance_starting_on_a_backlog_reads_every_record_once_and_none_late() {
-    const PER_PARTITION: i64 = 10_000;
+    const PER_PARTITION: i64 = 25_000;
     let cluster = cluster(&[("in", 4), ("tidemark-failover-per_key-exchange", 4)]);
     let bootstrap = cluster.bootstrap_servers().to_owned();
     let backlog = events(BASE_MS, PER_PARTITION);
     produce_events(&bootstrap, &backlog);
     let dir = TempDir::new("failover-backlog");
-    let (mut a, addr_a) = instance(dir.path(), &window_job(&dir, "a", &bootstrap, 2), "a");
+    let (mut a, addr_a) = instance(dir.path(), &window_job(&dir, "a", &bootstrap, 2, true), "a");
     let total = (4 * PER_PARTITION) as f64;
     wait_until("every event through the exchange into the window", || {
         scrape(addr_a).sum("tidemark_records_in_total", |l| {
