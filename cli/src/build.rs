@@ -1132,7 +1132,7 @@ sinks:
         assert_eq!(
             one_error(&job("\"value > 1 && lenght(s) > 2\"")),
             "job.yaml:9:26: operator \"paid\": invalid filter settings: where: unknown \
-             function 'lenght', in `value > 1 && lenght(s) > 2`"
+             function 'lenght' (did you mean 'size'?), in `value > 1 && lenght(s) > 2`"
         );
         // A block scalar: the line inside it.
         let e = one_error(&job("|\n      value > 1 &&\n        sise(s) > 2"));

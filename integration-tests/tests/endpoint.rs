@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{http, scrape, scrape_until, Metrics, Proc, TempDir};
-use std::io::Write as _;
+use common::{http, run_command_with_stdin, scrape, scrape_until, Metrics, Proc, TempDir, TIMEOUT};
 use std::process::{Command, Stdio};
 
 /// Whether `promtool` can be run.
@@ -21,28 +20,19 @@ fn promtool_available() -> bool {
 /// Runs `promtool check metrics` on `body`; returns its exit code and its output lines.
 fn promtool_check(dir: &TempDir, body: &str) -> (i32, Vec<String>) {
     let path = dir.write("metrics.txt", body);
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start promtool");
-    let mut stdin = child.stdin.take().unwrap();
-    let text = std::fs::read(&path).unwrap();
-    // Write from a thread so that a large body cannot dead-lock against promtool's output.
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&text);
-    });
-    let out = child.wait_with_output().expect("promtool output");
-    writer.join().unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
+    let input = std::fs::File::open(&path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+    let mut cmd = Command::new("promtool");
+    cmd.args(["check", "metrics"]);
+    let out = run_command_with_stdin(cmd, input.into(), TIMEOUT, "promtool check metrics");
+    let lines = out
+        .stdout
         .lines()
-        .chain(String::from_utf8_lossy(&out.stderr).lines())
+        .chain(out.stderr.lines())
         .map(|l| l.trim().to_owned())
         .filter(|l| !l.is_empty())
         .collect();
-    (out.status.code().expect("promtool exit code"), lines)
+    (out.code(), lines)
 }
 
 #[test]

@@ -64,3 +64,46 @@ fn the_orders_example_filters_enriches_and_dead_letters() {
         "{errors:?}"
     );
 }
+
+/// The compile errors docs/events.md shows are what `tidemark validate` prints, to the byte:
+/// each shown line's expression put in as the `where` of the orders example (its line 18).
+#[test]
+fn the_compile_errors_shown_in_events_md_are_printed_as_shown() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let events_md = std::fs::read_to_string(docs.join("events.md")).unwrap();
+    let shown: Vec<&str> = events_md
+        .lines()
+        .filter(|l| l.starts_with("error: orders.yaml:18:"))
+        .collect();
+    assert_eq!(
+        shown.len(),
+        2,
+        "the two compile errors of events.md: {shown:?}"
+    );
+    let example = std::fs::read_to_string(docs.join("examples/orders.yaml")).unwrap();
+    let where_line = "    where: 'status == \"paid\" && amount > 100'";
+    assert_eq!(
+        example.lines().nth(17),
+        Some(where_line),
+        "line 18 of orders.yaml"
+    );
+    for line in shown {
+        let expression = line
+            .rsplit_once(", in `")
+            .and_then(|(_, rest)| rest.strip_suffix('`'))
+            .unwrap_or_else(|| panic!("no expression in {line:?}"));
+        let dir = TempDir::new("events-md-errors");
+        dir.write(
+            "orders.yaml",
+            &example.replace(where_line, &format!("    where: '{expression}'")),
+        );
+        dir.write("orders.jsonl", "");
+        let out = tidemark(dir.path(), ["validate", "orders.yaml"]);
+        assert_eq!(out.code(), 2, "stderr:\n{}", out.stderr);
+        assert!(
+            out.stderr.lines().any(|l| l == line),
+            "events.md shows\n{line}\nstderr:\n{}",
+            out.stderr
+        );
+    }
+}

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{http, Proc, TempDir};
+use common::{http, Proc, TempDir, TIMEOUT};
 use serde_json::Value;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
@@ -125,7 +125,12 @@ fn job_and_metrics_while_running_and_after() {
     // Two looks while records flow: the counts grow; the generator's lag is known.
     let first = json(addr, "/api/v1/metrics");
     let mut second = json(addr, "/api/v1/metrics");
+    let deadline = std::time::Instant::now() + TIMEOUT;
     while vertex(&second, "out")["records_in"] == vertex(&first, "out")["records_in"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up after {TIMEOUT:?} waiting for the sink's records_in to grow: {first}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
         second = json(addr, "/api/v1/metrics");
     }
@@ -191,7 +196,7 @@ fn job_and_metrics_while_running_and_after() {
 /// of a running job with no other client, then with 50 connections stalled half-way through a
 /// request and 50 that never read their answer.
 ///
-/// `cargo test --release -p tidemark-integration-tests --test live_api -- --ignored --nocapture`
+/// `cargo test --release -p tidemark-cli --test live_api -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement, run by hand"]
 fn measure_latency_with_stalled_connections() {

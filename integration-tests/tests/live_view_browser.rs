@@ -381,7 +381,7 @@ fn the_live_view_in_headless_chromium() {
 
     // The input closes: the job finishes and lingers; the page shows its final state.
     stop.store(true, Ordering::SeqCst);
-    feeder.join().unwrap();
+    common::join(feeder, "the thread feeding the job's standard input");
     proc.wait_lingering();
     session.wait_for(
         "the final state",
@@ -414,7 +414,7 @@ fn the_live_view_in_headless_chromium() {
 /// saturated by the job). Prints how long the page's updates take and how long
 /// `/api/v1/metrics` takes to answer.
 ///
-/// `cargo test --release -p tidemark-integration-tests --test live_view_browser -- --ignored --nocapture`
+/// `cargo test --release -p tidemark-cli --test live_view_browser -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement, run by hand"]
 fn measure_the_page_at_w5_size() {

@@ -2,6 +2,9 @@
 //! input delivered them, sinks flush and acknowledge, and a source commits checkpoint `n` only
 //! when everything it emitted before barrier `n` has reached the sinks.
 
+mod common;
+
+use common::{wait_or_fail, wait_until, DEADLINE};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,11 +140,11 @@ fn a_source_commits_only_what_every_sink_flushed() {
         ..JobConfig::default()
     };
     let handle = start(graph, config).unwrap();
-    while handle.metrics().checkpoints().completed_total() < 5 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("5 completed checkpoints", || {
+        handle.metrics().checkpoints().completed_total() >= 5
+    });
     handle.stop();
-    let result = handle.wait();
+    let result = wait_or_fail(handle, DEADLINE);
     let commits = shared.commits.lock().unwrap().clone();
     assert!(commits.len() >= 2, "{commits:?}");
     // With one source subtask, every record before barrier n was flushed by some sink when n
@@ -188,11 +191,11 @@ fn without_an_interval_there_are_no_barriers() {
         .unwrap();
     graph.connect(src, sink, Partitioning::Rebalance).unwrap();
     let handle = start(graph, JobConfig::default()).unwrap();
-    while shared.written.load(Ordering::SeqCst) < 1000 {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("1000 records written by the sink", || {
+        shared.written.load(Ordering::SeqCst) >= 1000
+    });
     handle.stop();
-    let result = handle.wait();
+    let result = wait_or_fail(handle, DEADLINE);
     assert!(shared.commits.lock().unwrap().is_empty());
     // Only finish flushed.
     assert_eq!(shared.flushes.load(Ordering::SeqCst), 1);

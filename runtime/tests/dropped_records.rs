@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::wait_or_fail;
+use common::{wait_or_fail, wait_until};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,9 +80,9 @@ fn a_hard_stop_counts_what_was_in_flight() {
     g.connect(s, m, Partitioning::Rebalance).unwrap();
     g.connect(m, k, Partitioning::Rebalance).unwrap();
     let handle = start(g, JobConfig::default()).unwrap();
-    while written.load(Ordering::Relaxed) < 20_000 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("20,000 records written by the slow sink", || {
+        written.load(Ordering::Relaxed) >= 20_000
+    });
     handle.abort();
     let result = wait_or_fail(handle, Duration::from_secs(60));
     assert_eq!(result.outcome, JobOutcome::Aborted);
@@ -116,9 +116,9 @@ fn a_clean_stop_leaves_nothing_in_flight() {
         .unwrap();
     g.connect(s, k, Partitioning::Rebalance).unwrap();
     let handle = start(g, JobConfig::default()).unwrap();
-    while written.load(Ordering::Relaxed) < 10_000 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("10,000 records written by the slow sink", || {
+        written.load(Ordering::Relaxed) >= 10_000
+    });
     handle.stop();
     let result = wait_or_fail(handle, Duration::from_secs(60));
     assert_eq!(result.outcome, JobOutcome::Stopped);

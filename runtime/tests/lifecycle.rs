@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::wait_or_fail;
+use common::{wait_or_fail, wait_until};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,9 +110,9 @@ fn a_stop_drains_what_is_in_flight() {
     let (g, seen) = endless_into_slow_sink("m", 2, |_| Ok(Box::new(MapOperator(|v| v + 1.0))));
     let handle = start(g, JobConfig::default()).unwrap();
     // Let queues fill (the sink is slow), then stop.
-    while seen.load(Ordering::Relaxed) < 50_000 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("50,000 records seen by the slow sink", || {
+        seen.load(Ordering::Relaxed) >= 50_000
+    });
     handle.stop_handle().stop();
     let result = wait_or_fail(handle, Duration::from_secs(60));
     assert_eq!(result.outcome, JobOutcome::Stopped);

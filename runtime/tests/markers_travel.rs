@@ -199,9 +199,10 @@ fn a_marker_never_overtakes_a_record() {
     let clock = Arc::new(ManualClock::new(1_000_000));
     let registry: Arc<OnceLock<Arc<MetricsRegistry>>> = Arc::new(OnceLock::new());
     let violations = Arc::new(Mutex::new(Vec::new()));
-    let gate = Arc::new(std::sync::Barrier::new(2));
+    // Dropping `open_gate` lets the source's first poll go on (the test itself never waits).
+    let (open_gate, gate) = crossbeam_channel::bounded::<()>(0);
     let mut g = JobGraph::new("order");
-    let (c2, gate2) = (clock.clone(), gate.clone());
+    let (c2, gate2) = (clock.clone(), gate);
     let s = g
         .add_source("src", 1, move |_| {
             Ok(Box::new(GatedSource {
@@ -237,7 +238,7 @@ fn a_marker_never_overtakes_a_record() {
     config.buffer_timeout = Duration::from_millis(50);
     let handle = start(g, config).unwrap();
     registry.set(handle.metrics().clone()).unwrap();
-    gate.wait();
+    drop(open_gate);
     let result = wait_or_fail(handle, Duration::from_secs(120));
     assert_eq!(result.outcome, JobOutcome::Finished);
     // One marker before each of the 400 polls that gave records, and one before the poll that
@@ -257,14 +258,15 @@ fn a_marker_never_overtakes_a_record() {
 
 /// Holds the source's first poll until the test has handed the registry to the sink.
 struct GatedSource {
-    gate: Option<Arc<std::sync::Barrier>>,
+    /// Its sender is dropped once the registry is handed over (then `recv` returns).
+    gate: Option<crossbeam_channel::Receiver<()>>,
     inner: ClockDrivenSource,
 }
 
 impl Source for GatedSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         if let Some(g) = self.gate.take() {
-            g.wait();
+            let _ = g.recv();
         }
         self.inner.poll(ctx, out)
     }

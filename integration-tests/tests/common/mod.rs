@@ -1,4 +1,4 @@
-//! Shared helpers of the end-to-end tests: find (build) the `tidemark` binary, write job files to
+//! Shared helpers of the end-to-end tests: the `tidemark` binary under test, write job files to
 //! a temporary folder, run the binary with a guard that kills it on drop, wait with timeouts,
 //! scrape `/metrics` over plain HTTP and parse it with `prometheus-parse`.
 //!
@@ -14,15 +14,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// The longest any single wait in a test may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The longest building the binary may take (other builds may hold the target dir's lock).
-const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// How long bounded jobs keep serving `/metrics` after they end. Tests end the lingering early
 /// with SIGTERM once they have scraped, so this only bounds a test that fails half-way.
@@ -34,67 +31,25 @@ const POLL: Duration = Duration::from_millis(20);
 // ---------------------------------------------------------------------------------------------
 // The binary
 
-/// Path of the `tidemark` binary, built once per test binary.
-///
-/// `env!("CARGO_BIN_EXE_tidemark")` exists only for binaries of the package under test, and
-/// `tidemark` belongs to tidemark-cli. So: `$TIDEMARK_BIN` if set; else `cargo build -p
-/// tidemark-cli --bin tidemark` into the target dir and profile this test binary was built in
-/// (found from the test executable's own path, so `CARGO_TARGET_DIR` and `--release` work).
+/// Path of the `tidemark` binary under test: the one Cargo built for this test run
+/// (`CARGO_BIN_EXE_tidemark`; these tests are test targets of tidemark-cli, see its Cargo.toml),
+/// so it is built in the same profile and with the same features as the tests.
 pub fn tidemark_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(bin) = std::env::var_os("TIDEMARK_BIN") {
-            return PathBuf::from(bin);
-        }
-        // <target>/<profile>/deps/<test>-<hash>
-        let exe = std::env::current_exe().expect("path of the test executable");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test executable lives in <target>/<profile>/deps")
-            .to_path_buf();
-        let target_dir = profile_dir
-            .parent()
-            .expect("profile dir has a parent")
-            .to_path_buf();
-        let profile = profile_dir
-            .file_name()
-            .and_then(OsStr::to_str)
-            .expect("profile dir name")
-            .to_owned();
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "tidemark-cli",
-            "--bin",
-            "tidemark",
-        ])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        match profile.as_str() {
-            "debug" => {}
-            "release" => {
-                cmd.arg("--release");
-            }
-            other => {
-                cmd.args(["--profile", other]);
-            }
-        }
-        let out = run_command(cmd, BUILD_TIMEOUT, "cargo build -p tidemark-cli");
+    Path::new(env!("CARGO_BIN_EXE_tidemark"))
+}
+
+/// Joins `thread`, failing the test, naming `what` it waited for, if it has not ended within
+/// [`TIMEOUT`].
+pub fn join<T>(thread: JoinHandle<T>, what: &str) -> T {
+    let deadline = Instant::now() + TIMEOUT;
+    while !thread.is_finished() {
         assert!(
-            out.status.success(),
-            "building the tidemark binary failed ({:?}):\n{}",
-            out.status,
-            out.stderr
+            Instant::now() < deadline,
+            "gave up after {TIMEOUT:?} waiting for {what}"
         );
-        let bin = profile_dir.join(format!("tidemark{}", std::env::consts::EXE_SUFFIX));
-        assert!(bin.is_file(), "no binary at {}", bin.display());
-        bin
-    })
+        thread::sleep(POLL);
+    }
+    thread.join().unwrap_or_else(|_| panic!("{what} panicked"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -173,8 +128,18 @@ impl Output {
 }
 
 /// Runs a prepared command to its end, killing it and panicking after `timeout`.
-pub fn run_command(mut cmd: Command, timeout: Duration, what: &str) -> Output {
-    cmd.stdin(Stdio::null())
+pub fn run_command(cmd: Command, timeout: Duration, what: &str) -> Output {
+    run_command_with_stdin(cmd, Stdio::null(), timeout, what)
+}
+
+/// [`run_command`] with `stdin` as the command's standard input (a file, say).
+pub fn run_command_with_stdin(
+    mut cmd: Command,
+    stdin: Stdio,
+    timeout: Duration,
+    what: &str,
+) -> Output {
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd

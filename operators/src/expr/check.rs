@@ -453,32 +453,48 @@ pub(crate) fn operator_symbol(name: &str) -> &str {
     }
 }
 
+/// Names other languages give to functions CEL has under another name, with that CEL name:
+/// `length(s)` or its typo `lenght(s)` suggests `size`.
+const OTHER_NAMES: &[(&str, &str)] = &[
+    ("length", "size"),
+    ("len", "size"),
+    ("lower", "lowerAscii"),
+    ("toLowerCase", "lowerAscii"),
+    ("upper", "upperAscii"),
+    ("toUpperCase", "upperAscii"),
+    ("strip", "trim"),
+    ("substr", "substring"),
+    ("includes", "contains"),
+    ("abs", "math.abs"),
+    ("ceil", "math.ceil"),
+    ("floor", "math.floor"),
+    ("round", "math.round"),
+    ("trunc", "math.trunc"),
+    ("max", "math.greatest"),
+    ("min", "math.least"),
+];
+
+/// ` (did you mean 'x'?)` for the function nearest `name`, or nothing. Nearest by edit distance
+/// ignoring case ([`strsim::levenshtein`]): a CEL function within `max(2, its length / 3)`
+/// edits, or a name from [`OTHER_NAMES`] within its length / 3 edits (which suggests its CEL
+/// function); of equally near ones, the one that sorts first.
 fn suggestion(name: &str) -> String {
-    let all = GLOBAL_FUNCTIONS.iter().chain(MEMBER_FUNCTIONS);
-    let best = all
-        .map(|c| (strsim_distance(name, c), *c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
-        .min();
-    match best {
-        Some((_, c)) => format!(" (did you mean '{c}'?)"),
+    let name = name.to_lowercase();
+    let distance = |candidate: &str| strsim::levenshtein(&name, &candidate.to_lowercase());
+    let functions = GLOBAL_FUNCTIONS
+        .iter()
+        .chain(MEMBER_FUNCTIONS)
+        .map(|f| (distance(f), *f))
+        .filter(|(d, f)| *d <= 2.max(f.len() / 3));
+    let other_names = OTHER_NAMES
+        .iter()
+        .map(|(other, f)| (distance(other), *f, other.len()))
+        .filter(|(d, _, len)| *d <= len / 3)
+        .map(|(d, f, _)| (d, f));
+    match functions.chain(other_names).min() {
+        Some((_, f)) => format!(" (did you mean '{f}'?)"),
         None => String::new(),
     }
-}
-
-/// Levenshtein distance, case-insensitive.
-fn strsim_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Replaces `e` with `double(e)`, keeping its id (so errors still point at it).

@@ -227,10 +227,42 @@ fn syntax_errors_have_a_column() {
 }
 
 #[test]
+fn names_from_other_languages_suggest_the_cel_function() {
+    for (expression, message) in [
+        (
+            "length(s)",
+            "unknown function 'length' (did you mean 'size'?)",
+        ),
+        ("s.len()", "unknown function 'len' (did you mean 'size'?)"),
+        (
+            "s.toUpperCase() == 'A'",
+            "unknown function 'toUpperCase' (did you mean 'upperAscii'?)",
+        ),
+        (
+            "abs(v) > 1",
+            "unknown function 'abs' (did you mean 'math.abs'?)",
+        ),
+        (
+            "max(v, 2) > 1",
+            "unknown function 'max' (did you mean 'math.greatest'?)",
+        ),
+        // Near a name of another language only by more than a third of it: no suggestion.
+        ("count(s) > 1", "unknown function 'count'"),
+    ] {
+        assert_eq!(compile_err(expression).message, message, "{expression}");
+    }
+}
+
+#[test]
 fn unknown_functions_and_record_fields_are_compile_errors() {
     let e = compile_err("v > 1 && lenght(s) > 2");
-    assert_eq!(e.message, "unknown function 'lenght'");
+    assert_eq!(
+        e.message,
+        "unknown function 'lenght' (did you mean 'size'?)"
+    );
     assert_eq!(e.column, 10);
+    let e = compile_err("v > 1 && frobnicate(s) > 2");
+    assert_eq!(e.message, "unknown function 'frobnicate'");
     let e = compile_err("sise(s)");
     assert_eq!(e.message, "unknown function 'sise' (did you mean 'size'?)");
     let e = compile_err("s.startswith('x')");

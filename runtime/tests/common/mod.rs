@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tidemark_runtime::{
     BoxError, JobHandle, JobResult, Output, PollContext, Record, Source, SourceStatus,
 };
@@ -48,6 +48,23 @@ impl Source for PacedSource {
         self.sent += 1;
         self.next_at = ctx.now_nanos + self.gap.as_nanos() as i64;
         Ok(SourceStatus::Ready)
+    }
+}
+
+/// The longest a test waits for anything before it fails: it only turns a hang into a failure
+/// (no test measures time against it).
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Polls `done` until it holds, failing the test, naming `what` it waited for, if it does not
+/// hold within [`DEADLINE`].
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "gave up after {DEADLINE:?} waiting for {what}: a hang"
+        );
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
