@@ -527,7 +527,31 @@ fn split<T: DeserializeOwned + Default>(m: &Mapping) -> (T, Vec<(&Value, &Value)
     (fields, others)
 }
 
+/// What a section of vertices is.
+const VERTICES: &str = "a mapping of vertex ids to vertices";
+
+/// `field` holds `found` where `expected` is wanted.
+fn wrong_type(field: impl Into<String>, expected: &'static str, found: &Value) -> Problem {
+    Problem::WrongType {
+        field: field.into(),
+        expected,
+        found: describe(found),
+    }
+}
+
+/// A mapping (`what`) is wanted, `found` is written.
+fn not_a_mapping(what: &'static str, found: &Value) -> Problem {
+    let found = describe(found);
+    Problem::NotAMapping { what, found }
+}
+
 impl Parser {
+    /// [`Parser::err`], and `None` for a reader to return.
+    fn fail<T>(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) -> Option<T> {
+        self.err(path, vertex, problem);
+        None
+    }
+
     fn err(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) {
         self.errors.push(JobFileError {
             file: self.file.clone(),
@@ -616,30 +640,15 @@ impl Parser {
                 return None;
             }
             other => {
-                self.err(
-                    &[],
-                    None,
-                    Problem::NotAMapping {
-                        what: "a mapping of fields (name, sources, operators, sinks, …)",
-                        found: describe(&other),
-                    },
-                );
-                return None;
+                let what = "a mapping of fields (name, sources, operators, sinks, …)";
+                return self.fail(&[], None, not_a_mapping(what, &other));
             }
         };
 
         let (top, others) = split::<TopLevel>(&root);
         for (k, _) in others {
             match key_text(k) {
-                None => self.err(
-                    &[],
-                    None,
-                    Problem::WrongType {
-                        field: "(a key)".into(),
-                        expected: "a field name",
-                        found: describe(k),
-                    },
-                ),
+                None => self.err(&[], None, wrong_type("(a key)", "a field name", k)),
                 // Extension keys: ignored, so YAML anchors can live there.
                 Some(key) if key.starts_with("x-") => {}
                 Some(key) => self.unknown_field::<TopLevel>(&[], None, "", &key),
@@ -684,20 +693,13 @@ impl Parser {
                 "operators" => &top.operators,
                 _ => &top.sinks,
             };
-            let Some(m) = written.read(|v| self.vertices(section, v)) else {
+            let Some(m) = written.read(|v| self.mapping(section, VERTICES, v).cloned()) else {
                 continue;
             };
             for (k, v) in &m {
                 let Some(id) = key_text(k) else {
-                    self.err(
-                        &[section],
-                        None,
-                        Problem::WrongType {
-                            field: "(a vertex id)".into(),
-                            expected: "a vertex id",
-                            found: describe(k),
-                        },
-                    );
+                    let problem = wrong_type("(a vertex id)", "a vertex id", k);
+                    self.err(&[section], None, problem);
                     continue;
                 };
                 let vref = VertexRef {
@@ -792,60 +794,27 @@ impl Parser {
         what: &'static str,
         v: &Value,
     ) -> Option<T> {
-        match v {
-            Value::Mapping(m) => Some(self.fields(&[name], None, "", m)),
-            Value::Null => None,
-            other => {
-                self.err(
-                    &[name],
-                    None,
-                    Problem::NotAMapping {
-                        what,
-                        found: describe(other),
-                    },
-                );
-                None
-            }
-        }
+        let m = self.mapping(name, what, v)?;
+        Some(self.fields(&[name], None, "", m))
     }
 
-    /// A section of vertices: a mapping of ids to vertices (`null` for none).
-    fn vertices(&mut self, section: &str, v: &Value) -> Option<Mapping> {
+    /// The mapping at top-level field `name`: `None` for `null`, and for anything else (an
+    /// error saying it should be `what`).
+    fn mapping<'v>(&mut self, name: &str, what: &'static str, v: &'v Value) -> Option<&'v Mapping> {
         match v {
-            Value::Mapping(m) => Some(m.clone()),
+            Value::Mapping(m) => Some(m),
             Value::Null => None,
-            other => {
-                self.err(
-                    &[section],
-                    None,
-                    Problem::NotAMapping {
-                        what: "a mapping of vertex ids to vertices",
-                        found: describe(other),
-                    },
-                );
-                None
-            }
+            other => self.fail(&[name], None, not_a_mapping(what, other)),
         }
     }
 
     fn name(&mut self, v: &Value) -> Option<String> {
         match v {
             Value::String(s) if valid_name(s) => Some(s.clone()),
-            Value::String(s) => {
-                self.err(&["name"], None, Problem::InvalidName(s.clone()));
-                None
-            }
+            Value::String(s) => self.fail(&["name"], None, Problem::InvalidName(s.clone())),
             other => {
-                self.err(
-                    &["name"],
-                    None,
-                    Problem::WrongType {
-                        field: "name".into(),
-                        expected: "the job's name (letters, digits, '.', '_' or '-')",
-                        found: describe(other),
-                    },
-                );
-                None
+                let expected = "the job's name (letters, digits, '.', '_' or '-')";
+                self.fail(&["name"], None, wrong_type("name", expected, other))
             }
         }
     }
@@ -857,50 +826,28 @@ impl Parser {
         v: &Value,
     ) -> Option<NonZeroUsize> {
         let field = path.last().copied().unwrap_or("parallelism").to_string();
-        let big = match v {
-            Value::Tagged(t) if t.tag == BIG_NUMBER_TAG => Some(describe(v)),
-            _ => None,
-        };
-        if let Some(number) = big {
-            let number = number.trim_start_matches("the number ").to_string();
-            let error = ParallelismError::TooHigh(u64::MAX).to_string();
-            let error = error.replacen(&u64::MAX.to_string(), &number, 1);
-            self.err(path, vertex, Problem::Parallelism { field, error });
-            return None;
-        }
-        match v.as_u64() {
-            Some(n) => match check_parallelism(n) {
-                Ok(n) => NonZeroUsize::new(n),
-                Err(e) => {
-                    self.err(
-                        path,
-                        vertex,
-                        Problem::Parallelism {
-                            field,
-                            error: e.to_string(),
-                        },
-                    );
-                    None
-                }
-            },
-            None => {
-                self.err(
-                    path,
-                    vertex,
-                    Problem::WrongType {
-                        field,
-                        expected: "a whole number of at least 1",
-                        found: describe(v),
-                    },
-                );
-                None
+        let error = match (v, v.as_u64()) {
+            (Value::Tagged(t), _) if t.tag == BIG_NUMBER_TAG => {
+                let number = describe(v).trim_start_matches("the number ").to_string();
+                let error = ParallelismError::TooHigh(u64::MAX).to_string();
+                error.replacen(&u64::MAX.to_string(), &number, 1)
             }
-        }
+            (_, Some(n)) => match check_parallelism(n) {
+                Ok(n) => return NonZeroUsize::new(n),
+                Err(e) => e.to_string(),
+            },
+            (_, None) => {
+                let problem = wrong_type(field, "a whole number of at least 1", v);
+                return self.fail(path, vertex, problem);
+            }
+        };
+        self.fail(path, vertex, Problem::Parallelism { field, error })
     }
 
     /// `channel_capacity`: a whole number of batches within the bounds `--channel-capacity`
     /// takes.
     fn channel_capacity(&mut self, v: &Value) -> Option<usize> {
+        let (path, field) = (["channel_capacity"], "channel_capacity");
         let text = match v {
             Value::Number(n) => n.to_string(),
             // Too large for 64 bits: kept as its digits, and out of range all the same.
@@ -908,49 +855,22 @@ impl Parser {
                 describe(v).trim_start_matches("the number ").to_string()
             }
             other => {
-                self.err(
-                    &["channel_capacity"],
-                    None,
-                    Problem::WrongType {
-                        field: "channel_capacity".into(),
-                        expected: "a whole number of batches from 1 to 4096",
-                        found: describe(other),
-                    },
-                );
-                return None;
+                let expected = "a whole number of batches from 1 to 4096";
+                return self.fail(&path, None, wrong_type(field, expected, other));
             }
         };
-        match crate::args::parse_channel_capacity(&text) {
-            Ok(n) => Some(n),
-            Err(message) => {
-                self.err(
-                    &["channel_capacity"],
-                    None,
-                    Problem::Invalid {
-                        field: "channel_capacity".into(),
-                        message,
-                    },
-                );
-                None
-            }
-        }
+        crate::args::parse_channel_capacity(&text)
+            .map_err(|message| {
+                let field = field.into();
+                self.err(&path, None, Problem::Invalid { field, message })
+            })
+            .ok()
     }
 
     fn boolean(&mut self, field: &str, v: &Value) -> Option<bool> {
         match v {
             Value::Bool(b) => Some(*b),
-            other => {
-                self.err(
-                    &[field],
-                    None,
-                    Problem::WrongType {
-                        field: field.into(),
-                        expected: "true or false",
-                        found: describe(other),
-                    },
-                );
-                None
-            }
+            other => self.fail(&[field], None, wrong_type(field, "true or false", other)),
         }
     }
 
@@ -972,24 +892,12 @@ impl Parser {
         v: &Value,
     ) -> Option<Duration> {
         let Some(text) = scalar_text(v) else {
-            self.err(
-                path,
-                vertex,
-                Problem::WrongType {
-                    field,
-                    expected: "a duration like 200ms, 1s, 5us (a bare number means milliseconds)",
-                    found: describe(v),
-                },
-            );
-            return None;
+            let expected = "a duration like 200ms, 1s, 5us (a bare number means milliseconds)";
+            return self.fail(path, vertex, wrong_type(field, expected, v));
         };
-        match parse_duration(&text) {
-            Ok(d) => Some(d),
-            Err(error) => {
-                self.err(path, vertex, Problem::Setting { field, error });
-                None
-            }
-        }
+        parse_duration(&text)
+            .map_err(|error| self.err(path, vertex, Problem::Setting { field, error }))
+            .ok()
     }
 
     /// A list of durations, ascending, as histogram bucket bounds (`latency.buckets`,
@@ -997,38 +905,26 @@ impl Parser {
     fn buckets(&mut self, path: &[&str], v: &Value) -> Option<Buckets> {
         let field = path.join(".");
         let Value::Sequence(items) = v else {
-            self.err(
-                path,
-                None,
-                Problem::WrongType {
-                    field,
-                    expected: "a list of durations in ascending order, like [1ms, 10ms, 100ms, 1s]",
-                    found: describe(v),
-                },
-            );
-            return None;
+            let expected = "a list of durations in ascending order, like [1ms, 10ms, 100ms, 1s]";
+            return self.fail(path, None, wrong_type(field, expected, v));
         };
         let mut bounds = Vec::with_capacity(items.len());
         for item in items {
             bounds.push(self.duration_named(path, None, field.clone(), item)?);
         }
-        match Buckets::new(&bounds) {
-            Ok(b) => Some(b),
-            Err(e) => {
+        Buckets::new(&bounds)
+            .map_err(|e| {
                 let error = ConfigError::from(e);
-                self.err(path, None, Problem::Setting { field, error });
-                None
-            }
-        }
+                self.err(path, None, Problem::Setting { field, error })
+            })
+            .ok()
     }
 
     fn latency(&mut self, v: &Value) -> Option<LatencySection> {
         let what = "a mapping with interval, granularity, history_size";
         let l = self.section::<LatencyFields>("latency", what, v)?;
         Some(LatencySection {
-            interval: l
-                .interval
-                .read(|v| self.duration(&["latency", "interval"], None, v)),
+            interval: (l.interval).read(|v| self.duration(&["latency", "interval"], None, v)),
             granularity: l.granularity.read(|v| self.granularity(v)),
             history_size: l.history_size.read(|v| self.history_size(v)),
             buckets: l.buckets.read(|v| self.buckets(&["latency", "buckets"], v)),
@@ -1036,45 +932,29 @@ impl Parser {
     }
 
     fn granularity(&mut self, v: &Value) -> Option<Granularity> {
-        let path = ["latency", "granularity"];
-        let field = "latency.granularity".to_string();
-        match v {
+        let (path, field) = (
+            ["latency", "granularity"],
+            "latency.granularity".to_string(),
+        );
+        let problem = match v {
             Value::String(s) => match s.parse::<Granularity>() {
-                Ok(g) => Some(g),
-                Err(error) => {
-                    self.err(&path, None, Problem::Setting { field, error });
-                    None
-                }
+                Ok(g) => return Some(g),
+                Err(error) => Problem::Setting { field, error },
             },
-            other => {
-                self.err(
-                    &path,
-                    None,
-                    Problem::WrongType {
-                        field,
-                        expected: "one of single, operator, subtask",
-                        found: describe(other),
-                    },
-                );
-                None
-            }
-        }
+            other => wrong_type(field, "one of single, operator, subtask", other),
+        };
+        self.fail(&path, None, problem)
     }
 
     fn history_size(&mut self, v: &Value) -> Option<NonZeroUsize> {
         let text = scalar_text(v).unwrap_or_else(|| describe(v));
-        match parse_history_size(&text) {
-            Ok(n) => Some(n),
-            Err(error) => {
+        parse_history_size(&text)
+            .map_err(|error| {
                 let field = "latency.history_size".into();
-                self.err(
-                    &["latency", "history_size"],
-                    None,
-                    Problem::Setting { field, error },
-                );
-                None
-            }
-        }
+                let problem = Problem::Setting { field, error };
+                self.err(&["latency", "history_size"], None, problem)
+            })
+            .ok()
     }
 
     /// A source's `invalid_timestamp`.
@@ -1084,34 +964,20 @@ impl Parser {
         vref: &VertexRef,
         v: &Value,
     ) -> Option<InvalidTimestampPolicy> {
-        let Value::String(s) = v else {
-            self.err(
-                path,
-                Some(vref.clone()),
-                Problem::WrongType {
-                    field: "invalid_timestamp".into(),
-                    expected: "one of drop, clamp, fail",
-                    found: describe(v),
+        let field = "invalid_timestamp".to_string();
+        let problem = match v {
+            Value::String(s) => match s.parse::<InvalidTimestampPolicy>() {
+                Ok(p) => return Some(p),
+                Err(_) => Problem::UnknownValue {
+                    field,
+                    value: s.clone(),
+                    expected: INVALID_TIMESTAMP_POLICIES.join(", "),
+                    suggestion: did_you_mean(s, INVALID_TIMESTAMP_POLICIES),
                 },
-            );
-            return None;
+            },
+            other => wrong_type(field, "one of drop, clamp, fail", other),
         };
-        match s.parse::<InvalidTimestampPolicy>() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                self.err(
-                    path,
-                    Some(vref.clone()),
-                    Problem::UnknownValue {
-                        field: "invalid_timestamp".into(),
-                        value: s.clone(),
-                        expected: INVALID_TIMESTAMP_POLICIES.join(", "),
-                        suggestion: did_you_mean(s, INVALID_TIMESTAMP_POLICIES),
-                    },
-                );
-                None
-            }
-        }
+        self.fail(path, Some(vref.clone()), problem)
     }
 
     /// A source's `watermarks`: a mapping (empty or `null` for the defaults) or `true` turns
@@ -1128,17 +994,13 @@ impl Parser {
             Value::Null | Value::Bool(true) => return Some(Some(strategy)),
             Value::Bool(false) => return Some(None),
             other => {
-                self.err(
+                let expected = "a mapping with max_out_of_orderness, interval, idleness (empty \
+                                for the defaults), or true or false";
+                return self.fail(
                     path,
                     Some(vref.clone()),
-                    Problem::WrongType {
-                        field: "watermarks".into(),
-                        expected: "a mapping with max_out_of_orderness, interval, idleness \
-                                   (empty for the defaults), or true or false",
-                        found: describe(other),
-                    },
+                    wrong_type("watermarks", expected, other),
                 );
-                return None;
             }
         };
         let before = self.errors.len();
@@ -1175,44 +1037,25 @@ impl Parser {
     fn vertex(&mut self, section: &'static str, vref: VertexRef, v: &Value) -> Option<VertexSpec> {
         let (kind, id) = (vref.kind, vref.id.as_str());
         let Value::Mapping(m) = v else {
-            self.err(
-                &[section, id],
-                Some(vref.clone()),
-                Problem::NotAMapping {
-                    what: "a mapping with at least \"type\"",
-                    found: describe(v),
-                },
-            );
-            return None;
+            let problem = not_a_mapping("a mapping with at least \"type\"", v);
+            return self.fail(&[section, id], Some(vref.clone()), problem);
         };
         let (fields, others) = split::<VertexFields>(m);
         let mut config = serde_json::Map::new();
         for (k, v) in others {
             let Some(key) = key_text(k) else {
-                self.err(
-                    &[section, id],
-                    Some(vref.clone()),
-                    Problem::WrongType {
-                        field: "(a key)".into(),
-                        expected: "a field name",
-                        found: describe(k),
-                    },
-                );
+                let problem = wrong_type("(a key)", "a field name", k);
+                self.err(&[section, id], Some(vref.clone()), problem);
                 continue;
             };
             match to_json(v) {
                 Ok(j) => {
                     config.insert(key, j);
                 }
-                Err(expected) => self.err(
-                    &[section, id, &key],
-                    Some(vref.clone()),
-                    Problem::WrongType {
-                        field: key.clone(),
-                        expected,
-                        found: describe(v),
-                    },
-                ),
+                Err(expected) => {
+                    let problem = wrong_type(&key, expected, v);
+                    self.err(&[section, id, &key], Some(vref.clone()), problem)
+                }
             }
         }
         let at = |field: &'static str| [section, id, field];
@@ -1221,15 +1064,8 @@ impl Parser {
         let type_name = fields.type_name.read(|v| match v {
             Value::String(s) => Some(s.clone()),
             other => {
-                let found = describe(other);
-                let expected = "the component type as a string";
-                let problem = Problem::WrongType {
-                    field: "type".into(),
-                    expected,
-                    found,
-                };
-                self.err(&at("type"), vertex.clone(), problem);
-                None
+                let problem = wrong_type("type", "the component type as a string", other);
+                self.fail(&at("type"), vertex.clone(), problem)
             }
         });
         let inputs = match &fields.input.0 {
@@ -1243,10 +1079,7 @@ impl Parser {
         let parallelism =
             (fields.parallelism).read(|v| self.parallelism(&at("parallelism"), vertex.clone(), v));
         let partition = fields.partition.read(|v| match source {
-            true => {
-                self.err(&at("partition"), vertex.clone(), Problem::PartitionOnSource);
-                None
-            }
+            true => self.fail(&at("partition"), vertex.clone(), Problem::PartitionOnSource),
             false => self.partition(&at("partition"), &vref, v),
         });
         let exchange = fields.exchange.read(|v| {
@@ -1258,14 +1091,9 @@ impl Parser {
                         .into(),
                 },
                 Ok(j) => return Some(j),
-                Err(expected) => Problem::WrongType {
-                    field: "exchange".into(),
-                    expected,
-                    found: describe(v),
-                },
+                Err(expected) => wrong_type("exchange", expected, v),
             };
-            self.err(&at("exchange"), vertex.clone(), problem);
-            None
+            self.fail(&at("exchange"), vertex.clone(), problem)
         });
         let source_options = match source {
             true => self.source_options(section, &vref, &fields),
@@ -1311,11 +1139,7 @@ impl Parser {
                 None => self.err(
                     path,
                     Some(vref.clone()),
-                    Problem::WrongType {
-                        field: "input".into(),
-                        expected,
-                        found: describe(item),
-                    },
+                    wrong_type("input", expected, item),
                 ),
             }
         }
@@ -1331,14 +1155,13 @@ impl Parser {
                     suggestion: did_you_mean(s, Partitioning::ALL.iter().map(|p| p.as_str())),
                 },
             },
-            other => Problem::WrongType {
-                field: "partition".into(),
-                expected: "one of forward, rebalance, hash, broadcast",
-                found: describe(other),
-            },
+            other => wrong_type(
+                "partition",
+                "one of forward, rebalance, hash, broadcast",
+                other,
+            ),
         };
-        self.err(path, Some(vref.clone()), problem);
-        None
+        self.fail(path, Some(vref.clone()), problem)
     }
 
     /// A source's timestamp check and watermarks ([`SOURCE_EVENT_TIME_FIELDS`]).
@@ -1476,6 +1299,56 @@ sinks:
             .chain(SOURCE_EVENT_TIME_FIELDS)
             .collect();
         assert_eq!(serde_introspect::<VertexFields>(), vertex);
+    }
+
+    #[test]
+    fn flow_style_fields_are_located_at_their_column() {
+        let errs = errors(
+            "name: x\nsources:\n  gen: {type: generator, parallelism: 0, watermarks: {intervall: 1s}}\n",
+        );
+        assert_eq!(
+            errs,
+            [
+                "job.yaml:3:26: source \"gen\": field \"parallelism\": parallelism must be at \
+                 least 1, found 0",
+                "job.yaml:3:55: source \"gen\": unknown field \"watermarks.intervall\", expected \
+                 one of max_out_of_orderness, interval, idleness; did you mean \"interval\"?",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_vertex_is_read_and_every_problem_reported() {
+        let errs = errors(
+            "name: x
+chaining: maybe
+sources:
+  a: {type: generator, partition: hash}
+  b:
+    type: [generator]
+operators:
+  c: {type: map, input: [a, [b]], timestamp_after_max: 1s}
+sinks:
+  d: {type: discard}
+  e: {type: discard, input: c, parallelism: lots}
+",
+        );
+        assert_eq!(
+            errs,
+            [
+                "job.yaml:2:1: field \"chaining\": expected true or false, found the string \"maybe\"",
+                "job.yaml:4:24: source \"a\": a source has no input edge to partition: remove \"partition\"",
+                "job.yaml:6:5: source \"b\": field \"type\": expected the component type as a string, found a list",
+                "job.yaml:8:18: operator \"c\": field \"input\": expected a vertex id, found a list",
+                "job.yaml:8:35: operator \"c\": field \"timestamp_after_max\" belongs on a source: \
+                 timestamps are checked and watermarks made where records enter the job; set it on \
+                 the sources this vertex reads from",
+                "job.yaml:10:3: sink \"d\": missing field \"input\": every sink needs the id (or a \
+                 list of ids) of the vertices it reads from",
+                "job.yaml:11:32: sink \"e\": field \"parallelism\": expected a whole number of at \
+                 least 1, found the string \"lots\"",
+            ]
+        );
     }
 
     #[test]
