@@ -205,25 +205,17 @@ mod tests {
     #[test]
     fn a_path_into_a_missing_folder_is_a_settings_error() {
         let dir = TempDir::new("file-sink-no-folder");
-        let err = build(
-            json!({"path": "missing/dir/out.jsonl"}),
-            &BuildEnv::new(dir.path()),
-        )
-        .err()
-        .expect("a missing folder fails the build")
-        .to_string();
-        let folder = dir.path().join("missing/dir");
+        let error = |path: &str| match build(json!({ "path": path }), &BuildEnv::new(dir.path())) {
+            Ok(_) => panic!("{path}: built, though its folder is missing"),
+            Err(e) => e.to_string(),
+        };
+        let err = error("missing/dir/out.jsonl");
         assert!(err.contains("path: no such folder: "), "{err}");
+        let folder = dir.path().join("missing/dir");
         assert!(err.contains(&folder.display().to_string()), "{err}");
         // A file where the folder should be is no folder either.
         std::fs::write(dir.path().join("plain"), "").unwrap();
-        let err = build(
-            json!({"path": "plain/out.jsonl"}),
-            &BuildEnv::new(dir.path()),
-        )
-        .err()
-        .expect("a file is not a folder")
-        .to_string();
+        let err = error("plain/out.jsonl");
         assert!(err.contains("path: no such folder: "), "{err}");
     }
 
