@@ -7,6 +7,12 @@
 //! parse's problems ([`JobFile::problems`]) together with its own, so every error comes out at
 //! once, in file order.
 //!
+//! The structure is derived with serde (`deny_unknown_fields`, as the components' settings are):
+//! the keys a mapping's struct has are read into it and the others are reported as unknown in a
+//! pass of their own (serde would stop at the first), every field is checked by its own reader,
+//! and each vertex is read on its own, so that one mistake hides no other. Positions come from
+//! [`crate::locate`].
+//!
 //! Top-level keys starting with `x-` are ignored, so YAML anchors can live there.
 
 use crate::error::{JobFileError, JobFileErrors, Problem, VertexRef};
