@@ -415,23 +415,25 @@ sinks:
             assert_eq!(errs.len(), 1, "{errs:#?}");
             errs.into_iter().next().unwrap()
         };
+        // At the key in the flow mapping.
         let e = one("partitions: 8", "partitions: 0");
         assert!(
-            e.starts_with("job.yaml:11:5: operator \"sum\": field \"exchange\": partitions: must be between 1 and 10000, found 0"),
+            e.starts_with("job.yaml:11:51: operator \"sum\": field \"exchange\": partitions: must be between 1 and 10000, found 0"),
             "{e}"
         );
         let errs = errors(&JOB.replace("partitions: 8", "partitons: 8"));
         assert_eq!(
             errs,
+            // Each at its key in the flow mapping, so in file order.
             [
-                "job.yaml:11:5: operator \"sum\": field \"exchange\": unknown field `partitons`, \
-                 expected one of `brokers`, `partitions`, `properties`",
-                "job.yaml:11:5: operator \"sum\": field \"exchange\": missing field `partitions`"
+                "job.yaml:11:16: operator \"sum\": field \"exchange\": missing field `partitions`",
+                "job.yaml:11:51: operator \"sum\": field \"exchange\": unknown field `partitons`, \
+                 expected one of `brokers`, `partitions`, `properties`"
             ]
         );
         let e = one("{kafka: {", "{kafak: {");
         assert!(
-            e.starts_with("job.yaml:11:5: operator \"sum\": field \"exchange\": unknown exchange kind \"kafak\": the only kind is `kafka`"),
+            e.starts_with("job.yaml:11:16: operator \"sum\": field \"exchange\": unknown exchange kind \"kafak\": the only kind is `kafka`"),
             "{e}"
         );
         let e = one(

@@ -7,12 +7,21 @@
 //! parse's problems ([`JobFile::problems`]) together with its own, so every error comes out at
 //! once, in file order.
 //!
+//! The structure is derived with serde (`deny_unknown_fields`, as the components' settings are):
+//! the keys a mapping's struct has are read into it and the others are reported as unknown in a
+//! pass of their own (serde would stop at the first), every field is checked by its own reader,
+//! and each vertex is read on its own, so that one mistake hides no other. Positions come from
+//! [`crate::locate`].
+//!
 //! Top-level keys starting with `x-` are ignored, so YAML anchors can live there.
 
 use crate::error::{JobFileError, JobFileErrors, Problem, VertexRef};
 use crate::locate::{Pos, SourceMap};
 use crate::suggest::did_you_mean;
 use anyhow::Context as _;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_aux::serde_introspection::serde_introspect;
 use serde_yaml_ng::{Mapping, Value};
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -404,7 +413,151 @@ fn section_kinds() -> [(&'static str, VertexKind); 3] {
     VertexKind::ALL.map(|k| (k.section(), k))
 }
 
+/// A field's value as written (`null` too), or `None` when the field is absent. Reading one
+/// never fails, so that one bad value hides no other problem: each field's reader in
+/// [`Parser`] checks it, naming it.
+#[derive(Debug, Default)]
+struct Written(Option<Value>);
+
+impl Written {
+    /// What `read` makes of the value, if the field is written.
+    fn read<R>(&self, read: impl FnOnce(&Value) -> Option<R>) -> Option<R> {
+        self.0.as_ref().and_then(read)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Written {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Document::deserialize(d).map(|Document(v)| Written(Some(v)))
+    }
+}
+
+/// The top-level fields ([`TOP_LEVEL_FIELDS`]; keys starting with `x-` are ignored).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct TopLevel {
+    name: Written,
+    parallelism: Written,
+    buffer_timeout: Written,
+    channel_capacity: Written,
+    chaining: Written,
+    e2e_latency_everywhere: Written,
+    latency: Written,
+    e2e: Written,
+    checkpoint: Written,
+    sources: Written,
+    operators: Written,
+    sinks: Written,
+}
+
+/// The fields of `latency` ([`LATENCY_FIELDS`]).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct LatencyFields {
+    interval: Written,
+    granularity: Written,
+    history_size: Written,
+    buckets: Written,
+}
+
+/// The fields of `e2e` ([`E2E_FIELDS`]).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct E2eFields {
+    buckets: Written,
+}
+
+/// The fields of `checkpoint` ([`CHECKPOINT_FIELDS`]).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct CheckpointFields {
+    interval: Written,
+}
+
+/// The fields of a source's `watermarks` ([`WATERMARK_FIELDS`]).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct WatermarkFields {
+    max_out_of_orderness: Written,
+    interval: Written,
+    idleness: Written,
+}
+
+/// A vertex's own fields: [`VERTEX_FIELDS`], `exchange` and [`SOURCE_EVENT_TIME_FIELDS`].
+/// Every other field is its component's.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct VertexFields {
+    #[serde(rename = "type")]
+    type_name: Written,
+    input: Written,
+    parallelism: Written,
+    partition: Written,
+    exchange: Written,
+    timestamp_before_max: Written,
+    timestamp_after_max: Written,
+    invalid_timestamp: Written,
+    watermarks: Written,
+}
+
+impl VertexFields {
+    /// The event-time fields, which only sources have.
+    fn event_time(&self) -> [(&'static str, &Written); 4] {
+        [
+            ("timestamp_before_max", &self.timestamp_before_max),
+            ("timestamp_after_max", &self.timestamp_after_max),
+            ("invalid_timestamp", &self.invalid_timestamp),
+            ("watermarks", &self.watermarks),
+        ]
+    }
+}
+
+/// The fields of mapping `m` that `T` has, read as `T`, and the other entries, in file order.
+fn split<T: DeserializeOwned + Default>(m: &Mapping) -> (T, Vec<(&Value, &Value)>) {
+    let names = serde_introspect::<T>();
+    let mut known = Mapping::new();
+    let mut others = Vec::new();
+    for (k, v) in m {
+        match key_text(k) {
+            Some(key) if names.contains(&key.as_str()) => {
+                known.insert(Value::String(key), v.clone());
+            }
+            _ => others.push((k, v)),
+        }
+    }
+    // Only `T`'s fields, each `Written`, which takes any value: this does not fail.
+    let fields = serde_yaml_ng::from_value(Value::Mapping(known)).unwrap_or_else(|e| {
+        debug_assert!(false, "reading the known fields of a mapping: {e}");
+        T::default()
+    });
+    (fields, others)
+}
+
+/// What a section of vertices is.
+const VERTICES: &str = "a mapping of vertex ids to vertices";
+
+/// `field` holds `found` where `expected` is wanted.
+fn wrong_type(field: impl Into<String>, expected: &'static str, found: &Value) -> Problem {
+    Problem::WrongType {
+        field: field.into(),
+        expected,
+        found: describe(found),
+    }
+}
+
+/// A mapping (`what`) is wanted, `found` is written.
+fn not_a_mapping(what: &'static str, found: &Value) -> Problem {
+    let found = describe(found);
+    Problem::NotAMapping { what, found }
+}
+
 impl Parser {
+    /// [`Parser::err`], and `None` for a reader to return.
+    fn fail<T>(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) -> Option<T> {
+        self.err(path, vertex, problem);
+        None
+    }
+
     fn err(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) {
         self.errors.push(JobFileError {
             file: self.file.clone(),
@@ -493,106 +646,22 @@ impl Parser {
                 return None;
             }
             other => {
-                self.err(
-                    &[],
-                    None,
-                    Problem::NotAMapping {
-                        what: "a mapping of fields (name, sources, operators, sinks, …)",
-                        found: describe(&other),
-                    },
-                );
-                return None;
+                let what = "a mapping of fields (name, sources, operators, sinks, …)";
+                return self.fail(&[], None, not_a_mapping(what, &other));
             }
         };
 
-        let mut name = None;
-        let mut parallelism = None;
-        let mut buffer_timeout = None;
-        let mut channel_capacity = None;
-        let mut chaining = None;
-        let mut e2e_latency_everywhere = None;
-        let mut latency = LatencySection::default();
-        let mut e2e_buckets = None;
-        let mut checkpoint_interval = None;
-        let mut sections: HashMap<&str, Mapping> = HashMap::new();
-        for (k, v) in &root {
-            let Some(key) = key_text(k) else {
-                self.err(
-                    &[],
-                    None,
-                    Problem::WrongType {
-                        field: "(a key)".into(),
-                        expected: "a field name",
-                        found: describe(k),
-                    },
-                );
-                continue;
-            };
-            match key.as_str() {
-                "name" => match v {
-                    Value::String(s) if valid_name(s) => name = Some(s.clone()),
-                    Value::String(s) => self.err(&["name"], None, Problem::InvalidName(s.clone())),
-                    other => self.err(
-                        &["name"],
-                        None,
-                        Problem::WrongType {
-                            field: "name".into(),
-                            expected: "the job's name (letters, digits, '.', '_' or '-')",
-                            found: describe(other),
-                        },
-                    ),
-                },
-                "parallelism" => parallelism = self.parallelism(&["parallelism"], None, v),
-                "buffer_timeout" => buffer_timeout = self.duration(&["buffer_timeout"], None, v),
-                "channel_capacity" => channel_capacity = self.channel_capacity(v),
-                "chaining" => chaining = self.boolean(&["chaining"], None, "chaining", v),
-                "e2e_latency_everywhere" => {
-                    e2e_latency_everywhere = self.boolean(
-                        &["e2e_latency_everywhere"],
-                        None,
-                        "e2e_latency_everywhere",
-                        v,
-                    )
-                }
-                "latency" => latency = self.latency(v),
-                "e2e" => e2e_buckets = self.e2e(v),
-                "checkpoint" => checkpoint_interval = self.checkpoint(v),
-                "sources" | "operators" | "sinks" => match v {
-                    Value::Mapping(m) => {
-                        let s = VertexKind::ALL
-                            .iter()
-                            .map(|k| k.section())
-                            .find(|s| *s == key)
-                            .expect("a section");
-                        sections.insert(s, m.clone());
-                    }
-                    Value::Null => {}
-                    other => self.err(
-                        &[key.as_str()],
-                        None,
-                        Problem::NotAMapping {
-                            what: "a mapping of vertex ids to vertices",
-                            found: describe(other),
-                        },
-                    ),
-                },
+        let (top, others) = split::<TopLevel>(&root);
+        for (k, _) in others {
+            match key_text(k) {
+                None => self.err(&[], None, wrong_type("(a key)", "a field name", k)),
                 // Extension keys: ignored, so YAML anchors can live there.
-                k if k.starts_with("x-") => {}
-                _ => {
-                    let suggestion = did_you_mean(&key, TOP_LEVEL_FIELDS);
-                    self.err(
-                        &[key.as_str()],
-                        None,
-                        Problem::UnknownField {
-                            field: key.clone(),
-                            expected: TOP_LEVEL_FIELDS.iter().map(|s| s.to_string()).collect(),
-                            suggestion,
-                        },
-                    )
-                }
+                Some(key) if key.starts_with("x-") => {}
+                Some(key) => self.unknown_field::<TopLevel>(&[], None, "", &key),
             }
         }
-        if name.is_none() && !root.contains_key("name") {
+        let name = top.name.read(|v| self.name(v));
+        if top.name.0.is_none() {
             self.err(
                 &[],
                 None,
@@ -602,24 +671,41 @@ impl Parser {
                 },
             );
         }
+        let parallelism = (top.parallelism).read(|v| self.parallelism(&["parallelism"], None, v));
+        let buffer_timeout =
+            (top.buffer_timeout).read(|v| self.duration(&["buffer_timeout"], None, v));
+        let channel_capacity = top.channel_capacity.read(|v| self.channel_capacity(v));
+        let chaining = top.chaining.read(|v| self.boolean("chaining", v));
+        let e2e_latency_everywhere =
+            (top.e2e_latency_everywhere).read(|v| self.boolean("e2e_latency_everywhere", v));
+        let latency = top.latency.read(|v| self.latency(v)).unwrap_or_default();
+        let e2e = top
+            .e2e
+            .read(|v| self.section::<E2eFields>("e2e", "a mapping with buckets", v));
+        let e2e_buckets =
+            e2e.and_then(|e| e.buckets.read(|v| self.buckets(&["e2e", "buckets"], v)));
+        let checkpoint = (top.checkpoint)
+            .read(|v| self.section::<CheckpointFields>("checkpoint", "a mapping with interval", v));
+        let checkpoint_interval = checkpoint.and_then(|c| {
+            c.interval
+                .read(|v| self.duration(&["checkpoint", "interval"], None, v))
+        });
 
         let mut vertices = Vec::new();
         let mut seen: HashMap<String, (VertexKind, usize)> = HashMap::new();
         for (section, kind) in section_kinds() {
-            let Some(m) = sections.get(section) else {
+            let written = match section {
+                "sources" => &top.sources,
+                "operators" => &top.operators,
+                _ => &top.sinks,
+            };
+            let Some(m) = written.read(|v| self.mapping(section, VERTICES, v).cloned()) else {
                 continue;
             };
-            for (k, v) in m {
+            for (k, v) in &m {
                 let Some(id) = key_text(k) else {
-                    self.err(
-                        &[section],
-                        None,
-                        Problem::WrongType {
-                            field: "(a vertex id)".into(),
-                            expected: "a vertex id",
-                            found: describe(k),
-                        },
-                    );
+                    let problem = wrong_type("(a vertex id)", "a vertex id", k);
+                    self.err(&[section], None, problem);
                     continue;
                 };
                 let vref = VertexRef {
@@ -644,7 +730,7 @@ impl Parser {
                     continue;
                 }
                 seen.insert(id.clone(), (kind, line));
-                if let Some(vertex) = self.vertex(section, kind, &id, v) {
+                if let Some(vertex) = self.vertex(section, vref, v) {
                     vertices.push(vertex);
                 }
             }
@@ -667,6 +753,78 @@ impl Parser {
         })
     }
 
+    /// An unknown field `key` of the mapping at `path` (of `T`'s fields), with the closest
+    /// known one; `prefix` goes before its name in the message (`watermarks.`).
+    fn unknown_field<'de, T: serde::Deserialize<'de>>(
+        &mut self,
+        path: &[&str],
+        vertex: Option<&VertexRef>,
+        prefix: &str,
+        key: &str,
+    ) {
+        let expected = serde_introspect::<T>();
+        let mut at = path.to_vec();
+        at.push(key);
+        self.err(
+            &at,
+            vertex.cloned(),
+            Problem::UnknownField {
+                field: format!("{prefix}{key}"),
+                expected: expected.iter().map(|s| s.to_string()).collect(),
+                suggestion: did_you_mean(key, expected.iter().copied()),
+            },
+        );
+    }
+
+    /// The mapping `m` at `path` as `T`, each field it does not have reported as unknown.
+    fn fields<T: DeserializeOwned + Default>(
+        &mut self,
+        path: &[&str],
+        vertex: Option<&VertexRef>,
+        prefix: &str,
+        m: &Mapping,
+    ) -> T {
+        let (fields, others) = split::<T>(m);
+        for (k, _) in others {
+            let key = key_text(k).unwrap_or_default();
+            self.unknown_field::<T>(path, vertex, prefix, &key);
+        }
+        fields
+    }
+
+    /// A top-level section read as `T`: `None` for `null`, and for anything but a mapping (an
+    /// error saying it should be `what`).
+    fn section<T: DeserializeOwned + Default>(
+        &mut self,
+        name: &str,
+        what: &'static str,
+        v: &Value,
+    ) -> Option<T> {
+        let m = self.mapping(name, what, v)?;
+        Some(self.fields(&[name], None, "", m))
+    }
+
+    /// The mapping at top-level field `name`: `None` for `null`, and for anything else (an
+    /// error saying it should be `what`).
+    fn mapping<'v>(&mut self, name: &str, what: &'static str, v: &'v Value) -> Option<&'v Mapping> {
+        match v {
+            Value::Mapping(m) => Some(m),
+            Value::Null => None,
+            other => self.fail(&[name], None, not_a_mapping(what, other)),
+        }
+    }
+
+    fn name(&mut self, v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) if valid_name(s) => Some(s.clone()),
+            Value::String(s) => self.fail(&["name"], None, Problem::InvalidName(s.clone())),
+            other => {
+                let expected = "the job's name (letters, digits, '.', '_' or '-')";
+                self.fail(&["name"], None, wrong_type("name", expected, other))
+            }
+        }
+    }
+
     fn parallelism(
         &mut self,
         path: &[&str],
@@ -674,50 +832,28 @@ impl Parser {
         v: &Value,
     ) -> Option<NonZeroUsize> {
         let field = path.last().copied().unwrap_or("parallelism").to_string();
-        let big = match v {
-            Value::Tagged(t) if t.tag == BIG_NUMBER_TAG => Some(describe(v)),
-            _ => None,
-        };
-        if let Some(number) = big {
-            let number = number.trim_start_matches("the number ").to_string();
-            let error = ParallelismError::TooHigh(u64::MAX).to_string();
-            let error = error.replacen(&u64::MAX.to_string(), &number, 1);
-            self.err(path, vertex, Problem::Parallelism { field, error });
-            return None;
-        }
-        match v.as_u64() {
-            Some(n) => match check_parallelism(n) {
-                Ok(n) => NonZeroUsize::new(n),
-                Err(e) => {
-                    self.err(
-                        path,
-                        vertex,
-                        Problem::Parallelism {
-                            field,
-                            error: e.to_string(),
-                        },
-                    );
-                    None
-                }
-            },
-            None => {
-                self.err(
-                    path,
-                    vertex,
-                    Problem::WrongType {
-                        field,
-                        expected: "a whole number of at least 1",
-                        found: describe(v),
-                    },
-                );
-                None
+        let error = match (v, v.as_u64()) {
+            (Value::Tagged(t), _) if t.tag == BIG_NUMBER_TAG => {
+                let number = describe(v).trim_start_matches("the number ").to_string();
+                let error = ParallelismError::TooHigh(u64::MAX).to_string();
+                error.replacen(&u64::MAX.to_string(), &number, 1)
             }
-        }
+            (_, Some(n)) => match check_parallelism(n) {
+                Ok(n) => return NonZeroUsize::new(n),
+                Err(e) => e.to_string(),
+            },
+            (_, None) => {
+                let problem = wrong_type(field, "a whole number of at least 1", v);
+                return self.fail(path, vertex, problem);
+            }
+        };
+        self.fail(path, vertex, Problem::Parallelism { field, error })
     }
 
     /// `channel_capacity`: a whole number of batches within the bounds `--channel-capacity`
     /// takes.
     fn channel_capacity(&mut self, v: &Value) -> Option<usize> {
+        let (path, field) = (["channel_capacity"], "channel_capacity");
         let text = match v {
             Value::Number(n) => n.to_string(),
             // Too large for 64 bits: kept as its digits, and out of range all the same.
@@ -725,55 +861,22 @@ impl Parser {
                 describe(v).trim_start_matches("the number ").to_string()
             }
             other => {
-                self.err(
-                    &["channel_capacity"],
-                    None,
-                    Problem::WrongType {
-                        field: "channel_capacity".into(),
-                        expected: "a whole number of batches from 1 to 4096",
-                        found: describe(other),
-                    },
-                );
-                return None;
+                let expected = "a whole number of batches from 1 to 4096";
+                return self.fail(&path, None, wrong_type(field, expected, other));
             }
         };
-        match crate::args::parse_channel_capacity(&text) {
-            Ok(n) => Some(n),
-            Err(message) => {
-                self.err(
-                    &["channel_capacity"],
-                    None,
-                    Problem::Invalid {
-                        field: "channel_capacity".into(),
-                        message,
-                    },
-                );
-                None
-            }
-        }
+        crate::args::parse_channel_capacity(&text)
+            .map_err(|message| {
+                let field = field.into();
+                self.err(&path, None, Problem::Invalid { field, message })
+            })
+            .ok()
     }
 
-    fn boolean(
-        &mut self,
-        path: &[&str],
-        vertex: Option<VertexRef>,
-        field: &str,
-        v: &Value,
-    ) -> Option<bool> {
+    fn boolean(&mut self, field: &str, v: &Value) -> Option<bool> {
         match v {
             Value::Bool(b) => Some(*b),
-            other => {
-                self.err(
-                    path,
-                    vertex,
-                    Problem::WrongType {
-                        field: field.into(),
-                        expected: "true or false",
-                        found: describe(other),
-                    },
-                );
-                None
-            }
+            other => self.fail(&[field], None, wrong_type(field, "true or false", other)),
         }
     }
 
@@ -795,24 +898,12 @@ impl Parser {
         v: &Value,
     ) -> Option<Duration> {
         let Some(text) = scalar_text(v) else {
-            self.err(
-                path,
-                vertex,
-                Problem::WrongType {
-                    field,
-                    expected: "a duration like 200ms, 1s, 5us (a bare number means milliseconds)",
-                    found: describe(v),
-                },
-            );
-            return None;
+            let expected = "a duration like 200ms, 1s, 5us (a bare number means milliseconds)";
+            return self.fail(path, vertex, wrong_type(field, expected, v));
         };
-        match parse_duration(&text) {
-            Ok(d) => Some(d),
-            Err(error) => {
-                self.err(path, vertex, Problem::Setting { field, error });
-                None
-            }
-        }
+        parse_duration(&text)
+            .map_err(|error| self.err(path, vertex, Problem::Setting { field, error }))
+            .ok()
     }
 
     /// A list of durations, ascending, as histogram bucket bounds (`latency.buckets`,
@@ -820,183 +911,56 @@ impl Parser {
     fn buckets(&mut self, path: &[&str], v: &Value) -> Option<Buckets> {
         let field = path.join(".");
         let Value::Sequence(items) = v else {
-            self.err(
-                path,
-                None,
-                Problem::WrongType {
-                    field,
-                    expected: "a list of durations in ascending order, like [1ms, 10ms, 100ms, 1s]",
-                    found: describe(v),
-                },
-            );
-            return None;
+            let expected = "a list of durations in ascending order, like [1ms, 10ms, 100ms, 1s]";
+            return self.fail(path, None, wrong_type(field, expected, v));
         };
         let mut bounds = Vec::with_capacity(items.len());
         for item in items {
             bounds.push(self.duration_named(path, None, field.clone(), item)?);
         }
-        match Buckets::new(&bounds) {
-            Ok(b) => Some(b),
-            Err(e) => {
+        Buckets::new(&bounds)
+            .map_err(|e| {
                 let error = ConfigError::from(e);
-                self.err(path, None, Problem::Setting { field, error });
-                None
-            }
-        }
+                self.err(path, None, Problem::Setting { field, error })
+            })
+            .ok()
     }
 
-    /// The `e2e` section: `buckets`.
-    fn checkpoint(&mut self, v: &Value) -> Option<Duration> {
-        let m = match v {
-            Value::Mapping(m) => m,
-            Value::Null => return None,
-            other => {
-                self.err(
-                    &["checkpoint"],
-                    None,
-                    Problem::NotAMapping {
-                        what: "a mapping with interval",
-                        found: describe(other),
-                    },
-                );
-                return None;
-            }
-        };
-        let mut interval = None;
-        for (k, v) in m {
-            let key = key_text(k).unwrap_or_default();
-            if key == "interval" {
-                interval = self.duration(&["checkpoint", "interval"], None, v);
-            } else {
-                let suggestion = did_you_mean(&key, CHECKPOINT_FIELDS);
-                self.err(
-                    &["checkpoint", &key],
-                    None,
-                    Problem::UnknownField {
-                        field: key.clone(),
-                        expected: CHECKPOINT_FIELDS.iter().map(|s| s.to_string()).collect(),
-                        suggestion,
-                    },
-                );
-            }
-        }
-        interval
+    fn latency(&mut self, v: &Value) -> Option<LatencySection> {
+        let what = "a mapping with interval, granularity, history_size";
+        let l = self.section::<LatencyFields>("latency", what, v)?;
+        Some(LatencySection {
+            interval: (l.interval).read(|v| self.duration(&["latency", "interval"], None, v)),
+            granularity: l.granularity.read(|v| self.granularity(v)),
+            history_size: l.history_size.read(|v| self.history_size(v)),
+            buckets: l.buckets.read(|v| self.buckets(&["latency", "buckets"], v)),
+        })
     }
 
-    fn e2e(&mut self, v: &Value) -> Option<Buckets> {
-        let m = match v {
-            Value::Mapping(m) => m,
-            Value::Null => return None,
-            other => {
-                self.err(
-                    &["e2e"],
-                    None,
-                    Problem::NotAMapping {
-                        what: "a mapping with buckets",
-                        found: describe(other),
-                    },
-                );
-                return None;
-            }
+    fn granularity(&mut self, v: &Value) -> Option<Granularity> {
+        let (path, field) = (
+            ["latency", "granularity"],
+            "latency.granularity".to_string(),
+        );
+        let problem = match v {
+            Value::String(s) => match s.parse::<Granularity>() {
+                Ok(g) => return Some(g),
+                Err(error) => Problem::Setting { field, error },
+            },
+            other => wrong_type(field, "one of single, operator, subtask", other),
         };
-        let mut buckets = None;
-        for (k, v) in m {
-            let key = key_text(k).unwrap_or_default();
-            if key == "buckets" {
-                buckets = self.buckets(&["e2e", "buckets"], v);
-            } else {
-                let suggestion = did_you_mean(&key, E2E_FIELDS);
-                self.err(
-                    &["e2e", &key],
-                    None,
-                    Problem::UnknownField {
-                        field: key.clone(),
-                        expected: E2E_FIELDS.iter().map(|s| s.to_string()).collect(),
-                        suggestion,
-                    },
-                );
-            }
-        }
-        buckets
+        self.fail(&path, None, problem)
     }
 
-    fn latency(&mut self, v: &Value) -> LatencySection {
-        let mut out = LatencySection::default();
-        let m = match v {
-            Value::Mapping(m) => m,
-            Value::Null => return out,
-            other => {
-                self.err(
-                    &["latency"],
-                    None,
-                    Problem::NotAMapping {
-                        what: "a mapping with interval, granularity, history_size",
-                        found: describe(other),
-                    },
-                );
-                return out;
-            }
-        };
-        for (k, v) in m {
-            let key = key_text(k).unwrap_or_default();
-            match key.as_str() {
-                "interval" => out.interval = self.duration(&["latency", "interval"], None, v),
-                "buckets" => out.buckets = self.buckets(&["latency", "buckets"], v),
-                "granularity" => {
-                    let path = ["latency", "granularity"];
-                    match v {
-                        Value::String(s) => match s.parse::<Granularity>() {
-                            Ok(g) => out.granularity = Some(g),
-                            Err(error) => self.err(
-                                &path,
-                                None,
-                                Problem::Setting {
-                                    field: "latency.granularity".into(),
-                                    error,
-                                },
-                            ),
-                        },
-                        other => self.err(
-                            &path,
-                            None,
-                            Problem::WrongType {
-                                field: "latency.granularity".into(),
-                                expected: "one of single, operator, subtask",
-                                found: describe(other),
-                            },
-                        ),
-                    }
-                }
-                "history_size" => {
-                    let path = ["latency", "history_size"];
-                    let text = scalar_text(v).unwrap_or_else(|| describe(v));
-                    match parse_history_size(&text) {
-                        Ok(n) => out.history_size = Some(n),
-                        Err(error) => self.err(
-                            &path,
-                            None,
-                            Problem::Setting {
-                                field: "latency.history_size".into(),
-                                error,
-                            },
-                        ),
-                    }
-                }
-                _ => {
-                    let suggestion = did_you_mean(&key, LATENCY_FIELDS);
-                    self.err(
-                        &["latency", &key],
-                        None,
-                        Problem::UnknownField {
-                            field: key.clone(),
-                            expected: LATENCY_FIELDS.iter().map(|s| s.to_string()).collect(),
-                            suggestion,
-                        },
-                    )
-                }
-            }
-        }
-        out
+    fn history_size(&mut self, v: &Value) -> Option<NonZeroUsize> {
+        let text = scalar_text(v).unwrap_or_else(|| describe(v));
+        parse_history_size(&text)
+            .map_err(|error| {
+                let field = "latency.history_size".into();
+                let problem = Problem::Setting { field, error };
+                self.err(&["latency", "history_size"], None, problem)
+            })
+            .ok()
     }
 
     /// A source's `invalid_timestamp`.
@@ -1006,34 +970,20 @@ impl Parser {
         vref: &VertexRef,
         v: &Value,
     ) -> Option<InvalidTimestampPolicy> {
-        let Value::String(s) = v else {
-            self.err(
-                path,
-                Some(vref.clone()),
-                Problem::WrongType {
-                    field: "invalid_timestamp".into(),
-                    expected: "one of drop, clamp, fail",
-                    found: describe(v),
+        let field = "invalid_timestamp".to_string();
+        let problem = match v {
+            Value::String(s) => match s.parse::<InvalidTimestampPolicy>() {
+                Ok(p) => return Some(p),
+                Err(_) => Problem::UnknownValue {
+                    field,
+                    value: s.clone(),
+                    expected: INVALID_TIMESTAMP_POLICIES.join(", "),
+                    suggestion: did_you_mean(s, INVALID_TIMESTAMP_POLICIES),
                 },
-            );
-            return None;
+            },
+            other => wrong_type(field, "one of drop, clamp, fail", other),
         };
-        match s.parse::<InvalidTimestampPolicy>() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                self.err(
-                    path,
-                    Some(vref.clone()),
-                    Problem::UnknownValue {
-                        field: "invalid_timestamp".into(),
-                        value: s.clone(),
-                        expected: INVALID_TIMESTAMP_POLICIES.join(", "),
-                        suggestion: did_you_mean(s, INVALID_TIMESTAMP_POLICIES),
-                    },
-                );
-                None
-            }
-        }
+        self.fail(path, Some(vref.clone()), problem)
     }
 
     /// A source's `watermarks`: a mapping (empty or `null` for the defaults) or `true` turns
@@ -1050,263 +1000,198 @@ impl Parser {
             Value::Null | Value::Bool(true) => return Some(Some(strategy)),
             Value::Bool(false) => return Some(None),
             other => {
-                self.err(
+                let expected = "a mapping with max_out_of_orderness, interval, idleness (empty \
+                                for the defaults), or true or false";
+                return self.fail(
                     path,
                     Some(vref.clone()),
-                    Problem::WrongType {
-                        field: "watermarks".into(),
-                        expected: "a mapping with max_out_of_orderness, interval, idleness \
-                                   (empty for the defaults), or true or false",
-                        found: describe(other),
-                    },
+                    wrong_type("watermarks", expected, other),
                 );
-                return None;
             }
         };
         let before = self.errors.len();
-        for (k, v) in m {
-            let key = key_text(k).unwrap_or_default();
-            let mut sub: Vec<&str> = path.to_vec();
-            sub.push(&key);
+        let w: WatermarkFields = self.fields(path, Some(vref), "watermarks.", m);
+        let mut duration = |key: &str, written: &Written| {
+            let at = [path, &[key]].concat();
             let field = format!("watermarks.{key}");
-            let vertex = Some(vref.clone());
-            match key.as_str() {
-                "max_out_of_orderness" => {
-                    if let Some(d) = self.duration_named(&sub, vertex, field, v) {
-                        strategy.max_out_of_orderness = d;
-                    }
-                }
-                "interval" => {
-                    if let Some(d) = self.duration_named(&sub, vertex, field, v) {
-                        strategy.interval = d;
-                    }
-                }
-                "idleness" => match self.duration_named(&sub, vertex.clone(), field.clone(), v) {
-                    Some(d) if d.is_zero() => self.err(
-                        &sub,
-                        vertex,
-                        Problem::Invalid {
-                            field,
-                            message: "must be more than 0 (leave it out to never mark the \
-                                      source idle)"
-                                .into(),
-                        },
-                    ),
-                    Some(d) => strategy.idleness = Some(d),
-                    None => {}
+            written.read(|v| self.duration_named(&at, Some(vref.clone()), field, v))
+        };
+        if let Some(d) = duration("max_out_of_orderness", &w.max_out_of_orderness) {
+            strategy.max_out_of_orderness = d;
+        }
+        if let Some(d) = duration("interval", &w.interval) {
+            strategy.interval = d;
+        }
+        match duration("idleness", &w.idleness) {
+            Some(d) if d.is_zero() => self.err(
+                &[path, &["idleness"]].concat(),
+                Some(vref.clone()),
+                Problem::Invalid {
+                    field: "watermarks.idleness".into(),
+                    message: "must be more than 0 (leave it out to never mark the source idle)"
+                        .into(),
                 },
-                _ => {
-                    let suggestion = did_you_mean(&key, WATERMARK_FIELDS);
-                    self.err(
-                        &sub,
-                        vertex,
-                        Problem::UnknownField {
-                            field: format!("watermarks.{key}"),
-                            expected: WATERMARK_FIELDS.iter().map(|s| s.to_string()).collect(),
-                            suggestion,
-                        },
-                    )
-                }
-            }
+            ),
+            Some(d) => strategy.idleness = Some(d),
+            None => {}
         }
         (self.errors.len() == before).then_some(Some(strategy))
     }
 
-    fn vertex(
-        &mut self,
-        section: &'static str,
-        kind: VertexKind,
-        id: &str,
-        v: &Value,
-    ) -> Option<VertexSpec> {
-        let vref = VertexRef {
-            kind,
-            id: id.to_string(),
+    /// One vertex: its own fields ([`VertexFields`]) are checked here, every other field is
+    /// kept for its component (checked when the graph is built).
+    fn vertex(&mut self, section: &'static str, vref: VertexRef, v: &Value) -> Option<VertexSpec> {
+        let (kind, id) = (vref.kind, vref.id.as_str());
+        let Value::Mapping(m) = v else {
+            let problem = not_a_mapping("a mapping with at least \"type\"", v);
+            return self.fail(&[section, id], Some(vref.clone()), problem);
         };
-        let m = match v {
-            Value::Mapping(m) => m,
-            other => {
-                self.err(
-                    &[section, id],
-                    Some(vref),
-                    Problem::NotAMapping {
-                        what: "a mapping with at least \"type\"",
-                        found: describe(other),
-                    },
-                );
-                return None;
-            }
-        };
-        let mut type_name = None;
-        let mut inputs = Vec::new();
-        let mut has_input = false;
-        let mut parallelism = None;
-        let mut partition = None;
-        let mut exchange = None;
+        let (fields, others) = split::<VertexFields>(m);
         let mut config = serde_json::Map::new();
-        let mut before_max = None;
-        let mut after_max = None;
-        let mut on_invalid = None;
-        let mut watermarks = None;
-        for (k, v) in m {
+        for (k, v) in others {
             let Some(key) = key_text(k) else {
-                self.err(
-                    &[section, id],
-                    Some(vref.clone()),
-                    Problem::WrongType {
-                        field: "(a key)".into(),
-                        expected: "a field name",
-                        found: describe(k),
-                    },
-                );
+                let problem = wrong_type("(a key)", "a field name", k);
+                self.err(&[section, id], Some(vref.clone()), problem);
                 continue;
             };
-            let path = [section, id, key.as_str()];
-            match key.as_str() {
-                "type" => match v {
-                    Value::String(s) => type_name = Some(s.clone()),
-                    other => self.err(
-                        &path,
-                        Some(vref.clone()),
-                        Problem::WrongType {
-                            field: "type".into(),
-                            expected: "the component type as a string",
-                            found: describe(other),
-                        },
-                    ),
-                },
-                "input" => {
-                    has_input = true;
-                    if kind == VertexKind::Source {
-                        self.err(&path, Some(vref.clone()), Problem::InputOnSource);
-                        continue;
-                    }
-                    match v {
-                        Value::Sequence(items) if !items.is_empty() => {
-                            for item in items {
-                                match key_text(item) {
-                                    Some(s) => inputs.push(s),
-                                    None => self.err(
-                                        &path,
-                                        Some(vref.clone()),
-                                        Problem::WrongType {
-                                            field: "input".into(),
-                                            expected: "a vertex id",
-                                            found: describe(item),
-                                        },
-                                    ),
-                                }
-                            }
-                        }
-                        other => match key_text(other) {
-                            Some(s) => inputs.push(s),
-                            None => self.err(
-                                &path,
-                                Some(vref.clone()),
-                                Problem::WrongType {
-                                    field: "input".into(),
-                                    expected: "a vertex id or a non-empty list of vertex ids",
-                                    found: describe(other),
-                                },
-                            ),
-                        },
-                    }
+            match to_json(v) {
+                Ok(j) => {
+                    config.insert(key, j);
                 }
-                "parallelism" => parallelism = self.parallelism(&path, Some(vref.clone()), v),
-                "partition" => {
-                    if kind == VertexKind::Source {
-                        self.err(&path, Some(vref.clone()), Problem::PartitionOnSource);
-                        continue;
-                    }
-                    match v {
-                        Value::String(s) => match s.parse::<Partitioning>() {
-                            Ok(p) => partition = Some(p),
-                            Err(_) => {
-                                let suggestion =
-                                    did_you_mean(s, Partitioning::ALL.iter().map(|p| p.as_str()));
-                                self.err(
-                                    &path,
-                                    Some(vref.clone()),
-                                    Problem::UnknownPartition {
-                                        value: s.clone(),
-                                        suggestion,
-                                    },
-                                )
-                            }
-                        },
-                        other => self.err(
-                            &path,
-                            Some(vref.clone()),
-                            Problem::WrongType {
-                                field: "partition".into(),
-                                expected: "one of forward, rebalance, hash, broadcast",
-                                found: describe(other),
-                            },
-                        ),
-                    }
+                Err(expected) => {
+                    let problem = wrong_type(&key, expected, v);
+                    self.err(&[section, id, &key], Some(vref.clone()), problem)
                 }
-                "exchange" if kind == VertexKind::Source => self.err(
-                    &path,
-                    Some(vref.clone()),
-                    Problem::Invalid {
-                        field: "exchange".into(),
-                        message: "an exchange is on an input edge: set it on the operator or \
-                                  sink that reads this source"
-                            .into(),
-                    },
-                ),
-                "exchange" => match to_json(v) {
-                    Ok(j) => exchange = Some(j),
-                    Err(expected) => self.err(
-                        &path,
-                        Some(vref.clone()),
-                        Problem::WrongType {
-                            field: key.clone(),
-                            expected,
-                            found: describe(v),
-                        },
-                    ),
-                },
-                f if SOURCE_EVENT_TIME_FIELDS.contains(&f) && kind != VertexKind::Source => self
-                    .err(
-                        &path,
-                        Some(vref.clone()),
-                        Problem::SourceOnlyField(key.clone()),
-                    ),
-                "timestamp_before_max" => {
-                    before_max = self.duration_named(&path, Some(vref.clone()), key.clone(), v)
-                }
-                "timestamp_after_max" => {
-                    after_max = self.duration_named(&path, Some(vref.clone()), key.clone(), v)
-                }
-                "invalid_timestamp" => on_invalid = self.invalid_timestamp(&path, &vref, v),
-                "watermarks" => watermarks = self.watermarks(&path, &vref, v),
-                _ => match to_json(v) {
-                    Ok(j) => {
-                        config.insert(key.clone(), j);
-                    }
-                    Err(expected) => self.err(
-                        &path,
-                        Some(vref.clone()),
-                        Problem::WrongType {
-                            field: key.clone(),
-                            expected,
-                            found: describe(v),
-                        },
-                    ),
-                },
             }
         }
-        if kind != VertexKind::Source && !has_input {
-            self.err(
-                &[section, id],
-                Some(vref.clone()),
-                Problem::MissingInput(kind.as_str()),
-            );
+        let at = |field: &'static str| [section, id, field];
+        let vertex = Some(vref.clone());
+        let source = kind == VertexKind::Source;
+        let type_name = fields.type_name.read(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            other => {
+                let problem = wrong_type("type", "the component type as a string", other);
+                self.fail(&at("type"), vertex.clone(), problem)
+            }
+        });
+        let inputs = match &fields.input.0 {
+            Some(_) if source => {
+                self.err(&at("input"), vertex.clone(), Problem::InputOnSource);
+                Vec::new()
+            }
+            Some(v) => self.inputs(&at("input"), &vref, v),
+            None => Vec::new(),
+        };
+        let parallelism =
+            (fields.parallelism).read(|v| self.parallelism(&at("parallelism"), vertex.clone(), v));
+        let partition = fields.partition.read(|v| match source {
+            true => self.fail(&at("partition"), vertex.clone(), Problem::PartitionOnSource),
+            false => self.partition(&at("partition"), &vref, v),
+        });
+        let exchange = fields.exchange.read(|v| {
+            let problem = match to_json(v) {
+                _ if source => Problem::Invalid {
+                    field: "exchange".into(),
+                    message: "an exchange is on an input edge: set it on the operator or sink \
+                              that reads this source"
+                        .into(),
+                },
+                Ok(j) => return Some(j),
+                Err(expected) => wrong_type("exchange", expected, v),
+            };
+            self.fail(&at("exchange"), vertex.clone(), problem)
+        });
+        let source_options = match source {
+            true => self.source_options(section, &vref, &fields),
+            false => {
+                for (field, written) in fields.event_time() {
+                    if written.0.is_some() {
+                        let problem = Problem::SourceOnlyField(field.to_string());
+                        self.err(&at(field), vertex.clone(), problem);
+                    }
+                }
+                SourceOptions::default()
+            }
+        };
+        if !source && fields.input.0.is_none() {
+            self.err(&[section, id], vertex, Problem::MissingInput(kind.as_str()));
         }
-        let bounded = before_max.is_some() || after_max.is_some();
+        Some(VertexSpec {
+            id: id.to_string(),
+            kind,
+            type_name: type_name.unwrap_or_default(),
+            inputs,
+            parallelism,
+            partition,
+            exchange,
+            source_options,
+            config,
+        })
+    }
+
+    /// An operator's or sink's `input`: an id or a non-empty list of ids.
+    fn inputs(&mut self, path: &[&str], vref: &VertexRef, v: &Value) -> Vec<String> {
+        let (items, expected) = match v {
+            Value::Sequence(items) if !items.is_empty() => (&items[..], "a vertex id"),
+            other => (
+                std::slice::from_ref(other),
+                "a vertex id or a non-empty list of vertex ids",
+            ),
+        };
+        let mut inputs = Vec::new();
+        for item in items {
+            match key_text(item) {
+                Some(s) => inputs.push(s),
+                None => self.err(
+                    path,
+                    Some(vref.clone()),
+                    wrong_type("input", expected, item),
+                ),
+            }
+        }
+        inputs
+    }
+
+    fn partition(&mut self, path: &[&str], vref: &VertexRef, v: &Value) -> Option<Partitioning> {
+        let problem = match v {
+            Value::String(s) => match s.parse::<Partitioning>() {
+                Ok(p) => return Some(p),
+                Err(_) => Problem::UnknownPartition {
+                    value: s.clone(),
+                    suggestion: did_you_mean(s, Partitioning::ALL.iter().map(|p| p.as_str())),
+                },
+            },
+            other => wrong_type(
+                "partition",
+                "one of forward, rebalance, hash, broadcast",
+                other,
+            ),
+        };
+        self.fail(path, Some(vref.clone()), problem)
+    }
+
+    /// A source's timestamp check and watermarks ([`SOURCE_EVENT_TIME_FIELDS`]).
+    fn source_options(
+        &mut self,
+        section: &'static str,
+        vref: &VertexRef,
+        fields: &VertexFields,
+    ) -> SourceOptions {
+        let id = vref.id.as_str();
+        let mut duration = |key: &'static str, written: &Written| {
+            written.read(|v| {
+                self.duration_named(&[section, id, key], Some(vref.clone()), key.into(), v)
+            })
+        };
+        let before_max = duration("timestamp_before_max", &fields.timestamp_before_max);
+        let after_max = duration("timestamp_after_max", &fields.timestamp_after_max);
+        let path = [section, id, "invalid_timestamp"];
+        let on_invalid =
+            (fields.invalid_timestamp).read(|v| self.invalid_timestamp(&path, vref, v));
+        let path = [section, id, "watermarks"];
+        let watermarks = fields.watermarks.read(|v| self.watermarks(&path, vref, v));
         let bound_written =
-            m.contains_key("timestamp_before_max") || m.contains_key("timestamp_after_max");
+            fields.timestamp_before_max.0.is_some() || fields.timestamp_after_max.0.is_some();
         if on_invalid.is_some() && !bound_written {
             self.err(
                 &[section, id, "invalid_timestamp"],
@@ -1319,25 +1204,15 @@ impl Parser {
                 },
             );
         }
-        let source_options = SourceOptions {
+        let bounded = before_max.is_some() || after_max.is_some();
+        SourceOptions {
             timestamp_check: bounded.then(|| TimestampCheck {
                 before_max,
                 after_max,
                 on_invalid: on_invalid.unwrap_or_default(),
             }),
             watermarks: watermarks.flatten(),
-        };
-        Some(VertexSpec {
-            id: id.to_string(),
-            kind,
-            type_name: type_name.unwrap_or_default(),
-            inputs,
-            parallelism,
-            partition,
-            exchange,
-            source_options,
-            config,
-        })
+        }
     }
 }
 
@@ -1416,6 +1291,71 @@ sinks:
     type: discard
     input: both
 ";
+
+    #[test]
+    fn the_public_field_lists_are_the_derived_fields() {
+        assert_eq!(serde_introspect::<TopLevel>(), TOP_LEVEL_FIELDS);
+        assert_eq!(serde_introspect::<LatencyFields>(), LATENCY_FIELDS);
+        assert_eq!(serde_introspect::<E2eFields>(), E2E_FIELDS);
+        assert_eq!(serde_introspect::<CheckpointFields>(), CHECKPOINT_FIELDS);
+        assert_eq!(serde_introspect::<WatermarkFields>(), WATERMARK_FIELDS);
+        let vertex: Vec<&str> = VERTEX_FIELDS
+            .into_iter()
+            .chain(["exchange"])
+            .chain(SOURCE_EVENT_TIME_FIELDS)
+            .collect();
+        assert_eq!(serde_introspect::<VertexFields>(), vertex);
+    }
+
+    #[test]
+    fn flow_style_fields_are_located_at_their_column() {
+        let errs = errors(
+            "name: x\nsources:\n  gen: {type: generator, parallelism: 0, watermarks: {intervall: 1s}}\n",
+        );
+        assert_eq!(
+            errs,
+            [
+                "job.yaml:3:26: source \"gen\": field \"parallelism\": parallelism must be at \
+                 least 1, found 0",
+                "job.yaml:3:55: source \"gen\": unknown field \"watermarks.intervall\", expected \
+                 one of max_out_of_orderness, interval, idleness; did you mean \"interval\"?",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_vertex_is_read_and_every_problem_reported() {
+        let errs = errors(
+            "name: x
+chaining: maybe
+sources:
+  a: {type: generator, partition: hash}
+  b:
+    type: [generator]
+operators:
+  c: {type: map, input: [a, [b]], timestamp_after_max: 1s}
+sinks:
+  d: {type: discard}
+  e: {type: discard, input: c, parallelism: lots}
+",
+        );
+        assert_eq!(
+            errs,
+            [
+                "job.yaml:2:1: field \"chaining\": expected true or false, found the string \"maybe\"",
+                "job.yaml:4:24: source \"a\": a source has no input edge to partition: remove \"partition\"",
+                "job.yaml:6:5: source \"b\": field \"type\": expected the component type as a string, found a list",
+                "job.yaml:8:18: operator \"c\": field \"input\": expected a vertex id, found a list",
+                "job.yaml:8:35: operator \"c\": field \"timestamp_after_max\" belongs on a source: \
+                 timestamps are checked and watermarks made where records enter the job; set it on \
+                 the sources this vertex reads from",
+                "job.yaml:10:3: sink \"d\": missing field \"input\": every sink needs the id (or a \
+                 list of ids) of the vertices it reads from",
+                "job.yaml:11:32: sink \"e\": field \"parallelism\": expected a whole number of at \
+                 least 1, found the string \"lots\"",
+            ]
+        );
+    }
 
     #[test]
     fn parses_a_full_job() {

@@ -1,10 +1,12 @@
 //! Source positions of mapping keys in a YAML text, so that errors found after parsing (an
-//! unknown type, an unknown input, a component's configuration error) can still name a line.
+//! unknown type, an unknown input, a component's configuration error) can still name a line
+//! and column.
 //!
-//! `serde_yaml_ng` keeps no spans in its `Value`, so this scans the text: every line of the form
-//! `key:` in block style is recorded under its path of parent keys, found by indentation. Flow
-//! style (`{a: 1}`) and keys inside block scalars are not indexed; a lookup for them gives `None`
-//! and the error goes without a line.
+//! `serde_yaml_ng` keeps no spans in its `Value`, so the text is read a second time by
+//! [`saphyr_parser`], an event parser that gives every node its span: every mapping key, in
+//! block or flow style (`{type: map, input: x}`), is recorded under its path of parent keys
+//! (a list item's path element is its index, from 0). Keys inside block scalars are text, not
+//! keys, and complex keys (`? [a, b]`) are not recorded.
 
 use std::fmt;
 
@@ -31,52 +33,10 @@ pub struct SourceMap {
 }
 
 impl SourceMap {
-    /// Indexes `text`.
+    /// Indexes `text`. A text the parser cannot read is indexed up to the error.
     pub fn new(text: &str) -> Self {
-        let mut keys = Vec::new();
-        // (indent, key) of the enclosing keys.
-        let mut stack: Vec<(usize, String)> = Vec::new();
-        // Lines more indented than this belong to a block scalar (`|` or `>`).
-        let mut block_scalar_indent: Option<usize> = None;
-        for (n, raw) in text.lines().enumerate() {
-            let content = raw.trim_start_matches(' ');
-            let indent = raw.len() - content.len();
-            if content.is_empty() || content.starts_with('#') {
-                continue;
-            }
-            if let Some(limit) = block_scalar_indent {
-                if indent > limit {
-                    continue;
-                }
-                block_scalar_indent = None;
-            }
-            if indent == 0 && (content.starts_with("---") || content.starts_with("...")) {
-                stack.clear();
-                continue;
-            }
-            let Some((key, rest)) = split_key(content) else {
-                continue;
-            };
-            while stack.last().is_some_and(|(i, _)| *i >= indent) {
-                stack.pop();
-            }
-            let mut path: Vec<String> = stack.iter().map(|(_, k)| k.clone()).collect();
-            path.push(key.clone());
-            keys.push((
-                path,
-                Pos {
-                    line: n + 1,
-                    column: indent + 1,
-                },
-            ));
-            let value = rest.trim_start();
-            if value.starts_with('|') || value.starts_with('>') {
-                block_scalar_indent = Some(indent);
-            }
-            stack.push((indent, key));
-        }
         SourceMap {
-            keys,
+            keys: KeyIndex::default().read(text),
             lines: text.lines().map(str::to_owned).collect(),
         }
     }
@@ -189,38 +149,110 @@ impl SourceMap {
     }
 }
 
-/// Splits `key: rest` or `key:` (plain or quoted key) off a line's content.
-fn split_key(content: &str) -> Option<(String, &str)> {
-    if content.starts_with('-') && (content.len() == 1 || content[1..].starts_with(' ')) {
-        return None; // a sequence item
-    }
-    let quote = content.chars().next().filter(|c| *c == '"' || *c == '\'');
-    if let Some(q) = quote {
-        let end = content[1..].find(q)? + 1;
-        let after = &content[end + 1..];
-        let rest = after.strip_prefix(':')?;
-        if !(rest.is_empty() || rest.starts_with(' ')) {
-            return None;
+/// An open mapping or list while reading the events.
+struct Frame {
+    /// For a mapping: the key whose value is being read (`None` for a complex key, and while
+    /// the key itself is read).
+    key: Option<String>,
+    /// For a mapping: whether the next node is a key. For a list: never.
+    at_key: bool,
+    /// For a list: the index of the next item; `None` for a mapping.
+    index: Option<usize>,
+}
+
+impl Frame {
+    /// This frame's element of a child's path, if it has one.
+    fn element(&self) -> Option<String> {
+        match self.index {
+            Some(i) => Some(i.to_string()),
+            None if !self.at_key => self.key.clone(),
+            None => None, // inside a complex key
         }
-        return Some((content[1..end].to_string(), rest));
     }
-    if content.starts_with(['{', '[', '&', '*', '!', '|', '>', '%', '@', '`']) {
-        return None;
+
+    /// A child node was read whole.
+    fn child_done(&mut self) {
+        match &mut self.index {
+            Some(i) => *i += 1,
+            None => self.at_key = !self.at_key,
+        }
     }
-    let mut search = 0;
-    while let Some(i) = content[search..].find(':') {
-        let at = search + i;
-        let rest = &content[at + 1..];
-        if rest.is_empty() || rest.starts_with(' ') {
-            let key = content[..at].trim_end();
-            if key.is_empty() || key.contains(" #") {
-                return None;
+}
+
+/// Collects the keys of a YAML text from its events.
+#[derive(Default)]
+struct KeyIndex {
+    frames: Vec<Frame>,
+    keys: Vec<(Vec<String>, Pos)>,
+}
+
+impl KeyIndex {
+    fn read(mut self, text: &str) -> Vec<(Vec<String>, Pos)> {
+        use saphyr_parser::{Event, Parser};
+        for event in Parser::new_from_str(text) {
+            let Ok((event, span)) = event else {
+                break; // a syntax error: the YAML reader reports it
+            };
+            match event {
+                Event::DocumentStart(_) => self.frames.clear(),
+                Event::Scalar(value, ..) => {
+                    self.node_starts(Some(&value), span.start);
+                    self.node_done();
+                }
+                Event::Alias(_) => {
+                    self.node_starts(None, span.start);
+                    self.node_done();
+                }
+                Event::MappingStart(..) | Event::SequenceStart(..) => {
+                    self.node_starts(None, span.start);
+                    let mapping = matches!(event, Event::MappingStart(..));
+                    self.frames.push(Frame {
+                        key: None,
+                        at_key: mapping,
+                        index: (!mapping).then_some(0),
+                    });
+                }
+                Event::MappingEnd | Event::SequenceEnd => {
+                    self.frames.pop();
+                    self.node_done();
+                }
+                _ => {}
             }
-            return Some((key.to_string(), rest));
         }
-        search = at + 1;
+        self.keys
     }
-    None
+
+    /// A node starts at `at`; `scalar` is its text if it is a scalar.
+    fn node_starts(&mut self, scalar: Option<&str>, at: saphyr_parser::Marker) {
+        let Some((top, parents)) = self.frames.split_last_mut() else {
+            return;
+        };
+        if top.index.is_some() || !top.at_key {
+            return; // a value
+        }
+        top.key = scalar.map(str::to_owned);
+        let Some(key) = &top.key else {
+            return;
+        };
+        let path: Option<Vec<String>> = parents
+            .iter()
+            .map(Frame::element)
+            .chain([Some(key.clone())])
+            .collect();
+        if let Some(path) = path {
+            let pos = Pos {
+                line: at.line(),
+                column: at.col() + 1,
+            };
+            self.keys.push((path, pos));
+        }
+    }
+
+    fn node_done(&mut self) {
+        if let Some(top) = self.frames.last_mut() {
+            top.child_done();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -271,7 +303,24 @@ sinks:
         );
         assert_eq!(map.find(&["operators", "work", "type"]).unwrap().line, 10);
         assert_eq!(map.find(&["sinks", "out"]).unwrap().line, 16);
-        assert_eq!(map.find(&["sinks", "out", "type"]), None);
+        // Flow style: the key's own column.
+        assert_eq!(
+            map.find(&["sinks", "out", "type"]),
+            Some(Pos {
+                line: 16,
+                column: 9
+            })
+        );
+        assert_eq!(
+            map.find(&["sinks", "out", "input"]),
+            Some(Pos {
+                line: 16,
+                column: 24
+            })
+        );
+        // Keys in a block scalar are text.
+        assert_eq!(map.find(&["operators", "work", "note", "type"]), None);
+        assert_eq!(map.find(&["operators", "work", "type"]).unwrap().line, 10);
     }
 
     #[test]

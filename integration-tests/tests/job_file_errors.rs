@@ -1001,9 +1001,10 @@ sinks:
     );
     let out = tidemark(dir.path(), ["validate", "input.yaml"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
+    // At `path` in the flow mapping (issue 18; before: 3:3, the vertex).
     assert!(
         out.stderr
-            .contains("input.yaml:3:3: source \"in\": invalid file settings: path: no such file:"),
+            .contains("input.yaml:3:20: source \"in\": invalid file settings: path: no such file:"),
         "{}",
         out.stderr
     );
@@ -1155,5 +1156,165 @@ sinks:
                 out.stdout
             );
         }
+    }
+}
+
+/// Issue 18: a key written in flow style (`{type: generator, kyes: 4}`) is located at its own
+/// line and column, not at the vertex that holds it (before: `3:3`, the vertex's id).
+#[test]
+fn flow_style_keys_are_located_at_their_column() {
+    let dir = TempDir::new("flow");
+    dir.write(
+        "flow.yaml",
+        "name: flow
+sources:
+  gen: {type: generator, kyes: 4}
+sinks:
+  out: {type: discard, input: gen, partiton: rebalance}
+",
+    );
+    let out = tidemark(dir.path(), ["validate", "flow.yaml"]);
+    assert_eq!(out.code(), 2, "stderr:\n{}", out.stderr);
+    let errors = error_lines(&out.stderr);
+    assert_eq!(errors.len(), 2, "stderr:\n{}", out.stderr);
+    assert!(
+        errors[0].starts_with("error: flow.yaml:3:26: source \"gen\": unknown field \"kyes\""),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        errors[0].ends_with("did you mean \"keys\"?"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        errors[1].starts_with("error: flow.yaml:5:36: sink \"out\": unknown field \"partiton\""),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Issue 18: mistakes in different vertices (and sections) all come out in one round, in file
+/// order, each at its line and column: a parse error, a component's unknown field, an unknown
+/// type and an unknown input.
+#[test]
+fn mistakes_in_several_vertices_come_out_together() {
+    let dir = TempDir::new("several");
+    dir.write(
+        "several.yaml",
+        "name: several
+sources:
+  gen:
+    type: generator
+    parallelism: 0
+  more: {type: generator, rat: 5}
+operators:
+  work:
+    type: mpa
+    input: gen
+sinks:
+  out: {type: discard, input: wrok}
+",
+    );
+    for cmd in [
+        &["validate", "several.yaml"][..],
+        &["run", "several.yaml", "--metrics-addr", "127.0.0.1:0"][..],
+    ] {
+        let out = tidemark(dir.path(), cmd);
+        assert_eq!(out.code(), 2, "{cmd:?}: {}", out.stderr);
+        let errors = error_lines(&out.stderr);
+        let starts = [
+            "error: several.yaml:5:5: source \"gen\": field \"parallelism\"",
+            "error: several.yaml:6:27: source \"more\": unknown field \"rat\"",
+            "error: several.yaml:9:5: operator \"work\": unknown operator type \"mpa\"",
+            "error: several.yaml:12:24: sink \"out\": unknown input \"wrok\"",
+        ];
+        assert_eq!(errors.len(), starts.len(), "{cmd:?}:\n{}", out.stderr);
+        for (line, start) in errors.iter().zip(starts) {
+            assert!(line.starts_with(start), "{cmd:?}: {start}\n{}", out.stderr);
+        }
+        assert!(
+            out.stderr.contains("4 errors in the job file"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+/// Issue 18: a secret's value is not echoed by an error about it, in flow style too, and the
+/// error points at the secret's key.
+#[test]
+fn a_secret_in_flow_style_is_located_and_not_shown() {
+    let dir = TempDir::new("flow-secret");
+    dir.write(
+        "secret.yaml",
+        "name: secret
+sources:
+  in:
+    type: kafka
+    brokers: [localhost:9092]
+    topics: [t]
+    group: g
+    properties: {security.protocol: SASL_SSL, sasl.password: {nested: hunter2-flow}}
+sinks:
+  out: {type: discard, input: in}
+",
+    );
+    let out = tidemark(dir.path(), ["validate", "secret.yaml"]);
+    assert_eq!(out.code(), 2, "stderr:\n{}", out.stderr);
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+    assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+    let errors = error_lines(&out.stderr);
+    assert_eq!(errors.len(), 1, "stderr:\n{}", out.stderr);
+    assert!(
+        errors[0].starts_with("error: secret.yaml:8:47: source \"in\": "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        errors[0].ends_with(
+            "properties.sasl.password: invalid value (not shown: the setting is secret)"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Issue 18 (item 8): a `file` sink writing into a folder that does not exist fails `validate`
+/// and `run` before the job starts, naming the vertex, the field and the folder.
+#[test]
+fn a_file_sink_into_a_missing_folder_is_an_error() {
+    let dir = TempDir::new("sink-folder");
+    dir.write(
+        "sink.yaml",
+        "name: sink
+sources:
+  gen:
+    type: generator
+    count: 1
+sinks:
+  out:
+    type: file
+    input: gen
+    path: nowhere/out.jsonl
+",
+    );
+    for cmd in [
+        &["validate", "sink.yaml"][..],
+        &["run", "sink.yaml", "--metrics-addr", "127.0.0.1:0"][..],
+    ] {
+        let out = tidemark(dir.path(), cmd);
+        assert_eq!(out.code(), 2, "{cmd:?}: {}", out.stderr);
+        let errors = error_lines(&out.stderr);
+        assert_eq!(errors.len(), 1, "{cmd:?}:\n{}", out.stderr);
+        assert!(
+            errors[0].starts_with(
+                "error: sink.yaml:10:5: sink \"out\": invalid file settings: path: no such folder: "
+            ),
+            "{cmd:?}: {}",
+            out.stderr
+        );
+        assert!(errors[0].contains("nowhere"), "{cmd:?}: {}", out.stderr);
+        assert!(!dir.path().join("nowhere").exists(), "the folder was made");
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! - Lines are as for the `stdout` sink (the format the `file` source reads).
 //! - The file is created (or truncated) when the job starts, so a path that cannot be written
-//!   fails the start, naming it; missing folders are not created.
+//!   fails the start, naming it. Missing folders are not created: a path into one is a settings
+//!   error when the job is built (`validate`, `run`), naming the folder.
 //! - With parallelism `p`, subtask 0 writes `path` and subtask `i > 0` writes `path.i`
 //!   (`results.jsonl`, `results.jsonl.1`, …).
 //! - Writes go through a 64 KiB buffer; `finish` flushes it and syncs the file to disk
@@ -56,6 +57,19 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
         return Err(config::invalid(INFO.type_name, "path", "must not be empty"));
     }
     let path = Arc::new(env.job_dir.join(&config.path));
+    // Missing folders are not created, so a job writing into one could never start: say so now
+    // (`validate` and `run` alike), naming the folder.
+    let folder = path.parent().filter(|f| !f.as_os_str().is_empty());
+    if let Some(folder) = folder.filter(|f| !f.is_dir()) {
+        return Err(config::invalid(
+            INFO.type_name,
+            "path",
+            format!(
+                "no such folder: {} (missing folders are not created: create it first)",
+                folder.display()
+            ),
+        ));
+    }
     let timestamp_field = config.timestamp_field;
     Ok(Built::Sink(Box::new(move |ctx: &SubtaskContext| {
         let sink = FileSink::create(&subtask_path(&path, ctx.subtask))?
@@ -177,17 +191,32 @@ mod tests {
     #[test]
     fn an_unwritable_path_fails_at_start() {
         let dir = TempDir::new("file-sink-bad");
-        let built = build(
-            json!({"path": "missing/dir/out.jsonl"}),
-            &BuildEnv::new(dir.path()),
-        )
-        .unwrap();
+        // The folder exists, but the path is a folder too: only creating the file tells.
+        std::fs::create_dir(dir.path().join("taken")).unwrap();
+        let built = build(json!({"path": "taken"}), &BuildEnv::new(dir.path())).unwrap();
         let Built::Sink(factory) = built else {
             panic!("not a sink")
         };
         let err = factory(&ctx(0, 1, 0)).err().unwrap().to_string();
         assert!(err.starts_with("cannot create file \""), "{err}");
-        assert!(err.contains("missing/dir/out.jsonl"), "{err}");
+        assert!(err.contains("taken"), "{err}");
+    }
+
+    #[test]
+    fn a_path_into_a_missing_folder_is_a_settings_error() {
+        let dir = TempDir::new("file-sink-no-folder");
+        let error = |path: &str| match build(json!({ "path": path }), &BuildEnv::new(dir.path())) {
+            Ok(_) => panic!("{path}: built, though its folder is missing"),
+            Err(e) => e.to_string(),
+        };
+        let err = error("missing/dir/out.jsonl");
+        assert!(err.contains("path: no such folder: "), "{err}");
+        let folder = dir.path().join("missing/dir");
+        assert!(err.contains(&folder.display().to_string()), "{err}");
+        // A file where the folder should be is no folder either.
+        std::fs::write(dir.path().join("plain"), "").unwrap();
+        let err = error("plain/out.jsonl");
+        assert!(err.contains("path: no such folder: "), "{err}");
     }
 
     #[test]
