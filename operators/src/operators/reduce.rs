@@ -542,3 +542,261 @@ mod tests {
         );
     }
 }
+
+/// Pins the output of the old single `aggregate:` (every function, every way of processing a
+/// batch) to what the original operator wrote, byte for byte.
+#[cfg(test)]
+mod legacy_output {
+    use super::*;
+    use crate::operators::window::legacy_output::{show, transcript, value_event, Step};
+    use crate::test_util::operator;
+    use serde_json::json;
+    use std::fmt::Write as _;
+
+    fn mixed() -> Vec<Record> {
+        vec![
+            Record::new(3, 1.5, 10),
+            Record::new(70_000, -2.0, 20)
+                .with_timestamp_type(tidemark_runtime::TimestampType::Ingestion),
+            value_event(Value::from("b"), json!(4), 30),
+            Record::new(u64::MAX, 0.25, 40),
+            Record::new(1, f64::NAN, 50),
+            value_event(Value::from("a"), json!(2.5), 60),
+            Record::new(3, -0.0, 70),
+            Record::new(1, 7.0, 80),
+            value_event(Value::from("b"), json!(-1), 90),
+            Record::new(0, 0.0, 100),
+            value_event(Value::Int(2), json!(5), 110),
+            value_event(Value::Int(-7), json!(1e300), 120),
+            Record::new(3, 2.0, 130),
+            Record::new(70_000, 9.0, 140),
+        ]
+    }
+
+    #[test]
+    fn every_function_and_batch_path() {
+        let mut all = String::new();
+        for f in ["count", "sum", "min", "max", "mean"] {
+            let mut op = operator(&INFO, json!({ "aggregate": f }));
+            let steps = vec![
+                Step::Batch(mixed()),
+                Step::One(Record::new(3, 1.0, 5)),
+                Step::Batch(vec![value_event(Value::from("x"), json!("no"), 0)]),
+                Step::Finish(0),
+            ];
+            writeln!(all, "== {f}\n{}", transcript(op.as_mut(), steps)).unwrap();
+            let mut records = mixed();
+            match op.process_batch_in_place(&mut records) {
+                Ok(done) => writeln!(all, "in place {done}").unwrap(),
+                Err(e) => writeln!(all, "in place error: {e}").unwrap(),
+            }
+            show(&mut all, &records);
+            let mut bad = vec![
+                Record::new(1, 1.0, 0),
+                value_event(Value::from("x"), json!(null), 0),
+            ];
+            match op.process_batch_in_place(&mut bad) {
+                Ok(done) => writeln!(all, "in place {done}").unwrap(),
+                Err(e) => writeln!(all, "in place error: {e}").unwrap(),
+            }
+        }
+        assert_eq!(all, EVERY_FUNCTION);
+    }
+
+    const EVERY_FUNCTION: &str = r##"== count
+batch
+  {"key":3,"value":1.0} key=3 @10 Create numeric
+  {"key":70000,"value":1.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":1.0} key="b" @30 Create
+  {"key":-1,"value":1.0} key=-1 @40 Create numeric
+  {"key":1,"value":1.0} key=1 @50 Create numeric
+  {"key":"a","value":1.0} key="a" @60 Create
+  {"key":3,"value":2.0} key=3 @70 Create numeric
+  {"key":1,"value":2.0} key=1 @80 Create numeric
+  {"key":"b","value":2.0} key="b" @90 Create
+  {"key":0,"value":1.0} key=0 @100 Create numeric
+  {"key":2,"value":1.0} key=2 @110 Create numeric
+  {"key":-7,"value":1.0} key=-7 @120 Create numeric
+  {"key":3,"value":3.0} key=3 @130 Create numeric
+  {"key":70000,"value":2.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":4.0} key=3 @5 Create numeric
+batch
+  {"key":"x","value":1.0} key="x" @0 Create
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":5.0} key=3 @10 Create numeric
+  {"key":70000,"value":3.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":3.0} key="b" @30 Create
+  {"key":-1,"value":2.0} key=-1 @40 Create numeric
+  {"key":1,"value":3.0} key=1 @50 Create numeric
+  {"key":"a","value":2.0} key="a" @60 Create
+  {"key":3,"value":6.0} key=3 @70 Create numeric
+  {"key":1,"value":4.0} key=1 @80 Create numeric
+  {"key":"b","value":4.0} key="b" @90 Create
+  {"key":0,"value":2.0} key=0 @100 Create numeric
+  {"key":2,"value":2.0} key=2 @110 Create numeric
+  {"key":-7,"value":2.0} key=-7 @120 Create numeric
+  {"key":3,"value":7.0} key=3 @130 Create numeric
+  {"key":70000,"value":4.0} key=70000 @140 Create numeric
+in place true
+== sum
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":1.5} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":3.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":3.5} key=3 @130 Create numeric
+  {"key":70000,"value":7.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":4.5} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":6.0} key=3 @10 Create numeric
+  {"key":70000,"value":5.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":7.0} key="b" @30 Create
+  {"key":-1,"value":0.5} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":5.0} key="a" @60 Create
+  {"key":3,"value":6.0} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":6.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":10.0} key=2 @110 Create numeric
+  {"key":-7,"value":2e+300} key=-7 @120 Create numeric
+  {"key":3,"value":8.0} key=3 @130 Create numeric
+  {"key":70000,"value":14.0} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+== min
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":-0.0} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":-1.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":-0.0} key=3 @130 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":-0.0} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":-0.0} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":-1.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":7.0} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":-0.0} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":-1.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":-0.0} key=3 @130 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+== max
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":1.5} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":4.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":2.0} key=3 @130 Create numeric
+  {"key":70000,"value":9.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":2.0} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":2.0} key=3 @10 Create numeric
+  {"key":70000,"value":9.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":7.0} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":2.0} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":4.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":2.0} key=3 @130 Create numeric
+  {"key":70000,"value":9.0} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+== mean
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":0.75} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":1.5} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":1.1666666666666667} key=3 @130 Create numeric
+  {"key":70000,"value":3.5} key=70000 @140 Create numeric
+one
+  {"key":3,"value":1.125} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":1.2} key=3 @10 Create numeric
+  {"key":70000,"value":1.6666666666666667} key=70000 @20 Ingestion numeric
+  {"key":"b","value":2.3333333333333335} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":1.0} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":1.5} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":1.1428571428571428} key=3 @130 Create numeric
+  {"key":70000,"value":3.5} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+"##;
+}

@@ -1267,3 +1267,1390 @@ mod tests {
         );
     }
 }
+
+/// Pins the output of the old single `aggregate:` (every kind, every function) to what the
+/// original operators wrote, byte for byte: event text, key, timestamp and its type, the numeric
+/// form, errors and the late counters.
+#[cfg(test)]
+pub(crate) mod legacy_output {
+    use super::*;
+    use crate::test_util::operator;
+    use serde_json::json;
+    use std::fmt::Write as _;
+    use tidemark_runtime::DropReason;
+
+    const S: i64 = 1_000_000_000;
+    const FUNCTIONS: [&str; 5] = ["count", "sum", "min", "max", "mean"];
+
+    /// A step of a transcript.
+    pub(crate) enum Step {
+        Batch(Vec<Record>),
+        One(Record),
+        Watermark(i64),
+        Time(i64),
+        Finish(i64),
+    }
+
+    pub(crate) fn show(out: &mut String, records: &[Record]) {
+        for r in records {
+            writeln!(
+                out,
+                "  {} key={} @{} {:?}{}",
+                r.event_json(),
+                r.key(),
+                r.timestamp,
+                r.timestamp_type,
+                if r.is_numeric() { " numeric" } else { "" }
+            )
+            .unwrap();
+        }
+    }
+
+    /// Runs `steps` through `op`, writing what each emits, errors, and the drop counters.
+    pub(crate) fn transcript(op: &mut dyn Operator, steps: Vec<Step>) -> String {
+        let mut text = String::new();
+        for step in steps {
+            let mut out = Output::default();
+            let (name, result) = match step {
+                Step::Batch(records) => ("batch", op.process_batch(&records, &mut out)),
+                Step::One(record) => ("one", op.process(record, &mut out)),
+                Step::Watermark(t) => ("watermark", op.on_watermark(t, &mut out)),
+                Step::Time(t) => ("time", op.on_time(t, &mut out)),
+                Step::Finish(t) => ("finish", op.finish(t, &mut out)),
+            };
+            writeln!(text, "{name}").unwrap();
+            if let Err(e) = result {
+                writeln!(text, "  error: {e}").unwrap();
+            }
+            show(&mut text, out.records());
+        }
+        writeln!(
+            text,
+            "late {} dropped late {} expr {}",
+            op.late_records_dropped(),
+            op.records_dropped(DropReason::Late),
+            op.records_dropped(DropReason::ExpressionError)
+        )
+        .unwrap();
+        text
+    }
+
+    pub(crate) fn value_event(key: Value, value: serde_json::Value, t: i64) -> Record {
+        let mut m = tidemark_runtime::Map::new();
+        m.insert(
+            "value",
+            Value::from_json(value.to_string().as_bytes()).unwrap(),
+        );
+        Record::with_event(key, m, t)
+    }
+
+    use tidemark_runtime::Value;
+
+    /// Records of many keys (dense, large, negative ints, strings) and values (doubles, ints in
+    /// events, NaN, -0.0), at `t0 + offset`.
+    fn mixed(t0: i64) -> Vec<Record> {
+        vec![
+            Record::new(3, 1.5, t0 + 10),
+            Record::new(70_000, -2.0, t0 + 20),
+            value_event(Value::from("b"), json!(4), t0 + 30),
+            Record::new(u64::MAX, 0.25, t0 + 40),
+            Record::new(1, f64::NAN, t0 + 50),
+            value_event(Value::from("a"), json!(2.5), t0 + 60),
+            Record::new(3, -0.0, t0 + 70),
+            Record::new(1, 7.0, t0 + 80),
+            value_event(Value::from("b"), json!(-1), t0 + 90),
+            Record::new(0, 0.0, t0 + 100),
+        ]
+    }
+
+    #[test]
+    fn processing_time_tumbling() {
+        let mut all = String::new();
+        for f in FUNCTIONS {
+            let mut op = operator(&INFO, json!({"size": "1s", "aggregate": f}));
+            let t0 = 1_700_000_000 * S;
+            let steps = vec![
+                Step::Batch(mixed(0)[..3].to_vec()),
+                Step::Time(t0 + 5),
+                Step::Batch(mixed(0)[3..].to_vec()),
+                Step::One(Record::new(9, 1.0, 0)),
+                Step::Time(t0 + S - 1),
+                Step::Time(t0 + S),
+                Step::Batch(mixed(0)),
+                Step::Time(t0 + 3 * S + 7),
+                Step::Batch(vec![value_event(Value::from("x"), json!("no"), 0)]),
+                Step::One(Record::new(2, 2.0, 0)),
+                Step::Finish(t0 + 3 * S + 9),
+            ];
+            writeln!(all, "== {f}\n{}", transcript(op.as_mut(), steps)).unwrap();
+        }
+        assert_eq!(all, PROCESSING_TIME_TUMBLING);
+    }
+
+    #[test]
+    fn event_time_tumbling() {
+        let mut all = String::new();
+        for f in FUNCTIONS {
+            for lateness in ["0", "2s"] {
+                let mut op = operator(
+                    &INFO,
+                    json!({"size": "1s", "time": "event", "allowed_lateness": lateness, "aggregate": f}),
+                );
+                let t0 = 1_700_000_000 * S;
+                let mut late = mixed(t0);
+                late.push(Record::new(4, 1.0, t0 + S + 1));
+                let steps = vec![
+                    Step::Batch(mixed(t0)),
+                    Step::Batch(mixed(t0 + S / 2)),
+                    Step::Watermark(t0 + S - 2),
+                    Step::Watermark(t0 + S - 1),
+                    Step::Batch(late),
+                    Step::One(Record::new(3, 4.0, t0 + 5)),
+                    Step::Watermark(t0 + 2 * S + S / 2),
+                    Step::Batch(vec![
+                        Record::new(5, 2.0, t0 + 1),
+                        Record::new(5, 3.0, t0 + 3 * S),
+                    ]),
+                    Step::Watermark(t0 + 3 * S),
+                    Step::Batch(vec![Record::new(5, 2.0, t0 + 2)]),
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0 + 4 * S)]),
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0)]),
+                    Step::Finish(0),
+                ];
+                writeln!(all, "== {f} {lateness}\n{}", transcript(op.as_mut(), steps)).unwrap();
+            }
+        }
+        assert_eq!(all, EVENT_TIME_TUMBLING);
+    }
+
+    #[test]
+    fn other_kinds_and_dead_letters() {
+        let dir = crate::test_util::TempDir::new("window-legacy");
+        let env = BuildEnv::new(dir.path());
+        let mut all = String::new();
+        for f in FUNCTIONS {
+            for settings in [
+                json!({"kind": "sliding", "size": "1s", "slide": "500ms", "time": "event", "aggregate": f}),
+                json!({"kind": "session", "gap": "300ms", "time": "event", "allowed_lateness": "1s", "aggregate": f}),
+                json!({"size": "1s", "time": "event", "late": {"dead_letter": "late.jsonl"}, "aggregate": f}),
+                json!({"kind": "sliding", "size": "1s", "slide": "500ms", "aggregate": f}),
+            ] {
+                let Built::Operator(factory) = build(settings.clone(), &env).unwrap() else {
+                    panic!()
+                };
+                let mut op = factory(&crate::test_util::ctx(0, 1, 0)).unwrap();
+                let steps = vec![
+                    Step::Batch(mixed(0)),
+                    Step::Time(S / 3),
+                    Step::Batch(mixed(S / 2)),
+                    Step::Watermark(S - 1),
+                    Step::Time(S + 1),
+                    Step::Batch(mixed(0)),
+                    Step::Watermark(3 * S),
+                    Step::Batch(mixed(0)),
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), 5 * S)]),
+                    Step::Finish(4 * S),
+                ];
+                writeln!(all, "== {settings}\n{}", transcript(op.as_mut(), steps)).unwrap();
+            }
+        }
+        let letters = std::fs::read_to_string(dir.path().join("late.jsonl")).unwrap();
+        writeln!(all, "dead letters:\n{letters}").unwrap();
+        assert_eq!(all, OTHER_KINDS);
+    }
+
+    const PROCESSING_TIME_TUMBLING: &str = r##"== count
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":1.0} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":1.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":2.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":2.0} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":1.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":1.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":2.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":1.0} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":1.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":2.0} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":2.0} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":1.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":1.0} key="a" @1700000001999999999 Create
+  {"key":"b","value":2.0} key="b" @1700000001999999999 Create
+batch
+one
+finish
+  {"key":2,"value":1.0} key=2 @1700000003999999999 Create numeric
+  {"key":"x","value":1.0} key="x" @1700000003999999999 Create
+late 0 dropped late 0 expr 0
+
+== sum
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":3.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":3.0} key="b" @1700000001999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000003999999999 Create
+late 0 dropped late 0 expr 0
+
+== min
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000001999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000003999999999 Create
+late 0 dropped late 0 expr 0
+
+== max
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000001999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000003999999999 Create
+late 0 dropped late 0 expr 0
+
+== mean
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000001999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+  {"key":"x","value":null} key="x" @1700000003999999999 Create
+late 0 dropped late 0 expr 0
+
+"##;
+    const EVENT_TIME_TUMBLING: &str = r##"== count 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":2.0} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":2.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":4.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":4.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+batch
+finish
+  {"key":5,"value":1.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":1.0} key="x" @1700000004999999999 Create
+late 14 dropped late 14 expr 0
+
+== count 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":2.0} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":2.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":4.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":4.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":5.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":3.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":5.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":3.0} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":5.0} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":3.0} key="a" @1700000000999999999 Create
+  {"key":3,"value":6.0} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":6.0} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":6.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":3.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":7.0} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":1.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+batch
+finish
+  {"key":5,"value":1.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":1.0} key="x" @1700000004999999999 Create
+late 2 dropped late 2 expr 0
+
+== sum 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.5} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":3.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-4.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":5.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":6.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+late 14 dropped late 14 expr 0
+
+== sum 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.5} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":3.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-4.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":5.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":6.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":4.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-6.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":10.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.75} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":7.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":4.5} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":9.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":8.5} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+late 2 dropped late 2 expr 0
+
+== min 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+late 14 dropped late 14 expr 0
+
+== min 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+late 2 dropped late 2 expr 0
+
+== max 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+late 14 dropped late 14 expr 0
+
+== max 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":4.0} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+late 2 dropped late 2 expr 0
+
+== mean 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":null} key="x" @1700000004999999999 Create
+late 14 dropped late 14 expr 0
+
+== mean 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":0.9} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":2.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":1.2142857142857142} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+  {"key":"x","value":null} key="x" @1700000004999999999 Create
+late 2 dropped late 2 expr 0
+
+"##;
+    const OTHER_KINDS: &str = r##"== {"aggregate":"count","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":2} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":1} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":2} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":1} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":2} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":1} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":1} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":4} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":2} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":2} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":4} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":2} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":2} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":1} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":2} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":1} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":2} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":1} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":1} key=0 @1499000000 Create
+batch
+batch
+finish
+  {"key":"x","window_start":4500,"window_end":5500,"value":1} key="x" @5499000000 Create
+  {"key":"x","window_start":5000,"window_end":6000,"value":1} key="x" @5999000000 Create
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"count","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":2} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":2} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":1} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":1} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":2} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":2} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":1} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":1} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":2} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":2} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":1} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":1} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":1} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":1} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":3} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":2} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":3} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":2} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":3} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":4} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":4} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":2} key=0 @299000100 Create
+watermark
+batch
+batch
+finish
+  {"key":"x","window_start":5000,"window_end":5300,"value":1} key="x" @5299000000 Create
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"count","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":4} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":2} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":2} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":4} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":2} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+finish
+  {"key":"x","window_start":5000,"window_end":6000,"value":1} key="x" @5999000000 Create
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"count","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":4} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":2} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":4} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":2} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":4} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":2} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":4} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":2} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":2} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":4} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":2} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":4} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":2} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":4} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":2} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":4} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":2} key=0 @1499000000 Create
+  {"key":"x","window_start":500,"window_end":1500,"value":1} key="x" @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":4} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":2} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":4} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":2} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":4} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":2} key=0 @1999000000 Create
+  {"key":"x","window_start":1000,"window_end":2000,"value":1} key="x" @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"sum","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":1.5} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":3} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":3.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-4.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":6} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.5} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":5.0} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":1.5} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":3} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"sum","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":1.5} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":3} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":3} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":null} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":3.0} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-4.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":7} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.5} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":5.0} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":3.0} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":6} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"sum","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":3.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-4.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":6} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.5} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":5.0} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"sum","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":3.0} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-4.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":6} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.5} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":5.0} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":3.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-4.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":6} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.5} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":5.0} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":3.0} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-4.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":6} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.5} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":5.0} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":3.0} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-4.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":6} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.5} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":null} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":5.0} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"min","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":-0.0} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":-1} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":-0.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":-1} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":-0.0} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":-1} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"min","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":-0.0} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":-0.0} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":-1} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":-1} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":7.0} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":-0.0} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":-1} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":-0.0} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":-1} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"min","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":-0.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":-1} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"min","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":-0.0} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":-1} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":-0.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":-1} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":-0.0} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":-1} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":-0.0} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-2.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":-1} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.25} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":7.0} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2.5} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"max","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":1.5} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":4} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":1.5} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":1.5} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":4} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"max","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":1.5} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":4} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":7.0} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"max","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":1.5} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"max","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":1.5} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":4} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":1.5} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":1.5} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":4} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":1.5} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-2.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":4} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.25} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":7.0} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2.5} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"mean","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":0.75} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":1.5} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":0.75} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":1.5} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":0.75} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":1.5} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"mean","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":0.75} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":0.75} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":1.5} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":1.5} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":null} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":1.0} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":2.3333333333333335} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":0.75} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":1.5} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"mean","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":0.75} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":1.5} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"mean","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":0.75} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":1.5} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":0.75} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":1.5} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":0.75} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":1.5} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":0.75} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-2.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":1.5} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.25} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":null} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2.5} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+dead letters:
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":3,"value":1.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":70000,"value":-2.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"value":4}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":-1,"value":0.25}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":1,"value":null}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"value":2.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":3,"value":-0.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":1,"value":7.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"value":-1}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":0,"value":0.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":3,"value":1.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":70000,"value":-2.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"value":4}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":-1,"value":0.25}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":1,"value":null}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"value":2.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":3,"value":-0.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":1,"value":7.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"value":-1}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":0,"value":0.0}}
+
+"##;
+}
