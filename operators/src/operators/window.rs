@@ -1378,9 +1378,10 @@ pub(crate) mod legacy_output {
                 Step::Time(t0 + S),
                 Step::Batch(mixed(0)),
                 Step::Time(t0 + 3 * S + 7),
-                Step::Batch(vec![value_event(Value::from("x"), json!("no"), 0)]),
                 Step::One(Record::new(2, 2.0, 0)),
                 Step::Finish(t0 + 3 * S + 9),
+                // A job fails on an error: its state after one is never seen.
+                Step::Batch(vec![value_event(Value::from("x"), json!("no"), 0)]),
             ];
             writeln!(all, "== {f}\n{}", transcript(op.as_mut(), steps)).unwrap();
         }
@@ -1413,9 +1414,10 @@ pub(crate) mod legacy_output {
                     ]),
                     Step::Watermark(t0 + 3 * S),
                     Step::Batch(vec![Record::new(5, 2.0, t0 + 2)]),
-                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0 + 4 * S)]),
                     Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0)]),
                     Step::Finish(0),
+                    // A job fails on an error: its state after one is never seen.
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0 + 4 * S)]),
                 ];
                 writeln!(all, "== {f} {lateness}\n{}", transcript(op.as_mut(), steps)).unwrap();
             }
@@ -1483,11 +1485,10 @@ time
   {"key":70000,"value":1.0} key=70000 @1700000001999999999 Create numeric
   {"key":"a","value":1.0} key="a" @1700000001999999999 Create
   {"key":"b","value":2.0} key="b" @1700000001999999999 Create
-batch
 one
 finish
   {"key":2,"value":1.0} key=2 @1700000003999999999 Create numeric
-  {"key":"x","value":1.0} key="x" @1700000003999999999 Create
+batch
 late 0 dropped late 0 expr 0
 
 == sum
@@ -1514,12 +1515,11 @@ time
   {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
   {"key":"a","value":2.5} key="a" @1700000001999999999 Create
   {"key":"b","value":3.0} key="b" @1700000001999999999 Create
-batch
-  error: field `value` is missing or not a number in {"value":"no"}
 one
 finish
   {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000003999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 0 dropped late 0 expr 0
 
 == min
@@ -1546,12 +1546,11 @@ time
   {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
   {"key":"a","value":2.5} key="a" @1700000001999999999 Create
   {"key":"b","value":-1.0} key="b" @1700000001999999999 Create
-batch
-  error: field `value` is missing or not a number in {"value":"no"}
 one
 finish
   {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000003999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 0 dropped late 0 expr 0
 
 == max
@@ -1578,12 +1577,11 @@ time
   {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
   {"key":"a","value":2.5} key="a" @1700000001999999999 Create
   {"key":"b","value":4.0} key="b" @1700000001999999999 Create
-batch
-  error: field `value` is missing or not a number in {"value":"no"}
 one
 finish
   {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000003999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 0 dropped late 0 expr 0
 
 == mean
@@ -1610,12 +1608,11 @@ time
   {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
   {"key":"a","value":2.5} key="a" @1700000001999999999 Create
   {"key":"b","value":1.5} key="b" @1700000001999999999 Create
-batch
-  error: field `value` is missing or not a number in {"value":"no"}
 one
 finish
   {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
-  {"key":"x","value":null} key="x" @1700000003999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 0 dropped late 0 expr 0
 
 "##;
@@ -1639,10 +1636,9 @@ batch
 watermark
 batch
 batch
-batch
 finish
   {"key":5,"value":1.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":1.0} key="x" @1700000004999999999 Create
+batch
 late 14 dropped late 14 expr 0
 
 == count 2s
@@ -1677,10 +1673,9 @@ batch
 watermark
 batch
 batch
-batch
 finish
   {"key":5,"value":1.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":1.0} key="x" @1700000004999999999 Create
+batch
 late 2 dropped late 2 expr 0
 
 == sum 0
@@ -1703,11 +1698,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 14 dropped late 14 expr 0
 
 == sum 2s
@@ -1742,11 +1736,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 2 dropped late 2 expr 0
 
 == min 0
@@ -1769,11 +1762,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 14 dropped late 14 expr 0
 
 == min 2s
@@ -1808,11 +1800,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 2 dropped late 2 expr 0
 
 == max 0
@@ -1835,11 +1826,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 14 dropped late 14 expr 0
 
 == max 2s
@@ -1874,11 +1864,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":0.0} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 2 dropped late 2 expr 0
 
 == mean 0
@@ -1901,11 +1890,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":null} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 14 dropped late 14 expr 0
 
 == mean 2s
@@ -1940,11 +1928,10 @@ batch
 watermark
 batch
 batch
-  error: field `value` is missing or not a number in {"value":"no"}
-batch
 finish
   {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
-  {"key":"x","value":null} key="x" @1700000004999999999 Create
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
 late 2 dropped late 2 expr 0
 
 "##;
