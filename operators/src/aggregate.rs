@@ -1,26 +1,29 @@
-//! Per-key aggregates for `reduce` and `window`: the accumulator, one type per aggregate (so
-//! the per-record update is monomorphised into the operator's loop), and a key→accumulator map
-//! that is a plain vector for small keys.
+//! Per-key state of `reduce` and `window`: [`KeyedAccs`], the one structure that holds every
+//! key's accumulators ([`crate::aggregates::Acc`]) for every window kind and every reduce; and
+//! the old single `aggregate` (of the numeric field `value`, in doubles), one type per function
+//! so that its per-record update is monomorphised into the operator's loop.
 
 use std::cmp::Ordering;
 
 use rustc_hash::FxHashMap;
 use tidemark_runtime::{BoxError, Record, Value};
 
-/// Keys below this are kept in a vector indexed by the key (grown on demand, 16 bytes per key,
-/// so at most 1 MiB); larger keys go to a hash map.
+pub(crate) use crate::aggregates::Acc;
+use crate::expr::Number;
+
+/// Int keys below this find their slot through a vector indexed by the key (grown on demand,
+/// 4 bytes per key, so at most 256 KiB); other keys through a hash map.
 pub(crate) const DENSE_KEYS: u64 = 1 << 16;
 
-/// The running state of one key.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Acc {
-    /// Records seen; 0 means the key has no state.
-    pub count: u64,
-    /// Sum, minimum or maximum so far, by aggregate.
-    pub value: f64,
+/// The running sum or best value of the old single aggregate, as a double (it is one once the
+/// key has a record).
+#[inline(always)]
+fn double(acc: &Acc) -> f64 {
+    acc.value.as_f64()
 }
 
-/// One aggregate function.
+/// One function of the old single aggregate: doubles in, doubles out, `min` and `max` as
+/// `f64::min` and `f64::max`. Every update counts the record in `count`.
 pub(crate) trait Aggregator: Send + 'static {
     /// Whether the aggregate reads the field `value` (all but `count`).
     const NEEDS_VALUE: bool = true;
@@ -57,11 +60,12 @@ impl Aggregator for Sum {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
         acc.count += 1;
-        acc.value += v;
-        acc.value
+        let sum = double(acc) + v;
+        acc.value = Number::Double(sum);
+        sum
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value
+        double(acc)
     }
 }
 
@@ -69,24 +73,34 @@ impl Aggregator for Min {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
         // f64::min ignores a NaN operand.
-        acc.value = if acc.count == 0 { v } else { acc.value.min(v) };
+        let min = if acc.count == 0 {
+            v
+        } else {
+            double(acc).min(v)
+        };
+        acc.value = Number::Double(min);
         acc.count += 1;
-        acc.value
+        min
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value
+        double(acc)
     }
 }
 
 impl Aggregator for Max {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        acc.value = if acc.count == 0 { v } else { acc.value.max(v) };
+        let max = if acc.count == 0 {
+            v
+        } else {
+            double(acc).max(v)
+        };
+        acc.value = Number::Double(max);
         acc.count += 1;
-        acc.value
+        max
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value
+        double(acc)
     }
 }
 
@@ -94,11 +108,12 @@ impl Aggregator for Mean {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
         acc.count += 1;
-        acc.value += v;
-        acc.value / acc.count as f64
+        let sum = double(acc) + v;
+        acc.value = Number::Double(sum);
+        sum / acc.count as f64
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value / acc.count as f64
+        double(acc) / acc.count as f64
     }
 }
 
@@ -156,18 +171,41 @@ macro_rules! with_aggregator {
 }
 pub(crate) use with_aggregator;
 
-/// Accumulators by key.
-///
-/// Int keys in `0..DENSE_KEYS` index a vector; every other key (negative or large ints,
-/// strings, any value) goes to a hash map.
-#[derive(Debug, Default)]
-pub(crate) struct KeyedAccs {
-    dense: Vec<Acc>,
-    sparse: FxHashMap<Value, Acc>,
+/// The old single aggregate's update by name (for the window, which is not monomorphised).
+pub(crate) fn update(aggregate: crate::config::Aggregate, acc: &mut Acc, v: f64) -> f64 {
+    with_aggregator!(aggregate, A => A::update(acc, v))
 }
 
-/// The order keys are emitted in: ints ascending (dense and sparse alike), then doubles,
-/// strings and the rest, each ascending (by their JSON text beyond strings).
+/// The old single aggregate's result by name.
+pub(crate) fn result(aggregate: crate::config::Aggregate, acc: &Acc) -> f64 {
+    with_aggregator!(aggregate, A => A::result(acc))
+}
+
+/// Every key's accumulators: `width` of them per key (one per aggregate), in slots numbered in
+/// the order of the keys' first records. The one per-key state of `reduce` and of each window
+/// (a session's is its own), so that it can be iterated (and, later, written and read back)
+/// key by key.
+///
+/// A key finds its slot through a vector indexed by the key for ints in `0..DENSE_KEYS`, and
+/// through a hash map for every other key (negative or large ints, strings, any value).
+#[derive(Debug)]
+pub(crate) struct KeyedAccs {
+    width: usize,
+    /// Slot + 1 of int key `k` at `k` (0: none), grown on demand.
+    dense: Vec<u32>,
+    /// The slot of every other key.
+    sparse: FxHashMap<Value, u32>,
+    /// The key of each slot.
+    keys: Vec<Value>,
+    /// The accumulators of slot `s` at `s * width..(s + 1) * width`.
+    accs: Vec<Acc>,
+    /// Slots in key order, reused by [`KeyedAccs::for_each_sorted`].
+    order: Vec<u32>,
+}
+
+/// The order keys are emitted in by the old single aggregate's windows: null, bools, ints
+/// ascending, then doubles, strings and the rest, each ascending (by their JSON text beyond
+/// strings).
 fn key_order(a: &Value, b: &Value) -> Ordering {
     fn rank(v: &Value) -> u8 {
         match v {
@@ -189,104 +227,153 @@ fn key_order(a: &Value, b: &Value) -> Ordering {
     })
 }
 
+/// The dense index of int key `key`, if it is one (compared as u64, so that a negative key
+/// wraps to above any length and no key aliases a slot where usize is narrower).
+#[inline(always)]
+fn dense_index(dense: &[u32], key: i64) -> Option<u32> {
+    let i = key as u64;
+    if i < dense.len() as u64 {
+        match dense[i as usize] {
+            0 => None,
+            slot => Some(slot - 1),
+        }
+    } else {
+        None
+    }
+}
+
+/// The accumulator of an int key with a dense slot in state of width 1 (the old single
+/// aggregate): the per-record path of `reduce`'s batches, with both vectors in registers.
+#[inline(always)]
+pub(crate) fn dense_acc<'a>(dense: &[u32], accs: &'a mut [Acc], key: i64) -> Option<&'a mut Acc> {
+    dense_index(dense, key).and_then(|slot| accs.get_mut(slot as usize))
+}
+
 impl KeyedAccs {
-    /// The accumulator of `record`'s key, made empty if it has none.
-    #[inline(always)]
-    pub(crate) fn get_for(&mut self, record: &Record) -> &mut Acc {
-        if let Some(i) = record.int_key() {
-            if (i as u64) < self.dense.len() as u64 {
-                return &mut self.dense[i as usize];
-            }
+    /// No keys yet, `width` accumulators per key (at least 1).
+    pub(crate) fn new(width: usize) -> Self {
+        KeyedAccs {
+            width: width.max(1),
+            dense: Vec::new(),
+            sparse: FxHashMap::default(),
+            keys: Vec::new(),
+            accs: Vec::new(),
+            order: Vec::new(),
         }
-        self.get_slow(&record.key())
     }
 
-    /// The dense accumulators, indexed by int key (those made so far; see
-    /// [`KeyedAccs::get_for`] for the rest). An empty one (`count` 0) has no state yet.
+    /// The accumulators of `record`'s key, made empty if it has none.
     #[inline(always)]
-    pub(crate) fn dense_mut(&mut self) -> &mut [Acc] {
-        &mut self.dense
-    }
-
-    /// The accumulator of `key`, made empty if it has none.
-    #[cfg(test)]
-    pub(crate) fn get(&mut self, key: &Value) -> &mut Acc {
-        if let Value::Int(i) = key {
-            if (*i as u64) < self.dense.len() as u64 {
-                return &mut self.dense[*i as usize];
-            }
+    pub(crate) fn get_for(&mut self, record: &Record) -> &mut [Acc] {
+        if let Some(slot) = record.int_key().and_then(|k| dense_index(&self.dense, k)) {
+            return self.slot_mut(slot);
         }
-        self.get_slow(key)
+        let slot = self.slot_of(&record.key());
+        self.slot_mut(slot)
     }
 
+    /// The accumulators of `key`, made empty if it has none.
+    #[inline]
+    pub(crate) fn get(&mut self, key: &Value) -> &mut [Acc] {
+        let slot = match key {
+            Value::Int(i) => dense_index(&self.dense, *i),
+            _ => self.sparse.get(key).copied(),
+        };
+        let slot = match slot {
+            Some(slot) => slot,
+            None => self.slot_of(key),
+        };
+        self.slot_mut(slot)
+    }
+
+    #[inline(always)]
+    fn slot_mut(&mut self, slot: u32) -> &mut [Acc] {
+        let at = slot as usize * self.width;
+        &mut self.accs[at..at + self.width]
+    }
+
+    /// The slots of the dense keys (slot + 1, 0 for none) and the accumulators of every slot
+    /// (see [`dense_acc`]).
+    #[inline(always)]
+    pub(crate) fn dense_parts(&mut self) -> (&[u32], &mut [Acc]) {
+        (&self.dense, &mut self.accs)
+    }
+
+    /// The slot of `key`, made if it has none.
     #[cold]
     #[inline(never)]
-    fn get_slow(&mut self, key: &Value) -> &mut Acc {
-        match key {
-            Value::Int(i) if (0..DENSE_KEYS as i64).contains(i) => {
-                let key = *i as u64;
-                // key < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
-                let len = (key + 1)
-                    .max(2 * self.dense.len() as u64)
-                    .clamp(64, DENSE_KEYS);
-                self.dense.resize(len as usize, Acc::default());
-                &mut self.dense[key as usize]
-            }
-            _ => {
-                if !self.sparse.contains_key(key) {
-                    self.sparse.insert(key.clone(), Acc::default());
+    fn slot_of(&mut self, key: &Value) -> u32 {
+        if let Value::Int(i) = key {
+            if (0..DENSE_KEYS as i64).contains(i) {
+                let k = *i as usize;
+                if k >= self.dense.len() {
+                    // k < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
+                    let len = (k + 1)
+                        .max(2 * self.dense.len())
+                        .clamp(64, DENSE_KEYS as usize);
+                    self.dense.resize(len, 0);
                 }
-                self.sparse.get_mut(key).expect("inserted above")
+                if self.dense[k] == 0 {
+                    self.dense[k] = self.push(key) + 1;
+                }
+                return self.dense[k] - 1;
+            }
+        }
+        match self.sparse.get(key) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.push(key);
+                self.sparse.insert(key.clone(), slot);
+                slot
             }
         }
     }
 
-    /// The sparse keys in emission order, split into the ints before the dense ones and the
-    /// rest.
-    fn sorted_sparse(&self) -> (Vec<Value>, Vec<Value>) {
-        let mut keys: Vec<Value> = self.sparse.keys().cloned().collect();
-        keys.sort_unstable_by(key_order);
-        let negative = keys
-            .iter()
-            .take_while(|k| {
-                matches!(k, Value::Null | Value::Bool(_)) || matches!(k, Value::Int(i) if *i < 0)
-            })
-            .count();
-        let rest = keys.split_off(negative);
-        (keys, rest)
+    fn push(&mut self, key: &Value) -> u32 {
+        let slot = u32::try_from(self.keys.len()).expect("fewer than 2^32 keys");
+        self.keys.push(key.clone());
+        self.accs
+            .resize(self.accs.len() + self.width, Acc::default());
+        slot
     }
 
-    /// Calls `f` with every key that has state, in key order, keeping the state.
-    pub(crate) fn for_each_sorted(&self, mut f: impl FnMut(&Value, &Acc)) {
-        let (before, after) = if self.sparse.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            self.sorted_sparse()
-        };
-        for key in &before {
-            f(key, &self.sparse[key]);
-        }
-        for (key, acc) in self.dense.iter().enumerate() {
-            if acc.count > 0 {
-                f(&Value::Int(key as i64), acc);
-            }
-        }
-        for key in &after {
-            f(key, &self.sparse[key]);
+    /// How many keys have state.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Every key with its accumulators, in the order of the keys' first records.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Value, &[Acc])> {
+        self.keys.iter().zip(self.accs.chunks_exact(self.width))
+    }
+
+    /// Calls `f` with every key and its accumulators in key order (see [`key_order`]), keeping
+    /// the state.
+    pub(crate) fn for_each_sorted(&mut self, mut f: impl FnMut(&Value, &[Acc])) {
+        let keys = &self.keys;
+        self.order.clear();
+        self.order.extend(0..keys.len() as u32);
+        self.order
+            .sort_unstable_by(|&a, &b| key_order(&keys[a as usize], &keys[b as usize]));
+        for &slot in &self.order {
+            let at = slot as usize * self.width;
+            f(&keys[slot as usize], &self.accs[at..at + self.width]);
         }
     }
 
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
-        self.dense.fill(Acc::default());
+        for key in &self.keys {
+            if let Value::Int(i) = key {
+                if let Some(slot) = self.dense.get_mut(*i as u64 as usize) {
+                    *slot = 0;
+                }
+            }
+        }
         self.sparse.clear();
-    }
-
-    /// Calls `f` with every key that has state, in key order, and forgets the state (keeping
-    /// the memory).
-    pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(&Value, Acc)) {
-        self.for_each_sorted(|key, acc| f(key, *acc));
-        self.clear();
+        self.keys.clear();
+        self.accs.clear();
     }
 }
 
@@ -312,7 +399,7 @@ mod tests {
 
     #[test]
     fn keyed_state_for_small_and_large_keys() {
-        let mut s = KeyedAccs::default();
+        let mut s = KeyedAccs::new(2);
         let dense = DENSE_KEYS as i64;
         let keys = [
             Value::Int(5),
@@ -324,39 +411,59 @@ mod tests {
             Value::from("a"),
             Value::Int(dense - 1),
         ];
-        for key in &keys {
-            Sum::update(s.get(key), 1.0);
+        for (i, key) in keys.iter().enumerate() {
+            let accs = s.get(key);
+            assert_eq!(accs.len(), 2);
+            Sum::update(&mut accs[0], 1.0);
+            Sum::update(&mut accs[1], i as f64);
         }
-        let mut seen = Vec::new();
-        s.drain_sorted(|k, acc| seen.push((k.to_string(), acc.count)));
-        let expected: Vec<(String, u64)> = [
-            ("-1".to_string(), 1),
-            ("0".to_string(), 1),
-            ("5".to_string(), 2),
-            ((dense - 1).to_string(), 1),
-            ((dense + 7).to_string(), 1),
-            ("\"a\"".to_string(), 1),
-            ("\"b\"".to_string(), 1),
-        ]
-        .into();
-        assert_eq!(seen, expected);
-        let mut again = 0;
-        s.drain_sorted(|_, _| again += 1);
-        assert_eq!(again, 0);
-        // for_each_sorted keeps the state; clear forgets it.
-        for key in [9, dense + 1, 2] {
-            Count::update(s.get(&Value::Int(key)), 0.0);
-        }
-        let mut seen = Vec::new();
-        s.for_each_sorted(|k, acc| seen.push((k.clone(), acc.count)));
-        s.for_each_sorted(|k, acc| seen.push((k.clone(), acc.count)));
-        let ints = |v: &[i64]| v.iter().map(|&i| (Value::Int(i), 1)).collect::<Vec<_>>();
+        let seen = |s: &mut KeyedAccs| {
+            let mut seen = Vec::new();
+            s.for_each_sorted(|k, accs| {
+                seen.push((k.to_string(), accs[0].count, Sum::result(&accs[1])))
+            });
+            seen
+        };
+        let expected: Vec<(String, u64, f64)> = vec![
+            ("-1".to_string(), 1, 4.0),
+            ("0".to_string(), 1, 5.0),
+            ("5".to_string(), 2, 3.0),
+            ((dense - 1).to_string(), 1, 7.0),
+            ((dense + 7).to_string(), 1, 2.0),
+            ("\"a\"".to_string(), 1, 6.0),
+            ("\"b\"".to_string(), 1, 1.0),
+        ];
+        assert_eq!(seen(&mut s), expected);
+        assert_eq!(seen(&mut s), expected, "iterating keeps the state");
+        // In order of first records, and the same slots by record.
+        let firsts: Vec<String> = s.iter().map(|(k, _)| k.to_string()).collect();
         assert_eq!(
-            seen,
-            [ints(&[2, 9, dense + 1]), ints(&[2, 9, dense + 1])].concat()
+            firsts,
+            [
+                "5",
+                "\"b\"",
+                &(dense + 7).to_string(),
+                "-1",
+                "0",
+                "\"a\"",
+                &(dense - 1).to_string()
+            ]
         );
+        assert_eq!(s.get_for(&Record::new(5, 0.0, 0))[0].count, 2);
+        assert_eq!(s.get_for(&Record::new(u64::MAX, 0.0, 0))[0].count, 1);
+        let (dense_slots, accs) = s.dense_parts();
+        assert_eq!(dense_acc(dense_slots, accs, 5).map(|a| a.count), Some(2));
+        assert!(dense_acc(dense_slots, accs, 6).is_none());
+        assert!(dense_acc(dense_slots, accs, -1).is_none());
+        assert_eq!(s.len(), 7);
+        // Clearing forgets every key; new keys start empty.
         s.clear();
-        s.for_each_sorted(|_, _| again += 1);
-        assert_eq!(again, 0);
+        assert_eq!(s.len(), 0);
+        assert!(seen(&mut s).is_empty());
+        let (dense_slots, accs) = s.dense_parts();
+        assert!(dense_acc(dense_slots, accs, 5).is_none());
+        assert_eq!(s.get(&Value::Int(5))[0], Acc::default());
+        assert_eq!(s.get(&Value::from("a"))[1], Acc::default());
+        assert_eq!(s.len(), 2);
     }
 }

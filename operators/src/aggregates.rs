@@ -155,63 +155,34 @@ impl AggregatesConfig {
     }
 }
 
-/// A running sum: exact ints while they fit, then a double.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sum {
-    Int(i64),
-    Double(f64),
-}
-
-impl Sum {
-    fn add(self, n: Number) -> Sum {
-        match (self, n) {
-            (Sum::Int(a), Number::Int(b)) => match a.checked_add(b) {
-                Some(s) => Sum::Int(s),
-                None => Sum::Double(a as f64 + b as f64),
-            },
-            (Sum::Int(a), Number::Double(b)) => Sum::Double(a as f64 + b),
-            (Sum::Double(a), n) => Sum::Double(a + n.as_f64()),
-        }
-    }
-
-    fn merge(self, other: Sum) -> Sum {
-        match other {
-            Sum::Int(b) => self.add(Number::Int(b)),
-            Sum::Double(b) => Sum::Double(self.as_f64() + b),
-        }
-    }
-
-    fn value(self) -> Value {
-        match self {
-            Sum::Int(i) => Value::Int(i),
-            Sum::Double(d) => Value::Double(d),
-        }
-    }
-
-    fn as_f64(self) -> f64 {
-        match self {
-            Sum::Int(i) => i as f64,
-            Sum::Double(d) => d,
-        }
+/// Adds `n` to the running sum `sum`: exact ints while they fit, then a double from then on.
+#[inline]
+fn add(sum: Number, n: Number) -> Number {
+    match (sum, n) {
+        (Number::Int(a), Number::Int(b)) => match a.checked_add(b) {
+            Some(s) => Number::Int(s),
+            None => Number::Double(a as f64 + b as f64),
+        },
+        (Number::Int(a), Number::Double(b)) => Number::Double(a as f64 + b),
+        (Number::Double(a), n) => Number::Double(a + n.as_f64()),
     }
 }
 
-/// The state of one aggregate for one key.
+/// The state of one aggregate for one key: the one accumulator of every `window` and `reduce`
+/// (the old single `aggregate` keeps its doubles in it too, see [`crate::aggregate`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Acc {
     /// Records (count) or non-null values (the others) seen.
-    count: u64,
-    sum: Sum,
-    /// Min or max so far.
-    best: Option<Number>,
+    pub(crate) count: u64,
+    /// The sum (`sum`, `mean`) or, once `count > 0`, the best value (`min`, `max`).
+    pub(crate) value: Number,
 }
 
 impl Default for Acc {
     fn default() -> Self {
         Acc {
             count: 0,
-            sum: Sum::Int(0),
-            best: None,
+            value: Number::Int(0),
         }
     }
 }
@@ -233,45 +204,48 @@ impl Acc {
             Aggregate::Sum | Aggregate::Mean => {
                 if let Some(n) = value {
                     self.count += 1;
-                    self.sum = self.sum.add(n);
+                    self.value = add(self.value, n);
                 }
             }
             Aggregate::Min | Aggregate::Max => {
                 if let Some(n) = value {
-                    self.count += 1;
                     self.offer(function, n);
+                    self.count += 1;
                 }
             }
         }
     }
 
-    /// Keeps `n` if it is better (smaller for min, larger for max) than the best so far.
+    /// Keeps `n` if it is better (smaller for min, larger for max) than the best so far (the
+    /// first value is; one after a NaN is).
     #[inline]
     fn offer(&mut self, function: Aggregate, n: Number) {
-        let better = match self.best {
-            None => true,
-            Some(b) if b.as_f64().is_nan() => true,
-            Some(b) if function == Aggregate::Min => less(n, b),
-            Some(b) => less(b, n),
-        };
+        let b = self.value;
+        let better = self.count == 0
+            || b.as_f64().is_nan()
+            || if function == Aggregate::Min {
+                less(n, b)
+            } else {
+                less(b, n)
+            };
         if better {
-            self.best = Some(n);
+            self.value = n;
         }
     }
 
     /// Folds in `other`, the state of the same aggregate over other records (two session
     /// windows merging), as if its records had been added here.
     pub fn merge(&mut self, function: Aggregate, other: &Acc) {
-        self.count += other.count;
         match function {
             Aggregate::Count => {}
-            Aggregate::Sum | Aggregate::Mean => self.sum = self.sum.merge(other.sum),
+            Aggregate::Sum | Aggregate::Mean => self.value = add(self.value, other.value),
             Aggregate::Min | Aggregate::Max => {
-                if let Some(n) = other.best {
-                    self.offer(function, n);
+                if other.count > 0 {
+                    self.offer(function, other.value);
                 }
             }
         }
+        self.count += other.count;
     }
 
     /// The aggregate so far.
@@ -279,9 +253,9 @@ impl Acc {
         match function {
             Aggregate::Count => Value::Int(self.count as i64),
             _ if self.count == 0 => Value::Null,
-            Aggregate::Sum => self.sum.value(),
-            Aggregate::Mean => Value::Double(self.sum.as_f64() / self.count as f64),
-            Aggregate::Min | Aggregate::Max => self.best.map_or(Value::Null, Value::from),
+            Aggregate::Sum => self.value.into(),
+            Aggregate::Mean => Value::Double(self.value.as_f64() / self.count as f64),
+            Aggregate::Min | Aggregate::Max => self.value.into(),
         }
     }
 }

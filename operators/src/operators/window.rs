@@ -56,32 +56,34 @@
 //!
 //! At the end of a bounded input every window that has not fired fires ([`Operator::finish`]).
 //!
-//! **State**: per window not yet expired, one accumulator per aggregate per key with records
-//! in it; so memory is bounded by (windows ahead of the watermark + windows within the
+//! **State** (`window_state.rs`): per window not yet expired, one accumulator per aggregate
+//! per key with records in it (one `KeyedAccs` per window, a session's in the key's
+//! sessions); so memory is bounded by (windows ahead of the watermark + windows within the
 //! lateness) × keys, times `size / slide` for sliding windows. A session lives until the
 //! watermark passes its end plus the lateness.
 //!
 //! **The old single `aggregate`** (`aggregate: count | sum | min | max | mean` of the numeric
-//! field `value`, instead of `aggregates`) keeps working: with `kind: tumbling` and no dead
-//! letter it is the original fast path emitting `{"key": k, "value": v}` at `end - 1 ns`; with
-//! the other kinds it is the aggregate `value` computed as above.
+//! field `value`, instead of `aggregates`) keeps working, in the same operator and state: with
+//! `kind: tumbling` and no dead letter its output is as it always was, `{"key": k, "value": v}`
+//! (`v` a double computed in doubles, `min`/`max` ignoring NaN) at `end - 1 ns`, keys in key
+//! order, a record without a numeric `value` failing the job unless it is late (`on_error` does
+//! not apply); with the other kinds it is the aggregate `value` computed as above
+//! (`value: {sum: value}`, say).
 
-use std::collections::BTreeMap;
-use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext, TimestampType};
+use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
-use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregate::{input, with_aggregator};
 use crate::aggregates::AggregatesConfig;
 use crate::config::{self, duration, nanos_i64, Aggregate};
 use crate::expr::{self, Evaluator, Number};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
 use crate::window_assigner::{KindError, Window, WindowKind};
-use crate::window_state::{result_timestamp, WindowResult, WindowState};
+use crate::window_state::{Computed, Input, WindowState};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
@@ -279,16 +281,15 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
         });
     };
     let lateness = nanos_i64(config.allowed_lateness.unwrap_or_default());
-    // The old single aggregate over tumbling windows keeps its own fast operators.
-    if let (Some(aggregate), WindowKind::Tumbling { size }, LatePolicy::Drop) =
-        (config.aggregate, kind, &config.late)
-    {
-        let time = config.time;
-        return Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
-            Ok(single_aggregate_window(aggregate, time, size, lateness))
-        })));
-    }
-    let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
+    // The old single aggregate over tumbling windows without a dead letter keeps its own
+    // output (`{key, value}` at the window's end - 1 ns) and ignores `on_error`.
+    let (computed, on_error) = match (config.aggregate, kind, &config.late) {
+        (Some(aggregate), WindowKind::Tumbling { .. }, LatePolicy::Drop) => {
+            (Computed::Value(aggregate), ErrorPolicy::Fail)
+        }
+        _ => (Computed::Aggregates(aggregates), config.on_error.clone()),
+    };
+    let on_error = OnErrorFactory::new(on_error, &env.job_dir);
     let late = match &config.late {
         LatePolicy::Drop => None,
         LatePolicy::DeadLetter(path) => Some(OnErrorFactory::new(
@@ -298,8 +299,8 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     };
     let time = config.time;
     Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
-        Ok(Box::new(AggregatesWindow {
-            state: WindowState::new(kind, lateness, aggregates.clone()),
+        Ok(Box::new(WindowOperator {
+            state: WindowState::new(kind, lateness, computed.clone()),
             time,
             lateness,
             eval: Evaluator::new(),
@@ -316,9 +317,10 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     })))
 }
 
-/// One subtask of the `window` operator with `aggregates` (or any kind but tumbling).
+/// One subtask of the `window` operator: every kind, both clocks, `aggregates` and the old
+/// single `aggregate`.
 #[derive(Debug)]
-struct AggregatesWindow {
+struct WindowOperator {
     state: WindowState,
     time: WindowTime,
     lateness: i64,
@@ -335,13 +337,12 @@ struct AggregatesWindow {
     values: Vec<Option<Number>>,
 }
 
-/// The output record of a window's result for one key.
-fn result_record(r: WindowResult<'_>) -> Record {
-    Record::with_event(r.key.clone(), r.event, result_timestamp(r.window))
-        .with_timestamp_type(TimestampType::Create)
+/// The old single aggregate `aggregate`'s input from `record`: its numeric `value`.
+fn value_input(aggregate: Aggregate, record: &Record) -> Result<f64, BoxError> {
+    with_aggregator!(aggregate, A => input::<A>(record))
 }
 
-impl AggregatesWindow {
+impl WindowOperator {
     fn add(&mut self, record: &Record, t: i64, out: &mut Output) -> Result<(), BoxError> {
         let (state, eval, on_error, values) = (
             &mut self.state,
@@ -349,17 +350,30 @@ impl AggregatesWindow {
             &mut self.on_error,
             &mut self.values,
         );
-        let counted = expr::with_record(record, |scope| {
-            match state.aggregates().values(eval, scope, values) {
-                Ok(()) => Ok(true),
-                Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
+        let input = match state.computed() {
+            Computed::Aggregates(aggregates) => {
+                let counted = expr::with_record(record, |scope| {
+                    match aggregates.values(eval, scope, values) {
+                        Ok(()) => Ok(true),
+                        Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
+                    }
+                })?;
+                if !counted {
+                    return Ok(());
+                }
+                Input::Values(values)
             }
-        })?;
-        if !counted {
-            return Ok(());
-        }
+            Computed::Value(aggregate) => match value_input(*aggregate, record) {
+                Ok(v) => Input::Value(v),
+                // A late record is dropped before its value is read.
+                Err(e) => match state.late(t) {
+                    Some(late) => return self.late(record, late.window),
+                    None => return Err(e),
+                },
+            },
+        };
         let key = record.key();
-        match state.add(&key, t, values, |r| out.emit(result_record(r))) {
+        match state.add(&key, t, input, |r| out.emit(r)) {
             Ok(()) => Ok(()),
             Err(late) => self.late(record, late.window),
         }
@@ -384,6 +398,16 @@ impl AggregatesWindow {
         Ok(())
     }
 
+    /// Processing time: keeps a record that came before the first clock reading (the old
+    /// single aggregate fails on a record without a value at once, as before).
+    fn early(&mut self, record: Record) -> Result<(), BoxError> {
+        if let Computed::Value(aggregate) = self.state.computed() {
+            value_input(*aggregate, &record)?;
+        }
+        self.early.push(record);
+        Ok(())
+    }
+
     /// Processing time: the records that came before the first clock reading take it.
     fn flush_early(&mut self, now: i64, out: &mut Output) -> Result<(), BoxError> {
         for record in std::mem::take(&mut self.early) {
@@ -393,16 +417,13 @@ impl AggregatesWindow {
     }
 }
 
-impl Operator for AggregatesWindow {
+impl Operator for WindowOperator {
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         let t = match self.time {
             WindowTime::Event => record.timestamp,
             WindowTime::Processing => match self.now {
                 Some(now) => now,
-                None => {
-                    self.early.push(record);
-                    return Ok(());
-                }
+                None => return self.early(record),
             },
         };
         self.add(&record, t, out)
@@ -415,7 +436,7 @@ impl Operator for AggregatesWindow {
                 WindowTime::Processing => match self.now {
                     Some(now) => now,
                     None => {
-                        self.early.push(record.clone());
+                        self.early(record.clone())?;
                         continue;
                     }
                 },
@@ -427,8 +448,7 @@ impl Operator for AggregatesWindow {
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
         if self.time == WindowTime::Event {
-            self.state
-                .advance(watermark, |r| out.emit(result_record(r)));
+            self.state.advance(watermark, |r| out.emit(r));
         }
         Ok(())
     }
@@ -442,8 +462,7 @@ impl Operator for AggregatesWindow {
             let now = now_nanos.max(self.now.unwrap_or(now_nanos));
             self.now = Some(now);
             // A window ends when the clock reaches its end: time is complete up to now - 1.
-            self.state
-                .advance(now.saturating_sub(1), |r| out.emit(result_record(r)));
+            self.state.advance(now.saturating_sub(1), |r| out.emit(r));
         }
         Ok(())
     }
@@ -453,7 +472,7 @@ impl Operator for AggregatesWindow {
             self.now = Some(now_nanos);
             self.flush_early(now_nanos, out)?;
         }
-        self.state.finish(|r| out.emit(result_record(r)));
+        self.state.finish(|r| out.emit(r));
         Ok(())
     }
 
@@ -470,242 +489,12 @@ impl Operator for AggregatesWindow {
     }
 }
 
-/// A `window` subtask with the old single `aggregate` of `value` over tumbling windows of
-/// `size` ns.
-fn single_aggregate_window(
-    aggregate: Aggregate,
-    time: WindowTime,
-    size: i64,
-    lateness: i64,
-) -> Box<dyn Operator> {
-    match time {
-        WindowTime::Processing => {
-            with_aggregator!(aggregate, A => Box::new(WindowOperator::<A>::new(size)))
-        }
-        WindowTime::Event => {
-            with_aggregator!(
-                aggregate,
-                A => Box::new(EventWindowOperator::<A>::new(size, lateness))
-            )
-        }
-    }
-}
-
-/// The end of the window of `size` holding `t` (saturating at the end of time).
-#[inline(always)]
-fn end_of_window_at(size: i64, t: i64) -> i64 {
-    t.saturating_sub(t.rem_euclid(size)).saturating_add(size)
-}
-
-/// Spare accumulator maps kept for new windows, so steady state does not allocate.
-const SPARE_WINDOWS: usize = 4;
-
-/// One event-time window's state.
-#[derive(Debug, Default)]
-struct EventWindow {
-    accs: KeyedAccs,
-    /// Whether it has fired (its end has passed the watermark).
-    fired: bool,
-}
-
-/// One subtask of the `window` operator in event time, for one aggregate type.
-#[derive(Debug)]
-struct EventWindowOperator<A> {
-    size: i64,
-    lateness: i64,
-    /// The current watermark, `i64::MIN` before the first.
-    watermark: i64,
-    /// Windows not yet purged, by end.
-    windows: BTreeMap<i64, EventWindow>,
-    spare: Vec<KeyedAccs>,
-    late_dropped: u64,
-    _aggregate: PhantomData<fn() -> A>,
-}
-
-impl<A: Aggregator> EventWindowOperator<A> {
-    fn new(size: i64, lateness: i64) -> Self {
-        EventWindowOperator {
-            size,
-            lateness,
-            watermark: i64::MIN,
-            windows: BTreeMap::new(),
-            spare: Vec::new(),
-            late_dropped: 0,
-            _aggregate: PhantomData,
-        }
-    }
-
-    /// Emits the aggregate of every key of the window ending at `end`.
-    fn emit_window(end: i64, window: &EventWindow, out: &mut Output) {
-        let timestamp = end - 1;
-        window.accs.for_each_sorted(|key, acc| {
-            out.emit(Record::keyed_value(key, A::result(acc), timestamp))
-        });
-    }
-
-    fn recycle(&mut self, mut accs: KeyedAccs) {
-        if self.spare.len() < SPARE_WINDOWS {
-            accs.clear();
-            self.spare.push(accs);
-        }
-    }
-}
-
-impl<A: Aggregator> Operator for EventWindowOperator<A> {
-    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        self.process_batch(std::slice::from_ref(&record), out)
-    }
-
-    fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
-        let (size, lateness, watermark) = (self.size, self.lateness, self.watermark);
-        let mut i = 0;
-        while i < records.len() {
-            let end = end_of_window_at(size, records[i].timestamp);
-            let last = end - 1;
-            if last.saturating_add(lateness) <= watermark {
-                // Its window is gone.
-                self.late_dropped += 1;
-                i += 1;
-                continue;
-            }
-            // A window the watermark has passed fires for each record (a late firing).
-            let passed = last <= watermark;
-            let spare = &mut self.spare;
-            let window = self.windows.entry(end).or_insert_with(|| EventWindow {
-                accs: spare.pop().unwrap_or_default(),
-                fired: false,
-            });
-            window.fired |= passed;
-            // The run of records in the same window goes without another lookup.
-            while i < records.len() {
-                let r = &records[i];
-                if r.timestamp < end - size || r.timestamp >= end {
-                    break;
-                }
-                let value = A::update(window.accs.get_for(r), input::<A>(r)?);
-                if passed {
-                    out.emit(Record::keyed_value(&r.key(), value, last));
-                }
-                i += 1;
-            }
-        }
-        Ok(())
-    }
-
-    fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
-        if watermark <= self.watermark {
-            return Ok(());
-        }
-        self.watermark = watermark;
-        // Fire every window whose last instant the watermark has reached, in window order.
-        for (&end, window) in self.windows.range_mut(..=watermark.saturating_add(1)) {
-            if !window.fired {
-                Self::emit_window(end, window, out);
-                window.fired = true;
-            }
-        }
-        // Purge those past their allowed lateness: end - 1 + lateness <= watermark.
-        let keep_from = watermark.saturating_sub(self.lateness).saturating_add(2);
-        if self
-            .windows
-            .first_key_value()
-            .is_some_and(|(&end, _)| end < keep_from)
-        {
-            let kept = self.windows.split_off(&keep_from);
-            let purged = std::mem::replace(&mut self.windows, kept);
-            for (_, window) in purged {
-                self.recycle(window.accs);
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, _now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
-        for (end, window) in std::mem::take(&mut self.windows) {
-            if !window.fired {
-                Self::emit_window(end, &window, out);
-            }
-        }
-        Ok(())
-    }
-
-    fn late_records_dropped(&self) -> u64 {
-        self.late_dropped
-    }
-}
-
-/// One subtask of the `window` operator, for one aggregate type.
-#[derive(Debug)]
-struct WindowOperator<A> {
-    size: i64,
-    /// The end of the open window, once the time is known.
-    end: Option<i64>,
-    state: KeyedAccs,
-    _aggregate: PhantomData<fn() -> A>,
-}
-
-impl<A: Aggregator> WindowOperator<A> {
-    fn new(size: i64) -> Self {
-        WindowOperator {
-            size,
-            end: None,
-            state: KeyedAccs::default(),
-            _aggregate: PhantomData,
-        }
-    }
-
-    /// The end of the window holding `now`.
-    fn end_of_window_at(&self, now: i64) -> i64 {
-        now.saturating_sub(now.rem_euclid(self.size))
-            .saturating_add(self.size)
-    }
-
-    /// Emits the aggregate of every key of the window ending at `end`, and forgets them.
-    fn fire(&mut self, end: i64, out: &mut Output) {
-        let timestamp = end - 1;
-        self.state.drain_sorted(|key, acc| {
-            out.emit(Record::keyed_value(key, A::result(&acc), timestamp))
-        });
-    }
-}
-
-impl<A: Aggregator> Operator for WindowOperator<A> {
-    fn process(&mut self, record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        A::update(self.state.get_for(&record), input::<A>(&record)?);
-        Ok(())
-    }
-
-    fn process_batch(&mut self, records: &[Record], _out: &mut Output) -> Result<(), BoxError> {
-        for record in records {
-            A::update(self.state.get_for(record), input::<A>(record)?);
-        }
-        Ok(())
-    }
-
-    fn on_time(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
-        match self.end {
-            Some(end) if now_nanos >= end => {
-                self.fire(end, out);
-                self.end = Some(self.end_of_window_at(now_nanos));
-            }
-            Some(_) => {}
-            None => self.end = Some(self.end_of_window_at(now_nanos)),
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
-        let end = self.end.unwrap_or_else(|| self.end_of_window_at(now_nanos));
-        self.fire(end, out);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_util::{kv, operator, process};
     use serde_json::json;
+    use tidemark_runtime::TimestampType;
 
     const S: i64 = 1_000_000_000;
 
