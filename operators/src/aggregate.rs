@@ -11,8 +11,9 @@ use tidemark_runtime::{BoxError, Record, Value};
 pub(crate) use crate::aggregates::Acc;
 use crate::expr::Number;
 
-/// Int keys below this find their slot through a vector indexed by the key (grown on demand,
-/// 4 bytes per key, so at most 256 KiB); other keys through a hash map.
+/// Int keys below this keep their accumulators in a vector indexed by the key (grown on
+/// demand, 24 bytes per key and aggregate, so at most 1.5 MiB per aggregate); other keys find
+/// theirs through a hash map.
 pub(crate) const DENSE_KEYS: u64 = 1 << 16;
 
 /// The running sum or best value of the old single aggregate, as a double (it is one once the
@@ -181,26 +182,41 @@ pub(crate) fn result(aggregate: crate::config::Aggregate, acc: &Acc) -> f64 {
     with_aggregator!(aggregate, A => A::result(acc))
 }
 
-/// Every key's accumulators: `width` of them per key (one per aggregate), in slots numbered in
-/// the order of the keys' first records. The one per-key state of `reduce` and of each window
-/// (a session's is its own), so that it can be iterated (and, later, written and read back)
-/// key by key.
+/// Every key's accumulators: `width` of them per key (one per aggregate). The one per-key
+/// state of `reduce` and of each window (a session's is its own), so that it can be iterated
+/// (and, later, written and read back) key by key, in the order of the keys' first records or
+/// in key order.
 ///
-/// A key finds its slot through a vector indexed by the key for ints in `0..DENSE_KEYS`, and
-/// through a hash map for every other key (negative or large ints, strings, any value).
+/// Made [`KeyedAccs::new`], int keys in `0..DENSE_KEYS` keep their accumulators in a vector
+/// indexed by the key (so the per-record path of `reduce` is one indexed load); every other key
+/// (negative or large ints, strings, any value), and every key when made
+/// [`KeyedAccs::hashed`], finds its slot through a hash map.
 #[derive(Debug)]
 pub(crate) struct KeyedAccs {
     width: usize,
-    /// Slot + 1 of int key `k` at `k` (0: none), grown on demand.
-    dense: Vec<u32>,
+    /// Int keys below this are dense: `DENSE_KEYS` or 0.
+    dense_keys: u64,
+    /// The accumulators of int key `k` at `k * width..(k + 1) * width`, grown on demand.
+    dense: Vec<Acc>,
+    /// Whether int key `k` has state.
+    dense_has: Vec<bool>,
     /// The slot of every other key.
     sparse: FxHashMap<Value, u32>,
-    /// The key of each slot.
-    keys: Vec<Value>,
-    /// The accumulators of slot `s` at `s * width..(s + 1) * width`.
-    accs: Vec<Acc>,
-    /// Slots in key order, reused by [`KeyedAccs::for_each_sorted`].
+    /// The accumulators of sparse slot `s` at `s * width..(s + 1) * width`.
+    sparse_accs: Vec<Acc>,
+    /// Every key with state and where its accumulators are, in the order of first records.
+    keys: Vec<(Value, Place)>,
+    /// Indexes into `keys` in key order, reused by [`KeyedAccs::for_each_sorted`].
     order: Vec<u32>,
+}
+
+/// Where a key's accumulators start.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// In `dense`, at this index.
+    Dense(usize),
+    /// In `sparse_accs`, at this index.
+    Sparse(usize),
 }
 
 /// The order keys are emitted in by the old single aggregate's windows: null, bools, ints
@@ -227,37 +243,43 @@ fn key_order(a: &Value, b: &Value) -> Ordering {
     })
 }
 
-/// The dense index of int key `key`, if it is one (compared as u64, so that a negative key
-/// wraps to above any length and no key aliases a slot where usize is narrower).
+/// The accumulator of int key `key` in the dense accumulators of state of width 1 whose
+/// every update counts the record (the old single aggregate), if the key has one with a record:
+/// the per-record path of `reduce`'s batches, with the vector in registers. A key without one
+/// takes [`KeyedAccs::get_for`], which makes it.
 #[inline(always)]
-fn dense_index(dense: &[u32], key: i64) -> Option<u32> {
+pub(crate) fn dense_acc(dense: &mut [Acc], key: i64) -> Option<&mut Acc> {
+    // One unsigned comparison: a negative key wraps to above any length. (Compared as u64,
+    // so that no key aliases a slot where usize is narrower.)
     let i = key as u64;
     if i < dense.len() as u64 {
-        match dense[i as usize] {
-            0 => None,
-            slot => Some(slot - 1),
-        }
+        let acc = &mut dense[i as usize];
+        (acc.count > 0).then_some(acc)
     } else {
         None
     }
 }
 
-/// The accumulator of an int key with a dense slot in state of width 1 (the old single
-/// aggregate): the per-record path of `reduce`'s batches, with both vectors in registers.
-#[inline(always)]
-pub(crate) fn dense_acc<'a>(dense: &[u32], accs: &'a mut [Acc], key: i64) -> Option<&'a mut Acc> {
-    dense_index(dense, key).and_then(|slot| accs.get_mut(slot as usize))
-}
-
 impl KeyedAccs {
-    /// No keys yet, `width` accumulators per key (at least 1).
+    /// No keys yet, `width` accumulators per key (at least 1), small int keys dense.
     pub(crate) fn new(width: usize) -> Self {
         KeyedAccs {
+            dense_keys: DENSE_KEYS,
+            ..KeyedAccs::hashed(width)
+        }
+    }
+
+    /// No keys yet, `width` accumulators per key (at least 1), every key through the hash map:
+    /// for the many tables of windows, whose memory should follow the keys they hold.
+    pub(crate) fn hashed(width: usize) -> Self {
+        KeyedAccs {
             width: width.max(1),
+            dense_keys: 0,
             dense: Vec::new(),
+            dense_has: Vec::new(),
             sparse: FxHashMap::default(),
+            sparse_accs: Vec::new(),
             keys: Vec::new(),
-            accs: Vec::new(),
             order: Vec::new(),
         }
     }
@@ -265,76 +287,103 @@ impl KeyedAccs {
     /// The accumulators of `record`'s key, made empty if it has none.
     #[inline(always)]
     pub(crate) fn get_for(&mut self, record: &Record) -> &mut [Acc] {
-        if let Some(slot) = record.int_key().and_then(|k| dense_index(&self.dense, k)) {
-            return self.slot_mut(slot);
+        if let Some(k) = record.int_key() {
+            if self.has_dense(k) {
+                return self.dense_mut(k as usize);
+            }
         }
-        let slot = self.slot_of(&record.key());
-        self.slot_mut(slot)
+        let place = self.place_of(&record.key());
+        self.accs_mut(place)
     }
 
     /// The accumulators of `key`, made empty if it has none.
     #[inline]
     pub(crate) fn get(&mut self, key: &Value) -> &mut [Acc] {
-        let slot = match key {
-            Value::Int(i) => dense_index(&self.dense, *i),
-            _ => self.sparse.get(key).copied(),
+        let place = match key {
+            Value::Int(k) if self.has_dense(*k) => Place::Dense(*k as usize * self.width),
+            Value::Int(_) => self.place_of(key),
+            _ => match self.sparse.get(key) {
+                Some(&slot) => Place::Sparse(slot as usize * self.width),
+                None => self.place_of(key),
+            },
         };
-        let slot = match slot {
-            Some(slot) => slot,
-            None => self.slot_of(key),
-        };
-        self.slot_mut(slot)
+        self.accs_mut(place)
+    }
+
+    /// Whether int key `k` has dense state.
+    #[inline(always)]
+    fn has_dense(&self, k: i64) -> bool {
+        (k as u64) < self.dense_has.len() as u64 && self.dense_has[k as usize]
     }
 
     #[inline(always)]
-    fn slot_mut(&mut self, slot: u32) -> &mut [Acc] {
-        let at = slot as usize * self.width;
-        &mut self.accs[at..at + self.width]
+    fn dense_mut(&mut self, k: usize) -> &mut [Acc] {
+        let at = k * self.width;
+        &mut self.dense[at..at + self.width]
     }
 
-    /// The slots of the dense keys (slot + 1, 0 for none) and the accumulators of every slot
-    /// (see [`dense_acc`]).
     #[inline(always)]
-    pub(crate) fn dense_parts(&mut self) -> (&[u32], &mut [Acc]) {
-        (&self.dense, &mut self.accs)
+    fn accs_mut(&mut self, place: Place) -> &mut [Acc] {
+        let w = self.width;
+        match place {
+            Place::Dense(at) => &mut self.dense[at..at + w],
+            Place::Sparse(at) => &mut self.sparse_accs[at..at + w],
+        }
     }
 
-    /// The slot of `key`, made if it has none.
+    fn accs(&self, place: Place) -> &[Acc] {
+        let w = self.width;
+        match place {
+            Place::Dense(at) => &self.dense[at..at + w],
+            Place::Sparse(at) => &self.sparse_accs[at..at + w],
+        }
+    }
+
+    /// The dense accumulators of state of width 1 (see [`dense_acc`]).
+    #[inline(always)]
+    pub(crate) fn dense_accs(&mut self) -> &mut [Acc] {
+        debug_assert_eq!(self.width, 1, "dense accumulators by key need width 1");
+        &mut self.dense
+    }
+
+    /// Where the accumulators of `key` are, made empty if it has none.
     #[cold]
     #[inline(never)]
-    fn slot_of(&mut self, key: &Value) -> u32 {
+    fn place_of(&mut self, key: &Value) -> Place {
+        let w = self.width;
         if let Value::Int(i) = key {
-            if (0..DENSE_KEYS as i64).contains(i) {
+            if (0..self.dense_keys as i64).contains(i) {
                 let k = *i as usize;
-                if k >= self.dense.len() {
+                if k >= self.dense_has.len() {
                     // k < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
                     let len = (k + 1)
-                        .max(2 * self.dense.len())
+                        .max(2 * self.dense_has.len())
                         .clamp(64, DENSE_KEYS as usize);
-                    self.dense.resize(len, 0);
+                    self.dense_has.resize(len, false);
+                    self.dense.resize(len * w, Acc::default());
                 }
-                if self.dense[k] == 0 {
-                    self.dense[k] = self.push(key) + 1;
+                let place = Place::Dense(k * w);
+                if !self.dense_has[k] {
+                    self.dense_has[k] = true;
+                    self.keys.push((key.clone(), place));
                 }
-                return self.dense[k] - 1;
+                return place;
             }
         }
         match self.sparse.get(key) {
-            Some(&slot) => slot,
+            Some(&slot) => Place::Sparse(slot as usize * w),
             None => {
-                let slot = self.push(key);
-                self.sparse.insert(key.clone(), slot);
-                slot
+                let slot = self.sparse.len();
+                let place = Place::Sparse(slot * w);
+                self.sparse.insert(
+                    key.clone(),
+                    u32::try_from(slot).expect("fewer than 2^32 keys"),
+                );
+                self.sparse_accs.resize((slot + 1) * w, Acc::default());
+                self.keys.push((key.clone(), place));
+                place
             }
         }
-    }
-
-    fn push(&mut self, key: &Value) -> u32 {
-        let slot = u32::try_from(self.keys.len()).expect("fewer than 2^32 keys");
-        self.keys.push(key.clone());
-        self.accs
-            .resize(self.accs.len() + self.width, Acc::default());
-        slot
     }
 
     /// How many keys have state.
@@ -345,7 +394,9 @@ impl KeyedAccs {
 
     /// Every key with its accumulators, in the order of the keys' first records.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&Value, &[Acc])> {
-        self.keys.iter().zip(self.accs.chunks_exact(self.width))
+        self.keys
+            .iter()
+            .map(|(key, place)| (key, self.accs(*place)))
     }
 
     /// Calls `f` with every key and its accumulators in key order (see [`key_order`]), keeping
@@ -355,25 +406,25 @@ impl KeyedAccs {
         self.order.clear();
         self.order.extend(0..keys.len() as u32);
         self.order
-            .sort_unstable_by(|&a, &b| key_order(&keys[a as usize], &keys[b as usize]));
-        for &slot in &self.order {
-            let at = slot as usize * self.width;
-            f(&keys[slot as usize], &self.accs[at..at + self.width]);
+            .sort_unstable_by(|&a, &b| key_order(&keys[a as usize].0, &keys[b as usize].0));
+        for &i in &self.order {
+            let (key, place) = &keys[i as usize];
+            f(key, self.accs(*place));
         }
     }
 
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
-        for key in &self.keys {
-            if let Value::Int(i) = key {
-                if let Some(slot) = self.dense.get_mut(*i as u64 as usize) {
-                    *slot = 0;
-                }
+        let w = self.width;
+        for (key, place) in &self.keys {
+            if let (Value::Int(k), Place::Dense(at)) = (key, *place) {
+                self.dense_has[*k as usize] = false;
+                self.dense[at..at + w].fill(Acc::default());
             }
         }
         self.sparse.clear();
+        self.sparse_accs.clear();
         self.keys.clear();
-        self.accs.clear();
     }
 }
 
@@ -451,19 +502,39 @@ mod tests {
         );
         assert_eq!(s.get_for(&Record::new(5, 0.0, 0))[0].count, 2);
         assert_eq!(s.get_for(&Record::new(u64::MAX, 0.0, 0))[0].count, 1);
-        let (dense_slots, accs) = s.dense_parts();
-        assert_eq!(dense_acc(dense_slots, accs, 5).map(|a| a.count), Some(2));
-        assert!(dense_acc(dense_slots, accs, 6).is_none());
-        assert!(dense_acc(dense_slots, accs, -1).is_none());
         assert_eq!(s.len(), 7);
+        // Width 1: the dense accumulators by key, for keys with a record.
+        let mut one = KeyedAccs::new(1);
+        for key in [5, 6, 5, -1, dense + 7] {
+            let acc = &mut one.get_for(&Record::new(key as u64, 0.0, 0))[0];
+            if key != 6 {
+                Count::update(acc, 0.0);
+            }
+        }
+        let accs = one.dense_accs();
+        assert_eq!(dense_acc(accs, 5).map(|a| a.count), Some(2));
+        assert!(dense_acc(accs, 6).is_none(), "no record");
+        assert!(dense_acc(accs, 7).is_none(), "no state");
+        assert!(dense_acc(accs, -1).is_none());
+        assert!(dense_acc(accs, dense + 7).is_none());
+        one.clear();
+        assert!(dense_acc(one.dense_accs(), 5).is_none());
         // Clearing forgets every key; new keys start empty.
         s.clear();
         assert_eq!(s.len(), 0);
         assert!(seen(&mut s).is_empty());
-        let (dense_slots, accs) = s.dense_parts();
-        assert!(dense_acc(dense_slots, accs, 5).is_none());
         assert_eq!(s.get(&Value::Int(5))[0], Acc::default());
         assert_eq!(s.get(&Value::from("a"))[1], Acc::default());
         assert_eq!(s.len(), 2);
+        // Hashed: the same state, no dense accumulators.
+        let mut h = KeyedAccs::hashed(2);
+        for (i, key) in keys.iter().enumerate() {
+            let accs = h.get(key);
+            Sum::update(&mut accs[0], 1.0);
+            Sum::update(&mut accs[1], i as f64);
+        }
+        assert_eq!(seen(&mut h), expected);
+        assert!(h.dense.is_empty());
+        assert_eq!(h.get_for(&Record::new(5, 0.0, 0))[0].count, 2);
     }
 }

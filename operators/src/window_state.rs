@@ -245,7 +245,11 @@ impl WindowState {
                     added = true;
                     let spare = &mut self.spare;
                     let slot = self.aligned.slot(window, || {
-                        spare.pop().unwrap_or_else(|| KeyedAccs::new(width))
+                        spare.pop().unwrap_or_else(|| match computed {
+                            // As the old windows: small int keys dense.
+                            Computed::Value(_) => KeyedAccs::new(width),
+                            Computed::Aggregates(_) => KeyedAccs::hashed(width),
+                        })
                     });
                     let accs = slot.state.get(key);
                     computed.update(accs, input);

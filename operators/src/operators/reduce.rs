@@ -166,14 +166,14 @@ fn value_batch_in_place<A: Aggregator>(
 ) -> Result<(), BoxError> {
     let mut i = 0;
     while i < records.len() {
-        // Numeric records whose key has a dense slot, with the slots' addresses in registers;
+        // Numeric records whose key has a dense slot, with the slots' address in a register;
         // any other record stops the loop and takes the general path below.
-        let (dense, accs) = state.dense_parts();
+        let dense = state.dense_accs();
         while let Some(record) = records.get_mut(i) {
             let Some((key, value)) = record.numeric_parts_mut() else {
                 break;
             };
-            let Some(acc) = dense_acc(dense, accs, key) else {
+            let Some(acc) = dense_acc(dense, key) else {
                 break;
             };
             *value = A::update(acc, *value);
@@ -197,10 +197,10 @@ fn value_batch<A: Aggregator>(
     let mut rest = records;
     while !rest.is_empty() {
         // Runs of numeric records whose key has a dense slot in one tight loop (the slots'
-        // addresses in registers); any other record takes the general path below.
-        let (dense, accs) = state.dense_parts();
+        // address in a register); any other record takes the general path below.
+        let dense = state.dense_accs();
         let done = out.emit_numeric_mapped_while(rest, |key, v| {
-            dense_acc(dense, accs, key).map(|acc| A::update(acc, v))
+            dense_acc(dense, key).map(|acc| A::update(acc, v))
         });
         rest = &rest[done..];
         if let Some((record, tail)) = rest.split_first() {
