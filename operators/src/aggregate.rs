@@ -9,18 +9,25 @@ use rustc_hash::FxHashMap;
 use tidemark_runtime::{BoxError, Record, Value};
 
 pub(crate) use crate::aggregates::Acc;
-use crate::expr::Number;
+use crate::aggregates::DOUBLE;
 
 /// Int keys below this keep their accumulators in a vector indexed by the key (grown on
 /// demand, 24 bytes per key and aggregate, so at most 1.5 MiB per aggregate); other keys find
 /// theirs through a hash map.
 pub(crate) const DENSE_KEYS: u64 = 1 << 16;
 
-/// The running sum or best value of the old single aggregate, as a double (it is one once the
-/// key has a record).
+/// The running sum or best value of the old single aggregate: always a double (0 bits, before
+/// the first record, are 0.0).
 #[inline(always)]
 fn double(acc: &Acc) -> f64 {
-    acc.value.as_f64()
+    f64::from_bits(acc.bits)
+}
+
+/// Counts a record and keeps `v` as the old single aggregate's double.
+#[inline(always)]
+fn count_with(acc: &mut Acc, v: f64) {
+    acc.bits = v.to_bits();
+    acc.counted = (acc.counted + 1) | DOUBLE;
 }
 
 /// One function of the old single aggregate: doubles in, doubles out, `min` and `max` as
@@ -49,20 +56,19 @@ impl Aggregator for Count {
     const NEEDS_VALUE: bool = false;
     #[inline(always)]
     fn update(acc: &mut Acc, _v: f64) -> f64 {
-        acc.count += 1;
-        acc.count as f64
+        acc.counted += 1;
+        acc.count() as f64
     }
     fn result(acc: &Acc) -> f64 {
-        acc.count as f64
+        acc.count() as f64
     }
 }
 
 impl Aggregator for Sum {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        acc.count += 1;
         let sum = double(acc) + v;
-        acc.value = Number::Double(sum);
+        count_with(acc, sum);
         sum
     }
     fn result(acc: &Acc) -> f64 {
@@ -74,13 +80,12 @@ impl Aggregator for Min {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
         // f64::min ignores a NaN operand.
-        let min = if acc.count == 0 {
+        let min = if acc.count() == 0 {
             v
         } else {
             double(acc).min(v)
         };
-        acc.value = Number::Double(min);
-        acc.count += 1;
+        count_with(acc, min);
         min
     }
     fn result(acc: &Acc) -> f64 {
@@ -91,13 +96,12 @@ impl Aggregator for Min {
 impl Aggregator for Max {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        let max = if acc.count == 0 {
+        let max = if acc.count() == 0 {
             v
         } else {
             double(acc).max(v)
         };
-        acc.value = Number::Double(max);
-        acc.count += 1;
+        count_with(acc, max);
         max
     }
     fn result(acc: &Acc) -> f64 {
@@ -108,13 +112,12 @@ impl Aggregator for Max {
 impl Aggregator for Mean {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        acc.count += 1;
         let sum = double(acc) + v;
-        acc.value = Number::Double(sum);
-        sum / acc.count as f64
+        count_with(acc, sum);
+        sum / acc.count() as f64
     }
     fn result(acc: &Acc) -> f64 {
-        double(acc) / acc.count as f64
+        double(acc) / acc.count() as f64
     }
 }
 
@@ -254,7 +257,7 @@ pub(crate) fn dense_acc(dense: &mut [Acc], key: i64) -> Option<&mut Acc> {
     let i = key as u64;
     if i < dense.len() as u64 {
         let acc = &mut dense[i as usize];
-        (acc.count > 0).then_some(acc)
+        (acc.count() > 0).then_some(acc)
     } else {
         None
     }
@@ -471,7 +474,7 @@ mod tests {
         let seen = |s: &mut KeyedAccs| {
             let mut seen = Vec::new();
             s.for_each_sorted(|k, accs| {
-                seen.push((k.to_string(), accs[0].count, Sum::result(&accs[1])))
+                seen.push((k.to_string(), accs[0].count(), Sum::result(&accs[1])))
             });
             seen
         };
@@ -500,8 +503,8 @@ mod tests {
                 &(dense - 1).to_string()
             ]
         );
-        assert_eq!(s.get_for(&Record::new(5, 0.0, 0))[0].count, 2);
-        assert_eq!(s.get_for(&Record::new(u64::MAX, 0.0, 0))[0].count, 1);
+        assert_eq!(s.get_for(&Record::new(5, 0.0, 0))[0].count(), 2);
+        assert_eq!(s.get_for(&Record::new(u64::MAX, 0.0, 0))[0].count(), 1);
         assert_eq!(s.len(), 7);
         // Width 1: the dense accumulators by key, for keys with a record.
         let mut one = KeyedAccs::new(1);
@@ -512,7 +515,7 @@ mod tests {
             }
         }
         let accs = one.dense_accs();
-        assert_eq!(dense_acc(accs, 5).map(|a| a.count), Some(2));
+        assert_eq!(dense_acc(accs, 5).map(|a| a.count()), Some(2));
         assert!(dense_acc(accs, 6).is_none(), "no record");
         assert!(dense_acc(accs, 7).is_none(), "no state");
         assert!(dense_acc(accs, -1).is_none());
@@ -535,6 +538,6 @@ mod tests {
         }
         assert_eq!(seen(&mut h), expected);
         assert!(h.dense.is_empty());
-        assert_eq!(h.get_for(&Record::new(5, 0.0, 0))[0].count, 2);
+        assert_eq!(h.get_for(&Record::new(5, 0.0, 0))[0].count(), 2);
     }
 }

@@ -169,23 +169,20 @@ fn add(sum: Number, n: Number) -> Number {
 }
 
 /// The state of one aggregate for one key: the one accumulator of every `window` and `reduce`
-/// (the old single `aggregate` keeps its doubles in it too, see [`crate::aggregate`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// (the old single `aggregate` keeps its doubles in it too, see [`crate::aggregate`]). Two
+/// words, so that a key's state is small.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Acc {
-    /// Records (count) or non-null values (the others) seen.
-    pub(crate) count: u64,
-    /// The sum (`sum`, `mean`) or, once `count > 0`, the best value (`min`, `max`).
-    pub(crate) value: Number,
+    /// Records (count) or non-null values (the others) seen; [`DOUBLE`] set when `bits` hold
+    /// a double.
+    pub(crate) counted: u64,
+    /// The sum (`sum`, `mean`) or, once the count is above 0, the best value (`min`, `max`): an
+    /// `i64`, or an `f64` with [`DOUBLE`] (0 is both 0 and 0.0).
+    pub(crate) bits: u64,
 }
 
-impl Default for Acc {
-    fn default() -> Self {
-        Acc {
-            count: 0,
-            value: Number::Int(0),
-        }
-    }
-}
+/// The flag in [`Acc::counted`] saying the value is a double (no count reaches it).
+pub(crate) const DOUBLE: u64 = 1 << 63;
 
 /// `a < b` by value; NaN is never better.
 fn less(a: Number, b: Number) -> bool {
@@ -196,21 +193,51 @@ fn less(a: Number, b: Number) -> bool {
 }
 
 impl Acc {
+    /// Records (count) or non-null values (the others) seen.
+    #[inline(always)]
+    pub(crate) fn count(&self) -> u64 {
+        self.counted & !DOUBLE
+    }
+
+    /// The sum or best value.
+    #[inline(always)]
+    fn value(&self) -> Number {
+        if self.counted & DOUBLE != 0 {
+            Number::Double(f64::from_bits(self.bits))
+        } else {
+            Number::Int(self.bits as i64)
+        }
+    }
+
+    #[inline(always)]
+    fn set_value(&mut self, n: Number) {
+        match n {
+            Number::Int(i) => {
+                self.bits = i as u64;
+                self.counted &= !DOUBLE;
+            }
+            Number::Double(d) => {
+                self.bits = d.to_bits();
+                self.counted |= DOUBLE;
+            }
+        }
+    }
+
     /// Adds one record's value (`None` for `count` or for a `null`).
     #[inline]
     pub fn update(&mut self, function: Aggregate, value: Option<Number>) {
         match function {
-            Aggregate::Count => self.count += 1,
+            Aggregate::Count => self.counted += 1,
             Aggregate::Sum | Aggregate::Mean => {
                 if let Some(n) = value {
-                    self.count += 1;
-                    self.value = add(self.value, n);
+                    self.counted += 1;
+                    self.set_value(add(self.value(), n));
                 }
             }
             Aggregate::Min | Aggregate::Max => {
                 if let Some(n) = value {
                     self.offer(function, n);
-                    self.count += 1;
+                    self.counted += 1;
                 }
             }
         }
@@ -220,8 +247,8 @@ impl Acc {
     /// first value is; one after a NaN is).
     #[inline]
     fn offer(&mut self, function: Aggregate, n: Number) {
-        let b = self.value;
-        let better = self.count == 0
+        let b = self.value();
+        let better = self.count() == 0
             || b.as_f64().is_nan()
             || if function == Aggregate::Min {
                 less(n, b)
@@ -229,7 +256,7 @@ impl Acc {
                 less(b, n)
             };
         if better {
-            self.value = n;
+            self.set_value(n);
         }
     }
 
@@ -238,24 +265,24 @@ impl Acc {
     pub fn merge(&mut self, function: Aggregate, other: &Acc) {
         match function {
             Aggregate::Count => {}
-            Aggregate::Sum | Aggregate::Mean => self.value = add(self.value, other.value),
+            Aggregate::Sum | Aggregate::Mean => self.set_value(add(self.value(), other.value())),
             Aggregate::Min | Aggregate::Max => {
-                if other.count > 0 {
-                    self.offer(function, other.value);
+                if other.count() > 0 {
+                    self.offer(function, other.value());
                 }
             }
         }
-        self.count += other.count;
+        self.counted += other.count();
     }
 
     /// The aggregate so far.
     pub fn result(&self, function: Aggregate) -> Value {
         match function {
-            Aggregate::Count => Value::Int(self.count as i64),
-            _ if self.count == 0 => Value::Null,
-            Aggregate::Sum => self.value.into(),
-            Aggregate::Mean => Value::Double(self.value.as_f64() / self.count as f64),
-            Aggregate::Min | Aggregate::Max => self.value.into(),
+            Aggregate::Count => Value::Int(self.count() as i64),
+            _ if self.count() == 0 => Value::Null,
+            Aggregate::Sum => self.value().into(),
+            Aggregate::Mean => Value::Double(self.value().as_f64() / self.count() as f64),
+            Aggregate::Min | Aggregate::Max => self.value().into(),
         }
     }
 }
