@@ -3,6 +3,7 @@
 //! the old single `aggregate` (of the numeric field `value`, in doubles), one type per function
 //! so that its per-record update is monomorphised into the operator's loop.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use rustc_hash::FxHashMap;
@@ -187,8 +188,7 @@ pub(crate) fn result(aggregate: crate::config::Aggregate, acc: &Acc) -> f64 {
 
 /// Every key's accumulators: `width` of them per key (one per aggregate). The one per-key
 /// state of `reduce` and of each window (a session's is its own), so that it can be iterated
-/// (and, later, written and read back) key by key, in the order of the keys' first records or
-/// in key order.
+/// (and, later, written and read back) key by key.
 ///
 /// Made [`KeyedAccs::new`], int keys in `0..DENSE_KEYS` keep their accumulators in a vector
 /// indexed by the key (so the per-record path of `reduce` is one indexed load); every other key
@@ -199,17 +199,19 @@ pub(crate) struct KeyedAccs {
     width: usize,
     /// Int keys below this are dense: `DENSE_KEYS` or 0.
     dense_keys: u64,
-    /// The accumulators of int key `k` at `k * width..(k + 1) * width`, grown on demand.
+    /// The accumulators of int key `k` at `k * width..(k + 1) * width`, grown on demand. A
+    /// dense key has state when it was made ([`KeyedAccs::get`]) or its first accumulator has
+    /// counted a record (the old aggregate's per-record path updates in place, [`dense_acc`]).
     dense: Vec<Acc>,
-    /// Whether int key `k` has state.
-    dense_has: Vec<bool>,
+    /// Whether int key `k` was made.
+    dense_made: Vec<bool>,
     /// The slot of every other key.
     sparse: FxHashMap<Value, u32>,
+    /// The key of each sparse slot, in the order of first records.
+    sparse_keys: Vec<Value>,
     /// The accumulators of sparse slot `s` at `s * width..(s + 1) * width`.
     sparse_accs: Vec<Acc>,
-    /// Every key with state and where its accumulators are, in the order of first records.
-    keys: Vec<(Value, Place)>,
-    /// Indexes into `keys` in key order, reused by [`KeyedAccs::for_each_sorted`].
+    /// Sparse slots in key order, reused by [`KeyedAccs::for_each_sorted`].
     order: Vec<u32>,
 }
 
@@ -246,18 +248,17 @@ fn key_order(a: &Value, b: &Value) -> Ordering {
     })
 }
 
-/// The accumulator of int key `key` in the dense accumulators of state of width 1 whose
-/// every update counts the record (the old single aggregate), if the key has one with a record:
-/// the per-record path of `reduce`'s batches, with the vector in registers. A key without one
-/// takes [`KeyedAccs::get_for`], which makes it.
+/// The accumulator of int key `key` among the dense accumulators of state of width 1 whose
+/// every update counts the record (the old single aggregate), if its place exists: the
+/// per-record path of `reduce`'s batches, with the vector in a register. Another key takes
+/// [`KeyedAccs::get_for`], which makes its place.
 #[inline(always)]
 pub(crate) fn dense_acc(dense: &mut [Acc], key: i64) -> Option<&mut Acc> {
     // One unsigned comparison: a negative key wraps to above any length. (Compared as u64,
     // so that no key aliases a slot where usize is narrower.)
     let i = key as u64;
     if i < dense.len() as u64 {
-        let acc = &mut dense[i as usize];
-        (acc.count() > 0).then_some(acc)
+        dense.get_mut(i as usize)
     } else {
         None
     }
@@ -279,10 +280,10 @@ impl KeyedAccs {
             width: width.max(1),
             dense_keys: 0,
             dense: Vec::new(),
-            dense_has: Vec::new(),
+            dense_made: Vec::new(),
             sparse: FxHashMap::default(),
+            sparse_keys: Vec::new(),
             sparse_accs: Vec::new(),
-            keys: Vec::new(),
             order: Vec::new(),
         }
     }
@@ -291,7 +292,7 @@ impl KeyedAccs {
     #[inline(always)]
     pub(crate) fn get_for(&mut self, record: &Record) -> &mut [Acc] {
         if let Some(k) = record.int_key() {
-            if self.has_dense(k) {
+            if self.is_made(k) {
                 return self.dense_mut(k as usize);
             }
         }
@@ -303,7 +304,7 @@ impl KeyedAccs {
     #[inline]
     pub(crate) fn get(&mut self, key: &Value) -> &mut [Acc] {
         let place = match key {
-            Value::Int(k) if self.has_dense(*k) => Place::Dense(*k as usize * self.width),
+            Value::Int(k) if self.is_made(*k) => Place::Dense(*k as usize * self.width),
             Value::Int(_) => self.place_of(key),
             _ => match self.sparse.get(key) {
                 Some(&slot) => Place::Sparse(slot as usize * self.width),
@@ -313,10 +314,15 @@ impl KeyedAccs {
         self.accs_mut(place)
     }
 
-    /// Whether int key `k` has dense state.
+    /// Whether int key `k` was made dense.
     #[inline(always)]
-    fn has_dense(&self, k: i64) -> bool {
-        (k as u64) < self.dense_has.len() as u64 && self.dense_has[k as usize]
+    fn is_made(&self, k: i64) -> bool {
+        (k as u64) < self.dense_made.len() as u64 && self.dense_made[k as usize]
+    }
+
+    /// Whether dense key `k` has state.
+    fn has_dense(&self, k: usize) -> bool {
+        self.dense_made[k] || self.dense[k * self.width].count() > 0
     }
 
     #[inline(always)]
@@ -334,12 +340,9 @@ impl KeyedAccs {
         }
     }
 
-    fn accs(&self, place: Place) -> &[Acc] {
-        let w = self.width;
-        match place {
-            Place::Dense(at) => &self.dense[at..at + w],
-            Place::Sparse(at) => &self.sparse_accs[at..at + w],
-        }
+    fn sparse_accs(&self, slot: usize) -> &[Acc] {
+        let at = slot * self.width;
+        &self.sparse_accs[at..at + self.width]
     }
 
     /// The dense accumulators of state of width 1 (see [`dense_acc`]).
@@ -357,34 +360,29 @@ impl KeyedAccs {
         if let Value::Int(i) = key {
             if (0..self.dense_keys as i64).contains(i) {
                 let k = *i as usize;
-                if k >= self.dense_has.len() {
+                if k >= self.dense_made.len() {
                     // k < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
                     let len = (k + 1)
-                        .max(2 * self.dense_has.len())
+                        .max(2 * self.dense_made.len())
                         .clamp(64, DENSE_KEYS as usize);
-                    self.dense_has.resize(len, false);
+                    self.dense_made.resize(len, false);
                     self.dense.resize(len * w, Acc::default());
                 }
-                let place = Place::Dense(k * w);
-                if !self.dense_has[k] {
-                    self.dense_has[k] = true;
-                    self.keys.push((key.clone(), place));
-                }
-                return place;
+                self.dense_made[k] = true;
+                return Place::Dense(k * w);
             }
         }
         match self.sparse.get(key) {
             Some(&slot) => Place::Sparse(slot as usize * w),
             None => {
-                let slot = self.sparse.len();
-                let place = Place::Sparse(slot * w);
+                let slot = self.sparse_keys.len();
                 self.sparse.insert(
                     key.clone(),
                     u32::try_from(slot).expect("fewer than 2^32 keys"),
                 );
+                self.sparse_keys.push(key.clone());
                 self.sparse_accs.resize((slot + 1) * w, Acc::default());
-                self.keys.push((key.clone(), place));
-                place
+                Place::Sparse(slot * w)
             }
         }
     }
@@ -392,42 +390,69 @@ impl KeyedAccs {
     /// How many keys have state.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.keys.len()
+        self.dense_keys().count() + self.sparse_keys.len()
     }
 
-    /// Every key with its accumulators, in the order of the keys' first records.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Value, &[Acc])> {
-        self.keys
+    /// The dense keys with state, ascending.
+    fn dense_keys(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.dense_made.len()).filter(|&k| self.has_dense(k))
+    }
+
+    /// Every key with its accumulators: the dense keys ascending, then the others in the order
+    /// of their first records (so all of them in that order when made
+    /// [`KeyedAccs::hashed`]).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Cow<'_, Value>, &[Acc])> {
+        let w = self.width;
+        let dense = self.dense_keys().map(move |k| {
+            (
+                Cow::Owned(Value::Int(k as i64)),
+                &self.dense[k * w..(k + 1) * w],
+            )
+        });
+        let sparse = self
+            .sparse_keys
             .iter()
-            .map(|(key, place)| (key, self.accs(*place)))
+            .enumerate()
+            .map(|(slot, key)| (Cow::Borrowed(key), self.sparse_accs(slot)));
+        dense.chain(sparse)
     }
 
     /// Calls `f` with every key and its accumulators in key order (see [`key_order`]), keeping
     /// the state.
     pub(crate) fn for_each_sorted(&mut self, mut f: impl FnMut(&Value, &[Acc])) {
-        let keys = &self.keys;
+        let keys = &self.sparse_keys;
         self.order.clear();
         self.order.extend(0..keys.len() as u32);
         self.order
-            .sort_unstable_by(|&a, &b| key_order(&keys[a as usize].0, &keys[b as usize].0));
-        for &i in &self.order {
-            let (key, place) = &keys[i as usize];
-            f(key, self.accs(*place));
+            .sort_unstable_by(|&a, &b| key_order(&keys[a as usize], &keys[b as usize]));
+        // Sparse keys before the dense ones: null, bools and negative ints.
+        let before = self
+            .order
+            .iter()
+            .take_while(|&&s| {
+                matches!(&keys[s as usize], Value::Null | Value::Bool(_))
+                    || matches!(&keys[s as usize], Value::Int(i) if *i < 0)
+            })
+            .count();
+        for &slot in &self.order[..before] {
+            f(&keys[slot as usize], self.sparse_accs(slot as usize));
+        }
+        let w = self.width;
+        for k in self.dense_keys() {
+            f(&Value::Int(k as i64), &self.dense[k * w..(k + 1) * w]);
+        }
+        for &slot in &self.order[before..] {
+            f(&keys[slot as usize], self.sparse_accs(slot as usize));
         }
     }
 
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
-        let w = self.width;
-        for (key, place) in &self.keys {
-            if let (Value::Int(k), Place::Dense(at)) = (key, *place) {
-                self.dense_has[*k as usize] = false;
-                self.dense[at..at + w].fill(Acc::default());
-            }
-        }
+        self.dense.fill(Acc::default());
+        self.dense_made.fill(false);
         self.sparse.clear();
+        self.sparse_keys.clear();
         self.sparse_accs.clear();
-        self.keys.clear();
     }
 }
 
@@ -490,7 +515,38 @@ mod tests {
         assert_eq!(seen(&mut s), expected);
         assert_eq!(seen(&mut s), expected, "iterating keeps the state");
         // In order of first records, and the same slots by record.
+        // Dense keys ascending, then the others in the order of their first records.
         let firsts: Vec<String> = s.iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(
+            firsts,
+            [
+                "0",
+                "5",
+                &(dense - 1).to_string(),
+                "\"b\"",
+                &(dense + 7).to_string(),
+                "-1",
+                "\"a\""
+            ]
+        );
+        let mut h = KeyedAccs::hashed(1);
+        for key in &keys {
+            Count::update(&mut h.get(key)[0], 0.0);
+        }
+        let firsts: Vec<String> = h.iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(
+            firsts,
+            [
+                "5",
+                "\"b\"",
+                &(dense + 7).to_string(),
+                "-1",
+                "0",
+                "\"a\"",
+                &(dense - 1).to_string()
+            ],
+            "hashed: all in the order of first records"
+        );
         assert_eq!(
             firsts,
             [
@@ -516,12 +572,32 @@ mod tests {
         }
         let accs = one.dense_accs();
         assert_eq!(dense_acc(accs, 5).map(|a| a.count()), Some(2));
-        assert!(dense_acc(accs, 6).is_none(), "no record");
-        assert!(dense_acc(accs, 7).is_none(), "no state");
+        assert_eq!(
+            dense_acc(accs, 6).map(|a| a.count()),
+            Some(0),
+            "made, no record"
+        );
         assert!(dense_acc(accs, -1).is_none());
         assert!(dense_acc(accs, dense + 7).is_none());
+        assert_eq!(one.len(), 4);
+        // A key whose place exists gets state from its first record on the per-record path.
+        Count::update(dense_acc(one.dense_accs(), 7).unwrap(), 0.0);
+        assert_eq!(one.len(), 5);
+        let mut ones = Vec::new();
+        one.for_each_sorted(|k, accs| ones.push((k.to_string(), accs[0].count())));
+        assert_eq!(
+            ones,
+            [
+                ("-1".to_string(), 1),
+                ("5".to_string(), 2),
+                ("6".to_string(), 0),
+                ("7".to_string(), 1),
+                ((dense + 7).to_string(), 1)
+            ]
+        );
         one.clear();
-        assert!(dense_acc(one.dense_accs(), 5).is_none());
+        assert_eq!(one.len(), 0);
+        assert_eq!(dense_acc(one.dense_accs(), 5).map(|a| a.count()), Some(0));
         // Clearing forgets every key; new keys start empty.
         s.clear();
         assert_eq!(s.len(), 0);

@@ -99,7 +99,7 @@ impl Computed {
         match self {
             Computed::Aggregates(_) => {
                 for (key, accs) in keyed.iter() {
-                    emit(self.result(key, window, accs));
+                    emit(self.result(&key, window, accs));
                 }
             }
             Computed::Value(_) => {
