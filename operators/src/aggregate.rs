@@ -13,8 +13,8 @@ pub(crate) use crate::aggregates::Acc;
 use crate::aggregates::DOUBLE;
 
 /// Int keys below this keep their accumulators in a vector indexed by the key (grown on
-/// demand, 24 bytes per key and aggregate, so at most 1.5 MiB per aggregate); other keys find
-/// theirs through a hash map.
+/// demand, 16 bytes per key and aggregate, so at most 1 MiB per aggregate, and a flag per
+/// key); other keys find theirs through a hash map.
 pub(crate) const DENSE_KEYS: u64 = 1 << 16;
 
 /// The running sum or best value of the old single aggregate: always a double (0 bits, before

@@ -169,7 +169,7 @@ fn add(sum: Number, n: Number) -> Number {
 }
 
 /// The state of one aggregate for one key: the one accumulator of every `window` and `reduce`
-/// (the old single `aggregate` keeps its doubles in it too, see [`crate::aggregate`]). Two
+/// (the old single `aggregate` keeps its doubles in it too, see `aggregate.rs`). Two
 /// words, so that a key's state is small.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Acc {
