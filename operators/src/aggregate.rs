@@ -1,26 +1,38 @@
-//! Per-key aggregates for `reduce` and `window`: the accumulator, one type per aggregate (so
-//! the per-record update is monomorphised into the operator's loop), and a key→accumulator map
-//! that is a plain vector for small keys.
+//! Per-key state of `reduce` and `window`: [`KeyedAccs`], the one structure that holds every
+//! key's accumulators ([`crate::aggregates::Acc`]) for every window kind and every reduce; and
+//! the old single `aggregate` (of the numeric field `value`, in doubles), one type per function
+//! so that its per-record update is monomorphised into the operator's loop.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use rustc_hash::FxHashMap;
 use tidemark_runtime::{BoxError, Record, Value};
 
-/// Keys below this are kept in a vector indexed by the key (grown on demand, 16 bytes per key,
-/// so at most 1 MiB); larger keys go to a hash map.
+pub(crate) use crate::aggregates::Acc;
+use crate::aggregates::DOUBLE;
+
+/// Int keys below this keep their accumulators in a vector indexed by the key (grown on
+/// demand, 16 bytes per key and aggregate, so at most 1 MiB per aggregate, and a flag per
+/// key); other keys find theirs through a hash map.
 pub(crate) const DENSE_KEYS: u64 = 1 << 16;
 
-/// The running state of one key.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Acc {
-    /// Records seen; 0 means the key has no state.
-    pub count: u64,
-    /// Sum, minimum or maximum so far, by aggregate.
-    pub value: f64,
+/// The running sum or best value of the old single aggregate: always a double (0 bits, before
+/// the first record, are 0.0).
+#[inline(always)]
+fn double(acc: &Acc) -> f64 {
+    f64::from_bits(acc.bits)
 }
 
-/// One aggregate function.
+/// Counts a record and keeps `v` as the old single aggregate's double.
+#[inline(always)]
+fn count_with(acc: &mut Acc, v: f64) {
+    acc.bits = v.to_bits();
+    acc.counted = (acc.counted + 1) | DOUBLE;
+}
+
+/// One function of the old single aggregate: doubles in, doubles out, `min` and `max` as
+/// `f64::min` and `f64::max`. Every update counts the record in `count`.
 pub(crate) trait Aggregator: Send + 'static {
     /// Whether the aggregate reads the field `value` (all but `count`).
     const NEEDS_VALUE: bool = true;
@@ -45,23 +57,23 @@ impl Aggregator for Count {
     const NEEDS_VALUE: bool = false;
     #[inline(always)]
     fn update(acc: &mut Acc, _v: f64) -> f64 {
-        acc.count += 1;
-        acc.count as f64
+        acc.counted += 1;
+        acc.count() as f64
     }
     fn result(acc: &Acc) -> f64 {
-        acc.count as f64
+        acc.count() as f64
     }
 }
 
 impl Aggregator for Sum {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        acc.count += 1;
-        acc.value += v;
-        acc.value
+        let sum = double(acc) + v;
+        count_with(acc, sum);
+        sum
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value
+        double(acc)
     }
 }
 
@@ -69,36 +81,44 @@ impl Aggregator for Min {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
         // f64::min ignores a NaN operand.
-        acc.value = if acc.count == 0 { v } else { acc.value.min(v) };
-        acc.count += 1;
-        acc.value
+        let min = if acc.count() == 0 {
+            v
+        } else {
+            double(acc).min(v)
+        };
+        count_with(acc, min);
+        min
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value
+        double(acc)
     }
 }
 
 impl Aggregator for Max {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        acc.value = if acc.count == 0 { v } else { acc.value.max(v) };
-        acc.count += 1;
-        acc.value
+        let max = if acc.count() == 0 {
+            v
+        } else {
+            double(acc).max(v)
+        };
+        count_with(acc, max);
+        max
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value
+        double(acc)
     }
 }
 
 impl Aggregator for Mean {
     #[inline(always)]
     fn update(acc: &mut Acc, v: f64) -> f64 {
-        acc.count += 1;
-        acc.value += v;
-        acc.value / acc.count as f64
+        let sum = double(acc) + v;
+        count_with(acc, sum);
+        sum / acc.count() as f64
     }
     fn result(acc: &Acc) -> f64 {
-        acc.value / acc.count as f64
+        double(acc) / acc.count() as f64
     }
 }
 
@@ -156,18 +176,57 @@ macro_rules! with_aggregator {
 }
 pub(crate) use with_aggregator;
 
-/// Accumulators by key.
-///
-/// Int keys in `0..DENSE_KEYS` index a vector; every other key (negative or large ints,
-/// strings, any value) goes to a hash map.
-#[derive(Debug, Default)]
-pub(crate) struct KeyedAccs {
-    dense: Vec<Acc>,
-    sparse: FxHashMap<Value, Acc>,
+/// The old single aggregate's update by name (for the window, which is not monomorphised).
+pub(crate) fn update(aggregate: crate::config::Aggregate, acc: &mut Acc, v: f64) -> f64 {
+    with_aggregator!(aggregate, A => A::update(acc, v))
 }
 
-/// The order keys are emitted in: ints ascending (dense and sparse alike), then doubles,
-/// strings and the rest, each ascending (by their JSON text beyond strings).
+/// The old single aggregate's result by name.
+pub(crate) fn result(aggregate: crate::config::Aggregate, acc: &Acc) -> f64 {
+    with_aggregator!(aggregate, A => A::result(acc))
+}
+
+/// Every key's accumulators: `width` of them per key (one per aggregate). The one per-key
+/// state of `reduce` and of each window (a session's is its own), so that it can be iterated
+/// (and, later, written and read back) key by key.
+///
+/// Made [`KeyedAccs::new`], int keys in `0..DENSE_KEYS` keep their accumulators in a vector
+/// indexed by the key (so the per-record path of `reduce` is one indexed load); every other key
+/// (negative or large ints, strings, any value), and every key when made
+/// [`KeyedAccs::hashed`], finds its slot through a hash map.
+#[derive(Debug)]
+pub(crate) struct KeyedAccs {
+    width: usize,
+    /// Int keys below this are dense: `DENSE_KEYS` or 0.
+    dense_keys: u64,
+    /// The accumulators of int key `k` at `k * width..(k + 1) * width`, grown on demand. A
+    /// dense key has state when it was made ([`KeyedAccs::get`]) or its first accumulator has
+    /// counted a record (the old aggregate's per-record path updates in place, [`dense_acc`]).
+    dense: Vec<Acc>,
+    /// Whether int key `k` was made.
+    dense_made: Vec<bool>,
+    /// The slot of every other key.
+    sparse: FxHashMap<Value, u32>,
+    /// The key of each sparse slot, in the order of first records.
+    sparse_keys: Vec<Value>,
+    /// The accumulators of sparse slot `s` at `s * width..(s + 1) * width`.
+    sparse_accs: Vec<Acc>,
+    /// Sparse slots in key order, reused by [`KeyedAccs::for_each_sorted`].
+    order: Vec<u32>,
+}
+
+/// Where a key's accumulators start.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// In `dense`, at this index.
+    Dense(usize),
+    /// In `sparse_accs`, at this index.
+    Sparse(usize),
+}
+
+/// The order keys are emitted in by the old single aggregate's windows: null, bools, ints
+/// ascending, then doubles, strings and the rest, each ascending (by their JSON text beyond
+/// strings).
 fn key_order(a: &Value, b: &Value) -> Ordering {
     fn rank(v: &Value) -> u8 {
         match v {
@@ -189,104 +248,211 @@ fn key_order(a: &Value, b: &Value) -> Ordering {
     })
 }
 
+/// The accumulator of int key `key` among the dense accumulators of state of width 1 whose
+/// every update counts the record (the old single aggregate), if its place exists: the
+/// per-record path of `reduce`'s batches, with the vector in a register. Another key takes
+/// [`KeyedAccs::get_for`], which makes its place.
+#[inline(always)]
+pub(crate) fn dense_acc(dense: &mut [Acc], key: i64) -> Option<&mut Acc> {
+    // One unsigned comparison: a negative key wraps to above any length. (Compared as u64,
+    // so that no key aliases a slot where usize is narrower.)
+    let i = key as u64;
+    if i < dense.len() as u64 {
+        dense.get_mut(i as usize)
+    } else {
+        None
+    }
+}
+
 impl KeyedAccs {
-    /// The accumulator of `record`'s key, made empty if it has none.
-    #[inline(always)]
-    pub(crate) fn get_for(&mut self, record: &Record) -> &mut Acc {
-        if let Some(i) = record.int_key() {
-            if (i as u64) < self.dense.len() as u64 {
-                return &mut self.dense[i as usize];
-            }
+    /// No keys yet, `width` accumulators per key (at least 1), small int keys dense.
+    pub(crate) fn new(width: usize) -> Self {
+        KeyedAccs {
+            dense_keys: DENSE_KEYS,
+            ..KeyedAccs::hashed(width)
         }
-        self.get_slow(&record.key())
     }
 
-    /// The dense accumulators, indexed by int key (those made so far; see
-    /// [`KeyedAccs::get_for`] for the rest). An empty one (`count` 0) has no state yet.
+    /// No keys yet, `width` accumulators per key (at least 1), every key through the hash map:
+    /// for the many tables of windows, whose memory should follow the keys they hold.
+    pub(crate) fn hashed(width: usize) -> Self {
+        KeyedAccs {
+            width: width.max(1),
+            dense_keys: 0,
+            dense: Vec::new(),
+            dense_made: Vec::new(),
+            sparse: FxHashMap::default(),
+            sparse_keys: Vec::new(),
+            sparse_accs: Vec::new(),
+            order: Vec::new(),
+        }
+    }
+
+    /// The accumulators of `record`'s key, made empty if it has none.
     #[inline(always)]
-    pub(crate) fn dense_mut(&mut self) -> &mut [Acc] {
+    pub(crate) fn get_for(&mut self, record: &Record) -> &mut [Acc] {
+        if let Some(k) = record.int_key() {
+            if self.is_made(k) {
+                return self.dense_mut(k as usize);
+            }
+        }
+        let place = self.place_of(&record.key());
+        self.accs_mut(place)
+    }
+
+    /// The accumulators of `key`, made empty if it has none.
+    #[inline]
+    pub(crate) fn get(&mut self, key: &Value) -> &mut [Acc] {
+        let place = match key {
+            Value::Int(k) if self.is_made(*k) => Place::Dense(*k as usize * self.width),
+            Value::Int(_) => self.place_of(key),
+            _ => match self.sparse.get(key) {
+                Some(&slot) => Place::Sparse(slot as usize * self.width),
+                None => self.place_of(key),
+            },
+        };
+        self.accs_mut(place)
+    }
+
+    /// Whether int key `k` was made dense.
+    #[inline(always)]
+    fn is_made(&self, k: i64) -> bool {
+        (k as u64) < self.dense_made.len() as u64 && self.dense_made[k as usize]
+    }
+
+    /// Whether dense key `k` has state.
+    fn has_dense(&self, k: usize) -> bool {
+        self.dense_made[k] || self.dense[k * self.width].count() > 0
+    }
+
+    #[inline(always)]
+    fn dense_mut(&mut self, k: usize) -> &mut [Acc] {
+        let at = k * self.width;
+        &mut self.dense[at..at + self.width]
+    }
+
+    #[inline(always)]
+    fn accs_mut(&mut self, place: Place) -> &mut [Acc] {
+        let w = self.width;
+        match place {
+            Place::Dense(at) => &mut self.dense[at..at + w],
+            Place::Sparse(at) => &mut self.sparse_accs[at..at + w],
+        }
+    }
+
+    fn sparse_accs(&self, slot: usize) -> &[Acc] {
+        let at = slot * self.width;
+        &self.sparse_accs[at..at + self.width]
+    }
+
+    /// The dense accumulators of state of width 1 (see [`dense_acc`]).
+    #[inline(always)]
+    pub(crate) fn dense_accs(&mut self) -> &mut [Acc] {
+        debug_assert_eq!(self.width, 1, "dense accumulators by key need width 1");
         &mut self.dense
     }
 
-    /// The accumulator of `key`, made empty if it has none.
-    #[cfg(test)]
-    pub(crate) fn get(&mut self, key: &Value) -> &mut Acc {
-        if let Value::Int(i) = key {
-            if (*i as u64) < self.dense.len() as u64 {
-                return &mut self.dense[*i as usize];
-            }
-        }
-        self.get_slow(key)
-    }
-
+    /// Where the accumulators of `key` are, made empty if it has none.
     #[cold]
     #[inline(never)]
-    fn get_slow(&mut self, key: &Value) -> &mut Acc {
-        match key {
-            Value::Int(i) if (0..DENSE_KEYS as i64).contains(i) => {
-                let key = *i as u64;
-                // key < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
-                let len = (key + 1)
-                    .max(2 * self.dense.len() as u64)
-                    .clamp(64, DENSE_KEYS);
-                self.dense.resize(len as usize, Acc::default());
-                &mut self.dense[key as usize]
-            }
-            _ => {
-                if !self.sparse.contains_key(key) {
-                    self.sparse.insert(key.clone(), Acc::default());
+    fn place_of(&mut self, key: &Value) -> Place {
+        let w = self.width;
+        if let Value::Int(i) = key {
+            if (0..self.dense_keys as i64).contains(i) {
+                let k = *i as usize;
+                if k >= self.dense_made.len() {
+                    // k < DENSE_KEYS, so the length stays within 64..=DENSE_KEYS.
+                    let len = (k + 1)
+                        .max(2 * self.dense_made.len())
+                        .clamp(64, DENSE_KEYS as usize);
+                    self.dense_made.resize(len, false);
+                    self.dense.resize(len * w, Acc::default());
                 }
-                self.sparse.get_mut(key).expect("inserted above")
+                self.dense_made[k] = true;
+                return Place::Dense(k * w);
+            }
+        }
+        match self.sparse.get(key) {
+            Some(&slot) => Place::Sparse(slot as usize * w),
+            None => {
+                let slot = self.sparse_keys.len();
+                self.sparse.insert(
+                    key.clone(),
+                    u32::try_from(slot).expect("fewer than 2^32 keys"),
+                );
+                self.sparse_keys.push(key.clone());
+                self.sparse_accs.resize((slot + 1) * w, Acc::default());
+                Place::Sparse(slot * w)
             }
         }
     }
 
-    /// The sparse keys in emission order, split into the ints before the dense ones and the
-    /// rest.
-    fn sorted_sparse(&self) -> (Vec<Value>, Vec<Value>) {
-        let mut keys: Vec<Value> = self.sparse.keys().cloned().collect();
-        keys.sort_unstable_by(key_order);
-        let negative = keys
+    /// How many keys have state.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.dense_keys().count() + self.sparse_keys.len()
+    }
+
+    /// The dense keys with state, ascending.
+    fn dense_keys(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.dense_made.len()).filter(|&k| self.has_dense(k))
+    }
+
+    /// Every key with its accumulators: the dense keys ascending, then the others in the order
+    /// of their first records (so all of them in that order when made
+    /// [`KeyedAccs::hashed`]).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Cow<'_, Value>, &[Acc])> {
+        let w = self.width;
+        let dense = self.dense_keys().map(move |k| {
+            (
+                Cow::Owned(Value::Int(k as i64)),
+                &self.dense[k * w..(k + 1) * w],
+            )
+        });
+        let sparse = self
+            .sparse_keys
             .iter()
-            .take_while(|k| {
-                matches!(k, Value::Null | Value::Bool(_)) || matches!(k, Value::Int(i) if *i < 0)
+            .enumerate()
+            .map(|(slot, key)| (Cow::Borrowed(key), self.sparse_accs(slot)));
+        dense.chain(sparse)
+    }
+
+    /// Calls `f` with every key and its accumulators in key order (see [`key_order`]), keeping
+    /// the state.
+    pub(crate) fn for_each_sorted(&mut self, mut f: impl FnMut(&Value, &[Acc])) {
+        let keys = &self.sparse_keys;
+        self.order.clear();
+        self.order.extend(0..keys.len() as u32);
+        self.order
+            .sort_unstable_by(|&a, &b| key_order(&keys[a as usize], &keys[b as usize]));
+        // Sparse keys before the dense ones: null, bools and negative ints.
+        let before = self
+            .order
+            .iter()
+            .take_while(|&&s| {
+                matches!(&keys[s as usize], Value::Null | Value::Bool(_))
+                    || matches!(&keys[s as usize], Value::Int(i) if *i < 0)
             })
             .count();
-        let rest = keys.split_off(negative);
-        (keys, rest)
-    }
-
-    /// Calls `f` with every key that has state, in key order, keeping the state.
-    pub(crate) fn for_each_sorted(&self, mut f: impl FnMut(&Value, &Acc)) {
-        let (before, after) = if self.sparse.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            self.sorted_sparse()
-        };
-        for key in &before {
-            f(key, &self.sparse[key]);
+        for &slot in &self.order[..before] {
+            f(&keys[slot as usize], self.sparse_accs(slot as usize));
         }
-        for (key, acc) in self.dense.iter().enumerate() {
-            if acc.count > 0 {
-                f(&Value::Int(key as i64), acc);
-            }
+        let w = self.width;
+        for k in self.dense_keys() {
+            f(&Value::Int(k as i64), &self.dense[k * w..(k + 1) * w]);
         }
-        for key in &after {
-            f(key, &self.sparse[key]);
+        for &slot in &self.order[before..] {
+            f(&keys[slot as usize], self.sparse_accs(slot as usize));
         }
     }
 
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
         self.dense.fill(Acc::default());
+        self.dense_made.fill(false);
         self.sparse.clear();
-    }
-
-    /// Calls `f` with every key that has state, in key order, and forgets the state (keeping
-    /// the memory).
-    pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(&Value, Acc)) {
-        self.for_each_sorted(|key, acc| f(key, *acc));
-        self.clear();
+        self.sparse_keys.clear();
+        self.sparse_accs.clear();
     }
 }
 
@@ -312,7 +478,7 @@ mod tests {
 
     #[test]
     fn keyed_state_for_small_and_large_keys() {
-        let mut s = KeyedAccs::default();
+        let mut s = KeyedAccs::new(2);
         let dense = DENSE_KEYS as i64;
         let keys = [
             Value::Int(5),
@@ -324,39 +490,130 @@ mod tests {
             Value::from("a"),
             Value::Int(dense - 1),
         ];
-        for key in &keys {
-            Sum::update(s.get(key), 1.0);
+        for (i, key) in keys.iter().enumerate() {
+            let accs = s.get(key);
+            assert_eq!(accs.len(), 2);
+            Sum::update(&mut accs[0], 1.0);
+            Sum::update(&mut accs[1], i as f64);
         }
-        let mut seen = Vec::new();
-        s.drain_sorted(|k, acc| seen.push((k.to_string(), acc.count)));
-        let expected: Vec<(String, u64)> = [
-            ("-1".to_string(), 1),
-            ("0".to_string(), 1),
-            ("5".to_string(), 2),
-            ((dense - 1).to_string(), 1),
-            ((dense + 7).to_string(), 1),
-            ("\"a\"".to_string(), 1),
-            ("\"b\"".to_string(), 1),
-        ]
-        .into();
-        assert_eq!(seen, expected);
-        let mut again = 0;
-        s.drain_sorted(|_, _| again += 1);
-        assert_eq!(again, 0);
-        // for_each_sorted keeps the state; clear forgets it.
-        for key in [9, dense + 1, 2] {
-            Count::update(s.get(&Value::Int(key)), 0.0);
-        }
-        let mut seen = Vec::new();
-        s.for_each_sorted(|k, acc| seen.push((k.clone(), acc.count)));
-        s.for_each_sorted(|k, acc| seen.push((k.clone(), acc.count)));
-        let ints = |v: &[i64]| v.iter().map(|&i| (Value::Int(i), 1)).collect::<Vec<_>>();
+        let seen = |s: &mut KeyedAccs| {
+            let mut seen = Vec::new();
+            s.for_each_sorted(|k, accs| {
+                seen.push((k.to_string(), accs[0].count(), Sum::result(&accs[1])))
+            });
+            seen
+        };
+        let expected: Vec<(String, u64, f64)> = vec![
+            ("-1".to_string(), 1, 4.0),
+            ("0".to_string(), 1, 5.0),
+            ("5".to_string(), 2, 3.0),
+            ((dense - 1).to_string(), 1, 7.0),
+            ((dense + 7).to_string(), 1, 2.0),
+            ("\"a\"".to_string(), 1, 6.0),
+            ("\"b\"".to_string(), 1, 1.0),
+        ];
+        assert_eq!(seen(&mut s), expected);
+        assert_eq!(seen(&mut s), expected, "iterating keeps the state");
+        // In order of first records, and the same slots by record.
+        // Dense keys ascending, then the others in the order of their first records.
+        let firsts: Vec<String> = s.iter().map(|(k, _)| k.to_string()).collect();
         assert_eq!(
-            seen,
-            [ints(&[2, 9, dense + 1]), ints(&[2, 9, dense + 1])].concat()
+            firsts,
+            [
+                "0",
+                "5",
+                &(dense - 1).to_string(),
+                "\"b\"",
+                &(dense + 7).to_string(),
+                "-1",
+                "\"a\""
+            ]
         );
+        let mut h = KeyedAccs::hashed(1);
+        for key in &keys {
+            Count::update(&mut h.get(key)[0], 0.0);
+        }
+        let firsts: Vec<String> = h.iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(
+            firsts,
+            [
+                "5",
+                "\"b\"",
+                &(dense + 7).to_string(),
+                "-1",
+                "0",
+                "\"a\"",
+                &(dense - 1).to_string()
+            ],
+            "hashed: all in the order of first records"
+        );
+        assert_eq!(
+            firsts,
+            [
+                "5",
+                "\"b\"",
+                &(dense + 7).to_string(),
+                "-1",
+                "0",
+                "\"a\"",
+                &(dense - 1).to_string()
+            ]
+        );
+        assert_eq!(s.get_for(&Record::new(5, 0.0, 0))[0].count(), 2);
+        assert_eq!(s.get_for(&Record::new(u64::MAX, 0.0, 0))[0].count(), 1);
+        assert_eq!(s.len(), 7);
+        // Width 1: the dense accumulators by key, for keys with a record.
+        let mut one = KeyedAccs::new(1);
+        for key in [5, 6, 5, -1, dense + 7] {
+            let acc = &mut one.get_for(&Record::new(key as u64, 0.0, 0))[0];
+            if key != 6 {
+                Count::update(acc, 0.0);
+            }
+        }
+        let accs = one.dense_accs();
+        assert_eq!(dense_acc(accs, 5).map(|a| a.count()), Some(2));
+        assert_eq!(
+            dense_acc(accs, 6).map(|a| a.count()),
+            Some(0),
+            "made, no record"
+        );
+        assert!(dense_acc(accs, -1).is_none());
+        assert!(dense_acc(accs, dense + 7).is_none());
+        assert_eq!(one.len(), 4);
+        // A key whose place exists gets state from its first record on the per-record path.
+        Count::update(dense_acc(one.dense_accs(), 7).unwrap(), 0.0);
+        assert_eq!(one.len(), 5);
+        let mut ones = Vec::new();
+        one.for_each_sorted(|k, accs| ones.push((k.to_string(), accs[0].count())));
+        assert_eq!(
+            ones,
+            [
+                ("-1".to_string(), 1),
+                ("5".to_string(), 2),
+                ("6".to_string(), 0),
+                ("7".to_string(), 1),
+                ((dense + 7).to_string(), 1)
+            ]
+        );
+        one.clear();
+        assert_eq!(one.len(), 0);
+        assert_eq!(dense_acc(one.dense_accs(), 5).map(|a| a.count()), Some(0));
+        // Clearing forgets every key; new keys start empty.
         s.clear();
-        s.for_each_sorted(|_, _| again += 1);
-        assert_eq!(again, 0);
+        assert_eq!(s.len(), 0);
+        assert!(seen(&mut s).is_empty());
+        assert_eq!(s.get(&Value::Int(5))[0], Acc::default());
+        assert_eq!(s.get(&Value::from("a"))[1], Acc::default());
+        assert_eq!(s.len(), 2);
+        // Hashed: the same state, no dense accumulators.
+        let mut h = KeyedAccs::hashed(2);
+        for (i, key) in keys.iter().enumerate() {
+            let accs = h.get(key);
+            Sum::update(&mut accs[0], 1.0);
+            Sum::update(&mut accs[1], i as f64);
+        }
+        assert_eq!(seen(&mut h), expected);
+        assert!(h.dense.is_empty());
+        assert_eq!(h.get_for(&Record::new(5, 0.0, 0))[0].count(), 2);
     }
 }

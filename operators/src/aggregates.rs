@@ -155,66 +155,34 @@ impl AggregatesConfig {
     }
 }
 
-/// A running sum: exact ints while they fit, then a double.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Sum {
-    Int(i64),
-    Double(f64),
-}
-
-impl Sum {
-    fn add(self, n: Number) -> Sum {
-        match (self, n) {
-            (Sum::Int(a), Number::Int(b)) => match a.checked_add(b) {
-                Some(s) => Sum::Int(s),
-                None => Sum::Double(a as f64 + b as f64),
-            },
-            (Sum::Int(a), Number::Double(b)) => Sum::Double(a as f64 + b),
-            (Sum::Double(a), n) => Sum::Double(a + n.as_f64()),
-        }
-    }
-
-    fn merge(self, other: Sum) -> Sum {
-        match other {
-            Sum::Int(b) => self.add(Number::Int(b)),
-            Sum::Double(b) => Sum::Double(self.as_f64() + b),
-        }
-    }
-
-    fn value(self) -> Value {
-        match self {
-            Sum::Int(i) => Value::Int(i),
-            Sum::Double(d) => Value::Double(d),
-        }
-    }
-
-    fn as_f64(self) -> f64 {
-        match self {
-            Sum::Int(i) => i as f64,
-            Sum::Double(d) => d,
-        }
+/// Adds `n` to the running sum `sum`: exact ints while they fit, then a double from then on.
+#[inline]
+fn add(sum: Number, n: Number) -> Number {
+    match (sum, n) {
+        (Number::Int(a), Number::Int(b)) => match a.checked_add(b) {
+            Some(s) => Number::Int(s),
+            None => Number::Double(a as f64 + b as f64),
+        },
+        (Number::Int(a), Number::Double(b)) => Number::Double(a as f64 + b),
+        (Number::Double(a), n) => Number::Double(a + n.as_f64()),
     }
 }
 
-/// The state of one aggregate for one key.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The state of one aggregate for one key: the one accumulator of every `window` and `reduce`
+/// (the old single `aggregate` keeps its doubles in it too, see `aggregate.rs`). Two
+/// words, so that a key's state is small.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Acc {
-    /// Records (count) or non-null values (the others) seen.
-    count: u64,
-    sum: Sum,
-    /// Min or max so far.
-    best: Option<Number>,
+    /// Records (count) or non-null values (the others) seen; [`DOUBLE`] set when `bits` hold
+    /// a double.
+    pub(crate) counted: u64,
+    /// The sum (`sum`, `mean`) or, once the count is above 0, the best value (`min`, `max`): an
+    /// `i64`, or an `f64` with [`DOUBLE`] (0 is both 0 and 0.0).
+    pub(crate) bits: u64,
 }
 
-impl Default for Acc {
-    fn default() -> Self {
-        Acc {
-            count: 0,
-            sum: Sum::Int(0),
-            best: None,
-        }
-    }
-}
+/// The flag in [`Acc::counted`] saying the value is a double (no count reaches it).
+pub(crate) const DOUBLE: u64 = 1 << 63;
 
 /// `a < b` by value; NaN is never better.
 fn less(a: Number, b: Number) -> bool {
@@ -225,63 +193,96 @@ fn less(a: Number, b: Number) -> bool {
 }
 
 impl Acc {
+    /// Records (count) or non-null values (the others) seen.
+    #[inline(always)]
+    pub(crate) fn count(&self) -> u64 {
+        self.counted & !DOUBLE
+    }
+
+    /// The sum or best value.
+    #[inline(always)]
+    fn value(&self) -> Number {
+        if self.counted & DOUBLE != 0 {
+            Number::Double(f64::from_bits(self.bits))
+        } else {
+            Number::Int(self.bits as i64)
+        }
+    }
+
+    #[inline(always)]
+    fn set_value(&mut self, n: Number) {
+        match n {
+            Number::Int(i) => {
+                self.bits = i as u64;
+                self.counted &= !DOUBLE;
+            }
+            Number::Double(d) => {
+                self.bits = d.to_bits();
+                self.counted |= DOUBLE;
+            }
+        }
+    }
+
     /// Adds one record's value (`None` for `count` or for a `null`).
     #[inline]
     pub fn update(&mut self, function: Aggregate, value: Option<Number>) {
         match function {
-            Aggregate::Count => self.count += 1,
+            Aggregate::Count => self.counted += 1,
             Aggregate::Sum | Aggregate::Mean => {
                 if let Some(n) = value {
-                    self.count += 1;
-                    self.sum = self.sum.add(n);
+                    self.counted += 1;
+                    self.set_value(add(self.value(), n));
                 }
             }
             Aggregate::Min | Aggregate::Max => {
                 if let Some(n) = value {
-                    self.count += 1;
                     self.offer(function, n);
+                    self.counted += 1;
                 }
             }
         }
     }
 
-    /// Keeps `n` if it is better (smaller for min, larger for max) than the best so far.
+    /// Keeps `n` if it is better (smaller for min, larger for max) than the best so far (the
+    /// first value is; one after a NaN is).
     #[inline]
     fn offer(&mut self, function: Aggregate, n: Number) {
-        let better = match self.best {
-            None => true,
-            Some(b) if b.as_f64().is_nan() => true,
-            Some(b) if function == Aggregate::Min => less(n, b),
-            Some(b) => less(b, n),
-        };
+        let b = self.value();
+        let better = self.count() == 0
+            || b.as_f64().is_nan()
+            || if function == Aggregate::Min {
+                less(n, b)
+            } else {
+                less(b, n)
+            };
         if better {
-            self.best = Some(n);
+            self.set_value(n);
         }
     }
 
     /// Folds in `other`, the state of the same aggregate over other records (two session
     /// windows merging), as if its records had been added here.
     pub fn merge(&mut self, function: Aggregate, other: &Acc) {
-        self.count += other.count;
         match function {
             Aggregate::Count => {}
-            Aggregate::Sum | Aggregate::Mean => self.sum = self.sum.merge(other.sum),
+            Aggregate::Sum | Aggregate::Mean => self.set_value(add(self.value(), other.value())),
             Aggregate::Min | Aggregate::Max => {
-                if let Some(n) = other.best {
-                    self.offer(function, n);
+                if other.count() > 0 {
+                    self.offer(function, other.value());
                 }
             }
         }
+        self.counted += other.count();
     }
 
     /// The aggregate so far.
     pub fn result(&self, function: Aggregate) -> Value {
         match function {
-            Aggregate::Count => Value::Int(self.count as i64),
-            _ if self.count == 0 => Value::Null,
-            Aggregate::Sum => self.sum.value(),
-            Aggregate::Mean => Value::Double(self.sum.as_f64() / self.count as f64),
-            Aggregate::Min | Aggregate::Max => self.best.map_or(Value::Null, Value::from),
+            Aggregate::Count => Value::Int(self.count() as i64),
+            _ if self.count() == 0 => Value::Null,
+            Aggregate::Sum => self.value().into(),
+            Aggregate::Mean => Value::Double(self.value().as_f64() / self.count() as f64),
+            Aggregate::Min | Aggregate::Max => self.value().into(),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The state of one `window` subtask with `aggregates:`: windows of any kind
-//! ([`crate::window_assigner`]) holding, per key, one accumulator per aggregate
-//! ([`crate::aggregates`]).
+//! The state of one `window` subtask: windows of any kind ([`crate::window_assigner`]) holding,
+//! per key, one accumulator per aggregate ([`crate::aggregates::Acc`]): for tumbling and
+//! sliding windows one [`KeyedAccs`] per window, for sessions each key's sessions. The same
+//! state computes `aggregates:` and the old single `aggregate` ([`Computed`]).
 //!
 //! Per record: the aggregates' expressions are evaluated once, then the values are added to
 //! the key's accumulators in each window the record belongs to (one for tumbling and session,
@@ -14,66 +15,98 @@
 //! clones the key (an `Arc` for strings) and may grow the window's tables, which are reused
 //! for later windows.
 
-use rustc_hash::FxHashMap;
 use tidemark_runtime::value::{Map, Value};
+use tidemark_runtime::{Record, TimestampType};
 
+use crate::aggregate::{self, KeyedAccs};
 use crate::aggregates::{Acc, Aggregates};
+use crate::config::Aggregate;
 use crate::expr::Number;
 use crate::window_assigner::{AlignedWindows, KeyedSessions, Window, WindowKind};
-
-/// One window's accumulators of every key, in order of the keys' first records.
-#[derive(Debug, Default)]
-pub(crate) struct KeyedAccs {
-    index: FxHashMap<Value, u32>,
-    keys: Vec<Value>,
-    /// `aggregates` accumulators per key, key after key.
-    accs: Vec<Acc>,
-}
-
-impl KeyedAccs {
-    /// The accumulators of `key` (made empty if new).
-    #[inline]
-    fn get(&mut self, key: &Value, width: usize) -> &mut [Acc] {
-        let i = match self.index.get(key) {
-            Some(&i) => i as usize,
-            None => self.insert(key, width),
-        };
-        &mut self.accs[i * width..(i + 1) * width]
-    }
-
-    #[cold]
-    fn insert(&mut self, key: &Value, width: usize) -> usize {
-        let i = self.keys.len();
-        self.index.insert(key.clone(), i as u32);
-        self.keys.push(key.clone());
-        self.accs.resize(self.accs.len() + width, Acc::default());
-        i
-    }
-
-    /// Every key with its accumulators.
-    fn iter(&self, width: usize) -> impl Iterator<Item = (&Value, &[Acc])> {
-        self.keys.iter().zip(self.accs.chunks_exact(width.max(1)))
-    }
-
-    fn clear(&mut self) {
-        self.index.clear();
-        self.keys.clear();
-        self.accs.clear();
-    }
-}
 
 /// Window tables kept for reuse, so steady state does not allocate.
 const SPARE: usize = 8;
 
-/// A window's result for one key.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct WindowResult<'a> {
-    /// The key.
-    pub key: &'a Value,
-    /// The window.
-    pub window: Window,
-    /// `{"key", "window_start", "window_end", <aggregates>}`.
-    pub event: Map,
+/// What a window computes per key, and how its results look.
+#[derive(Debug, Clone)]
+pub(crate) enum Computed {
+    /// `aggregates:`: `{"key", "window_start", "window_end", <aggregates>}` at `end - 1 ms`,
+    /// keys in the order of their first record in the window.
+    Aggregates(Aggregates),
+    /// The old single `aggregate` of `value` (tumbling windows): `{"key", "value"}` (a
+    /// numeric record for an int key) at `end - 1 ns`, keys in key order.
+    Value(Aggregate),
+}
+
+/// One record's input to the aggregates, by [`Computed`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Input<'a> {
+    /// The aggregates' values ([`Aggregates::values`]).
+    Values(&'a [Option<Number>]),
+    /// The old single aggregate's `value`.
+    Value(f64),
+}
+
+impl Computed {
+    /// Accumulators per key.
+    fn width(&self) -> usize {
+        match self {
+            Computed::Aggregates(a) => a.specs.len(),
+            Computed::Value(_) => 1,
+        }
+    }
+
+    #[inline]
+    fn update(&self, accs: &mut [Acc], input: Input<'_>) {
+        match (self, input) {
+            (Computed::Aggregates(a), Input::Values(values)) => a.update(accs, values),
+            (Computed::Value(f), Input::Value(v)) => {
+                aggregate::update(*f, &mut accs[0], v);
+            }
+            _ => unreachable!("the input of another form"),
+        }
+    }
+
+    /// Folds the accumulators `from` into `into` (two sessions merging).
+    fn merge(&self, into: &mut [Acc], from: &[Acc]) {
+        match self {
+            Computed::Aggregates(a) => {
+                for ((x, y), spec) in into.iter_mut().zip(from).zip(&a.specs) {
+                    x.merge(spec.function, y);
+                }
+            }
+            Computed::Value(f) => into[0].merge(*f, &from[0]),
+        }
+    }
+
+    /// The output record of `key`'s result in `window`.
+    fn result(&self, key: &Value, window: Window, accs: &[Acc]) -> Record {
+        match self {
+            Computed::Aggregates(a) => Record::with_event(
+                key.clone(),
+                result_event(a, key, window, accs),
+                window.end.saturating_sub(1_000_000),
+            )
+            .with_timestamp_type(TimestampType::Create),
+            Computed::Value(f) => {
+                Record::keyed_value(key, aggregate::result(*f, &accs[0]), window.last_instant())
+            }
+        }
+    }
+
+    /// Emits the result of every key of `window`.
+    fn fire(&self, window: Window, keyed: &mut KeyedAccs, emit: &mut impl FnMut(Record)) {
+        match self {
+            Computed::Aggregates(_) => {
+                for (key, accs) in keyed.iter() {
+                    emit(self.result(&key, window, accs));
+                }
+            }
+            Computed::Value(_) => {
+                keyed.for_each_sorted(|key, accs| emit(self.result(key, window, accs)))
+            }
+        }
+    }
 }
 
 /// Why a record was not added: all its windows have expired.
@@ -88,12 +121,14 @@ pub(crate) struct Late {
 pub(crate) struct WindowState {
     kind: WindowKind,
     lateness: i64,
-    aggregates: Aggregates,
+    computed: Computed,
     /// Accumulators per key and window: the number of aggregates.
     width: usize,
     /// Up to where time is complete (see [`crate::window_assigner`]); `i64::MIN` at first.
     progress: i64,
+    /// Tumbling and sliding windows: each window's keys.
     aligned: AlignedWindows<KeyedAccs>,
+    /// Sessions: each key's sessions.
     sessions: KeyedSessions<Value, Vec<Acc>>,
     spare: Vec<KeyedAccs>,
 }
@@ -121,19 +156,13 @@ pub(crate) fn result_event(
     event
 }
 
-/// The timestamp of a window's output: its end minus 1 ms (as Flink's), in nanoseconds.
-pub(crate) fn result_timestamp(window: Window) -> i64 {
-    window.end.saturating_sub(1_000_000)
-}
-
 impl WindowState {
-    pub(crate) fn new(kind: WindowKind, lateness: i64, aggregates: Aggregates) -> Self {
-        let width = aggregates.specs.len();
+    pub(crate) fn new(kind: WindowKind, lateness: i64, computed: Computed) -> Self {
         WindowState {
             kind,
             lateness,
-            aggregates,
-            width,
+            width: computed.width(),
+            computed,
             progress: i64::MIN,
             aligned: AlignedWindows::default(),
             sessions: KeyedSessions::default(),
@@ -141,9 +170,9 @@ impl WindowState {
         }
     }
 
-    /// The aggregates computed.
-    pub(crate) fn aggregates(&self) -> &Aggregates {
-        &self.aggregates
+    /// What is computed.
+    pub(crate) fn computed(&self) -> &Computed {
+        &self.computed
     }
 
     /// The progress so far.
@@ -151,18 +180,41 @@ impl WindowState {
         self.progress
     }
 
-    /// Adds a record of `key` at `t` whose aggregate inputs are `values`; results of windows
+    /// Whether a record at `t` would be late: every window it belongs to has expired.
+    pub(crate) fn late(&self, t: i64) -> Option<Late> {
+        let (progress, lateness) = (self.progress, self.lateness);
+        match self.kind {
+            WindowKind::Session { gap } => {
+                let window = Window::new(t, t.saturating_add(gap));
+                window
+                    .is_expired(progress, lateness)
+                    .then_some(Late { window })
+            }
+            kind => {
+                let mut last = None;
+                for window in kind.assign(t) {
+                    if !window.is_expired(progress, lateness) {
+                        return None;
+                    }
+                    last = Some(window);
+                }
+                last.map(|window| Late { window })
+            }
+        }
+    }
+
+    /// Adds a record of `key` at `t` whose aggregate input is `input`; results of windows
     /// that have already fired (late firings) go to `emit`. `Err` when the record is late.
     #[inline]
     pub(crate) fn add(
         &mut self,
         key: &Value,
         t: i64,
-        values: &[Option<Number>],
-        mut emit: impl FnMut(WindowResult<'_>),
+        input: Input<'_>,
+        mut emit: impl FnMut(Record),
     ) -> Result<(), Late> {
         let (progress, lateness, width) = (self.progress, self.lateness, self.width);
-        let aggregates = &self.aggregates;
+        let computed = &self.computed;
         match self.kind {
             WindowKind::Session { gap } => {
                 let window = Window::new(t, t.saturating_add(gap));
@@ -173,16 +225,12 @@ impl WindowState {
                     key,
                     window,
                     || vec![Acc::default(); width],
-                    |into, from| merge(aggregates, into, &from),
+                    |into, from| computed.merge(into, &from),
                 );
-                aggregates.update(&mut slot.state, values);
+                computed.update(&mut slot.state, input);
                 if window.is_due(progress) {
                     slot.fired = true;
-                    emit(WindowResult {
-                        key,
-                        window,
-                        event: result_event(aggregates, key, window, &slot.state),
-                    });
+                    emit(computed.result(key, window, &slot.state));
                 }
                 Ok(())
             }
@@ -196,19 +244,19 @@ impl WindowState {
                     }
                     added = true;
                     let spare = &mut self.spare;
-                    let slot = self
-                        .aligned
-                        .slot(window, || spare.pop().unwrap_or_default());
-                    let accs = slot.state.get(key, width);
-                    aggregates.update(accs, values);
+                    let slot = self.aligned.slot(window, || {
+                        spare.pop().unwrap_or_else(|| match computed {
+                            // As the old windows: small int keys dense.
+                            Computed::Value(_) => KeyedAccs::new(width),
+                            Computed::Aggregates(_) => KeyedAccs::hashed(width),
+                        })
+                    });
+                    let accs = slot.state.get(key);
+                    computed.update(accs, input);
                     if window.is_due(progress) {
                         // Fired already (or new within the lateness): this key's update now.
                         slot.fired = true;
-                        emit(WindowResult {
-                            key,
-                            window,
-                            event: result_event(aggregates, key, window, accs),
-                        });
+                        emit(computed.result(key, window, accs));
                     }
                 }
                 if added {
@@ -225,27 +273,23 @@ impl WindowState {
     /// Time is complete up to `progress`: fires the windows that are due, in window order
     /// (sessions in order of their keys' timers), and forgets the expired ones. A progress
     /// that does not advance does nothing.
-    pub(crate) fn advance(&mut self, progress: i64, mut emit: impl FnMut(WindowResult<'_>)) {
+    pub(crate) fn advance(&mut self, progress: i64, mut emit: impl FnMut(Record)) {
         if progress <= self.progress {
             return;
         }
         self.progress = progress;
-        let (aggregates, width) = (&self.aggregates, self.width);
+        let computed = &self.computed;
         if self.kind.is_session() {
             self.sessions
                 .advance(progress, self.lateness, |key, window, accs| {
-                    emit(WindowResult {
-                        key,
-                        window,
-                        event: result_event(aggregates, key, window, accs),
-                    })
+                    emit(computed.result(key, window, accs))
                 });
         } else {
             let spare = &mut self.spare;
             self.aligned.advance(
                 progress,
                 self.lateness,
-                |window, keyed| fire(aggregates, width, window, keyed, &mut emit),
+                |window, keyed| computed.fire(window, keyed, &mut emit),
                 |mut keyed| {
                     if spare.len() < SPARE {
                         keyed.clear();
@@ -257,40 +301,12 @@ impl WindowState {
     }
 
     /// The end of input: every window that has not fired fires, and all are forgotten.
-    pub(crate) fn finish(&mut self, mut emit: impl FnMut(WindowResult<'_>)) {
-        let (aggregates, width) = (&self.aggregates, self.width);
+    pub(crate) fn finish(&mut self, mut emit: impl FnMut(Record)) {
+        let computed = &self.computed;
         self.aligned
-            .finish(|window, keyed| fire(aggregates, width, window, keyed, &mut emit));
-        self.sessions.finish(|key, window, accs| {
-            emit(WindowResult {
-                key,
-                window,
-                event: result_event(aggregates, key, window, accs),
-            })
-        });
-    }
-}
-
-fn fire(
-    aggregates: &Aggregates,
-    width: usize,
-    window: Window,
-    keyed: &mut KeyedAccs,
-    emit: &mut impl FnMut(WindowResult<'_>),
-) {
-    for (key, accs) in keyed.iter(width) {
-        emit(WindowResult {
-            key,
-            window,
-            event: result_event(aggregates, key, window, accs),
-        });
-    }
-}
-
-/// Folds the accumulators `from` into `into` (two sessions merging).
-fn merge(aggregates: &Aggregates, into: &mut [Acc], from: &[Acc]) {
-    for ((a, b), spec) in into.iter_mut().zip(from).zip(&aggregates.specs) {
-        a.merge(spec.function, b);
+            .finish(|window, keyed| computed.fire(window, keyed, &mut emit));
+        self.sessions
+            .finish(|key, window, accs| emit(computed.result(key, window, accs)));
     }
 }
 
@@ -320,7 +336,7 @@ mod tests {
     impl Harness {
         fn new(kind: WindowKind, lateness_ms: i64) -> Self {
             Harness {
-                state: WindowState::new(kind, lateness_ms * MS, aggregates()),
+                state: WindowState::new(kind, lateness_ms * MS, Computed::Aggregates(aggregates())),
                 eval: Evaluator::new(),
                 late: Vec::new(),
             }
@@ -335,14 +351,16 @@ mod tests {
                 timestamp_ms: t_ms,
             };
             let mut values = Vec::new();
-            self.state
-                .aggregates()
-                .values(&self.eval, &scope, &mut values)
-                .unwrap();
+            let Computed::Aggregates(aggregates) = self.state.computed() else {
+                panic!("aggregates")
+            };
+            aggregates.values(&self.eval, &scope, &mut values).unwrap();
             let mut out = Vec::new();
             if let Err(late) = self
                 .state
-                .add(&key, t_ms * MS, &values, |r| out.push(show(r)))
+                .add(&key, t_ms * MS, Input::Values(&values), |r| {
+                    out.push(show(r))
+                })
             {
                 self.late
                     .push((late.window.start / MS, late.window.end / MS));
@@ -363,9 +381,23 @@ mod tests {
         }
     }
 
-    fn show(r: WindowResult<'_>) -> String {
-        assert_eq!(r.event.get("key"), Some(r.key));
-        Value::from(r.event).to_string()
+    fn show(r: Record) -> String {
+        let text = r.event_json();
+        assert!(
+            text.starts_with(&format!(r#"{{"key":{},"#, r.key())),
+            "{text}"
+        );
+        let end: i64 = text
+            .split(r#""window_end":"#)
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(r.timestamp, (end - 1) * MS, "{text}");
+        text
     }
 
     fn line(key: &str, start: i64, end: i64, n: i64, s: i64) -> String {

@@ -29,18 +29,19 @@
 //! `hash` edge in front, a key's records spread over subtasks each keep their own aggregate.
 //! `min` and `max` ignore NaN values (unless all are NaN).
 //!
-//! The per-record path is the throughput benchmark's (W1) hot path: the aggregate is a type
-//! parameter (no branch per record) and keys below 65,536 index a vector instead of hashing.
-
-use std::collections::HashMap;
-use std::marker::PhantomData;
+//! Both forms are one operator keeping every key's accumulators in one
+//! `KeyedAccs`. The older form's batch loop is the throughput benchmark's
+//! (W1) hot path: it is monomorphised per aggregate (no branch per record) and int keys below
+//! 65,536 find their slot through a vector instead of hashing.
 
 use serde::Deserialize;
-use tidemark_runtime::value::{Map, Value};
+use tidemark_runtime::value::Map;
+#[cfg(test)]
+use tidemark_runtime::value::Value;
 use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskContext};
 
-use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
-use crate::aggregates::{Acc, Aggregates, AggregatesConfig};
+use crate::aggregate::{dense_acc, input, with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregates::{Aggregates, AggregatesConfig};
 use crate::config::{self, Aggregate};
 use crate::expr::{self, Evaluator, Number};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
@@ -82,12 +83,14 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
                 .map_err(|(path, e)| e.into_config_error(INFO.type_name, &path))?;
             let on_error = OnErrorFactory::new(config.on_error, &env.job_dir);
             Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
-                Ok(Box::new(AggregatesReduce {
-                    aggregates: aggregates.clone(),
-                    eval: Evaluator::new(),
-                    state: HashMap::new(),
-                    values: Vec::new(),
-                    on_error: on_error.subtask(&ctx.vertex_id)?,
+                Ok(Box::new(ReduceOperator {
+                    state: KeyedAccs::new(aggregates.specs.len()),
+                    form: Form::Aggregates {
+                        aggregates: aggregates.clone(),
+                        eval: Evaluator::new(),
+                        values: Vec::new(),
+                        on_error: on_error.subtask(&ctx.vertex_id)?,
+                    },
                 }) as Box<dyn Operator>)
             })))
         }
@@ -105,153 +108,194 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     }
 }
 
-/// One subtask of a `reduce` with `aggregates`.
+/// What a `reduce` computes.
 #[derive(Debug)]
-pub struct AggregatesReduce {
-    aggregates: Aggregates,
-    eval: Evaluator,
-    state: HashMap<Value, Vec<Acc>>,
-    /// One record's values, reused.
-    values: Vec<Option<Number>>,
-    on_error: OnError,
+enum Form {
+    /// The old single `aggregate` of the numeric field `value`: outputs `{"key", "value"}` (a
+    /// numeric record for an int key).
+    Value(Aggregate),
+    /// `aggregates`: outputs `{"key", <each aggregate>}`.
+    Aggregates {
+        aggregates: Aggregates,
+        eval: Evaluator,
+        /// One record's values, reused.
+        values: Vec<Option<Number>>,
+        on_error: OnError,
+    },
 }
 
-impl Operator for AggregatesReduce {
-    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        let (eval, aggregates, values, on_error) = (
-            &self.eval,
-            &self.aggregates,
-            &mut self.values,
-            &mut self.on_error,
-        );
-        let ok = expr::with_record(&record, |scope| {
+/// One subtask of the `reduce` operator: the running aggregates of every key in one
+/// [`KeyedAccs`] (one accumulator per aggregate per key).
+#[derive(Debug)]
+pub struct ReduceOperator {
+    state: KeyedAccs,
+    form: Form,
+}
+
+/// The `reduce` subtask of `aggregates:` (now [`ReduceOperator`], which computes both forms).
+pub type AggregatesReduce = ReduceOperator;
+
+/// A new `reduce` subtask computing the old single `aggregate`.
+pub fn reduce_operator(aggregate: Aggregate) -> Box<dyn Operator> {
+    Box::new(ReduceOperator {
+        state: KeyedAccs::new(1),
+        form: Form::Value(aggregate),
+    })
+}
+
+/// The output for `record` whose key's aggregate is now `value`: `{"key": <key>, "value":
+/// value}` with the record's key and timestamp.
+#[inline]
+fn output(record: &Record, value: f64) -> Record {
+    let mut out = Record::keyed_value(&record.key(), value, record.timestamp);
+    out.timestamp_type = record.timestamp_type;
+    out
+}
+
+/// The old single aggregate `A` of `record`'s key, with `record` added.
+#[inline(always)]
+fn add_value<A: Aggregator>(state: &mut KeyedAccs, record: &Record) -> Result<f64, BoxError> {
+    let v = input::<A>(record)?;
+    Ok(A::update(&mut state.get_for(record)[0], v))
+}
+
+/// The old single aggregate `A` over `records`, each replaced by its output.
+fn value_batch_in_place<A: Aggregator>(
+    state: &mut KeyedAccs,
+    records: &mut [Record],
+) -> Result<(), BoxError> {
+    let mut i = 0;
+    while i < records.len() {
+        // Numeric records whose key has a dense slot, with the slots' address in a register;
+        // any other record stops the loop and takes the general path below.
+        let dense = state.dense_accs();
+        while let Some(record) = records.get_mut(i) {
+            let Some((key, value)) = record.numeric_parts_mut() else {
+                break;
+            };
+            let Some(acc) = dense_acc(dense, key) else {
+                break;
+            };
+            *value = A::update(acc, *value);
+            i += 1;
+        }
+        if let Some(record) = records.get_mut(i) {
+            let value = add_value::<A>(state, record)?;
+            *record = output(record, value);
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The old single aggregate `A` over `records`, emitting an output for each.
+fn value_batch<A: Aggregator>(
+    state: &mut KeyedAccs,
+    records: &[Record],
+    out: &mut Output,
+) -> Result<(), BoxError> {
+    let mut rest = records;
+    while !rest.is_empty() {
+        // Runs of numeric records whose key has a dense slot in one tight loop (the slots'
+        // address in a register); any other record takes the general path below.
+        let dense = state.dense_accs();
+        let done = out.emit_numeric_mapped_while(rest, |key, v| {
+            dense_acc(dense, key).map(|acc| A::update(acc, v))
+        });
+        rest = &rest[done..];
+        if let Some((record, tail)) = rest.split_first() {
+            let value = add_value::<A>(state, record)?;
+            out.emit(output(record, value));
+            rest = tail;
+        }
+    }
+    Ok(())
+}
+
+impl ReduceOperator {
+    /// `aggregates:` over `record`: its key's running aggregates, or nothing when an
+    /// expression failed and `on_error` let the record go.
+    fn aggregates(&mut self, record: &Record) -> Result<Option<Record>, BoxError> {
+        let Form::Aggregates {
+            aggregates,
+            eval,
+            values,
+            on_error,
+        } = &mut self.form
+        else {
+            unreachable!("called for aggregates only")
+        };
+        let ok = expr::with_record(record, |scope| {
             match aggregates.values(eval, scope, values) {
                 Ok(()) => Ok(true),
                 Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
             }
         })?;
         if !ok {
-            return Ok(());
+            return Ok(None);
         }
         let key = record.key();
-        let state = match self.state.get_mut(&*key) {
-            Some(state) => state,
-            None => self
-                .state
-                .entry(key.clone().into_owned())
-                .or_insert_with(|| self.aggregates.new_state()),
-        };
-        self.aggregates.update(state, &self.values);
-        let mut event = Map::with_capacity(1 + self.aggregates.specs.len());
+        let state = self.state.get(&key);
+        aggregates.update(state, values);
+        let mut event = Map::with_capacity(1 + aggregates.specs.len());
         event.insert(arcstr::literal!("key"), key.clone().into_owned());
-        self.aggregates.write(state, &mut event);
-        let output = Record::with_event(key.into_owned(), event, record.timestamp)
-            .with_timestamp_type(record.timestamp_type);
-        out.emit(output);
-        Ok(())
-    }
-
-    fn records_dropped(&self, reason: DropReason) -> u64 {
-        match reason {
-            DropReason::ExpressionError => self.on_error.dropped,
-            _ => 0,
-        }
+        aggregates.write(state, &mut event);
+        Ok(Some(
+            Record::with_event(key.into_owned(), event, record.timestamp)
+                .with_timestamp_type(record.timestamp_type),
+        ))
     }
 }
 
-/// A new `reduce` subtask computing `aggregate`.
-pub fn reduce_operator(aggregate: Aggregate) -> Box<dyn Operator> {
-    with_aggregator!(aggregate, A => Box::new(ReduceOperator::<A>::default()))
-}
-
-/// The output for `record` whose key's aggregate is now `value`: `{"key": <key>, "value":
-/// value}` with the record's key and timestamp.
-#[inline]
-fn output(record: Record, value: f64) -> Record {
-    let mut out = Record::keyed_value(&record.key(), value, record.timestamp);
-    out.timestamp_type = record.timestamp_type;
-    out
-}
-
-/// The dense accumulator of int key `key`, if it has one (negative keys never do).
-#[inline(always)]
-fn dense_slot(dense: &mut [crate::aggregate::Acc], key: i64) -> Option<&mut crate::aggregate::Acc> {
-    // One unsigned comparison: a negative key wraps to above any length. (Compared as u64,
-    // so that no key aliases a slot where usize is narrower.)
-    let i = key as u64;
-    if i < dense.len() as u64 {
-        dense.get_mut(i as usize)
-    } else {
-        None
-    }
-}
-
-/// One subtask of the `reduce` operator, for one aggregate type.
-#[derive(Debug)]
-struct ReduceOperator<A> {
-    state: KeyedAccs,
-    _aggregate: PhantomData<fn() -> A>,
-}
-
-impl<A> Default for ReduceOperator<A> {
-    fn default() -> Self {
-        ReduceOperator {
-            state: KeyedAccs::default(),
-            _aggregate: PhantomData,
-        }
-    }
-}
-
-impl<A: Aggregator> Operator for ReduceOperator<A> {
+impl Operator for ReduceOperator {
     #[inline]
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        let value = A::update(self.state.get_for(&record), input::<A>(&record)?);
-        out.emit(output(record, value));
+        match self.form {
+            Form::Value(aggregate) => {
+                let value =
+                    with_aggregator!(aggregate, A => add_value::<A>(&mut self.state, &record))?;
+                out.emit(output(&record, value));
+            }
+            Form::Aggregates { .. } => {
+                if let Some(output) = self.aggregates(&record)? {
+                    out.emit(output);
+                }
+            }
+        }
         Ok(())
     }
 
     fn process_batch_in_place(&mut self, records: &mut [Record]) -> Result<bool, BoxError> {
-        let mut i = 0;
-        while i < records.len() {
-            // Numeric records whose key has a dense slot, with the slots' address in a
-            // register; any other record stops the loop and takes the general path below.
-            let dense = self.state.dense_mut();
-            while let Some(record) = records.get_mut(i) {
-                let Some((key, value)) = record.numeric_parts_mut() else {
-                    break;
-                };
-                let Some(acc) = dense_slot(dense, key) else {
-                    break;
-                };
-                *value = A::update(acc, *value);
-                i += 1;
+        match self.form {
+            Form::Value(aggregate) => {
+                with_aggregator!(aggregate, A => value_batch_in_place::<A>(&mut self.state, records))?;
+                Ok(true)
             }
-            if let Some(record) = records.get_mut(i) {
-                let value = A::update(self.state.get_for(record), input::<A>(record)?);
-                *record = output(std::mem::take(record), value);
-                i += 1;
-            }
+            Form::Aggregates { .. } => Ok(false),
         }
-        Ok(true)
     }
 
     fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
-        let mut rest = records;
-        while !rest.is_empty() {
-            // Runs of numeric records whose key has a dense slot in one tight loop (the slots'
-            // address in a register); any other record takes the general path below.
-            let dense = self.state.dense_mut();
-            let done = out.emit_numeric_mapped_while(rest, |key, v| {
-                dense_slot(dense, key).map(|acc| A::update(acc, v))
-            });
-            rest = &rest[done..];
-            if let Some((record, tail)) = rest.split_first() {
-                let value = A::update(self.state.get_for(record), input::<A>(record)?);
-                out.emit(output(record.clone(), value));
-                rest = tail;
+        match self.form {
+            Form::Value(aggregate) => {
+                with_aggregator!(aggregate, A => value_batch::<A>(&mut self.state, records, out))
+            }
+            Form::Aggregates { .. } => {
+                for record in records {
+                    if let Some(output) = self.aggregates(record)? {
+                        out.emit(output);
+                    }
+                }
+                Ok(())
             }
         }
-        Ok(())
+    }
+
+    fn records_dropped(&self, reason: DropReason) -> u64 {
+        match (&self.form, reason) {
+            (Form::Aggregates { on_error, .. }, DropReason::ExpressionError) => on_error.dropped,
+            _ => 0,
+        }
     }
 }
 
@@ -541,4 +585,262 @@ mod tests {
             "expression `v` failed: must give a number, but gave a string \"x\"; record: {\"v\":\"x\"}"
         );
     }
+}
+
+/// Pins the output of the old single `aggregate:` (every function, every way of processing a
+/// batch) to what the original operator wrote, byte for byte.
+#[cfg(test)]
+mod legacy_output {
+    use super::*;
+    use crate::operators::window::legacy_output::{show, transcript, value_event, Step};
+    use crate::test_util::operator;
+    use serde_json::json;
+    use std::fmt::Write as _;
+
+    fn mixed() -> Vec<Record> {
+        vec![
+            Record::new(3, 1.5, 10),
+            Record::new(70_000, -2.0, 20)
+                .with_timestamp_type(tidemark_runtime::TimestampType::Ingestion),
+            value_event(Value::from("b"), json!(4), 30),
+            Record::new(u64::MAX, 0.25, 40),
+            Record::new(1, f64::NAN, 50),
+            value_event(Value::from("a"), json!(2.5), 60),
+            Record::new(3, -0.0, 70),
+            Record::new(1, 7.0, 80),
+            value_event(Value::from("b"), json!(-1), 90),
+            Record::new(0, 0.0, 100),
+            value_event(Value::Int(2), json!(5), 110),
+            value_event(Value::Int(-7), json!(1e300), 120),
+            Record::new(3, 2.0, 130),
+            Record::new(70_000, 9.0, 140),
+        ]
+    }
+
+    #[test]
+    fn every_function_and_batch_path() {
+        let mut all = String::new();
+        for f in ["count", "sum", "min", "max", "mean"] {
+            let mut op = operator(&INFO, json!({ "aggregate": f }));
+            let steps = vec![
+                Step::Batch(mixed()),
+                Step::One(Record::new(3, 1.0, 5)),
+                Step::Batch(vec![value_event(Value::from("x"), json!("no"), 0)]),
+                Step::Finish(0),
+            ];
+            writeln!(all, "== {f}\n{}", transcript(op.as_mut(), steps)).unwrap();
+            let mut records = mixed();
+            match op.process_batch_in_place(&mut records) {
+                Ok(done) => writeln!(all, "in place {done}").unwrap(),
+                Err(e) => writeln!(all, "in place error: {e}").unwrap(),
+            }
+            show(&mut all, &records);
+            let mut bad = vec![
+                Record::new(1, 1.0, 0),
+                value_event(Value::from("x"), json!(null), 0),
+            ];
+            match op.process_batch_in_place(&mut bad) {
+                Ok(done) => writeln!(all, "in place {done}").unwrap(),
+                Err(e) => writeln!(all, "in place error: {e}").unwrap(),
+            }
+        }
+        assert_eq!(all, EVERY_FUNCTION);
+    }
+
+    const EVERY_FUNCTION: &str = r##"== count
+batch
+  {"key":3,"value":1.0} key=3 @10 Create numeric
+  {"key":70000,"value":1.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":1.0} key="b" @30 Create
+  {"key":-1,"value":1.0} key=-1 @40 Create numeric
+  {"key":1,"value":1.0} key=1 @50 Create numeric
+  {"key":"a","value":1.0} key="a" @60 Create
+  {"key":3,"value":2.0} key=3 @70 Create numeric
+  {"key":1,"value":2.0} key=1 @80 Create numeric
+  {"key":"b","value":2.0} key="b" @90 Create
+  {"key":0,"value":1.0} key=0 @100 Create numeric
+  {"key":2,"value":1.0} key=2 @110 Create numeric
+  {"key":-7,"value":1.0} key=-7 @120 Create numeric
+  {"key":3,"value":3.0} key=3 @130 Create numeric
+  {"key":70000,"value":2.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":4.0} key=3 @5 Create numeric
+batch
+  {"key":"x","value":1.0} key="x" @0 Create
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":5.0} key=3 @10 Create numeric
+  {"key":70000,"value":3.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":3.0} key="b" @30 Create
+  {"key":-1,"value":2.0} key=-1 @40 Create numeric
+  {"key":1,"value":3.0} key=1 @50 Create numeric
+  {"key":"a","value":2.0} key="a" @60 Create
+  {"key":3,"value":6.0} key=3 @70 Create numeric
+  {"key":1,"value":4.0} key=1 @80 Create numeric
+  {"key":"b","value":4.0} key="b" @90 Create
+  {"key":0,"value":2.0} key=0 @100 Create numeric
+  {"key":2,"value":2.0} key=2 @110 Create numeric
+  {"key":-7,"value":2.0} key=-7 @120 Create numeric
+  {"key":3,"value":7.0} key=3 @130 Create numeric
+  {"key":70000,"value":4.0} key=70000 @140 Create numeric
+in place true
+== sum
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":1.5} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":3.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":3.5} key=3 @130 Create numeric
+  {"key":70000,"value":7.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":4.5} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":6.0} key=3 @10 Create numeric
+  {"key":70000,"value":5.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":7.0} key="b" @30 Create
+  {"key":-1,"value":0.5} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":5.0} key="a" @60 Create
+  {"key":3,"value":6.0} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":6.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":10.0} key=2 @110 Create numeric
+  {"key":-7,"value":2e+300} key=-7 @120 Create numeric
+  {"key":3,"value":8.0} key=3 @130 Create numeric
+  {"key":70000,"value":14.0} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+== min
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":-0.0} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":-1.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":-0.0} key=3 @130 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":-0.0} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":-0.0} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":-1.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":7.0} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":-0.0} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":-1.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":-0.0} key=3 @130 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+== max
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":1.5} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":4.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":2.0} key=3 @130 Create numeric
+  {"key":70000,"value":9.0} key=70000 @140 Create numeric
+one
+  {"key":3,"value":2.0} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":2.0} key=3 @10 Create numeric
+  {"key":70000,"value":9.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":7.0} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":2.0} key=3 @70 Create numeric
+  {"key":1,"value":7.0} key=1 @80 Create numeric
+  {"key":"b","value":4.0} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":2.0} key=3 @130 Create numeric
+  {"key":70000,"value":9.0} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+== mean
+batch
+  {"key":3,"value":1.5} key=3 @10 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @20 Ingestion numeric
+  {"key":"b","value":4.0} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":0.75} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":1.5} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":1.1666666666666667} key=3 @130 Create numeric
+  {"key":70000,"value":3.5} key=70000 @140 Create numeric
+one
+  {"key":3,"value":1.125} key=3 @5 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+finish
+late 0 dropped late 0 expr 0
+
+in place true
+  {"key":3,"value":1.2} key=3 @10 Create numeric
+  {"key":70000,"value":1.6666666666666667} key=70000 @20 Ingestion numeric
+  {"key":"b","value":2.3333333333333335} key="b" @30 Create
+  {"key":-1,"value":0.25} key=-1 @40 Create numeric
+  {"key":1,"value":null} key=1 @50 Create numeric
+  {"key":"a","value":2.5} key="a" @60 Create
+  {"key":3,"value":1.0} key=3 @70 Create numeric
+  {"key":1,"value":null} key=1 @80 Create numeric
+  {"key":"b","value":1.5} key="b" @90 Create
+  {"key":0,"value":0.0} key=0 @100 Create numeric
+  {"key":2,"value":5.0} key=2 @110 Create numeric
+  {"key":-7,"value":1e+300} key=-7 @120 Create numeric
+  {"key":3,"value":1.1428571428571428} key=3 @130 Create numeric
+  {"key":70000,"value":3.5} key=70000 @140 Create numeric
+in place error: field `value` is missing or not a number in {"value":null}
+"##;
 }

@@ -56,32 +56,34 @@
 //!
 //! At the end of a bounded input every window that has not fired fires ([`Operator::finish`]).
 //!
-//! **State**: per window not yet expired, one accumulator per aggregate per key with records
-//! in it; so memory is bounded by (windows ahead of the watermark + windows within the
+//! **State** (`window_state.rs`): per window not yet expired, one accumulator per aggregate
+//! per key with records in it (one `KeyedAccs` per window, a session's in the key's
+//! sessions); so memory is bounded by (windows ahead of the watermark + windows within the
 //! lateness) × keys, times `size / slide` for sliding windows. A session lives until the
 //! watermark passes its end plus the lateness.
 //!
 //! **The old single `aggregate`** (`aggregate: count | sum | min | max | mean` of the numeric
-//! field `value`, instead of `aggregates`) keeps working: with `kind: tumbling` and no dead
-//! letter it is the original fast path emitting `{"key": k, "value": v}` at `end - 1 ns`; with
-//! the other kinds it is the aggregate `value` computed as above.
+//! field `value`, instead of `aggregates`) keeps working, in the same operator and state: with
+//! `kind: tumbling` and no dead letter its output is as it always was, `{"key": k, "value": v}`
+//! (`v` a double computed in doubles, `min`/`max` ignoring NaN) at `end - 1 ns`, keys in key
+//! order, a record without a numeric `value` failing the job unless it is late (`on_error` does
+//! not apply); with the other kinds it is the aggregate `value` computed as above
+//! (`value: {sum: value}`, say).
 
-use std::collections::BTreeMap;
-use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext, TimestampType};
+use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
-use crate::aggregate::{input, with_aggregator, Aggregator, KeyedAccs};
+use crate::aggregate::{input, with_aggregator};
 use crate::aggregates::AggregatesConfig;
 use crate::config::{self, duration, nanos_i64, Aggregate};
 use crate::expr::{self, Evaluator, Number};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
 use crate::window_assigner::{KindError, Window, WindowKind};
-use crate::window_state::{result_timestamp, WindowResult, WindowState};
+use crate::window_state::{Computed, Input, WindowState};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
@@ -279,16 +281,15 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
         });
     };
     let lateness = nanos_i64(config.allowed_lateness.unwrap_or_default());
-    // The old single aggregate over tumbling windows keeps its own fast operators.
-    if let (Some(aggregate), WindowKind::Tumbling { size }, LatePolicy::Drop) =
-        (config.aggregate, kind, &config.late)
-    {
-        let time = config.time;
-        return Ok(Built::Operator(Box::new(move |_: &SubtaskContext| {
-            Ok(single_aggregate_window(aggregate, time, size, lateness))
-        })));
-    }
-    let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
+    // The old single aggregate over tumbling windows without a dead letter keeps its own
+    // output (`{key, value}` at the window's end - 1 ns) and ignores `on_error`.
+    let (computed, on_error) = match (config.aggregate, kind, &config.late) {
+        (Some(aggregate), WindowKind::Tumbling { .. }, LatePolicy::Drop) => {
+            (Computed::Value(aggregate), ErrorPolicy::Fail)
+        }
+        _ => (Computed::Aggregates(aggregates), config.on_error.clone()),
+    };
+    let on_error = OnErrorFactory::new(on_error, &env.job_dir);
     let late = match &config.late {
         LatePolicy::Drop => None,
         LatePolicy::DeadLetter(path) => Some(OnErrorFactory::new(
@@ -298,8 +299,8 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     };
     let time = config.time;
     Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
-        Ok(Box::new(AggregatesWindow {
-            state: WindowState::new(kind, lateness, aggregates.clone()),
+        Ok(Box::new(WindowOperator {
+            state: WindowState::new(kind, lateness, computed.clone()),
             time,
             lateness,
             eval: Evaluator::new(),
@@ -316,9 +317,10 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     })))
 }
 
-/// One subtask of the `window` operator with `aggregates` (or any kind but tumbling).
+/// One subtask of the `window` operator: every kind, both clocks, `aggregates` and the old
+/// single `aggregate`.
 #[derive(Debug)]
-struct AggregatesWindow {
+struct WindowOperator {
     state: WindowState,
     time: WindowTime,
     lateness: i64,
@@ -335,13 +337,12 @@ struct AggregatesWindow {
     values: Vec<Option<Number>>,
 }
 
-/// The output record of a window's result for one key.
-fn result_record(r: WindowResult<'_>) -> Record {
-    Record::with_event(r.key.clone(), r.event, result_timestamp(r.window))
-        .with_timestamp_type(TimestampType::Create)
+/// The old single aggregate `aggregate`'s input from `record`: its numeric `value`.
+fn value_input(aggregate: Aggregate, record: &Record) -> Result<f64, BoxError> {
+    with_aggregator!(aggregate, A => input::<A>(record))
 }
 
-impl AggregatesWindow {
+impl WindowOperator {
     fn add(&mut self, record: &Record, t: i64, out: &mut Output) -> Result<(), BoxError> {
         let (state, eval, on_error, values) = (
             &mut self.state,
@@ -349,17 +350,30 @@ impl AggregatesWindow {
             &mut self.on_error,
             &mut self.values,
         );
-        let counted = expr::with_record(record, |scope| {
-            match state.aggregates().values(eval, scope, values) {
-                Ok(()) => Ok(true),
-                Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
+        let input = match state.computed() {
+            Computed::Aggregates(aggregates) => {
+                let counted = expr::with_record(record, |scope| {
+                    match aggregates.values(eval, scope, values) {
+                        Ok(()) => Ok(true),
+                        Err((e, err)) => on_error.handle(e, err, &scope.event).map(|()| false),
+                    }
+                })?;
+                if !counted {
+                    return Ok(());
+                }
+                Input::Values(values)
             }
-        })?;
-        if !counted {
-            return Ok(());
-        }
+            Computed::Value(aggregate) => match value_input(*aggregate, record) {
+                Ok(v) => Input::Value(v),
+                // A late record is dropped before its value is read.
+                Err(e) => match state.late(t) {
+                    Some(late) => return self.late(record, late.window),
+                    None => return Err(e),
+                },
+            },
+        };
         let key = record.key();
-        match state.add(&key, t, values, |r| out.emit(result_record(r))) {
+        match state.add(&key, t, input, |r| out.emit(r)) {
             Ok(()) => Ok(()),
             Err(late) => self.late(record, late.window),
         }
@@ -384,6 +398,16 @@ impl AggregatesWindow {
         Ok(())
     }
 
+    /// Processing time: keeps a record that came before the first clock reading (the old
+    /// single aggregate fails on a record without a value at once, as before).
+    fn early(&mut self, record: Record) -> Result<(), BoxError> {
+        if let Computed::Value(aggregate) = self.state.computed() {
+            value_input(*aggregate, &record)?;
+        }
+        self.early.push(record);
+        Ok(())
+    }
+
     /// Processing time: the records that came before the first clock reading take it.
     fn flush_early(&mut self, now: i64, out: &mut Output) -> Result<(), BoxError> {
         for record in std::mem::take(&mut self.early) {
@@ -393,16 +417,13 @@ impl AggregatesWindow {
     }
 }
 
-impl Operator for AggregatesWindow {
+impl Operator for WindowOperator {
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         let t = match self.time {
             WindowTime::Event => record.timestamp,
             WindowTime::Processing => match self.now {
                 Some(now) => now,
-                None => {
-                    self.early.push(record);
-                    return Ok(());
-                }
+                None => return self.early(record),
             },
         };
         self.add(&record, t, out)
@@ -415,7 +436,7 @@ impl Operator for AggregatesWindow {
                 WindowTime::Processing => match self.now {
                     Some(now) => now,
                     None => {
-                        self.early.push(record.clone());
+                        self.early(record.clone())?;
                         continue;
                     }
                 },
@@ -427,8 +448,7 @@ impl Operator for AggregatesWindow {
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
         if self.time == WindowTime::Event {
-            self.state
-                .advance(watermark, |r| out.emit(result_record(r)));
+            self.state.advance(watermark, |r| out.emit(r));
         }
         Ok(())
     }
@@ -442,8 +462,7 @@ impl Operator for AggregatesWindow {
             let now = now_nanos.max(self.now.unwrap_or(now_nanos));
             self.now = Some(now);
             // A window ends when the clock reaches its end: time is complete up to now - 1.
-            self.state
-                .advance(now.saturating_sub(1), |r| out.emit(result_record(r)));
+            self.state.advance(now.saturating_sub(1), |r| out.emit(r));
         }
         Ok(())
     }
@@ -453,7 +472,7 @@ impl Operator for AggregatesWindow {
             self.now = Some(now_nanos);
             self.flush_early(now_nanos, out)?;
         }
-        self.state.finish(|r| out.emit(result_record(r)));
+        self.state.finish(|r| out.emit(r));
         Ok(())
     }
 
@@ -470,242 +489,12 @@ impl Operator for AggregatesWindow {
     }
 }
 
-/// A `window` subtask with the old single `aggregate` of `value` over tumbling windows of
-/// `size` ns.
-fn single_aggregate_window(
-    aggregate: Aggregate,
-    time: WindowTime,
-    size: i64,
-    lateness: i64,
-) -> Box<dyn Operator> {
-    match time {
-        WindowTime::Processing => {
-            with_aggregator!(aggregate, A => Box::new(WindowOperator::<A>::new(size)))
-        }
-        WindowTime::Event => {
-            with_aggregator!(
-                aggregate,
-                A => Box::new(EventWindowOperator::<A>::new(size, lateness))
-            )
-        }
-    }
-}
-
-/// The end of the window of `size` holding `t` (saturating at the end of time).
-#[inline(always)]
-fn end_of_window_at(size: i64, t: i64) -> i64 {
-    t.saturating_sub(t.rem_euclid(size)).saturating_add(size)
-}
-
-/// Spare accumulator maps kept for new windows, so steady state does not allocate.
-const SPARE_WINDOWS: usize = 4;
-
-/// One event-time window's state.
-#[derive(Debug, Default)]
-struct EventWindow {
-    accs: KeyedAccs,
-    /// Whether it has fired (its end has passed the watermark).
-    fired: bool,
-}
-
-/// One subtask of the `window` operator in event time, for one aggregate type.
-#[derive(Debug)]
-struct EventWindowOperator<A> {
-    size: i64,
-    lateness: i64,
-    /// The current watermark, `i64::MIN` before the first.
-    watermark: i64,
-    /// Windows not yet purged, by end.
-    windows: BTreeMap<i64, EventWindow>,
-    spare: Vec<KeyedAccs>,
-    late_dropped: u64,
-    _aggregate: PhantomData<fn() -> A>,
-}
-
-impl<A: Aggregator> EventWindowOperator<A> {
-    fn new(size: i64, lateness: i64) -> Self {
-        EventWindowOperator {
-            size,
-            lateness,
-            watermark: i64::MIN,
-            windows: BTreeMap::new(),
-            spare: Vec::new(),
-            late_dropped: 0,
-            _aggregate: PhantomData,
-        }
-    }
-
-    /// Emits the aggregate of every key of the window ending at `end`.
-    fn emit_window(end: i64, window: &EventWindow, out: &mut Output) {
-        let timestamp = end - 1;
-        window.accs.for_each_sorted(|key, acc| {
-            out.emit(Record::keyed_value(key, A::result(acc), timestamp))
-        });
-    }
-
-    fn recycle(&mut self, mut accs: KeyedAccs) {
-        if self.spare.len() < SPARE_WINDOWS {
-            accs.clear();
-            self.spare.push(accs);
-        }
-    }
-}
-
-impl<A: Aggregator> Operator for EventWindowOperator<A> {
-    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        self.process_batch(std::slice::from_ref(&record), out)
-    }
-
-    fn process_batch(&mut self, records: &[Record], out: &mut Output) -> Result<(), BoxError> {
-        let (size, lateness, watermark) = (self.size, self.lateness, self.watermark);
-        let mut i = 0;
-        while i < records.len() {
-            let end = end_of_window_at(size, records[i].timestamp);
-            let last = end - 1;
-            if last.saturating_add(lateness) <= watermark {
-                // Its window is gone.
-                self.late_dropped += 1;
-                i += 1;
-                continue;
-            }
-            // A window the watermark has passed fires for each record (a late firing).
-            let passed = last <= watermark;
-            let spare = &mut self.spare;
-            let window = self.windows.entry(end).or_insert_with(|| EventWindow {
-                accs: spare.pop().unwrap_or_default(),
-                fired: false,
-            });
-            window.fired |= passed;
-            // The run of records in the same window goes without another lookup.
-            while i < records.len() {
-                let r = &records[i];
-                if r.timestamp < end - size || r.timestamp >= end {
-                    break;
-                }
-                let value = A::update(window.accs.get_for(r), input::<A>(r)?);
-                if passed {
-                    out.emit(Record::keyed_value(&r.key(), value, last));
-                }
-                i += 1;
-            }
-        }
-        Ok(())
-    }
-
-    fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
-        if watermark <= self.watermark {
-            return Ok(());
-        }
-        self.watermark = watermark;
-        // Fire every window whose last instant the watermark has reached, in window order.
-        for (&end, window) in self.windows.range_mut(..=watermark.saturating_add(1)) {
-            if !window.fired {
-                Self::emit_window(end, window, out);
-                window.fired = true;
-            }
-        }
-        // Purge those past their allowed lateness: end - 1 + lateness <= watermark.
-        let keep_from = watermark.saturating_sub(self.lateness).saturating_add(2);
-        if self
-            .windows
-            .first_key_value()
-            .is_some_and(|(&end, _)| end < keep_from)
-        {
-            let kept = self.windows.split_off(&keep_from);
-            let purged = std::mem::replace(&mut self.windows, kept);
-            for (_, window) in purged {
-                self.recycle(window.accs);
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, _now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
-        for (end, window) in std::mem::take(&mut self.windows) {
-            if !window.fired {
-                Self::emit_window(end, &window, out);
-            }
-        }
-        Ok(())
-    }
-
-    fn late_records_dropped(&self) -> u64 {
-        self.late_dropped
-    }
-}
-
-/// One subtask of the `window` operator, for one aggregate type.
-#[derive(Debug)]
-struct WindowOperator<A> {
-    size: i64,
-    /// The end of the open window, once the time is known.
-    end: Option<i64>,
-    state: KeyedAccs,
-    _aggregate: PhantomData<fn() -> A>,
-}
-
-impl<A: Aggregator> WindowOperator<A> {
-    fn new(size: i64) -> Self {
-        WindowOperator {
-            size,
-            end: None,
-            state: KeyedAccs::default(),
-            _aggregate: PhantomData,
-        }
-    }
-
-    /// The end of the window holding `now`.
-    fn end_of_window_at(&self, now: i64) -> i64 {
-        now.saturating_sub(now.rem_euclid(self.size))
-            .saturating_add(self.size)
-    }
-
-    /// Emits the aggregate of every key of the window ending at `end`, and forgets them.
-    fn fire(&mut self, end: i64, out: &mut Output) {
-        let timestamp = end - 1;
-        self.state.drain_sorted(|key, acc| {
-            out.emit(Record::keyed_value(key, A::result(&acc), timestamp))
-        });
-    }
-}
-
-impl<A: Aggregator> Operator for WindowOperator<A> {
-    fn process(&mut self, record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        A::update(self.state.get_for(&record), input::<A>(&record)?);
-        Ok(())
-    }
-
-    fn process_batch(&mut self, records: &[Record], _out: &mut Output) -> Result<(), BoxError> {
-        for record in records {
-            A::update(self.state.get_for(record), input::<A>(record)?);
-        }
-        Ok(())
-    }
-
-    fn on_time(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
-        match self.end {
-            Some(end) if now_nanos >= end => {
-                self.fire(end, out);
-                self.end = Some(self.end_of_window_at(now_nanos));
-            }
-            Some(_) => {}
-            None => self.end = Some(self.end_of_window_at(now_nanos)),
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
-        let end = self.end.unwrap_or_else(|| self.end_of_window_at(now_nanos));
-        self.fire(end, out);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_util::{kv, operator, process};
     use serde_json::json;
+    use tidemark_runtime::TimestampType;
 
     const S: i64 = 1_000_000_000;
 
@@ -1266,4 +1055,1378 @@ mod tests {
             ]
         );
     }
+}
+
+/// Pins the output of the old single `aggregate:` (every kind, every function) to what the
+/// original operators wrote, byte for byte: event text, key, timestamp and its type, the numeric
+/// form, errors and the late counters.
+#[cfg(test)]
+pub(crate) mod legacy_output {
+    use super::*;
+    use crate::test_util::operator;
+    use serde_json::json;
+    use std::fmt::Write as _;
+    use tidemark_runtime::DropReason;
+
+    const S: i64 = 1_000_000_000;
+    const FUNCTIONS: [&str; 5] = ["count", "sum", "min", "max", "mean"];
+
+    /// A step of a transcript.
+    pub(crate) enum Step {
+        Batch(Vec<Record>),
+        One(Record),
+        Watermark(i64),
+        Time(i64),
+        Finish(i64),
+    }
+
+    pub(crate) fn show(out: &mut String, records: &[Record]) {
+        for r in records {
+            writeln!(
+                out,
+                "  {} key={} @{} {:?}{}",
+                r.event_json(),
+                r.key(),
+                r.timestamp,
+                r.timestamp_type,
+                if r.is_numeric() { " numeric" } else { "" }
+            )
+            .unwrap();
+        }
+    }
+
+    /// Runs `steps` through `op`, writing what each emits, errors, and the drop counters.
+    pub(crate) fn transcript(op: &mut dyn Operator, steps: Vec<Step>) -> String {
+        let mut text = String::new();
+        for step in steps {
+            let mut out = Output::default();
+            let (name, result) = match step {
+                Step::Batch(records) => ("batch", op.process_batch(&records, &mut out)),
+                Step::One(record) => ("one", op.process(record, &mut out)),
+                Step::Watermark(t) => ("watermark", op.on_watermark(t, &mut out)),
+                Step::Time(t) => ("time", op.on_time(t, &mut out)),
+                Step::Finish(t) => ("finish", op.finish(t, &mut out)),
+            };
+            writeln!(text, "{name}").unwrap();
+            if let Err(e) = result {
+                writeln!(text, "  error: {e}").unwrap();
+            }
+            show(&mut text, out.records());
+        }
+        writeln!(
+            text,
+            "late {} dropped late {} expr {}",
+            op.late_records_dropped(),
+            op.records_dropped(DropReason::Late),
+            op.records_dropped(DropReason::ExpressionError)
+        )
+        .unwrap();
+        text
+    }
+
+    pub(crate) fn value_event(key: Value, value: serde_json::Value, t: i64) -> Record {
+        let mut m = tidemark_runtime::Map::new();
+        m.insert(
+            "value",
+            Value::from_json(value.to_string().as_bytes()).unwrap(),
+        );
+        Record::with_event(key, m, t)
+    }
+
+    use tidemark_runtime::Value;
+
+    /// Records of many keys (dense, large, negative ints, strings) and values (doubles, ints in
+    /// events, NaN, -0.0), at `t0 + offset`.
+    fn mixed(t0: i64) -> Vec<Record> {
+        vec![
+            Record::new(3, 1.5, t0 + 10),
+            Record::new(70_000, -2.0, t0 + 20),
+            value_event(Value::from("b"), json!(4), t0 + 30),
+            Record::new(u64::MAX, 0.25, t0 + 40),
+            Record::new(1, f64::NAN, t0 + 50),
+            value_event(Value::from("a"), json!(2.5), t0 + 60),
+            Record::new(3, -0.0, t0 + 70),
+            Record::new(1, 7.0, t0 + 80),
+            value_event(Value::from("b"), json!(-1), t0 + 90),
+            Record::new(0, 0.0, t0 + 100),
+        ]
+    }
+
+    #[test]
+    fn processing_time_tumbling() {
+        let mut all = String::new();
+        for f in FUNCTIONS {
+            let mut op = operator(&INFO, json!({"size": "1s", "aggregate": f}));
+            let t0 = 1_700_000_000 * S;
+            let steps = vec![
+                Step::Batch(mixed(0)[..3].to_vec()),
+                Step::Time(t0 + 5),
+                Step::Batch(mixed(0)[3..].to_vec()),
+                Step::One(Record::new(9, 1.0, 0)),
+                Step::Time(t0 + S - 1),
+                Step::Time(t0 + S),
+                Step::Batch(mixed(0)),
+                Step::Time(t0 + 3 * S + 7),
+                Step::One(Record::new(2, 2.0, 0)),
+                Step::Finish(t0 + 3 * S + 9),
+                // A job fails on an error: its state after one is never seen.
+                Step::Batch(vec![value_event(Value::from("x"), json!("no"), 0)]),
+            ];
+            writeln!(all, "== {f}\n{}", transcript(op.as_mut(), steps)).unwrap();
+        }
+        assert_eq!(all, PROCESSING_TIME_TUMBLING);
+    }
+
+    #[test]
+    fn event_time_tumbling() {
+        let mut all = String::new();
+        for f in FUNCTIONS {
+            for lateness in ["0", "2s"] {
+                let mut op = operator(
+                    &INFO,
+                    json!({"size": "1s", "time": "event", "allowed_lateness": lateness, "aggregate": f}),
+                );
+                let t0 = 1_700_000_000 * S;
+                let mut late = mixed(t0);
+                late.push(Record::new(4, 1.0, t0 + S + 1));
+                let steps = vec![
+                    Step::Batch(mixed(t0)),
+                    Step::Batch(mixed(t0 + S / 2)),
+                    Step::Watermark(t0 + S - 2),
+                    Step::Watermark(t0 + S - 1),
+                    Step::Batch(late),
+                    Step::One(Record::new(3, 4.0, t0 + 5)),
+                    Step::Watermark(t0 + 2 * S + S / 2),
+                    Step::Batch(vec![
+                        Record::new(5, 2.0, t0 + 1),
+                        Record::new(5, 3.0, t0 + 3 * S),
+                    ]),
+                    Step::Watermark(t0 + 3 * S),
+                    Step::Batch(vec![Record::new(5, 2.0, t0 + 2)]),
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0)]),
+                    Step::Finish(0),
+                    // A job fails on an error: its state after one is never seen.
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), t0 + 4 * S)]),
+                ];
+                writeln!(all, "== {f} {lateness}\n{}", transcript(op.as_mut(), steps)).unwrap();
+            }
+        }
+        assert_eq!(all, EVENT_TIME_TUMBLING);
+    }
+
+    #[test]
+    fn other_kinds_and_dead_letters() {
+        let dir = crate::test_util::TempDir::new("window-legacy");
+        let env = BuildEnv::new(dir.path());
+        let mut all = String::new();
+        for f in FUNCTIONS {
+            for settings in [
+                json!({"kind": "sliding", "size": "1s", "slide": "500ms", "time": "event", "aggregate": f}),
+                json!({"kind": "session", "gap": "300ms", "time": "event", "allowed_lateness": "1s", "aggregate": f}),
+                json!({"size": "1s", "time": "event", "late": {"dead_letter": "late.jsonl"}, "aggregate": f}),
+                json!({"kind": "sliding", "size": "1s", "slide": "500ms", "aggregate": f}),
+            ] {
+                let Built::Operator(factory) = build(settings.clone(), &env).unwrap() else {
+                    panic!()
+                };
+                let mut op = factory(&crate::test_util::ctx(0, 1, 0)).unwrap();
+                let steps = vec![
+                    Step::Batch(mixed(0)),
+                    Step::Time(S / 3),
+                    Step::Batch(mixed(S / 2)),
+                    Step::Watermark(S - 1),
+                    Step::Time(S + 1),
+                    Step::Batch(mixed(0)),
+                    Step::Watermark(3 * S),
+                    Step::Batch(mixed(0)),
+                    Step::Batch(vec![value_event(Value::from("x"), json!("no"), 5 * S)]),
+                    Step::Finish(4 * S),
+                ];
+                writeln!(all, "== {settings}\n{}", transcript(op.as_mut(), steps)).unwrap();
+            }
+        }
+        let letters = std::fs::read_to_string(dir.path().join("late.jsonl")).unwrap();
+        writeln!(all, "dead letters:\n{letters}").unwrap();
+        assert_eq!(all, OTHER_KINDS);
+    }
+
+    const PROCESSING_TIME_TUMBLING: &str = r##"== count
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":1.0} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":1.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":2.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":2.0} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":1.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":1.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":2.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":1.0} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":1.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":2.0} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":2.0} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":1.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":1.0} key="a" @1700000001999999999 Create
+  {"key":"b","value":2.0} key="b" @1700000001999999999 Create
+one
+finish
+  {"key":2,"value":1.0} key=2 @1700000003999999999 Create numeric
+batch
+late 0 dropped late 0 expr 0
+
+== sum
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":3.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":3.0} key="b" @1700000001999999999 Create
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 0 dropped late 0 expr 0
+
+== min
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000001999999999 Create
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 0 dropped late 0 expr 0
+
+== max
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000001999999999 Create
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 0 dropped late 0 expr 0
+
+== mean
+batch
+time
+batch
+one
+time
+time
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":9,"value":1.0} key=9 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+batch
+time
+  {"key":-1,"value":0.25} key=-1 @1700000001999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000001999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000001999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000001999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000001999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000001999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000001999999999 Create
+one
+finish
+  {"key":2,"value":2.0} key=2 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 0 dropped late 0 expr 0
+
+"##;
+    const EVENT_TIME_TUMBLING: &str = r##"== count 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":2.0} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":2.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":4.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":4.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+finish
+  {"key":5,"value":1.0} key=5 @1700000003999999999 Create numeric
+batch
+late 14 dropped late 14 expr 0
+
+== count 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":2.0} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":2.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":4.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":4.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":5.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":3.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":5.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":3.0} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":5.0} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":3.0} key="a" @1700000000999999999 Create
+  {"key":3,"value":6.0} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":6.0} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":6.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":3.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":7.0} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":1.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+finish
+  {"key":5,"value":1.0} key=5 @1700000003999999999 Create numeric
+batch
+late 2 dropped late 2 expr 0
+
+== sum 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.5} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":3.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-4.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":5.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":6.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 14 dropped late 14 expr 0
+
+== sum 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.5} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":3.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-4.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":5.0} key="a" @1700000000999999999 Create
+  {"key":"b","value":6.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":4.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-6.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":10.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.75} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":7.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":4.5} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":9.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":8.5} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 2 dropped late 2 expr 0
+
+== min 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 14 dropped late 14 expr 0
+
+== min 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":-1.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":-0.0} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 2 dropped late 2 expr 0
+
+== max 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 14 dropped late 14 expr 0
+
+== max 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":1.5} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":7.0} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":4.0} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":4.0} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 2 dropped late 2 expr 0
+
+== mean 0
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+batch
+one
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 14 dropped late 14 expr 0
+
+== mean 2s
+batch
+batch
+watermark
+watermark
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+batch
+  {"key":3,"value":0.9} key=3 @1700000000999999999 Create numeric
+  {"key":70000,"value":-2.0} key=70000 @1700000000999999999 Create numeric
+  {"key":"b","value":2.0} key="b" @1700000000999999999 Create
+  {"key":-1,"value":0.25} key=-1 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"a","value":2.5} key="a" @1700000000999999999 Create
+  {"key":3,"value":0.75} key=3 @1700000000999999999 Create numeric
+  {"key":1,"value":null} key=1 @1700000000999999999 Create numeric
+  {"key":"b","value":1.5} key="b" @1700000000999999999 Create
+  {"key":0,"value":0.0} key=0 @1700000000999999999 Create numeric
+one
+  {"key":3,"value":1.2142857142857142} key=3 @1700000000999999999 Create numeric
+watermark
+  {"key":4,"value":1.0} key=4 @1700000001999999999 Create numeric
+batch
+  {"key":5,"value":2.0} key=5 @1700000000999999999 Create numeric
+watermark
+batch
+batch
+finish
+  {"key":5,"value":3.0} key=5 @1700000003999999999 Create numeric
+batch
+  error: field `value` is missing or not a number in {"value":"no"}
+late 2 dropped late 2 expr 0
+
+"##;
+    const OTHER_KINDS: &str = r##"== {"aggregate":"count","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":2} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":1} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":2} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":1} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":2} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":1} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":1} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":4} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":2} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":2} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":4} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":2} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":2} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":1} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":2} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":1} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":2} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":1} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":1} key=0 @1499000000 Create
+batch
+batch
+finish
+  {"key":"x","window_start":4500,"window_end":5500,"value":1} key="x" @5499000000 Create
+  {"key":"x","window_start":5000,"window_end":6000,"value":1} key="x" @5999000000 Create
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"count","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":2} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":2} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":1} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":1} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":2} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":2} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":1} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":1} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":2} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":2} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":1} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":1} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":1} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":1} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":3} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":2} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":3} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":2} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":3} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":4} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":4} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":2} key=0 @299000100 Create
+watermark
+batch
+batch
+finish
+  {"key":"x","window_start":5000,"window_end":5300,"value":1} key="x" @5299000000 Create
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"count","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":4} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":2} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":2} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":4} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":2} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+finish
+  {"key":"x","window_start":5000,"window_end":6000,"value":1} key="x" @5999000000 Create
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"count","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":4} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":2} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":4} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":2} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":4} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":2} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":4} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":2} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":2} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":4} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":2} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":4} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":2} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":4} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":2} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":4} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":2} key=0 @1499000000 Create
+  {"key":"x","window_start":500,"window_end":1500,"value":1} key="x" @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":4} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":2} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":4} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":2} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":4} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":2} key=0 @1999000000 Create
+  {"key":"x","window_start":1000,"window_end":2000,"value":1} key="x" @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"sum","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":1.5} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":3} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":3.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-4.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":6} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.5} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":5.0} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":1.5} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":3} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"sum","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":1.5} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":3} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":3} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":null} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":3.0} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-4.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":7} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.5} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":5.0} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":3.0} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":6} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"sum","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":3.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-4.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":6} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.5} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":5.0} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"sum","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":3.0} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-4.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":6} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.5} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":5.0} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":3.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-4.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":6} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.5} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":5.0} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":3.0} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-4.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":6} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.5} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":5.0} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":3.0} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-4.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":6} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.5} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":null} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":5.0} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"min","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":-0.0} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":-1} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":-0.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":-1} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":-0.0} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":-1} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"min","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":-0.0} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":-0.0} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":-1} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":-1} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":7.0} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":-0.0} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":-1} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":-0.0} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":-1} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"min","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":-0.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":-1} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"min","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":-0.0} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":-1} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":-0.0} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":-1} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":-0.0} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":-1} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":-0.0} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-2.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":-1} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.25} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":7.0} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2.5} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"max","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":1.5} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":4} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":1.5} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":1.5} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":4} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"max","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":1.5} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":4} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":7.0} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":1.5} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":7.0} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":4} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"max","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":1.5} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"max","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":1.5} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":4} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":7.0} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":1.5} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":4} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":7.0} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":1.5} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":4} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":7.0} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":1.5} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-2.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":4} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.25} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":7.0} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2.5} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+== {"aggregate":"mean","kind":"sliding","size":"1s","slide":"500ms","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":-500,"window_end":500,"value":0.75} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":1.5} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":0.75} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":1.5} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+  {"key":3,"window_start":500,"window_end":1500,"value":0.75} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":1.5} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"mean","allowed_lateness":"1s","gap":"300ms","kind":"session","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":300,"value":0.75} key=3 @299000070 Create
+  {"key":3,"window_start":500,"window_end":800,"value":0.75} key=3 @799000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":70000,"window_start":500,"window_end":800,"value":-2.0} key=70000 @799000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":1.5} key="b" @299000090 Create
+  {"key":"b","window_start":500,"window_end":800,"value":1.5} key="b" @799000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":-1,"window_start":500,"window_end":800,"value":0.25} key=-1 @799000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":1,"window_start":500,"window_end":800,"value":null} key=1 @799000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":"a","window_start":500,"window_end":800,"value":2.5} key="a" @799000060 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+  {"key":0,"window_start":500,"window_end":800,"value":0.0} key=0 @799000100 Create
+time
+batch
+  {"key":3,"window_start":0,"window_end":300,"value":1.0} key=3 @299000070 Create
+  {"key":70000,"window_start":0,"window_end":300,"value":-2.0} key=70000 @299000020 Create
+  {"key":"b","window_start":0,"window_end":300,"value":2.3333333333333335} key="b" @299000090 Create
+  {"key":-1,"window_start":0,"window_end":300,"value":0.25} key=-1 @299000040 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"a","window_start":0,"window_end":300,"value":2.5} key="a" @299000060 Create
+  {"key":3,"window_start":0,"window_end":300,"value":0.75} key=3 @299000070 Create
+  {"key":1,"window_start":0,"window_end":300,"value":null} key=1 @299000080 Create
+  {"key":"b","window_start":0,"window_end":300,"value":1.5} key="b" @299000090 Create
+  {"key":0,"window_start":0,"window_end":300,"value":0.0} key=0 @299000100 Create
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 10 dropped late 10 expr 0
+
+== {"aggregate":"mean","late":{"dead_letter":"late.jsonl"},"size":"1s","time":"event"}
+batch
+time
+batch
+watermark
+  {"key":3,"window_start":0,"window_end":1000,"value":0.75} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":1.5} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+time
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+late 20 dropped late 20 expr 0
+
+== {"aggregate":"mean","kind":"sliding","size":"1s","slide":"500ms"}
+batch
+time
+batch
+watermark
+time
+  {"key":3,"window_start":-500,"window_end":500,"value":0.75} key=3 @499000000 Create
+  {"key":70000,"window_start":-500,"window_end":500,"value":-2.0} key=70000 @499000000 Create
+  {"key":"b","window_start":-500,"window_end":500,"value":1.5} key="b" @499000000 Create
+  {"key":-1,"window_start":-500,"window_end":500,"value":0.25} key=-1 @499000000 Create
+  {"key":1,"window_start":-500,"window_end":500,"value":null} key=1 @499000000 Create
+  {"key":"a","window_start":-500,"window_end":500,"value":2.5} key="a" @499000000 Create
+  {"key":0,"window_start":-500,"window_end":500,"value":0.0} key=0 @499000000 Create
+  {"key":3,"window_start":0,"window_end":1000,"value":0.75} key=3 @999000000 Create
+  {"key":70000,"window_start":0,"window_end":1000,"value":-2.0} key=70000 @999000000 Create
+  {"key":"b","window_start":0,"window_end":1000,"value":1.5} key="b" @999000000 Create
+  {"key":-1,"window_start":0,"window_end":1000,"value":0.25} key=-1 @999000000 Create
+  {"key":1,"window_start":0,"window_end":1000,"value":null} key=1 @999000000 Create
+  {"key":"a","window_start":0,"window_end":1000,"value":2.5} key="a" @999000000 Create
+  {"key":0,"window_start":0,"window_end":1000,"value":0.0} key=0 @999000000 Create
+batch
+watermark
+batch
+batch
+  error: expression `value` failed: must give a number, but gave a string "no"; record: {"value":"no"}
+finish
+  {"key":3,"window_start":500,"window_end":1500,"value":0.75} key=3 @1499000000 Create
+  {"key":70000,"window_start":500,"window_end":1500,"value":-2.0} key=70000 @1499000000 Create
+  {"key":"b","window_start":500,"window_end":1500,"value":1.5} key="b" @1499000000 Create
+  {"key":-1,"window_start":500,"window_end":1500,"value":0.25} key=-1 @1499000000 Create
+  {"key":1,"window_start":500,"window_end":1500,"value":null} key=1 @1499000000 Create
+  {"key":"a","window_start":500,"window_end":1500,"value":2.5} key="a" @1499000000 Create
+  {"key":0,"window_start":500,"window_end":1500,"value":0.0} key=0 @1499000000 Create
+  {"key":3,"window_start":1000,"window_end":2000,"value":0.75} key=3 @1999000000 Create
+  {"key":70000,"window_start":1000,"window_end":2000,"value":-2.0} key=70000 @1999000000 Create
+  {"key":"b","window_start":1000,"window_end":2000,"value":1.5} key="b" @1999000000 Create
+  {"key":-1,"window_start":1000,"window_end":2000,"value":0.25} key=-1 @1999000000 Create
+  {"key":1,"window_start":1000,"window_end":2000,"value":null} key=1 @1999000000 Create
+  {"key":"a","window_start":1000,"window_end":2000,"value":2.5} key="a" @1999000000 Create
+  {"key":0,"window_start":1000,"window_end":2000,"value":0.0} key=0 @1999000000 Create
+late 0 dropped late 0 expr 0
+
+dead letters:
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":3,"value":1.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":70000,"value":-2.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"value":4}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":-1,"value":0.25}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":1,"value":null}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"value":2.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":3,"value":-0.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":1,"value":7.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"value":-1}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 999 ms (allowed_lateness 0 ms)","record":{"key":0,"value":0.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":3,"value":1.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":70000,"value":-2.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"value":4}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":-1,"value":0.25}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":1,"value":null}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"value":2.5}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":3,"value":-0.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":1,"value":7.0}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"value":-1}}
+{"vertex":"v","error":"late: the record's last window [0, 1000) ms was gone at watermark 3000 ms (allowed_lateness 0 ms)","record":{"key":0,"value":0.0}}
+
+"##;
 }
