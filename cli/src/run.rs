@@ -126,9 +126,7 @@ fn run_job(
     let registry = prepared.metrics().clone();
     registry.set_instance(&known.instance);
     #[cfg(feature = "kafka")]
-    registry.add_text_section(std::sync::Arc::new(|labels: &str| {
-        tidemark_kafka::process_metrics().render(labels)
-    }));
+    registry.register_series(tidemark_kafka::process_metrics().clone());
     #[cfg(feature = "kafka")]
     let _clock = crate::kafka_clock::start(&job, &registry, &known.instance);
     let components: Vec<ComponentInfo> = job

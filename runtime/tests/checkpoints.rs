@@ -137,7 +137,7 @@ fn a_source_commits_only_what_every_sink_flushed() {
         ..JobConfig::default()
     };
     let handle = start(graph, config).unwrap();
-    while handle.metrics().checkpoints().completed_total() < 5 {
+    while handle.checkpoints().completed_total() < 5 {
         std::thread::sleep(Duration::from_millis(5));
     }
     handle.stop();
@@ -160,7 +160,7 @@ fn a_source_commits_only_what_every_sink_flushed() {
     assert_eq!(commits.last().unwrap().1, emitted);
     assert_eq!(shared.written.load(Ordering::SeqCst), emitted);
     assert!(shared.flushes.load(Ordering::SeqCst) > 0);
-    let completed = result.metrics.checkpoints().completed_total();
+    let completed = result.checkpoints.completed_total();
     assert!(completed >= 5);
     let text = tidemark_runtime::exporter::render_text(&result.metrics).unwrap();
     assert!(

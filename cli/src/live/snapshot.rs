@@ -10,8 +10,10 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use tidemark_markers::{legacy_quantile, Granularity, LatencyKey};
+use tidemark_runtime::exporter::round_value;
+use tidemark_runtime::metrics::{CollectedFamily, SeriesValue};
 use tidemark_runtime::VertexKind;
 
 use super::{unix_ms, JobState, LiveJob};
@@ -81,8 +83,11 @@ impl History {
 pub struct Quantiles {
     /// Samples recorded since the start (not only those in the window).
     count: u64,
+    #[serde(serialize_with = "number")]
     p50_seconds: f64,
+    #[serde(serialize_with = "number")]
     p99_seconds: f64,
+    #[serde(serialize_with = "number")]
     max_seconds: f64,
 }
 
@@ -109,12 +114,17 @@ pub struct Snapshot<'a> {
     state: JobState,
     time: String,
     time_unix_ms: u64,
+    #[serde(serialize_with = "number")]
     uptime_seconds: f64,
     /// The span the ratios and rates cover; 0 when they cover the whole run.
+    #[serde(serialize_with = "number")]
     span_seconds: f64,
     granularity: &'static str,
     vertices: Vec<VertexSnapshot>,
     latency: Vec<LatencyEntry>,
+    /// The series of the components registered with the job's metrics registry
+    /// (checkpoints, Kafka), as `/metrics` has them.
+    series: Vec<SeriesEntry>,
 }
 
 #[derive(Debug, Serialize)]
@@ -124,19 +134,25 @@ struct VertexSnapshot {
     terminal: bool,
     records_in: u64,
     records_out: u64,
+    #[serde(serialize_with = "number")]
     records_in_per_second: f64,
+    #[serde(serialize_with = "number")]
     records_out_per_second: f64,
     /// The largest busy ratio of its subtasks.
+    #[serde(serialize_with = "number")]
     busy_max: f64,
     /// The largest backpressured ratio of its subtasks.
+    #[serde(serialize_with = "number")]
     backpressured_max: f64,
     input_queue_records: i64,
     /// The largest input queue fill (0 to 1) of its subtasks.
+    #[serde(serialize_with = "number")]
     input_queue_fill_max: f64,
     /// Sum over subtasks of the known lags; `null` when none is known.
     lag_records: Option<i64>,
     lag_bytes: Option<i64>,
     /// The largest watermark lag of its subtasks; `null` where no watermark flows.
+    #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
     /// Marker latency at this vertex, every key's window pooled.
     marker_latency: Option<Quantiles>,
@@ -150,16 +166,23 @@ struct SubtaskSnapshot {
     index: usize,
     records_in: u64,
     records_out: u64,
+    #[serde(serialize_with = "number")]
     records_in_per_second: f64,
+    #[serde(serialize_with = "number")]
     records_out_per_second: f64,
+    #[serde(serialize_with = "number")]
     busy: f64,
+    #[serde(serialize_with = "number")]
     backpressured: f64,
+    #[serde(serialize_with = "number")]
     idle: f64,
     input_queue_records: i64,
+    #[serde(serialize_with = "number")]
     input_queue_fill: f64,
     lag_records: Option<i64>,
     lag_bytes: Option<i64>,
     watermark_unix_ms: Option<i64>,
+    #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
     marker_latency: Option<Quantiles>,
     e2e_latency: Option<Quantiles>,
@@ -171,6 +194,73 @@ struct LatencyEntry {
     labels: BTreeMap<&'static str, String>,
     #[serde(flatten)]
     quantiles: Quantiles,
+}
+
+/// One series of a registered component, labelled as in `/metrics` (without `job_name` and
+/// `tidemark_instance`).
+#[derive(Debug, Serialize)]
+struct SeriesEntry {
+    name: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    labels: BTreeMap<String, String>,
+    #[serde(flatten)]
+    value: SeriesEntryValue,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum SeriesEntryValue {
+    /// A counter or a gauge.
+    Number {
+        #[serde(serialize_with = "number")]
+        value: f64,
+    },
+    /// A histogram: cumulative counts at each bound (without `+Inf`: that is `count`).
+    Histogram {
+        count: u64,
+        #[serde(serialize_with = "number")]
+        sum: f64,
+        buckets: Vec<BucketEntry>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct BucketEntry {
+    #[serde(serialize_with = "number")]
+    le: f64,
+    count: u64,
+}
+
+/// Every series of `families`, family by family.
+fn series_entries(families: Vec<CollectedFamily>) -> Vec<SeriesEntry> {
+    let mut entries = Vec::new();
+    for collected in families {
+        for series in collected.series {
+            let value = match series.value {
+                SeriesValue::Number(value) => SeriesEntryValue::Number { value },
+                SeriesValue::Histogram {
+                    buckets,
+                    count,
+                    sum,
+                } => SeriesEntryValue::Histogram {
+                    count,
+                    sum,
+                    buckets: buckets
+                        .into_iter()
+                        .map(|(le, count)| BucketEntry { le, count })
+                        .collect(),
+                },
+            };
+            entries.push(SeriesEntry {
+                name: collected.family.name,
+                kind: collected.family.kind.as_str(),
+                labels: series.labels.into_iter().collect(),
+                value,
+            });
+        }
+    }
+    entries
 }
 
 fn read_counters(job: &LiveJob, at: Instant) -> Reading {
@@ -244,6 +334,19 @@ fn key_labels(
     labels.insert("operator_id", operator.to_owned());
     labels.insert("operator_subtask_index", subtask.to_string());
     labels
+}
+
+/// A number as `/metrics` writes computed numbers: [`round_value`] (9 significant digits).
+fn number<S: Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round_value(*value))
+}
+
+/// [`number`], or `null`.
+fn optional_number<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => s.serialize_some(&round_value(*v)),
+        None => s.serialize_none(),
+    }
 }
 
 /// Reads the job's numbers now.
@@ -404,5 +507,6 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
         granularity: granularity.as_str(),
         vertices,
         latency,
+        series: series_entries(registry.component_series()),
     }
 }
