@@ -10,14 +10,12 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use tidemark_markers::{legacy_quantile, Granularity, LatencyKey};
-use tidemark_runtime::exporter::round_value;
-use tidemark_runtime::metrics::{CollectedFamily, SeriesValue};
 use tidemark_runtime::VertexKind;
 
 use super::{unix_ms, JobState, LiveJob};
-use crate::report::rfc3339;
+use crate::report::{number, optional_number, rfc3339, series_report, SeriesReport};
 
 /// The span ratios and rates are computed over.
 pub const RATIO_SPAN: std::time::Duration = std::time::Duration::from_secs(5);
@@ -124,7 +122,7 @@ pub struct Snapshot<'a> {
     latency: Vec<LatencyEntry>,
     /// The series of the components registered with the job's metrics registry
     /// (checkpoints, Kafka), as `/metrics` has them.
-    series: Vec<SeriesEntry>,
+    series: Vec<SeriesReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -194,73 +192,6 @@ struct LatencyEntry {
     labels: BTreeMap<&'static str, String>,
     #[serde(flatten)]
     quantiles: Quantiles,
-}
-
-/// One series of a registered component, labelled as in `/metrics` (without `job_name` and
-/// `tidemark_instance`).
-#[derive(Debug, Serialize)]
-struct SeriesEntry {
-    name: &'static str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    labels: BTreeMap<String, String>,
-    #[serde(flatten)]
-    value: SeriesEntryValue,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum SeriesEntryValue {
-    /// A counter or a gauge.
-    Number {
-        #[serde(serialize_with = "number")]
-        value: f64,
-    },
-    /// A histogram: cumulative counts at each bound (without `+Inf`: that is `count`).
-    Histogram {
-        count: u64,
-        #[serde(serialize_with = "number")]
-        sum: f64,
-        buckets: Vec<BucketEntry>,
-    },
-}
-
-#[derive(Debug, Serialize)]
-struct BucketEntry {
-    #[serde(serialize_with = "number")]
-    le: f64,
-    count: u64,
-}
-
-/// Every series of `families`, family by family.
-fn series_entries(families: Vec<CollectedFamily>) -> Vec<SeriesEntry> {
-    let mut entries = Vec::new();
-    for collected in families {
-        for series in collected.series {
-            let value = match series.value {
-                SeriesValue::Number(value) => SeriesEntryValue::Number { value },
-                SeriesValue::Histogram {
-                    buckets,
-                    count,
-                    sum,
-                } => SeriesEntryValue::Histogram {
-                    count,
-                    sum,
-                    buckets: buckets
-                        .into_iter()
-                        .map(|(le, count)| BucketEntry { le, count })
-                        .collect(),
-                },
-            };
-            entries.push(SeriesEntry {
-                name: collected.family.name,
-                kind: collected.family.kind.as_str(),
-                labels: series.labels.into_iter().collect(),
-                value,
-            });
-        }
-    }
-    entries
 }
 
 fn read_counters(job: &LiveJob, at: Instant) -> Reading {
@@ -334,19 +265,6 @@ fn key_labels(
     labels.insert("operator_id", operator.to_owned());
     labels.insert("operator_subtask_index", subtask.to_string());
     labels
-}
-
-/// A number as `/metrics` writes computed numbers: [`round_value`] (9 significant digits).
-fn number<S: Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(round_value(*value))
-}
-
-/// [`number`], or `null`.
-fn optional_number<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
-    match value {
-        Some(v) => s.serialize_some(&round_value(*v)),
-        None => s.serialize_none(),
-    }
 }
 
 /// Reads the job's numbers now.
@@ -507,6 +425,6 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
         granularity: granularity.as_str(),
         vertices,
         latency,
-        series: series_entries(registry.component_series()),
+        series: series_report(registry.component_series()),
     }
 }

@@ -2,12 +2,14 @@
 
 use super::format::rfc3339;
 use super::model::{
-    DroppedByReason, FailureReport, LatencyReport, MarkersEmitted, NotStarted, RecordTotals,
-    Report, RunSummary, SinkLatency, SubtaskReport, VertexReport,
+    BucketReport, DroppedByReason, FailureReport, LatencyReport, MarkersEmitted, NotStarted,
+    RecordTotals, Report, RunSummary, SeriesReport, SeriesReportValue, SinkLatency, SubtaskReport,
+    VertexReport,
 };
 use crate::settings::Settings;
 use std::time::SystemTime;
 use tidemark_markers::{legacy_quantile, round_significant, LatencyHistogram, LatencyKey};
+use tidemark_runtime::metrics::{CollectedFamily, SeriesValue};
 use tidemark_runtime::{DropReason, JobOutcome, MetricsRegistry, SubtaskMetrics, VertexKind};
 
 /// Significant digits of the latencies in the report (milliseconds): 0.000421, 12.3457, 250.004.
@@ -210,6 +212,7 @@ impl Report {
             latency,
             markers_emitted,
             sink_latency: SinkLatency::collect(registry),
+            series: series_report(registry.component_series()),
             peak_rss_mb: peak_rss_mb(),
             tasks_not_ended: run.tasks_not_ended.clone(),
         }
@@ -241,6 +244,7 @@ impl Report {
             latency: Vec::new(),
             markers_emitted: Vec::new(),
             sink_latency: SinkLatency::default(),
+            series: Vec::new(),
             peak_rss_mb: peak_rss_mb(),
             tasks_not_ended: Vec::new(),
         }
@@ -303,4 +307,36 @@ fn latency_report(
         p999_ms: q(0.999),
         negative_count: stats.negative_count(),
     }
+}
+
+/// Every series of the registered components' `families`, family by family: what the report
+/// and `/api/v1/metrics` list under `series`.
+pub fn series_report(families: Vec<CollectedFamily>) -> Vec<SeriesReport> {
+    let mut entries = Vec::new();
+    for collected in families {
+        for series in collected.series {
+            let value = match series.value {
+                SeriesValue::Number(value) => SeriesReportValue::Number { value },
+                SeriesValue::Histogram {
+                    buckets,
+                    count,
+                    sum,
+                } => SeriesReportValue::Histogram {
+                    count,
+                    sum,
+                    buckets: buckets
+                        .into_iter()
+                        .map(|(le, count)| BucketReport { le, count })
+                        .collect(),
+                },
+            };
+            entries.push(SeriesReport {
+                name: collected.family.name,
+                kind: collected.family.kind.as_str(),
+                labels: series.labels.into_iter().collect(),
+                value,
+            });
+        }
+    }
+    entries
 }

@@ -14,8 +14,9 @@ mod format;
 mod model;
 mod table;
 
-pub use format::{ms, plural, rfc3339};
-pub use model::{FailureReport, NotStarted, Report, RunSummary};
+pub use collect::series_report;
+pub use format::{ms, number, optional_number, plural, rfc3339};
+pub use model::{FailureReport, NotStarted, Report, RunSummary, SeriesReport};
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The report's model: what `--report-file` holds, field by field, and what a run hands over
 //! to make it.
 
+use super::format::number;
 use crate::settings::Settings;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -52,6 +53,10 @@ pub struct Report {
     pub markers_emitted: Vec<MarkersEmitted>,
     /// The sinks' latency taken together (all sink subtasks and keys).
     pub sink_latency: SinkLatency,
+    /// The series of the components registered with the job's metrics (checkpoints, Kafka), as
+    /// `/metrics` and `/api/v1/metrics` have them; left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<SeriesReport>,
     /// Peak resident set size of the process in MiB (`VmHWM` of `/proc/self/status`, read when
     /// the job ended); `null` where `/proc` is missing.
     pub peak_rss_mb: Option<f64>,
@@ -88,6 +93,54 @@ pub struct SinkLatency {
     pub marker_max_ms_since_start: Option<f64>,
     /// Record end-to-end latency quantile 0.99 over all records that reached a sink.
     pub e2e_p99_ms_since_start: Option<f64>,
+}
+
+/// One series of a registered component, labelled as in `/metrics` (without `job_name` and
+/// `tidemark_instance`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesReport {
+    /// The series name.
+    pub name: &'static str,
+    /// `counter`, `gauge` or `histogram`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The component's labels.
+    pub labels: BTreeMap<String, String>,
+    /// The value, or a histogram's count, sum and buckets.
+    #[serde(flatten)]
+    pub value: SeriesReportValue,
+}
+
+/// The value of a [`SeriesReport`]; numbers as `/metrics` writes them ([`number`]).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum SeriesReportValue {
+    /// A counter or a gauge.
+    Number {
+        /// The value.
+        #[serde(serialize_with = "number")]
+        value: f64,
+    },
+    /// A histogram: cumulative counts at each bound (without `+Inf`: that is `count`).
+    Histogram {
+        /// Observations.
+        count: u64,
+        /// Their sum.
+        #[serde(serialize_with = "number")]
+        sum: f64,
+        /// The buckets.
+        buckets: Vec<BucketReport>,
+    },
+}
+
+/// One bucket of a histogram series.
+#[derive(Debug, Clone, Serialize)]
+pub struct BucketReport {
+    /// Upper bound.
+    #[serde(serialize_with = "number")]
+    pub le: f64,
+    /// Observations at or below it.
+    pub count: u64,
 }
 
 /// Which subtask failed.

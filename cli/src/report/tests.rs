@@ -541,3 +541,40 @@ fn every_setting_of_the_table_is_in_the_report() {
         })
     );
 }
+
+#[test]
+fn the_report_lists_the_checkpoint_series_once_and_none_without_checkpoints() {
+    let mut graph = JobGraph::new("report-checkpoints");
+    let src = graph
+        .add_source("numbers", 2, |_| Ok(Box::new(CountingSource::new(5_000))))
+        .unwrap();
+    let sink = graph
+        .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
+        .unwrap();
+    graph.connect(src, sink, Partitioning::Rebalance).unwrap();
+    let config = JobConfig {
+        checkpoint_interval: Some(Duration::from_millis(1)),
+        ..JobConfig::default()
+    };
+    let result = run(graph, config).unwrap();
+    let completed = result.checkpoints.completed_total();
+    let report = report_of(&result.metrics, &result.outcome);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    let series = json["series"].as_array().unwrap();
+    let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "tidemark_checkpoints_completed_total",
+            "tidemark_checkpoint_duration_seconds"
+        ]
+    );
+    assert_eq!(series[0]["value"].as_f64(), Some(completed as f64));
+    assert_eq!(series[1]["count"].as_u64(), Some(completed));
+
+    // A job without checkpoints writes its report as before: no `series` key at all.
+    let (registry, _) = finished_registry();
+    let plain = report_of(&registry, &JobOutcome::Finished).to_json();
+    let plain: serde_json::Value = serde_json::from_str(&plain).unwrap();
+    assert!(plain.get("series").is_none(), "{plain}");
+}
