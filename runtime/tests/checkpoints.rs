@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tidemark_runtime::testing::MapOperator;
 use tidemark_runtime::{
@@ -137,7 +137,12 @@ fn a_source_commits_only_what_every_sink_flushed() {
         ..JobConfig::default()
     };
     let handle = start(graph, config).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
     while handle.checkpoints().completed_total() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "5 checkpoints did not complete within 60 s"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     handle.stop();
