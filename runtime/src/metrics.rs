@@ -311,8 +311,10 @@ impl std::fmt::Debug for Sections {
     }
 }
 
-/// Extra Prometheus text appended to every scrape (a component's own series, e.g. Kafka lag),
-/// given the labels every series carries (`job_name="…"` and, when set, `tidemark_instance`).
+/// Extra Prometheus text appended to every scrape, given the labels every series carries
+/// (`job_name="…"` and, when set, `tidemark_instance`). Only `/metrics` sees it: a component's
+/// series belong in [`MetricsRegistry::register_series`], which every reader sees. (The Kafka
+/// clock-offset series still come this way.)
 pub type TextSection = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl MetricsRegistry {
@@ -365,9 +367,10 @@ impl MetricsRegistry {
         writer.finish()
     }
 
-    /// Adds Prometheus text that every scrape appends (series a component keeps itself, such
-    /// as Kafka's lag per partition). `section` is given the labels every series carries,
-    /// rendered (`job_name="j",tidemark_instance="a"`).
+    /// Adds Prometheus text that every scrape of `/metrics` appends, after the registered
+    /// components' series. `section` is given the labels every series carries, rendered
+    /// (`job_name="j",tidemark_instance="a"`). Prefer [`MetricsRegistry::register_series`]:
+    /// text added here is not in `/api/v1/metrics` or the report.
     pub fn add_text_section(&self, section: TextSection) {
         self.sections
             .0
