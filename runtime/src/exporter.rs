@@ -83,15 +83,19 @@ pub const SIGNIFICANT_DIGITS: u32 = 9;
 
 /// `value` rounded to [`SIGNIFICANT_DIGITS`] significant digits, as the quantiles of `/metrics`
 /// are written; `/api/v1/metrics` writes every number through it too, so both print
-/// `0.00347411666` where the arithmetic gave `0.003474116659999998`. Whole numbers up to 10^9,
-/// zero, infinities and NaN come back unchanged.
+/// `0.00347411666` where the arithmetic gave `0.003474116659999998`. Whole numbers (counts,
+/// which `/metrics` writes exactly), infinities and NaN come back unchanged.
 ///
 /// ```
 /// use tidemark_runtime::exporter::round_value;
 /// assert_eq!(round_value(0.003474116659999998), 0.00347411666);
 /// assert_eq!(round_value(12.0), 12.0);
+/// assert_eq!(round_value(12_345_678_901.0), 12_345_678_901.0);
 /// ```
 pub fn round_value(value: f64) -> f64 {
+    if value.fract() == 0.0 {
+        return value;
+    }
     round_significant(value, SIGNIFICANT_DIGITS)
 }
 
