@@ -128,12 +128,7 @@ fn run_job(
     let registry = prepared.metrics().clone();
     registry.set_instance(&known.instance);
     #[cfg(feature = "kafka")]
-    {
-        let series = kafka.metrics().clone();
-        registry.add_text_section(std::sync::Arc::new(move |labels: &str| {
-            series.render(labels)
-        }));
-    }
+    registry.register_series(kafka.metrics().clone());
     #[cfg(feature = "kafka")]
     let _clock = crate::kafka_clock::start(&job, &registry, &known.instance, &kafka);
     let components: Vec<ComponentInfo> = job

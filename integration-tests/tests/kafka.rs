@@ -422,3 +422,76 @@ sinks:
     assert_eq!(report["outcome"], "failed", "{report}");
     assert_eq!(report["exit_code"], 1, "{report}");
 }
+
+/// The Kafka and checkpoint series are registered with the job's registry: `/metrics` has each
+/// family once, and `/api/v1/metrics` lists the same series (name and labels) under `series`.
+#[test]
+fn kafka_and_checkpoint_series_are_in_both_apis_once() {
+    let cluster = cluster();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    produce(&bootstrap, 0..1_000);
+    let dir = TempDir::new("kafka-series");
+    let job = job_file(&dir, &bootstrap, "series");
+    let (mut a, addr) = instance(dir.path(), &job, "a");
+    let families = [
+        "tidemark_checkpoints_completed_total",
+        "tidemark_checkpoint_duration_seconds",
+        "tidemark_kafka_lag_records",
+        "tidemark_source_lag_seconds",
+        "tidemark_kafka_commits_total",
+    ];
+    // One instance holds all 4 partitions, has read them all and committed.
+    let m = common::scrape_until(addr, "lag 0 on 4 partitions and a commit", |m| {
+        m.samples("tidemark_kafka_lag_records").count() == 4
+            && m.total("tidemark_kafka_lag_records") == 0.0
+            && m.total("tidemark_kafka_commits_total") > 0.0
+    });
+    for family in families {
+        let header = format!("# TYPE {family} ");
+        assert_eq!(m.body.matches(&header).count(), 1, "{family}:\n{}", m.body);
+    }
+    // The series of these families in /metrics, by name and own labels.
+    let own = |labels: Vec<(String, String)>| -> Vec<(String, String)> {
+        let mut labels: Vec<(String, String)> = labels
+            .into_iter()
+            .filter(|(k, _)| k != "job_name" && k != "tidemark_instance" && k != "le")
+            .collect();
+        labels.sort();
+        labels
+    };
+    let mut in_text: Vec<(String, Vec<(String, String)>)> = m
+        .raw_series()
+        .into_iter()
+        .filter_map(|s| {
+            let family = families.iter().find(|f| {
+                s.name == **f
+                    || (s.name.starts_with(**f)
+                        && ["_bucket", "_sum", "_count"].contains(&&s.name[f.len()..]))
+            })?;
+            Some((family.to_string(), own(s.labels.clone())))
+        })
+        .collect();
+    in_text.dedup();
+    let api = common::http(addr, "GET", "/api/v1/metrics");
+    assert_eq!(api.status, 200, "{}", api.body);
+    let json: serde_json::Value = serde_json::from_str(&api.body).expect("JSON");
+    let mut in_api: Vec<(String, Vec<(String, String)>)> = json["series"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no series list: {json}"))
+        .iter()
+        .map(|s| {
+            let labels = s["labels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            (s["name"].as_str().unwrap().to_owned(), own(labels))
+        })
+        .collect();
+    in_text.sort();
+    in_api.sort();
+    assert_eq!(in_api, in_text, "{}", api.body);
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+}

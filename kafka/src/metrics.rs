@@ -1,10 +1,12 @@
 //! Kafka's own series: lag per partition (KIP-1226), lag per source subtask in records and
-//! seconds, each partition's watermark lag and idleness, and commits. Sources write here at most every 100 ms; a scrape renders the
-//! Prometheus text with [`KafkaMetrics::render`].
+//! seconds, each partition's watermark lag and idleness, and commits. Sources write here at most
+//! every 100 ms; [`KafkaMetrics`] is a [`SeriesSource`] of the job's metrics registry, so a
+//! scrape of `/metrics` or `/api/v1/metrics` reads them with the job's other series.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
+
+use tidemark_runtime::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
 
 /// A topic and a partition.
 pub type PartitionKey = (String, i32);
@@ -114,103 +116,162 @@ impl KafkaMetrics {
             .map(|s| s.commits.get(source_id).copied().unwrap_or(0))
             .unwrap_or(0)
     }
-
-    /// The Prometheus text of these series, each with the labels `base` first (rendered, as
-    /// [`MetricsRegistry::add_text_section`](tidemark_runtime::MetricsRegistry::add_text_section)
-    /// gives them: `job_name="j"`).
-    pub fn render(&self, base: &str) -> String {
-        let Ok(s) = self.state.lock() else {
-            return String::new();
-        };
-        let mut out = String::new();
-        if !s.partition_lag.is_empty() {
-            out.push_str("# HELP tidemark_kafka_lag_records Messages not yet read: the partition's high watermark (as the last fetch gave it) minus the position.\n# TYPE tidemark_kafka_lag_records gauge\n");
-            for ((source, topic, partition), lag) in &s.partition_lag {
-                let _ = writeln!(
-                    out,
-                    "tidemark_kafka_lag_records{{{base},source_id=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {lag}",
-                    escape(source),
-                    escape(topic)
-                );
-            }
-        }
-        if !s.subtask_lag.is_empty() {
-            out.push_str("# HELP tidemark_source_lag_seconds Seconds between now and the timestamp of the last record a source subtask read (0 when caught up).\n# TYPE tidemark_source_lag_seconds gauge\n");
-            for ((source, subtask), (_, seconds)) in &s.subtask_lag {
-                let _ = writeln!(
-                    out,
-                    "tidemark_source_lag_seconds{{{base},source_id=\"{}\",source_subtask_index=\"{subtask}\"}} {seconds}",
-                    escape(source)
-                );
-            }
-        }
-        if !s.partition_watermark.is_empty() {
-            out.push_str("# HELP tidemark_kafka_watermark_lag_seconds Now minus the partition's own watermark (its highest timestamp minus the out-of-orderness), as its source subtask last looked.\n# TYPE tidemark_kafka_watermark_lag_seconds gauge\n");
-            for ((source, topic, partition), (lag, _)) in &s.partition_watermark {
-                let _ = writeln!(
-                    out,
-                    "tidemark_kafka_watermark_lag_seconds{{{base},source_id=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {lag}",
-                    escape(source),
-                    escape(topic)
-                );
-            }
-            out.push_str("# HELP tidemark_kafka_partition_idle 1 while the partition is idle (no message for watermarks.idleness): it does not hold its subtask's watermark back.\n# TYPE tidemark_kafka_partition_idle gauge\n");
-            for ((source, topic, partition), (_, idle)) in &s.partition_watermark {
-                let _ = writeln!(
-                    out,
-                    "tidemark_kafka_partition_idle{{{base},source_id=\"{}\",topic=\"{}\",partition=\"{partition}\"}} {}",
-                    escape(source),
-                    escape(topic),
-                    u8::from(*idle)
-                );
-            }
-        }
-        if !s.commits.is_empty() {
-            out.push_str("# HELP tidemark_kafka_commits_total Offset commits made to Kafka.\n# TYPE tidemark_kafka_commits_total counter\n");
-            for (source, n) in &s.commits {
-                let _ = writeln!(
-                    out,
-                    "tidemark_kafka_commits_total{{{base},source_id=\"{}\"}} {n}",
-                    escape(source)
-                );
-            }
-        }
-        out
-    }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// `tidemark_kafka_lag_records{source_id, topic, partition}`.
+pub const LAG_RECORDS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_kafka_lag_records",
+    "Messages not yet read: the partition's high watermark (as the last fetch gave it) minus the position.",
+);
+
+/// `tidemark_source_lag_seconds{source_id, source_subtask_index}`.
+pub const SOURCE_LAG_SECONDS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_source_lag_seconds",
+    "Seconds between now and the timestamp of the last record a source subtask read (0 when caught up).",
+);
+
+/// `tidemark_kafka_watermark_lag_seconds{source_id, topic, partition}`.
+pub const WATERMARK_LAG_SECONDS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_kafka_watermark_lag_seconds",
+    "Now minus the partition's own watermark (its highest timestamp minus the out-of-orderness), as its source subtask last looked.",
+);
+
+/// `tidemark_kafka_partition_idle{source_id, topic, partition}`.
+pub const PARTITION_IDLE: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_kafka_partition_idle",
+    "1 while the partition is idle (no message for watermarks.idleness): it does not hold its subtask's watermark back.",
+);
+
+/// `tidemark_kafka_commits_total{source_id}`.
+pub const COMMITS: SeriesFamily = SeriesFamily::counter(
+    "tidemark_kafka_commits_total",
+    "Offset commits made to Kafka.",
+);
+
+/// The Kafka series, each labelled as its family's documentation says (after `job_name` and
+/// `tidemark_instance`, which the registry adds). Whoever runs the job registers the
+/// `Arc<KafkaMetrics>` its sources write to with
+/// [`MetricsRegistry::register_series`](tidemark_runtime::MetricsRegistry::register_series).
+impl SeriesSource for KafkaMetrics {
+    fn collect(&self, out: &mut SeriesWriter) {
+        let Ok(s) = self.state.lock() else {
+            return;
+        };
+        for ((source, topic, partition), lag) in &s.partition_lag {
+            let partition = partition.to_string();
+            let labels = [
+                ("source_id", source.as_str()),
+                ("topic", topic.as_str()),
+                ("partition", partition.as_str()),
+            ];
+            out.number(&LAG_RECORDS, &labels, *lag as f64);
+        }
+        for ((source, subtask), (_, seconds)) in &s.subtask_lag {
+            let subtask = subtask.to_string();
+            let labels = [
+                ("source_id", source.as_str()),
+                ("source_subtask_index", subtask.as_str()),
+            ];
+            out.number(&SOURCE_LAG_SECONDS, &labels, *seconds);
+        }
+        // Every watermark lag, then every idleness, as the two families' series.
+        for family in [&WATERMARK_LAG_SECONDS, &PARTITION_IDLE] {
+            for ((source, topic, partition), (lag, idle)) in &s.partition_watermark {
+                let partition = partition.to_string();
+                let labels = [
+                    ("source_id", source.as_str()),
+                    ("topic", topic.as_str()),
+                    ("partition", partition.as_str()),
+                ];
+                let value = if family == &PARTITION_IDLE {
+                    f64::from(u8::from(*idle))
+                } else {
+                    *lag
+                };
+                out.number(family, &labels, value);
+            }
+        }
+        for (source, n) in &s.commits {
+            out.number(&COMMITS, &[("source_id", source)], *n as f64);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use tidemark_runtime::exporter::render_text;
+    use tidemark_runtime::testing::{CountingSource, DiscardSink};
+    use tidemark_runtime::{run, JobConfig, JobGraph, MetricsRegistry, Partitioning};
+
+    /// The registry of a small finished job named `j`.
+    fn registry() -> Arc<MetricsRegistry> {
+        let mut graph = JobGraph::new("j");
+        let src = graph
+            .add_source("in", 1, |_| Ok(Box::new(CountingSource::new(10))))
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 1, |_| Ok(Box::new(DiscardSink)))
+            .unwrap();
+        graph.connect(src, sink, Partitioning::Forward).unwrap();
+        run(graph, JobConfig::default()).unwrap().metrics
+    }
+
+    /// The text after the last `process_*` line: what the registered components added.
+    fn component_text(registry: &MetricsRegistry) -> String {
+        let text = render_text(registry).unwrap();
+        let start = text
+            .find("# HELP tidemark_kafka")
+            .or_else(|| text.find("# HELP tidemark_source_lag_seconds"))
+            .unwrap_or(text.len());
+        text[start..].to_owned()
+    }
 
     #[test]
-    fn renders_lag_and_commits() {
-        let m = KafkaMetrics::default();
-        assert_eq!(m.render("job_name=\"j\""), "");
+    fn a_registered_kafka_metrics_is_scraped_with_the_job() {
+        let registry = registry();
+        let m = Arc::new(KafkaMetrics::default());
+        registry.register_series(m.clone());
+        assert_eq!(component_text(&registry), "");
+        registry.set_instance("a");
         m.set_partition_lag("in", &("t".into(), 3), 12);
+        m.set_partition_lag("in", &("t\"x".into(), 0), 0);
         m.set_subtask_lag("in", 1, 12, 0.5);
         m.count_commit("in");
         m.count_commit("in");
-        let text = m.render("job_name=\"j\",tidemark_instance=\"a\"");
-        assert!(text.contains(
-            "tidemark_kafka_lag_records{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 12\n"
-        ), "{text}");
-        assert!(text.contains("tidemark_source_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",source_subtask_index=\"1\"} 0.5\n"), "{text}");
-        assert!(text.contains("tidemark_kafka_commits_total{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\"} 2\n"), "{text}");
         m.set_partition_watermark("in", &("t".into(), 3), 2.5, true);
-        let text = m.render("job_name=\"j\"");
-        assert!(text.contains("tidemark_kafka_watermark_lag_seconds{job_name=\"j\",source_id=\"in\",topic=\"t\",partition=\"3\"} 2.5\n"), "{text}");
-        assert!(text.contains("tidemark_kafka_partition_idle{job_name=\"j\",source_id=\"in\",topic=\"t\",partition=\"3\"} 1\n"), "{text}");
+        // Byte for byte what the hand-written text was before these series were registered.
+        let expected = "\
+# HELP tidemark_kafka_lag_records Messages not yet read: the partition's high watermark (as the last fetch gave it) minus the position.
+# TYPE tidemark_kafka_lag_records gauge
+tidemark_kafka_lag_records{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 12
+tidemark_kafka_lag_records{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\\\"x\",partition=\"0\"} 0
+# HELP tidemark_source_lag_seconds Seconds between now and the timestamp of the last record a source subtask read (0 when caught up).
+# TYPE tidemark_source_lag_seconds gauge
+tidemark_source_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",source_subtask_index=\"1\"} 0.5
+# HELP tidemark_kafka_watermark_lag_seconds Now minus the partition's own watermark (its highest timestamp minus the out-of-orderness), as its source subtask last looked.
+# TYPE tidemark_kafka_watermark_lag_seconds gauge
+tidemark_kafka_watermark_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 2.5
+# HELP tidemark_kafka_partition_idle 1 while the partition is idle (no message for watermarks.idleness): it does not hold its subtask's watermark back.
+# TYPE tidemark_kafka_partition_idle gauge
+tidemark_kafka_partition_idle{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 1
+# HELP tidemark_kafka_commits_total Offset commits made to Kafka.
+# TYPE tidemark_kafka_commits_total counter
+tidemark_kafka_commits_total{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\"} 2
+";
+        assert_eq!(component_text(&registry), expected);
+
         m.remove_partition("in", &("t".into(), 3));
         assert_eq!(m.partition_lag("in", "t", 3), None);
         assert_eq!(m.partition_watermark("in", "t", 3), None);
-        assert!(!m.render("").contains("watermark"));
+        let text = component_text(&registry);
+        assert!(
+            !text.contains("tidemark_kafka_watermark_lag_seconds"),
+            "{text}"
+        );
+        assert!(!text.contains("tidemark_kafka_partition_idle"), "{text}");
+        assert!(!text.contains("partition=\"3\""), "{text}");
         assert_eq!(m.commits("in"), 2);
     }
 }

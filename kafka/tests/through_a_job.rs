@@ -93,7 +93,8 @@ fn through(source_id: &str, group: &str, checkpoint_interval: Option<Duration>) 
             "partition {p}"
         );
     }
-    let text = kafka().metrics().render("job_name=\"through\"");
+    handle.metrics().register_series(kafka().metrics().clone());
+    let text = tidemark_runtime::exporter::render_text(handle.metrics()).unwrap();
     let expected = format!("tidemark_source_lag_seconds{{job_name=\"through\",source_id=\"{source_id}\",source_subtask_index=\"0\"}} 0\n");
     assert!(text.contains(&expected), "{text}");
     handle.stop();

@@ -9,13 +9,16 @@
 //! delivered, so acknowledging `n` acknowledges every checkpoint before it too.
 //!
 //! [`Checkpoints`] is the job-wide coordinator the tasks share; it also keeps the series
-//! `tidemark_checkpoints_completed_total` and `tidemark_checkpoint_duration_seconds`.
+//! `tidemark_checkpoints_completed_total` and `tidemark_checkpoint_duration_seconds`, which it
+//! writes into the job's metrics registry as a [`SeriesSource`]. Control code reaches it
+//! through [`JobHandle::checkpoints`](crate::JobHandle::checkpoints), never through metrics.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
 
 /// Upper bounds (seconds) of the checkpoint duration histogram's buckets.
 pub const DURATION_BUCKETS: [f64; 12] = [
@@ -125,47 +128,39 @@ impl Checkpoints {
             }
         }
     }
+}
 
-    /// The Prometheus text of the checkpoint series, labelled with `labels` (for example
-    /// `job_name="x"`); empty while checkpointing is off.
-    pub fn render(&self, labels: &str) -> String {
+/// `tidemark_checkpoints_completed_total`.
+pub const COMPLETED: SeriesFamily = SeriesFamily::counter(
+    "tidemark_checkpoints_completed_total",
+    "Checkpoints every sink acknowledged.",
+);
+
+/// `tidemark_checkpoint_duration_seconds`, with the buckets [`DURATION_BUCKETS`].
+pub const DURATION: SeriesFamily = SeriesFamily::histogram(
+    "tidemark_checkpoint_duration_seconds",
+    "Time from a checkpoint's first barrier to the last sink acknowledgement.",
+);
+
+/// The checkpoint series, labelled only with `job_name` (and `tidemark_instance`); none while
+/// checkpointing is off. The job registers the coordinator with its metrics registry.
+impl SeriesSource for Checkpoints {
+    fn collect(&self, out: &mut SeriesWriter) {
         if self.interval.is_none() {
-            return String::new();
+            return;
         }
         let Ok(inner) = self.inner.lock() else {
-            return String::new();
+            return;
         };
-        let mut out = String::new();
-        out.push_str("# HELP tidemark_checkpoints_completed_total Checkpoints every sink acknowledged.\n# TYPE tidemark_checkpoints_completed_total counter\n");
-        let _ = writeln!(
-            out,
-            "tidemark_checkpoints_completed_total{{{labels}}} {}",
-            inner.completed_total
+        out.number(&COMPLETED, &[], inner.completed_total as f64);
+        out.histogram(
+            &DURATION,
+            &[],
+            &DURATION_BUCKETS,
+            &inner.buckets,
+            inner.count,
+            inner.sum_seconds,
         );
-        out.push_str("# HELP tidemark_checkpoint_duration_seconds Time from a checkpoint's first barrier to the last sink acknowledgement.\n# TYPE tidemark_checkpoint_duration_seconds histogram\n");
-        for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "tidemark_checkpoint_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {}",
-                inner.buckets[i]
-            );
-        }
-        let _ = writeln!(
-            out,
-            "tidemark_checkpoint_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-            inner.count
-        );
-        let _ = writeln!(
-            out,
-            "tidemark_checkpoint_duration_seconds_sum{{{labels}}} {}",
-            inner.sum_seconds
-        );
-        let _ = writeln!(
-            out,
-            "tidemark_checkpoint_duration_seconds_count{{{labels}}} {}",
-            inner.count
-        );
-        out
     }
 }
 
@@ -223,6 +218,13 @@ impl BarrierAlignment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::{CollectedFamily, SeriesValue};
+
+    fn collect(c: &Checkpoints) -> Vec<CollectedFamily> {
+        let mut writer = SeriesWriter::default();
+        c.collect(&mut writer);
+        writer.finish()
+    }
 
     #[test]
     fn a_barrier_waits_for_every_open_input() {
@@ -255,15 +257,22 @@ mod tests {
         c.sink_finished(1);
         assert_eq!(c.completed(), 2);
         assert_eq!(c.completed_total(), 2);
-        let text = c.render("job_name=\"j\"");
-        assert!(
-            text.contains("tidemark_checkpoints_completed_total{job_name=\"j\"} 2\n"),
-            "{text}"
+        let families = collect(&c);
+        let names: Vec<&str> = families.iter().map(|f| f.family.name).collect();
+        assert_eq!(
+            names,
+            [
+                "tidemark_checkpoints_completed_total",
+                "tidemark_checkpoint_duration_seconds"
+            ]
         );
-        assert!(
-            text.contains("tidemark_checkpoint_duration_seconds_count{job_name=\"j\"} 2\n"),
-            "{text}"
-        );
+        assert_eq!(families[0].series[0].value, SeriesValue::Number(2.0));
+        let SeriesValue::Histogram { buckets, count, .. } = &families[1].series[0].value else {
+            panic!("{families:?}");
+        };
+        assert_eq!(*count, 2);
+        assert_eq!(buckets.len(), DURATION_BUCKETS.len());
+        assert!(families.iter().all(|f| f.series[0].labels.is_empty()));
         // Acknowledgements never run ahead of what the sources started.
         c.acknowledge(0, 9);
         assert_eq!(c.completed(), 2);
@@ -274,6 +283,6 @@ mod tests {
         let c = Checkpoints::new(Some(Duration::from_millis(5)), 0);
         c.triggered(3);
         assert_eq!(c.completed(), 3);
-        assert_eq!(Checkpoints::new(None, 1).render("x=\"y\""), "");
+        assert!(collect(&Checkpoints::new(None, 1)).is_empty());
     }
 }

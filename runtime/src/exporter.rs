@@ -38,7 +38,7 @@ use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use tidemark_markers::{legacy_quantile, round_significant, Granularity, LatencyKey, LatencyStats};
 
 use crate::graph::VertexKind;
-use crate::metrics::{DropReason, MetricsRegistry};
+use crate::metrics::{DropReason, MetricsRegistry, SeriesKind, SeriesValue};
 
 /// The reasons a vertex of `kind` can drop a record for (its `tidemark_records_dropped_total`
 /// series, all present from the start).
@@ -77,9 +77,27 @@ pub const E2E_LATENCY_QUANTILES: [f64; 5] = [0.0, 0.5, 0.9, 0.99, 1.0];
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
-/// Significant digits of a summary quantile (interpolated, so not whole nanoseconds): keeps
-/// nanosecond resolution below a second, drops floating-point noise.
-const QUANTILE_DIGITS: u32 = 9;
+/// Significant digits of a computed number (a summary quantile, interpolated, so not whole
+/// nanoseconds): keeps nanosecond resolution below a second, drops floating-point noise.
+pub const SIGNIFICANT_DIGITS: u32 = 9;
+
+/// `value` rounded to [`SIGNIFICANT_DIGITS`] significant digits, as the quantiles of `/metrics`
+/// are written; `/api/v1/metrics` writes every number through it too, so both print
+/// `0.00347411666` where the arithmetic gave `0.003474116659999998`. Whole numbers (counts,
+/// which `/metrics` writes exactly), infinities and NaN come back unchanged.
+///
+/// ```
+/// use tidemark_runtime::exporter::round_value;
+/// assert_eq!(round_value(0.003474116659999998), 0.00347411666);
+/// assert_eq!(round_value(12.0), 12.0);
+/// assert_eq!(round_value(12_345_678_901.0), 12_345_678_901.0);
+/// ```
+pub fn round_value(value: f64) -> f64 {
+    if value.fract() == 0.0 {
+        return value;
+    }
+    round_significant(value, SIGNIFICANT_DIGITS)
+}
 
 /// Which labels (besides `job_name`) the series of a family carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,11 +437,61 @@ pub fn render_text(registry: &MetricsRegistry) -> Result<String, prometheus::Err
         .load(std::sync::atomic::Ordering::Relaxed);
     let mut text = String::with_capacity((hint + hint / 8).max(16 * 1024));
     crate::text_encoder::encode(&families, &mut text)?;
+    crate::text_encoder::encode(&component_families(registry), &mut text)?;
     text.push_str(&registry.extra_text());
     registry
         .text_size_hint
         .store(text.len(), std::sync::atomic::Ordering::Relaxed);
     Ok(text)
+}
+
+/// The series of the components registered with `registry`
+/// ([`MetricsRegistry::register_series`]: checkpoints, Kafka), as metric families: each series
+/// labelled `job_name`, then `tidemark_instance` when set, then the component's own labels.
+/// [`render_text`] writes them after the registry's own series and the `process_*` series.
+pub fn component_families(registry: &MetricsRegistry) -> Vec<MetricFamily> {
+    let instance = registry.instance();
+    let base: Vec<(&str, &str)> = instance
+        .map(|i| vec![(INSTANCE_LABEL, i)])
+        .unwrap_or_default();
+    registry
+        .component_series()
+        .into_iter()
+        .map(|collected| {
+            let spec = &collected.family;
+            let metrics = collected
+                .series
+                .iter()
+                .map(|series| {
+                    let own = series.labels.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+                    let pairs: Vec<(&str, &str)> = base.iter().copied().chain(own).collect();
+                    let value = match (&series.value, spec.kind) {
+                        (SeriesValue::Number(v), SeriesKind::Counter) => counter(*v),
+                        (SeriesValue::Number(v), _) => gauge(*v),
+                        (
+                            SeriesValue::Histogram {
+                                buckets,
+                                count,
+                                sum,
+                            },
+                            _,
+                        ) => Value::Histogram(proto_histogram(buckets, *count, *sum)),
+                    };
+                    metric(labels(registry.job_name(), &pairs), value)
+                })
+                .collect();
+            let mut family = MetricFamily::default();
+            family.set_name(spec.name.to_owned());
+            family.set_help(spec.help.to_owned());
+            family.set_field_type(match spec.kind {
+                SeriesKind::Counter => MetricType::COUNTER,
+                SeriesKind::Gauge => MetricType::GAUGE,
+                SeriesKind::Histogram => MetricType::HISTOGRAM,
+            });
+            family.set_metric(metrics);
+            family
+        })
+        .collect()
 }
 
 /// The standard `process_*` series of this process (CPU seconds, resident and virtual memory,
@@ -479,14 +547,7 @@ impl Family {
     }
 
     fn push(&mut self, labels: Vec<LabelPair>, value: Value) {
-        let mut metric = proto::Metric::from_label(labels);
-        match value {
-            Value::Counter(c) => metric.set_counter(c),
-            Value::Gauge(g) => metric.set_gauge(g),
-            Value::Summary(s) => metric.set_summary(s),
-            Value::Histogram(h) => metric.set_histogram(h),
-        }
-        self.metrics.push(metric);
+        self.metrics.push(metric(labels, value));
     }
 
     fn finish(self) -> Option<MetricFamily> {
@@ -500,6 +561,18 @@ impl Family {
         family.set_metric(self.metrics);
         Some(family)
     }
+}
+
+/// One series: its labels and value.
+fn metric(labels: Vec<LabelPair>, value: Value) -> proto::Metric {
+    let mut metric = proto::Metric::from_label(labels);
+    match value {
+        Value::Counter(c) => metric.set_counter(c),
+        Value::Gauge(g) => metric.set_gauge(g),
+        Value::Summary(s) => metric.set_summary(s),
+        Value::Histogram(h) => metric.set_histogram(h),
+    }
+    metric
 }
 
 enum Value {
@@ -558,10 +631,7 @@ fn summary(snapshot: &KeySnapshot, quantiles: &[f64]) -> Value {
         .map(|&p| {
             let mut q = proto::Quantile::default();
             q.set_quantile(p);
-            q.set_value(round_significant(
-                legacy_quantile(&sorted, p) / NANOS_PER_SECOND,
-                QUANTILE_DIGITS,
-            ));
+            q.set_value(round_value(legacy_quantile(&sorted, p) / NANOS_PER_SECOND));
             q
         })
         .collect();
@@ -575,8 +645,17 @@ fn summary(snapshot: &KeySnapshot, quantiles: &[f64]) -> Value {
 /// The exact cumulative counts at the histogram's buckets ([`tidemark_markers::Buckets`]); the
 /// text encoder adds `+Inf` with the total count.
 fn histogram(snapshot: &KeySnapshot) -> Value {
-    let buckets = snapshot
-        .buckets
+    Value::Histogram(proto_histogram(
+        &snapshot.buckets,
+        snapshot.histogram_count,
+        snapshot.histogram_sum_seconds,
+    ))
+}
+
+/// A histogram of cumulative `buckets` (upper bound, count), `count` and `sum`; the text
+/// encoder adds `+Inf` with `count`.
+fn proto_histogram(buckets: &[(f64, u64)], count: u64, sum: f64) -> proto::Histogram {
+    let buckets = buckets
         .iter()
         .map(|&(le, count)| {
             let mut b = proto::Bucket::default();
@@ -586,10 +665,10 @@ fn histogram(snapshot: &KeySnapshot) -> Value {
         })
         .collect();
     let mut h = proto::Histogram::default();
-    h.set_sample_count(snapshot.histogram_count);
-    h.set_sample_sum(snapshot.histogram_sum_seconds);
+    h.set_sample_count(count);
+    h.set_sample_sum(sum);
     h.set_bucket(buckets);
-    Value::Histogram(h)
+    h
 }
 
 /// `job_name` followed by `pairs`.
@@ -1221,7 +1300,7 @@ mod tests {
             for (p, v) in w.quantiles {
                 assert_eq!(
                     exported(&p.to_string()),
-                    round_significant(v / 1e9, QUANTILE_DIGITS),
+                    round_significant(v / 1e9, SIGNIFICANT_DIGITS),
                     "quantile {p}"
                 );
             }
@@ -1325,5 +1404,77 @@ mod tests {
         assert!(!render_text(&plain)
             .unwrap()
             .contains("tidemark_watermark_lag_seconds{"));
+    }
+
+    #[test]
+    fn checkpoint_series_are_written_as_before() {
+        use crate::checkpoint::Checkpoints;
+        let registry =
+            MetricsRegistry::new("cp".into(), Granularity::Single, Vec::new(), Vec::new());
+        let checkpoints = Arc::new(Checkpoints::new(Some(Duration::from_secs(1)), 1));
+        registry.register_series(checkpoints.clone());
+        registry.set_instance("a\"b");
+        let text = render_text(&registry).unwrap();
+        // Byte for byte the text the coordinator wrote by hand before it was registered: the
+        // instance label right after job_name, `le` last, `+Inf`, `_sum`, `_count`.
+        let mut expected = String::from(
+            "# HELP tidemark_checkpoints_completed_total Checkpoints every sink acknowledged.\n\
+             # TYPE tidemark_checkpoints_completed_total counter\n\
+             tidemark_checkpoints_completed_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
+             # HELP tidemark_checkpoint_duration_seconds Time from a checkpoint's first barrier to the last sink acknowledgement.\n\
+             # TYPE tidemark_checkpoint_duration_seconds histogram\n",
+        );
+        for le in [
+            "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30",
+            "+Inf",
+        ] {
+            expected.push_str(&format!(
+                "tidemark_checkpoint_duration_seconds_bucket{{job_name=\"cp\",tidemark_instance=\"a\\\"b\",le=\"{le}\"}} 0\n"
+            ));
+        }
+        expected.push_str(
+            "tidemark_checkpoint_duration_seconds_sum{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
+             tidemark_checkpoint_duration_seconds_count{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n",
+        );
+        let start = text.find("# HELP tidemark_checkpoint").unwrap();
+        assert_eq!(&text[start..], expected);
+    }
+
+    #[test]
+    fn a_checkpointed_job_exports_each_checkpoint_family_once() {
+        let mut graph = JobGraph::new("cp-job");
+        let src = graph
+            .add_source("numbers", 2, |_| Ok(Box::new(CountingSource::new(20_000))))
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 2, |_| Ok(Box::new(DiscardSink)))
+            .unwrap();
+        graph.connect(src, sink, Partitioning::Rebalance).unwrap();
+        let config = JobConfig {
+            checkpoint_interval: Some(Duration::from_millis(1)),
+            ..JobConfig::default()
+        };
+        let result = run(graph, config).unwrap();
+        let text = render_text(&result.metrics).unwrap();
+        for family in [
+            "tidemark_checkpoints_completed_total",
+            "tidemark_checkpoint_duration_seconds",
+        ] {
+            let header = format!("# TYPE {family} ");
+            assert_eq!(text.matches(&header).count(), 1, "{family}: {text}");
+        }
+        // The exported count is the coordinator's (the job has ended: nothing moves).
+        let completed = result.checkpoints.completed_total();
+        let samples = parse(&text);
+        let exported = named(&samples, "tidemark_checkpoints_completed_total");
+        assert_eq!(exported.len(), 1, "{exported:?}");
+        assert_eq!(exported[0].value, completed as f64);
+        assert_eq!(
+            named(&samples, "tidemark_checkpoint_duration_seconds_count")[0].value,
+            completed as f64
+        );
+        // Without an interval, none.
+        let plain = render_text(&run_job(Granularity::Single, Duration::ZERO)).unwrap();
+        assert!(!plain.contains("tidemark_checkpoint"), "{plain}");
     }
 }

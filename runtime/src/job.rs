@@ -3,6 +3,7 @@
 
 use crate::chain::{Chain, ChainNode, NodeKind};
 use crate::channel::{self, ChannelReader, ChannelWriter};
+use crate::checkpoint::Checkpoints;
 use crate::component::SubtaskContext;
 use crate::config::JobConfig;
 use crate::event_time::WatermarkGenerator;
@@ -92,6 +93,8 @@ pub struct JobResult {
     pub elapsed: Duration,
     /// The metrics as the tasks left them.
     pub metrics: Arc<MetricsRegistry>,
+    /// The checkpoint coordinator as the tasks left it (checkpoints completed).
+    pub checkpoints: Arc<Checkpoints>,
     /// Tasks (thread names, `task#subtask`) that had not ended when [`JobHandle::wait_at_most`]
     /// gave up on them; empty after [`JobHandle::wait`]. The batch each was working on is counted
     /// as in flight at its head vertex; records in its partly filled output batches are not.
@@ -107,6 +110,7 @@ struct Shared {
     /// When the last task ended (the job's end, whenever `wait` is called).
     ended: Mutex<Option<Instant>>,
     registry: Arc<MetricsRegistry>,
+    checkpoints: Arc<Checkpoints>,
 }
 
 /// Asks a running job to stop: sources stop, in-flight records drain to the sinks.
@@ -150,6 +154,11 @@ impl JobHandle {
     /// The live metrics, readable at any moment.
     pub fn metrics(&self) -> &Arc<MetricsRegistry> {
         &self.shared.registry
+    }
+
+    /// The job's checkpoint coordinator (at-least-once barriers): checkpoints completed so far.
+    pub fn checkpoints(&self) -> &Arc<Checkpoints> {
+        &self.shared.checkpoints
     }
 
     /// The plan the job runs.
@@ -263,6 +272,7 @@ impl JobHandle {
             outcome,
             elapsed: ended.saturating_duration_since(self.started),
             metrics: registry,
+            checkpoints: self.shared.checkpoints.clone(),
             tasks_not_ended,
         }
     }
@@ -332,7 +342,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 .collect(),
         })
         .collect();
-    let mut registry =
+    let registry =
         MetricsRegistry::new(graph.name.clone(), lat.granularity, vertices, tasks_metrics);
     // Checkpoints: every sink subtask acknowledges each barrier.
     let sink_subtasks: usize = graph
@@ -341,12 +351,11 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         .filter(|v| v.kind() == VertexKind::Sink)
         .map(|v| v.parallelism)
         .sum();
-    let checkpoints = Arc::new(crate::checkpoint::Checkpoints::new(
-        config.checkpoint_interval,
-        sink_subtasks,
-    ));
-    registry.set_checkpoints(checkpoints.clone());
+    let checkpoints = Arc::new(Checkpoints::new(config.checkpoint_interval, sink_subtasks));
     let registry = Arc::new(registry);
+    if checkpoints.interval().is_some() {
+        registry.register_series(checkpoints.clone());
+    }
     let mut next_sink_index = 0usize;
 
     // Queues: one per subtask of every task that has channel input.
@@ -415,6 +424,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         live: AtomicUsize::new(0),
         ended: Mutex::new(None),
         registry: registry.clone(),
+        checkpoints: checkpoints.clone(),
     });
 
     // Instantiate every task subtask.
@@ -551,6 +561,11 @@ impl PreparedJob {
     /// The metrics registry the job will write to.
     pub fn metrics(&self) -> &Arc<MetricsRegistry> {
         &self.shared.registry
+    }
+
+    /// The job's checkpoint coordinator.
+    pub fn checkpoints(&self) -> &Arc<Checkpoints> {
+        &self.shared.checkpoints
     }
 
     /// The plan the job will run.

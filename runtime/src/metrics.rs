@@ -288,7 +288,7 @@ pub struct MetricsRegistry {
     running: AtomicBool,
     /// Bytes of the last rendered scrape, to size the next one.
     pub(crate) text_size_hint: std::sync::atomic::AtomicUsize,
-    checkpoints: Arc<crate::checkpoint::Checkpoints>,
+    components: Components,
     sections: Sections,
     instance: std::sync::OnceLock<String>,
 }
@@ -296,14 +296,25 @@ pub struct MetricsRegistry {
 #[derive(Default)]
 struct Sections(Mutex<Vec<TextSection>>);
 
+#[derive(Default)]
+struct Components(Mutex<Vec<Arc<dyn SeriesSource>>>);
+
+impl std::fmt::Debug for Components {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[series sources]")
+    }
+}
+
 impl std::fmt::Debug for Sections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("[text sections]")
     }
 }
 
-/// Extra Prometheus text appended to every scrape (a component's own series, e.g. Kafka lag),
-/// given the labels every series carries (`job_name="…"` and, when set, `tidemark_instance`).
+/// Extra Prometheus text appended to every scrape, given the labels every series carries
+/// (`job_name="…"` and, when set, `tidemark_instance`). Only `/metrics` sees it: a component's
+/// series belong in [`MetricsRegistry::register_series`], which every reader sees. (The Kafka
+/// clock-offset series still come this way.)
 pub type TextSection = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl MetricsRegistry {
@@ -321,24 +332,45 @@ impl MetricsRegistry {
             tasks,
             running: AtomicBool::new(true),
             text_size_hint: std::sync::atomic::AtomicUsize::new(0),
-            checkpoints: Arc::new(crate::checkpoint::Checkpoints::new(None, 0)),
+            components: Components::default(),
             sections: Sections::default(),
             instance: std::sync::OnceLock::new(),
         }
     }
 
-    pub(crate) fn set_checkpoints(&mut self, checkpoints: Arc<crate::checkpoint::Checkpoints>) {
-        self.checkpoints = checkpoints;
+    /// Registers a component that keeps series of its own (the checkpoint coordinator, Kafka's
+    /// lag and commits): every scrape of `/metrics`, `/api/v1/metrics` and everything else that
+    /// reads [`MetricsRegistry::component_series`] collects it, after the registry's own
+    /// series, in the order the components were registered. Register a component once.
+    pub fn register_series(&self, source: Arc<dyn SeriesSource>) {
+        self.components
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(source);
     }
 
-    /// The job's checkpoints (at-least-once barriers): completed count and durations.
-    pub fn checkpoints(&self) -> &Arc<crate::checkpoint::Checkpoints> {
-        &self.checkpoints
+    /// The series of every registered component now, family by family in the order they were
+    /// first written (see [`SeriesWriter`]). Labels are the component's own: `job_name` and
+    /// `tidemark_instance` are not among them.
+    pub fn component_series(&self) -> Vec<CollectedFamily> {
+        let sources = self
+            .components
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut writer = SeriesWriter::default();
+        for source in sources {
+            source.collect(&mut writer);
+        }
+        writer.finish()
     }
 
-    /// Adds Prometheus text that every scrape appends (series a component keeps itself, such
-    /// as Kafka's lag per partition). `section` is given the labels every series carries,
-    /// rendered (`job_name="j",tidemark_instance="a"`).
+    /// Adds Prometheus text that every scrape of `/metrics` appends, after the registered
+    /// components' series. `section` is given the labels every series carries, rendered
+    /// (`job_name="j",tidemark_instance="a"`). Prefer [`MetricsRegistry::register_series`]:
+    /// text added here is not in `/api/v1/metrics` or the report.
     pub fn add_text_section(&self, section: TextSection) {
         self.sections
             .0
@@ -358,20 +390,20 @@ impl MetricsRegistry {
         self.instance.get().map(String::as_str)
     }
 
-    /// The text of the checkpoint series and every added section.
+    /// The text of every added section (see [`MetricsRegistry::add_text_section`]).
     pub fn extra_text(&self) -> String {
         let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
         let mut labels = format!("job_name=\"{}\"", escape(&self.job_name));
         if let Some(i) = self.instance() {
             labels.push_str(&format!(",tidemark_instance=\"{}\"", escape(i)));
         }
-        let mut text = self.checkpoints.render(&labels);
         let sections = self
             .sections
             .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let mut text = String::new();
         for section in sections {
             text.push_str(&section(&labels));
         }
@@ -444,4 +476,206 @@ impl MetricsRegistry {
             .map(|s| s.latency().total_count())
             .sum()
     }
+}
+
+/// Whether a component's series family is a counter, a gauge or a histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeriesKind {
+    /// Only ever grows.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Counts of observations at or below each bucket bound, their count and sum.
+    Histogram,
+}
+
+impl SeriesKind {
+    /// `counter`, `gauge` or `histogram`, as the Prometheus `# TYPE` line and
+    /// `/api/v1/metrics` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeriesKind::Counter => "counter",
+            SeriesKind::Gauge => "gauge",
+            SeriesKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A family of series a component keeps: its name, help text and kind, as the `# HELP` and
+/// `# TYPE` lines of `/metrics` show them. Declared once as a constant beside the component:
+///
+/// ```
+/// use tidemark_runtime::metrics::SeriesFamily;
+/// const COMPLETED: SeriesFamily = SeriesFamily::counter(
+///     "tidemark_checkpoints_completed_total",
+///     "Checkpoints every sink acknowledged.",
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeriesFamily {
+    /// The series name.
+    pub name: &'static str,
+    /// The `# HELP` text.
+    pub help: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: SeriesKind,
+}
+
+impl SeriesFamily {
+    /// A counter family.
+    pub const fn counter(name: &'static str, help: &'static str) -> Self {
+        SeriesFamily {
+            name,
+            help,
+            kind: SeriesKind::Counter,
+        }
+    }
+
+    /// A gauge family.
+    pub const fn gauge(name: &'static str, help: &'static str) -> Self {
+        SeriesFamily {
+            name,
+            help,
+            kind: SeriesKind::Gauge,
+        }
+    }
+
+    /// A histogram family.
+    pub const fn histogram(name: &'static str, help: &'static str) -> Self {
+        SeriesFamily {
+            name,
+            help,
+            kind: SeriesKind::Histogram,
+        }
+    }
+}
+
+/// The value of one series of a component.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SeriesValue {
+    /// A counter's or a gauge's value.
+    Number(f64),
+    /// A histogram.
+    Histogram {
+        /// Each bucket's upper bound and the observations at or below it (cumulative), in
+        /// ascending order of the bound, without `+Inf` (that is `count`).
+        buckets: Vec<(f64, u64)>,
+        /// Observations.
+        count: u64,
+        /// Their sum.
+        sum: f64,
+    },
+}
+
+/// One series of a component: its own labels (name, value) in the order `/metrics` writes
+/// them after `job_name` (and `tidemark_instance`), and its value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// The component's labels.
+    pub labels: Vec<(String, String)>,
+    /// The value.
+    pub value: SeriesValue,
+}
+
+/// A family and the series a scrape collected of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectedFamily {
+    /// Name, help and kind.
+    pub family: SeriesFamily,
+    /// Its series, in the order they were written.
+    pub series: Vec<Series>,
+}
+
+/// What registered components write their series into at a scrape
+/// ([`MetricsRegistry::register_series`]). A family appears once, where its first series was
+/// written; its series follow in the order written. A family with no series is left out.
+#[derive(Debug, Default)]
+pub struct SeriesWriter {
+    families: Vec<CollectedFamily>,
+}
+
+impl SeriesWriter {
+    /// Adds one series of `family`.
+    pub fn push(&mut self, family: &SeriesFamily, labels: &[(&str, &str)], value: SeriesValue) {
+        debug_assert_eq!(
+            matches!(value, SeriesValue::Histogram { .. }),
+            family.kind == SeriesKind::Histogram,
+            "{}: a value of the wrong kind",
+            family.name
+        );
+        let series = Series {
+            labels: labels
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+            value,
+        };
+        match self
+            .families
+            .iter_mut()
+            .find(|f| f.family.name == family.name)
+        {
+            Some(collected) => collected.series.push(series),
+            None => self.families.push(CollectedFamily {
+                family: *family,
+                series: vec![series],
+            }),
+        }
+    }
+
+    /// Adds one series of a counter or gauge `family` with `value`.
+    pub fn number(&mut self, family: &SeriesFamily, labels: &[(&str, &str)], value: f64) {
+        self.push(family, labels, SeriesValue::Number(value));
+    }
+
+    /// Adds one series of a histogram `family`: `bounds` are the buckets' upper bounds and
+    /// `per_bucket` the observations at or below each (cumulative), `count` and `sum` those of
+    /// every observation.
+    pub fn histogram(
+        &mut self,
+        family: &SeriesFamily,
+        labels: &[(&str, &str)],
+        bounds: &[f64],
+        per_bucket: &[u64],
+        count: u64,
+        sum: f64,
+    ) {
+        let buckets = bounds.iter().copied().zip(per_bucket.iter().copied());
+        self.push(
+            family,
+            labels,
+            SeriesValue::Histogram {
+                buckets: buckets.collect(),
+                count,
+                sum,
+            },
+        );
+    }
+
+    /// The families written, in order.
+    pub fn finish(self) -> Vec<CollectedFamily> {
+        self.families
+    }
+}
+
+/// A component that keeps series of its own, read at every scrape: register it with
+/// [`MetricsRegistry::register_series`].
+///
+/// ```
+/// use tidemark_runtime::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
+///
+/// const COMMITS: SeriesFamily = SeriesFamily::counter("my_commits_total", "Commits made.");
+/// struct Mine;
+/// impl SeriesSource for Mine {
+///     fn collect(&self, out: &mut SeriesWriter) {
+///         out.number(&COMMITS, &[("source_id", "in")], 2.0);
+///     }
+/// }
+/// let mut writer = SeriesWriter::default();
+/// Mine.collect(&mut writer);
+/// assert_eq!(writer.finish()[0].series[0].labels[0].1, "in");
+/// ```
+pub trait SeriesSource: Send + Sync {
+    /// Writes this component's series as they are now.
+    fn collect(&self, out: &mut SeriesWriter);
 }

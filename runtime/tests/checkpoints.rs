@@ -141,7 +141,7 @@ fn a_source_commits_only_what_every_sink_flushed() {
     };
     let handle = start(graph, config).unwrap();
     wait_until("5 completed checkpoints", || {
-        handle.metrics().checkpoints().completed_total() >= 5
+        handle.checkpoints().completed_total() >= 5
     });
     handle.stop();
     let result = wait_or_fail(handle, DEADLINE);
@@ -163,7 +163,7 @@ fn a_source_commits_only_what_every_sink_flushed() {
     assert_eq!(commits.last().unwrap().1, emitted);
     assert_eq!(shared.written.load(Ordering::SeqCst), emitted);
     assert!(shared.flushes.load(Ordering::SeqCst) > 0);
-    let completed = result.metrics.checkpoints().completed_total();
+    let completed = result.checkpoints.completed_total();
     assert!(completed >= 5);
     let text = tidemark_runtime::exporter::render_text(&result.metrics).unwrap();
     assert!(

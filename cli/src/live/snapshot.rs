@@ -15,7 +15,7 @@ use tidemark_markers::{legacy_quantile, Granularity, LatencyKey};
 use tidemark_runtime::VertexKind;
 
 use super::{unix_ms, JobState, LiveJob};
-use crate::report::rfc3339;
+use crate::report::{number, optional_number, rfc3339, series_report, SeriesReport};
 
 /// The span ratios and rates are computed over.
 pub const RATIO_SPAN: std::time::Duration = std::time::Duration::from_secs(5);
@@ -81,8 +81,11 @@ impl History {
 pub struct Quantiles {
     /// Samples recorded since the start (not only those in the window).
     count: u64,
+    #[serde(serialize_with = "number")]
     p50_seconds: f64,
+    #[serde(serialize_with = "number")]
     p99_seconds: f64,
+    #[serde(serialize_with = "number")]
     max_seconds: f64,
 }
 
@@ -109,12 +112,17 @@ pub struct Snapshot<'a> {
     state: JobState,
     time: String,
     time_unix_ms: u64,
+    #[serde(serialize_with = "number")]
     uptime_seconds: f64,
     /// The span the ratios and rates cover; 0 when they cover the whole run.
+    #[serde(serialize_with = "number")]
     span_seconds: f64,
     granularity: &'static str,
     vertices: Vec<VertexSnapshot>,
     latency: Vec<LatencyEntry>,
+    /// The series of the components registered with the job's metrics registry
+    /// (checkpoints, Kafka), as `/metrics` has them.
+    series: Vec<SeriesReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -124,19 +132,25 @@ struct VertexSnapshot {
     terminal: bool,
     records_in: u64,
     records_out: u64,
+    #[serde(serialize_with = "number")]
     records_in_per_second: f64,
+    #[serde(serialize_with = "number")]
     records_out_per_second: f64,
     /// The largest busy ratio of its subtasks.
+    #[serde(serialize_with = "number")]
     busy_max: f64,
     /// The largest backpressured ratio of its subtasks.
+    #[serde(serialize_with = "number")]
     backpressured_max: f64,
     input_queue_records: i64,
     /// The largest input queue fill (0 to 1) of its subtasks.
+    #[serde(serialize_with = "number")]
     input_queue_fill_max: f64,
     /// Sum over subtasks of the known lags; `null` when none is known.
     lag_records: Option<i64>,
     lag_bytes: Option<i64>,
     /// The largest watermark lag of its subtasks; `null` where no watermark flows.
+    #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
     /// Marker latency at this vertex, every key's window pooled.
     marker_latency: Option<Quantiles>,
@@ -150,16 +164,23 @@ struct SubtaskSnapshot {
     index: usize,
     records_in: u64,
     records_out: u64,
+    #[serde(serialize_with = "number")]
     records_in_per_second: f64,
+    #[serde(serialize_with = "number")]
     records_out_per_second: f64,
+    #[serde(serialize_with = "number")]
     busy: f64,
+    #[serde(serialize_with = "number")]
     backpressured: f64,
+    #[serde(serialize_with = "number")]
     idle: f64,
     input_queue_records: i64,
+    #[serde(serialize_with = "number")]
     input_queue_fill: f64,
     lag_records: Option<i64>,
     lag_bytes: Option<i64>,
     watermark_unix_ms: Option<i64>,
+    #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
     marker_latency: Option<Quantiles>,
     e2e_latency: Option<Quantiles>,
@@ -404,5 +425,6 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
         granularity: granularity.as_str(),
         vertices,
         latency,
+        series: series_report(registry.component_series()),
     }
 }

@@ -273,3 +273,112 @@ fn redaction_reaches_every_depth_and_any_case() {
         })
     );
 }
+
+/// Every floating-point number in `value`, with where it is.
+fn floats(value: &Value, at: &str, out: &mut Vec<(String, f64)>) {
+    match value {
+        Value::Number(n) if n.is_f64() => out.push((at.to_owned(), n.as_f64().unwrap_or(0.0))),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                floats(item, &format!("{at}[{i}]"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                floats(item, &format!("{at}.{key}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_number_is_written_as_metrics_writes_it() {
+    // A running job: ratios, rates and latencies come out of divisions.
+    let g = graph(u64::MAX);
+    let plan = ExecutionPlan::new(&g, true).unwrap();
+    let handle = start(g, config(Granularity::Subtask)).unwrap();
+    let job = live(handle.metrics().clone(), &plan);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let json = loop {
+        let json = parse(&job.metrics_json());
+        let out = &json["vertices"][2];
+        if out["records_in"].as_u64().unwrap_or(0) > 0 && !json["latency"][0].is_null() {
+            break json;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no record reached the sink in 30 s: {json}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    handle.stop();
+    handle.wait();
+    let mut numbers = Vec::new();
+    floats(&json, "", &mut numbers);
+    assert!(numbers.len() > 20, "{numbers:?}");
+    for (at, n) in numbers {
+        assert_eq!(
+            n,
+            tidemark_runtime::exporter::round_value(n),
+            "{at}: {n} has more than 9 significant digits"
+        );
+    }
+}
+
+#[test]
+fn registered_series_are_in_the_metrics_api_once() {
+    let g = graph(50_000);
+    let plan = ExecutionPlan::new(&g, true).unwrap();
+    let config = JobConfig {
+        checkpoint_interval: Some(Duration::from_millis(1)),
+        ..config(Granularity::Single)
+    };
+    let result = run(g, config).unwrap();
+    let completed = result.checkpoints.completed_total();
+    let job = live(result.metrics.clone(), &plan);
+    let json = parse(&job.metrics_json());
+    let series = json["series"].as_array().unwrap();
+    let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "tidemark_checkpoints_completed_total",
+            "tidemark_checkpoint_duration_seconds"
+        ],
+        "{json}"
+    );
+    assert_eq!(series[0]["type"], "counter");
+    assert_eq!(series[0]["labels"], json!({}));
+    assert_eq!(series[0]["value"].as_f64(), Some(completed as f64));
+    assert_eq!(series[1]["type"], "histogram");
+    assert_eq!(series[1]["count"].as_u64(), Some(completed));
+    let bounds: Vec<f64> = series[1]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["le"].as_f64().unwrap())
+        .collect();
+    assert_eq!(bounds, tidemark_runtime::checkpoint::DURATION_BUCKETS);
+
+    // A component registered later (Kafka, say) follows, with its own labels.
+    struct Commits;
+    impl tidemark_runtime::metrics::SeriesSource for Commits {
+        fn collect(&self, out: &mut tidemark_runtime::metrics::SeriesWriter) {
+            const FAMILY: tidemark_runtime::metrics::SeriesFamily =
+                tidemark_runtime::metrics::SeriesFamily::counter("test_commits_total", "Commits.");
+            out.number(&FAMILY, &[("source_id", "in")], 3.0);
+        }
+    }
+    result.metrics.register_series(Arc::new(Commits));
+    let json = parse(&job.metrics_json());
+    let series = json["series"].as_array().unwrap();
+    assert_eq!(series.len(), 3, "{json}");
+    assert_eq!(
+        series[2],
+        json!({"name": "test_commits_total", "type": "counter", "labels": {"source_id": "in"}, "value": 3.0})
+    );
+    // Without checkpoints or components, the list is empty.
+    let plain = parse(&finished(10, Granularity::Single).metrics_json());
+    assert_eq!(plain["series"], json!([]));
+}
