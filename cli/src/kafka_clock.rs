@@ -84,7 +84,7 @@ pub(crate) fn start(
                 let offsets = service.offsets().clone();
                 // Markers that crossed an exchange are corrected with these estimates.
                 kafka.set_clock_offsets(offsets.clone());
-                registry.add_text_section(Arc::new(move |labels: &str| offsets.render(labels)));
+                registry.register_series(offsets);
                 *slot = Some(service);
             }
             Err(e) => {

@@ -14,7 +14,6 @@
 //! `tidemark_clock_offset_error_seconds{peer_instance}`.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -25,6 +24,8 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
+
+use tidemark_runtime::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
 
 use crate::client::{client_config, Brokers, ErrorContext, Properties};
 
@@ -102,30 +103,43 @@ impl ClockOffsets {
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default()
     }
+}
 
-    /// The Prometheus text of the offset series, with the labels `base` first.
-    pub fn render(&self, base: &str) -> String {
-        let peers = self.peers();
-        if peers.is_empty() {
-            return String::new();
-        }
-        let mut offsets = String::from("# HELP tidemark_clock_offset_seconds How far a peer instance's clock is ahead of this one's (NTP-style estimate through the clock topic).\n# TYPE tidemark_clock_offset_seconds gauge\n");
-        let mut errors = String::from("# HELP tidemark_clock_offset_error_seconds The error bound of tidemark_clock_offset_seconds: the true offset is within plus or minus this.\n# TYPE tidemark_clock_offset_error_seconds gauge\n");
-        for peer in peers {
-            let Some(e) = self.best(&peer) else { continue };
-            let peer = peer.replace('\\', "\\\\").replace('"', "\\\"");
-            let _ = writeln!(
-                offsets,
-                "tidemark_clock_offset_seconds{{{base},peer_instance=\"{peer}\"}} {}",
-                e.offset_nanos as f64 / 1e9
+/// `tidemark_clock_offset_seconds{peer_instance}`.
+pub const OFFSET_SECONDS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_clock_offset_seconds",
+    "How far a peer instance's clock is ahead of this one's (NTP-style estimate through the clock topic).",
+);
+
+/// `tidemark_clock_offset_error_seconds{peer_instance}`.
+pub const OFFSET_ERROR_SECONDS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_clock_offset_error_seconds",
+    "The error bound of tidemark_clock_offset_seconds: the true offset is within plus or minus this.",
+);
+
+/// The offset series, one per peer heard from (registered with
+/// [`MetricsRegistry::register_series`](tidemark_runtime::MetricsRegistry::register_series)).
+impl SeriesSource for ClockOffsets {
+    fn collect(&self, out: &mut SeriesWriter) {
+        let best: Vec<(String, Estimate)> = self
+            .peers()
+            .into_iter()
+            .filter_map(|peer| Some((peer.clone(), self.best(&peer)?)))
+            .collect();
+        for (peer, e) in &best {
+            out.number(
+                &OFFSET_SECONDS,
+                &[("peer_instance", peer)],
+                e.offset_nanos as f64 / 1e9,
             );
-            let _ = writeln!(
-                errors,
-                "tidemark_clock_offset_error_seconds{{{base},peer_instance=\"{peer}\"}} {}",
-                e.error_nanos as f64 / 1e9
+        }
+        for (peer, e) in &best {
+            out.number(
+                &OFFSET_ERROR_SECONDS,
+                &[("peer_instance", peer)],
+                e.error_nanos as f64 / 1e9,
             );
         }
-        offsets + &errors
     }
 }
 
@@ -332,7 +346,7 @@ mod tests {
 
     #[test]
     fn the_best_sample_of_the_last_minute() {
-        let o = ClockOffsets::default();
+        let o = Arc::new(ClockOffsets::default());
         let start = Instant::now();
         let e = |offset, error| Estimate {
             offset_nanos: offset,
@@ -345,14 +359,32 @@ mod tests {
         // A minute later the good sample has aged out.
         o.record("b", e(130, 40), start + Duration::from_secs(63));
         assert_eq!(o.best("b"), Some(e(130, 40)));
-        let text = o.render("job_name=\"j\"");
-        assert!(
-            text.contains(
-                "tidemark_clock_offset_seconds{job_name=\"j\",peer_instance=\"b\"} 0.00000013\n"
-            ),
-            "{text}"
-        );
-        assert!(text.contains("tidemark_clock_offset_error_seconds{job_name=\"j\",peer_instance=\"b\"} 0.00000004\n"), "{text}");
+        // Scraped through the job's registry, as `tidemark run` registers it.
+        let mut graph = tidemark_runtime::JobGraph::new("j");
+        let src = graph
+            .add_source("in", 1, |_| {
+                Ok(Box::new(tidemark_runtime::testing::CountingSource::new(1)))
+            })
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 1, |_| {
+                Ok(Box::new(tidemark_runtime::testing::DiscardSink))
+            })
+            .unwrap();
+        graph
+            .connect(src, sink, tidemark_runtime::Partitioning::Forward)
+            .unwrap();
+        let registry = tidemark_runtime::run(graph, Default::default())
+            .unwrap()
+            .metrics;
+        registry.register_series(o.clone());
+        let text = tidemark_runtime::exporter::render_text(&registry).unwrap();
+        for line in [
+            "tidemark_clock_offset_seconds{job_name=\"j\",peer_instance=\"b\"} 0.00000013\n",
+            "tidemark_clock_offset_error_seconds{job_name=\"j\",peer_instance=\"b\"} 0.00000004\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
         assert_eq!(o.best("c"), None);
     }
 }

@@ -438,7 +438,6 @@ pub fn render_text(registry: &MetricsRegistry) -> Result<String, prometheus::Err
     let mut text = String::with_capacity((hint + hint / 8).max(16 * 1024));
     crate::text_encoder::encode(&families, &mut text)?;
     crate::text_encoder::encode(&component_families(registry), &mut text)?;
-    text.push_str(&registry.extra_text());
     registry
         .text_size_hint
         .store(text.len(), std::sync::atomic::Ordering::Relaxed);

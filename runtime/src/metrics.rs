@@ -289,12 +289,8 @@ pub struct MetricsRegistry {
     /// Bytes of the last rendered scrape, to size the next one.
     pub(crate) text_size_hint: std::sync::atomic::AtomicUsize,
     components: Components,
-    sections: Sections,
     instance: std::sync::OnceLock<String>,
 }
-
-#[derive(Default)]
-struct Sections(Mutex<Vec<TextSection>>);
 
 #[derive(Default)]
 struct Components(Mutex<Vec<Arc<dyn SeriesSource>>>);
@@ -304,18 +300,6 @@ impl std::fmt::Debug for Components {
         f.write_str("[series sources]")
     }
 }
-
-impl std::fmt::Debug for Sections {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[text sections]")
-    }
-}
-
-/// Extra Prometheus text appended to every scrape, given the labels every series carries
-/// (`job_name="…"` and, when set, `tidemark_instance`). Only `/metrics` sees it: a component's
-/// series belong in [`MetricsRegistry::register_series`], which every reader sees. (The Kafka
-/// clock-offset series still come this way.)
-pub type TextSection = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl MetricsRegistry {
     pub(crate) fn new(
@@ -333,7 +317,6 @@ impl MetricsRegistry {
             running: AtomicBool::new(true),
             text_size_hint: std::sync::atomic::AtomicUsize::new(0),
             components: Components::default(),
-            sections: Sections::default(),
             instance: std::sync::OnceLock::new(),
         }
     }
@@ -367,18 +350,6 @@ impl MetricsRegistry {
         writer.finish()
     }
 
-    /// Adds Prometheus text that every scrape of `/metrics` appends, after the registered
-    /// components' series. `section` is given the labels every series carries, rendered
-    /// (`job_name="j",tidemark_instance="a"`). Prefer [`MetricsRegistry::register_series`]:
-    /// text added here is not in `/api/v1/metrics` or the report.
-    pub fn add_text_section(&self, section: TextSection) {
-        self.sections
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(section);
-    }
-
     /// Names this instance of the job (several processes running one job file): every series
     /// gets the label `tidemark_instance`. Set once; later calls are ignored.
     pub fn set_instance(&self, instance: &str) {
@@ -388,26 +359,6 @@ impl MetricsRegistry {
     /// This instance's name, if set.
     pub fn instance(&self) -> Option<&str> {
         self.instance.get().map(String::as_str)
-    }
-
-    /// The text of every added section (see [`MetricsRegistry::add_text_section`]).
-    pub fn extra_text(&self) -> String {
-        let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-        let mut labels = format!("job_name=\"{}\"", escape(&self.job_name));
-        if let Some(i) = self.instance() {
-            labels.push_str(&format!(",tidemark_instance=\"{}\"", escape(i)));
-        }
-        let sections = self
-            .sections
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut text = String::new();
-        for section in sections {
-            text.push_str(&section(&labels));
-        }
-        text
     }
 
     /// The job's name (label `job_name`).
