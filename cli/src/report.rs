@@ -1184,6 +1184,7 @@ mod tests {
             ("pipeline.operator-chaining.enabled", "false"),
             ("execution.checkpointing.interval", "2s"),
             ("execution.channel-capacity", "32"),
+            ("execution.idle-strategy", "spin"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -1236,6 +1237,7 @@ mod tests {
                 "chaining": false,
                 "e2e_latency_everywhere": false,
                 "checkpoint_interval": "2s",
+                "idle_strategy": "spin",
             })
         );
     }
