@@ -654,3 +654,95 @@ impl SourceCheckpoints {
         self.commit(source)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn waiting(strategy: IdleStrategy) -> Waiting {
+        Waiting {
+            strategy,
+            buffer_timeout: Duration::from_millis(1),
+        }
+    }
+
+    #[test]
+    fn park_gathers_the_records_due_within_the_buffer_timeout_into_one_wake_up() {
+        let park = waiting(IdleStrategy::Park);
+        let now = 1_000 * MS;
+        // The next record is due in 10 µs: sleep the buffer timeout, not 10 µs.
+        assert_eq!(
+            park.source_wait(now, Some(now + 10_000), None),
+            Duration::from_millis(1)
+        );
+        // Due later than the buffer timeout: sleep until it is due.
+        assert_eq!(
+            park.source_wait(now, Some(now + 3 * MS), None),
+            Duration::from_millis(3)
+        );
+        // A marker due sooner cuts the sleep short.
+        assert_eq!(
+            park.source_wait(now, Some(now + 3 * MS), Some(now + MS / 2)),
+            Duration::from_micros(500)
+        );
+        // A marker already due: no sleep.
+        assert_eq!(
+            park.source_wait(now, Some(now + 3 * MS), Some(i64::MIN)),
+            Duration::ZERO
+        );
+        // No time given, or one far off: at most a tick (for the operators' timers).
+        assert_eq!(park.source_wait(now, None, None), PARK_TICK);
+        assert_eq!(
+            park.source_wait(now, Some(now + 3_600_000 * MS), None),
+            PARK_TICK
+        );
+        // A buffer timeout of 0 asks for no gathering: wake when the record is due.
+        let eager = Waiting {
+            buffer_timeout: Duration::ZERO,
+            ..park
+        };
+        assert_eq!(
+            eager.source_wait(now, Some(now + 10_000), None),
+            Duration::from_micros(10)
+        );
+    }
+
+    #[test]
+    fn spin_wakes_for_every_record_and_every_tick() {
+        let spin = waiting(IdleStrategy::Spin);
+        let now = 1_000 * MS;
+        assert_eq!(
+            spin.source_wait(now, Some(now + 10_000), None),
+            Duration::from_micros(10)
+        );
+        assert_eq!(spin.source_wait(now, None, None), IDLE_TICK);
+        assert_eq!(
+            spin.source_wait(now, Some(now - MS), Some(now + MS)),
+            Duration::ZERO
+        );
+        assert_eq!(spin.channel_wait(), IDLE_TICK.min(ABORT_POLL));
+        assert_eq!(waiting(IdleStrategy::Park).channel_wait(), PARK_TICK);
+    }
+
+    #[test]
+    fn a_stop_or_an_abort_wakes_a_waiting_source_and_an_abort_a_channel_task() {
+        let flags = JobFlags::new();
+        assert!(flags.stopped.try_recv().is_err());
+        flags.request_stop();
+        assert!(flags.stop.load(Ordering::Relaxed));
+        assert_eq!(
+            flags.stopped.try_recv(),
+            Err(TryRecvError::Disconnected),
+            "a source's wait returns at once"
+        );
+        assert_eq!(flags.aborted.try_recv(), Err(TryRecvError::Empty));
+        flags.request_abort();
+        assert!(flags.abort.load(Ordering::Relaxed));
+        assert_eq!(flags.aborted.try_recv(), Err(TryRecvError::Disconnected));
+        // Asking twice is harmless.
+        flags.request_abort();
+        flags.request_stop();
+    }
+}
