@@ -42,7 +42,7 @@ pub enum IdleStrategy {
 
 /// The longest a task under [`IdleStrategy::Park`] sleeps between two looks at its operators'
 /// processing-time timers and at a source with nothing to read that gives no time to come back.
-pub const PARK_TICK: Duration = Duration::from_millis(10);
+pub const PARK_TICK: Duration = Duration::from_millis(20);
 
 impl IdleStrategy {
     /// Every strategy, as written in a job file or a `-D` value.

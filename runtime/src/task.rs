@@ -409,7 +409,12 @@ impl Task {
                     let wait = self.waiting.source_wait(now, until, due);
                     if !wait.is_zero() {
                         let t = Instant::now();
-                        flags.wait_for_stop(wait);
+                        match self.waiting.strategy {
+                            // Waits of microseconds: a channel's receive would spin through
+                            // them before it parks.
+                            IdleStrategy::Spin => std::thread::sleep(wait),
+                            IdleStrategy::Park => flags.wait_for_stop(wait),
+                        }
                         self.times.idle += t.elapsed();
                     }
                 }
