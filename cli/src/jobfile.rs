@@ -29,18 +29,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tidemark_markers::{parse_duration, parse_history_size, Buckets, ConfigError, Granularity};
 use tidemark_runtime::{
-    check_parallelism, valid_id, InvalidTimestampPolicy, ParallelismError, Partitioning,
-    SourceOptions, TimestampCheck, VertexKind, WatermarkStrategy,
+    check_parallelism, valid_id, IdleStrategy, InvalidTimestampPolicy, ParallelismError,
+    Partitioning, SourceOptions, TimestampCheck, VertexKind, WatermarkStrategy,
 };
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 12] = [
+pub const TOP_LEVEL_FIELDS: [&str; 13] = [
     "name",
     "parallelism",
     "buffer_timeout",
     "channel_capacity",
     "chaining",
     "e2e_latency_everywhere",
+    "idle_strategy",
     "latency",
     "e2e",
     "checkpoint",
@@ -90,6 +91,8 @@ pub struct JobFile {
     pub chaining: Option<bool>,
     /// Whether record end-to-end latency is recorded at every vertex.
     pub e2e_latency_everywhere: Option<bool>,
+    /// How tasks wait when they have nothing to do.
+    pub idle_strategy: Option<IdleStrategy>,
     /// `checkpoint.interval`: barriers for at-least-once delivery (`docs/kafka.md`).
     pub checkpoint_interval: Option<Duration>,
     /// The `latency` section.
@@ -442,6 +445,7 @@ struct TopLevel {
     channel_capacity: Written,
     chaining: Written,
     e2e_latency_everywhere: Written,
+    idle_strategy: Written,
     latency: Written,
     e2e: Written,
     checkpoint: Written,
@@ -678,6 +682,7 @@ impl Parser {
         let chaining = top.chaining.read(|v| self.boolean("chaining", v));
         let e2e_latency_everywhere =
             (top.e2e_latency_everywhere).read(|v| self.boolean("e2e_latency_everywhere", v));
+        let idle_strategy = top.idle_strategy.read(|v| self.idle_strategy(v));
         let latency = top.latency.read(|v| self.latency(v)).unwrap_or_default();
         let e2e = top
             .e2e
@@ -744,6 +749,7 @@ impl Parser {
             channel_capacity,
             chaining,
             e2e_latency_everywhere,
+            idle_strategy,
             checkpoint_interval,
             latency,
             e2e_buckets,
@@ -869,6 +875,23 @@ impl Parser {
             .map_err(|message| {
                 let field = field.into();
                 self.err(&path, None, Problem::Invalid { field, message })
+            })
+            .ok()
+    }
+
+    /// `idle_strategy`: `park` or `spin`.
+    fn idle_strategy(&mut self, v: &Value) -> Option<IdleStrategy> {
+        let field = "idle_strategy";
+        let Value::String(text) = v else {
+            return self.fail(&[field], None, wrong_type(field, "park or spin", v));
+        };
+        text.parse()
+            .map_err(|message| {
+                let problem = Problem::Invalid {
+                    field: field.into(),
+                    message,
+                };
+                self.err(&[field], None, problem)
             })
             .ok()
     }
@@ -1430,8 +1453,8 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, latency, e2e, checkpoint, sources, operators, sinks; \
-             did you mean \"parallelism\"?"
+             buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, sources, \
+             operators, sinks; did you mean \"parallelism\"?"
         );
     }
 
@@ -1469,6 +1492,28 @@ sinks:
         );
         let e = one_error("name: x\nparallelism: 0\n");
         assert!(e.starts_with("job.yaml:2:1: field \"parallelism\""), "{e}");
+    }
+
+    #[test]
+    fn idle_strategy_is_park_or_spin() {
+        let job = JobFile::parse("name: x\nidle_strategy: spin\n", "job.yaml").unwrap();
+        assert_eq!(job.idle_strategy, Some(IdleStrategy::Spin));
+        assert!(job.problems.is_empty(), "{:?}", job.problems);
+        let job = JobFile::parse("name: x\nidle_strategy: park\n", "job.yaml").unwrap();
+        assert_eq!(job.idle_strategy, Some(IdleStrategy::Park));
+        let job = JobFile::parse("name: x\n", "job.yaml").unwrap();
+        assert_eq!(job.idle_strategy, None);
+        let e = one_error("name: x\nidle_strategy: busy\n");
+        assert_eq!(
+            e,
+            "job.yaml:2:1: field \"idle_strategy\": invalid idle strategy \"busy\": \
+             expected park or spin"
+        );
+        let e = one_error("name: x\nidle_strategy: 3\n");
+        assert!(
+            e.starts_with("job.yaml:2:1: field \"idle_strategy\": expected park or spin"),
+            "{e}"
+        );
     }
 
     #[test]

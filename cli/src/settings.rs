@@ -16,6 +16,7 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 use tidemark_markers::{format_duration, Buckets, LatencyConfig};
 use tidemark_runtime::config::{DEFAULT_BUFFER_TIMEOUT, DEFAULT_CHANNEL_CAPACITY};
+use tidemark_runtime::IdleStrategy;
 
 /// Where `/metrics` is served unless a flag or `-D` says otherwise.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9249";
@@ -34,6 +35,8 @@ pub const CHAINING_KEY: &str = "pipeline.operator-chaining.enabled";
 pub const E2E_EVERYWHERE_KEY: &str = "metrics.e2e-latency.everywhere";
 /// `-D` key of the checkpoint interval (Flink's).
 pub const CHECKPOINT_INTERVAL_KEY: &str = "execution.checkpointing.interval";
+/// `-D` key of how tasks wait when they have nothing to do.
+pub const IDLE_STRATEGY_KEY: &str = "execution.idle-strategy";
 
 /// The default marker interval: markers are on unless turned off with 0 (they cost under 1 %).
 pub const DEFAULT_MARKER_INTERVAL: Duration = Duration::from_millis(200);
@@ -111,7 +114,7 @@ impl std::fmt::Debug for SettingSpec {
 }
 
 /// Every setting, in the order help and `plan` list them.
-pub static SETTINGS: [SettingSpec; 10] = [
+pub static SETTINGS: [SettingSpec; 11] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
         json_name: "latency_interval",
@@ -349,6 +352,26 @@ pub static SETTINGS: [SettingSpec; 10] = [
         },
         from_flags: |_, _, _| {},
     },
+    SettingSpec {
+        key: IDLE_STRATEGY_KEY,
+        json_name: "idle_strategy",
+        json_kind: JsonKind::Text,
+        file_field: Some("idle_strategy"),
+        flag: None,
+        default: "park",
+        help: "how tasks wait with nothing to do: park (sleep until something is due; CPU follows the work) | spin (wake for every record due; lowest latency, about a core)",
+        apply: |s, v| {
+            s.idle_strategy = v.parse()?;
+            Ok(())
+        },
+        show: |s| s.idle_strategy.to_string(),
+        from_file: |f, s| {
+            if let Some(i) = f.idle_strategy {
+                s.idle_strategy = i;
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
 ];
 
 fn apply_latency(s: &mut Settings, key: &str, value: &str) -> Result<(), String> {
@@ -397,6 +420,8 @@ pub struct FileSettings {
     pub e2e_buckets: Option<Buckets>,
     /// `checkpoint.interval`.
     pub checkpoint_interval: Option<Duration>,
+    /// `idle_strategy`.
+    pub idle_strategy: Option<IdleStrategy>,
 }
 
 impl FileSettings {
@@ -411,6 +436,7 @@ impl FileSettings {
             latency: job.latency.clone(),
             e2e_buckets: job.e2e_buckets.clone(),
             checkpoint_interval: job.checkpoint_interval,
+            idle_strategy: job.idle_strategy,
         }
     }
 }
@@ -439,6 +465,8 @@ pub struct Settings {
     pub e2e_buckets: Buckets,
     /// How often sources start a checkpoint; `None`: no checkpoints.
     pub checkpoint_interval: Option<Duration>,
+    /// How tasks wait when they have nothing to do.
+    pub idle_strategy: IdleStrategy,
 }
 
 /// A bad `-D`.
@@ -481,6 +509,7 @@ impl Settings {
             marker_buckets: Buckets::marker_latency(),
             e2e_buckets: Buckets::e2e_latency(),
             checkpoint_interval: None,
+            idle_strategy: IdleStrategy::Park,
         }
     }
 
@@ -582,6 +611,7 @@ mod tests {
             },
             e2e_buckets: None,
             checkpoint_interval: Some(Duration::from_secs(1)),
+            idle_strategy: Some(IdleStrategy::Spin),
         }
     }
 
@@ -731,6 +761,26 @@ mod tests {
         assert_eq!(s.metrics_addr, "127.0.0.1:9300");
     }
 
+    /// `idle_strategy` in the job file beats the default (park), `-D` beats the file, and a
+    /// bad value names the key and what is expected.
+    #[test]
+    fn idle_strategy_from_the_file_and_defines() {
+        let none = FileSettings::default();
+        let s = resolve(&none, &SettingFlags::default(), None, &[]).unwrap();
+        assert_eq!(s.idle_strategy, IdleStrategy::Park);
+        let s = resolve(&file(), &SettingFlags::default(), None, &[]).unwrap();
+        assert_eq!(s.idle_strategy, IdleStrategy::Spin);
+        let defines = d(&[("execution.idle-strategy", "park")]);
+        let s = resolve(&file(), &SettingFlags::default(), None, &defines).unwrap();
+        assert_eq!(s.idle_strategy, IdleStrategy::Park);
+        let defines = d(&[("execution.idle-strategy", "busy")]);
+        let e = resolve(&none, &SettingFlags::default(), None, &defines).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "-D execution.idle-strategy=busy: invalid idle strategy \"busy\": expected park or spin"
+        );
+    }
+
     #[test]
     fn flags_beat_defines_and_the_job_file() {
         let flags = SettingFlags {
@@ -810,7 +860,7 @@ mod tests {
              metrics.latency.interval, metrics.latency.granularity, metrics.latency.history-size, \
              execution.buffer-timeout, execution.channel-capacity, parallelism.default, metrics.reporter.prom.port, \
              pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere, \
-             execution.checkpointing.interval; \
+             execution.checkpointing.interval, execution.idle-strategy; \
              did you mean \"metrics.latency.interval\"?"
         );
     }

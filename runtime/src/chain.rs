@@ -10,7 +10,6 @@ use crate::output::Output;
 use crate::partitioner::Router;
 use crate::record::Record;
 use crate::task::JobFlags;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use tidemark_markers::{Clock, LatencyMarker, LatencyStats};
@@ -169,7 +168,7 @@ impl Chain {
                     // As ripgrep on a broken pipe: stop the job cleanly, write nothing more.
                     node.output_closed = true;
                     node.dropped_output_closed += input.len() as u64;
-                    self.flags.stop.store(true, Ordering::Relaxed);
+                    self.flags.request_stop();
                     Ok(())
                 }
                 other => other,

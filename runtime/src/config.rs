@@ -21,6 +21,63 @@ pub const DEFAULT_CHANNEL_CAPACITY: usize = 8;
 /// The largest channel capacity a user may set (the job file, `--channel-capacity`, `-D`).
 pub const MAX_CHANNEL_CAPACITY: usize = 4096;
 
+/// How a task waits when it has nothing to do: its source has no record due, or its input
+/// queue is empty.
+///
+/// Either way the results are the same; only the CPU a quiet or lightly loaded job costs and
+/// the latency of its records differ (docs/performance.md, W2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IdleStrategy {
+    /// The default: a task sleeps until the next thing it must do is due — a marker, a
+    /// checkpoint, its operators' timers (looked at every [`PARK_TICK`]), or the next record of
+    /// a paced source, gathered for up to the buffer timeout so that one wake-up makes a batch
+    /// of them — and a task reading a channel blocks on it until a batch arrives. A stop or a
+    /// hard stop wakes every waiting task at once. CPU follows the work.
+    #[default]
+    Park,
+    /// Low latency at about a core's cost: a source wakes for every record that falls due and
+    /// sends it at once, and every task looks at its input at least every 2 ms.
+    Spin,
+}
+
+/// The longest a task under [`IdleStrategy::Park`] sleeps between two looks at its operators'
+/// processing-time timers and at a source with nothing to read that gives no time to come back.
+pub const PARK_TICK: Duration = Duration::from_millis(20);
+
+impl IdleStrategy {
+    /// Every strategy, as written in a job file or a `-D` value.
+    pub const NAMES: [&'static str; 2] = ["park", "spin"];
+
+    /// Its name, as written in a job file or a `-D` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleStrategy::Park => "park",
+            IdleStrategy::Spin => "spin",
+        }
+    }
+}
+
+impl std::fmt::Display for IdleStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for IdleStrategy {
+    type Err = String;
+
+    /// `park` or `spin` (surrounding blanks ignored).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "park" => Ok(IdleStrategy::Park),
+            "spin" => Ok(IdleStrategy::Spin),
+            other => Err(format!(
+                "invalid idle strategy \"{other}\": expected park or spin"
+            )),
+        }
+    }
+}
+
 /// How a job runs: latency markers, batching, chaining, randomness and the clock.
 #[derive(Clone, Debug)]
 pub struct JobConfig {
@@ -47,6 +104,8 @@ pub struct JobConfig {
     /// How often sources start a checkpoint (barriers for at-least-once delivery, see
     /// [`checkpoint`](crate::checkpoint)); `None`: no checkpoints.
     pub checkpoint_interval: Option<Duration>,
+    /// How tasks wait when they have nothing to do.
+    pub idle_strategy: IdleStrategy,
 }
 
 impl Default for JobConfig {
@@ -63,6 +122,7 @@ impl Default for JobConfig {
             marker_buckets: Buckets::marker_latency(),
             e2e_buckets: Buckets::e2e_latency(),
             checkpoint_interval: None,
+            idle_strategy: IdleStrategy::Park,
         }
     }
 }

@@ -13,7 +13,9 @@ use crate::metrics::{
 };
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
-use crate::task::{Head, Holding, JobFlags, Task, TaskEnd, COUNTED_BY_HANDLE, NOT_COUNTED};
+use crate::task::{
+    Head, Holding, JobFlags, Task, TaskEnd, Waiting, COUNTED_BY_HANDLE, NOT_COUNTED,
+};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -122,7 +124,7 @@ pub struct StopHandle {
 impl StopHandle {
     /// Requests the stop. Returns at once.
     pub fn stop(&self) {
-        self.shared.flags.stop.store(true, Ordering::Relaxed);
+        self.shared.flags.request_stop();
     }
 }
 
@@ -190,7 +192,7 @@ impl JobHandle {
     /// failed first). Returns at once.
     pub fn abort(&self) {
         self.shared.abort_requested.store(true, Ordering::Relaxed);
-        self.shared.flags.abort.store(true, Ordering::Relaxed);
+        self.shared.flags.request_abort();
     }
 
     /// Waits for every task to end.
@@ -413,10 +415,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         .map(|per| per.into_iter().map(|o| o.map(|(_, r)| r)).collect())
         .collect();
 
-    let flags = Arc::new(JobFlags {
-        stop: Default::default(),
-        abort: Default::default(),
-    });
+    let flags = Arc::new(JobFlags::new());
     let shared = Arc::new(Shared {
         flags: flags.clone(),
         abort_requested: AtomicBool::new(false),
@@ -526,6 +525,10 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 config.clock.clone(),
                 registry.tasks()[ti].subtasks[s].clone(),
                 batch_size,
+                Waiting {
+                    strategy: config.idle_strategy,
+                    buffer_timeout: config.buffer_timeout,
+                },
             );
             tasks.push((t.name.clone(), s, task));
         }
@@ -619,7 +622,7 @@ impl PreparedJob {
                                 message,
                             });
                         }
-                        shared2.flags.abort.store(true, Ordering::Relaxed);
+                        shared2.flags.request_abort();
                     }
                     // Drop the task (and its channel ends) before counting it out.
                     drop(task);
@@ -631,7 +634,7 @@ impl PreparedJob {
             match spawned {
                 Ok(h) => threads.push((h, holding)),
                 Err(e) => {
-                    flags.abort.store(true, Ordering::Relaxed);
+                    flags.request_abort();
                     for (t, _) in threads {
                         let _ = t.join();
                     }

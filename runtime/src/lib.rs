@@ -73,7 +73,7 @@ pub use component::{
     process_taken, BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts,
     SourceLag, SourceStatus, SubtaskContext,
 };
-pub use config::JobConfig;
+pub use config::{IdleStrategy, JobConfig};
 pub use event_time::{
     InvalidTimestampPolicy, SourceOptions, SplitId, SplitState, SplitStatus, SplitWatermarks,
     TimestampCheck, WatermarkStrategy,

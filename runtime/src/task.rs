@@ -5,25 +5,110 @@ use crate::chain::{Chain, ChainError};
 use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
 use crate::checkpoint::{BarrierAlignment, Checkpoints};
 use crate::component::{PollContext, Source, SourceStatus};
+use crate::config::{IdleStrategy, PARK_TICK};
 use crate::event_time::{
     InputWatermarks, InvalidTimestampPolicy, TimestampCheck, WatermarkAction, WatermarkGenerator,
 };
 use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
-use crossbeam_channel::{RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tidemark_markers::{Clock, MarkerEmitter};
 
-/// How often an idle task wakes to run operator timers, emit markers and watch for a stop.
+/// How often an idle task wakes to run operator timers, emit markers and watch for a stop
+/// under [`IdleStrategy::Spin`].
 const IDLE_TICK: Duration = Duration::from_millis(2);
 
-/// Flags shared by all tasks of a job.
+/// Flags shared by all tasks of a job, and the wake-ups that go with them.
+///
+/// Set them with [`JobFlags::request_stop`] and [`JobFlags::request_abort`]: besides the flag,
+/// each drops the sending end of a channel nothing is ever sent on, so every task waiting on
+/// its receiving end ([`JobFlags::wait_for_stop`], a channel task's blocking receive) wakes at
+/// once rather than at its next timed look.
 pub(crate) struct JobFlags {
     pub stop: AtomicBool,
     pub abort: AtomicBool,
+    /// Dropped at a stop or an abort: wakes sources waiting for their next record.
+    stop_wake: Mutex<Option<Sender<()>>>,
+    stopped: Receiver<()>,
+    /// Dropped at an abort: wakes channel tasks blocked on their input.
+    abort_wake: Mutex<Option<Sender<()>>>,
+    aborted: Receiver<()>,
+}
+
+impl JobFlags {
+    pub(crate) fn new() -> Self {
+        // Capacity 1, not 0: waiting in a `select!` on a zero-capacity channel allocates.
+        let (stop_wake, stopped) = crossbeam_channel::bounded(1);
+        let (abort_wake, aborted) = crossbeam_channel::bounded(1);
+        JobFlags {
+            stop: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
+            stop_wake: Mutex::new(Some(stop_wake)),
+            stopped,
+            abort_wake: Mutex::new(Some(abort_wake)),
+            aborted,
+        }
+    }
+
+    /// Asks the sources to stop, and wakes those that wait.
+    pub(crate) fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(take(&self.stop_wake));
+    }
+
+    /// Asks every task to end at once, and wakes those that wait.
+    pub(crate) fn request_abort(&self) {
+        self.abort.store(true, Ordering::Relaxed);
+        drop(take(&self.stop_wake));
+        drop(take(&self.abort_wake));
+    }
+
+    /// Sleeps for `wait`, or less if a stop or an abort is requested meanwhile.
+    fn wait_for_stop(&self, wait: Duration) {
+        let _ = self.stopped.recv_timeout(wait);
+    }
+}
+
+fn take(wake: &Mutex<Option<Sender<()>>>) -> Option<Sender<()>> {
+    wake.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// How a task waits when it has nothing to do: the job's [`IdleStrategy`] and buffer timeout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Waiting {
+    pub strategy: IdleStrategy,
+    pub buffer_timeout: Duration,
+}
+
+impl Waiting {
+    /// How long a source task with nothing to give sleeps at `now`: until the source expects a
+    /// record (`until`) or the next marker or checkpoint is due (`due`, the earliest of them),
+    /// and at most a tick. Under [`IdleStrategy::Park`] a source that gives a time sleeps at
+    /// least the buffer timeout, so that the records falling due meanwhile leave in one batch
+    /// rather than one wake-up each (a record waits no longer than the buffer timeout, as in a
+    /// partly filled batch).
+    fn source_wait(&self, now: i64, until: Option<i64>, due: Option<i64>) -> Duration {
+        let after = |t: i64| Duration::from_nanos(t.saturating_sub(now).max(0) as u64);
+        let (tick, until) = match self.strategy {
+            IdleStrategy::Spin => (IDLE_TICK, until.map(after)),
+            IdleStrategy::Park => (PARK_TICK, until.map(|u| after(u).max(self.buffer_timeout))),
+        };
+        let wait = until.map_or(tick, |u| u.min(tick));
+        due.map_or(wait, |d| wait.min(after(d)))
+    }
+
+    /// How long a channel task with an empty input blocks on it before it looks at its
+    /// operators' timers (and, under [`IdleStrategy::Spin`], at the abort flag).
+    fn channel_wait(&self) -> Duration {
+        match self.strategy {
+            IdleStrategy::Spin => IDLE_TICK.min(ABORT_POLL),
+            IdleStrategy::Park => PARK_TICK,
+        }
+    }
 }
 
 /// Where a task's input comes from.
@@ -78,6 +163,7 @@ pub(crate) struct Task {
     pub flags: Arc<JobFlags>,
     pub clock: Arc<dyn Clock>,
     pub batch_size: usize,
+    waiting: Waiting,
     times: TaskTimes,
     /// The source vertex, or the head vertex of the chain.
     pub head_vertex: usize,
@@ -93,6 +179,7 @@ impl Task {
         clock: Arc<dyn Clock>,
         metrics: Arc<TaskMetrics>,
         batch_size: usize,
+        waiting: Waiting,
     ) -> Self {
         let head_vertex = match &head {
             Head::Source { vertex, .. } => *vertex,
@@ -113,6 +200,7 @@ impl Task {
             flags,
             clock,
             batch_size,
+            waiting,
             times: TaskTimes {
                 metrics,
                 started: Instant::now(),
@@ -307,18 +395,26 @@ impl Task {
                 SourceStatus::Finished => break,
                 SourceStatus::Idle { until } => {
                     self.chain.flush_all(&mut cx)?;
-                    let mut wait = IDLE_TICK;
-                    if let Some(until) = until {
-                        wait =
-                            wait.min(Duration::from_nanos(until.saturating_sub(now).max(0) as u64));
-                    }
-                    if let Some(due) = emitter.next_due().filter(|_| !relays_markers) {
-                        wait =
-                            wait.min(Duration::from_nanos(due.saturating_sub(now).max(0) as u64));
-                    }
+                    // One timer for the task: the earliest of the next marker and the next
+                    // checkpoint.
+                    let marker_due = emitter.next_due().filter(|_| !relays_markers);
+                    let checkpoint_due = checkpointing.as_ref().map(|c| {
+                        let left = c.next_due.saturating_duration_since(Instant::now());
+                        now.saturating_add(left.as_nanos().min(i64::MAX as u128) as i64)
+                    });
+                    let due = match (marker_due, checkpoint_due) {
+                        (Some(m), Some(c)) => Some(m.min(c)),
+                        (m, c) => m.or(c),
+                    };
+                    let wait = self.waiting.source_wait(now, until, due);
                     if !wait.is_zero() {
                         let t = Instant::now();
-                        std::thread::sleep(wait);
+                        match self.waiting.strategy {
+                            // Waits of microseconds: a channel's receive would spin through
+                            // them before it parks.
+                            IdleStrategy::Spin => std::thread::sleep(wait),
+                            IdleStrategy::Park => flags.wait_for_stop(wait),
+                        }
                         self.times.idle += t.elapsed();
                     }
                 }
@@ -362,10 +458,26 @@ impl Task {
                     self.chain.flush_all(&mut cx)?;
                     self.chain.publish();
                     let t = Instant::now();
-                    let m = match reader.rx.recv_timeout(IDLE_TICK.min(ABORT_POLL)) {
-                        Ok(m) => Some(m),
-                        Err(RecvTimeoutError::Timeout) => None,
-                        Err(RecvTimeoutError::Disconnected) => return Err(ChainError::Aborted),
+                    let m = match self.waiting.strategy {
+                        IdleStrategy::Spin => {
+                            match reader.rx.recv_timeout(self.waiting.channel_wait()) {
+                                Ok(m) => Some(m),
+                                Err(RecvTimeoutError::Timeout) => None,
+                                Err(RecvTimeoutError::Disconnected) => {
+                                    return Err(ChainError::Aborted)
+                                }
+                            }
+                        }
+                        // Blocks until a batch comes, a hard stop, or the operators' next look
+                        // at the time.
+                        IdleStrategy::Park => crossbeam_channel::select! {
+                            recv(reader.rx) -> m => match m {
+                                Ok(m) => Some(m),
+                                Err(_) => return Err(ChainError::Aborted),
+                            },
+                            recv(flags.aborted) -> _ => return Err(ChainError::Aborted),
+                            default(self.waiting.channel_wait()) => None,
+                        },
                     };
                     self.times.idle += t.elapsed();
                     m
@@ -545,5 +657,97 @@ impl SourceCheckpoints {
             std::thread::sleep(IDLE_TICK);
         }
         self.commit(source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    fn waiting(strategy: IdleStrategy) -> Waiting {
+        Waiting {
+            strategy,
+            buffer_timeout: Duration::from_millis(1),
+        }
+    }
+
+    #[test]
+    fn park_gathers_the_records_due_within_the_buffer_timeout_into_one_wake_up() {
+        let park = waiting(IdleStrategy::Park);
+        let now = 1_000 * MS;
+        // The next record is due in 10 µs: sleep the buffer timeout, not 10 µs.
+        assert_eq!(
+            park.source_wait(now, Some(now + 10_000), None),
+            Duration::from_millis(1)
+        );
+        // Due later than the buffer timeout: sleep until it is due.
+        assert_eq!(
+            park.source_wait(now, Some(now + 3 * MS), None),
+            Duration::from_millis(3)
+        );
+        // A marker due sooner cuts the sleep short.
+        assert_eq!(
+            park.source_wait(now, Some(now + 3 * MS), Some(now + MS / 2)),
+            Duration::from_micros(500)
+        );
+        // A marker already due: no sleep.
+        assert_eq!(
+            park.source_wait(now, Some(now + 3 * MS), Some(i64::MIN)),
+            Duration::ZERO
+        );
+        // No time given, or one far off: at most a tick (for the operators' timers).
+        assert_eq!(park.source_wait(now, None, None), PARK_TICK);
+        assert_eq!(
+            park.source_wait(now, Some(now + 3_600_000 * MS), None),
+            PARK_TICK
+        );
+        // A buffer timeout of 0 asks for no gathering: wake when the record is due.
+        let eager = Waiting {
+            buffer_timeout: Duration::ZERO,
+            ..park
+        };
+        assert_eq!(
+            eager.source_wait(now, Some(now + 10_000), None),
+            Duration::from_micros(10)
+        );
+    }
+
+    #[test]
+    fn spin_wakes_for_every_record_and_every_tick() {
+        let spin = waiting(IdleStrategy::Spin);
+        let now = 1_000 * MS;
+        assert_eq!(
+            spin.source_wait(now, Some(now + 10_000), None),
+            Duration::from_micros(10)
+        );
+        assert_eq!(spin.source_wait(now, None, None), IDLE_TICK);
+        assert_eq!(
+            spin.source_wait(now, Some(now - MS), Some(now + MS)),
+            Duration::ZERO
+        );
+        assert_eq!(spin.channel_wait(), IDLE_TICK.min(ABORT_POLL));
+        assert_eq!(waiting(IdleStrategy::Park).channel_wait(), PARK_TICK);
+    }
+
+    #[test]
+    fn a_stop_or_an_abort_wakes_a_waiting_source_and_an_abort_a_channel_task() {
+        let flags = JobFlags::new();
+        assert!(flags.stopped.try_recv().is_err());
+        flags.request_stop();
+        assert!(flags.stop.load(Ordering::Relaxed));
+        assert_eq!(
+            flags.stopped.try_recv(),
+            Err(TryRecvError::Disconnected),
+            "a source's wait returns at once"
+        );
+        assert_eq!(flags.aborted.try_recv(), Err(TryRecvError::Empty));
+        flags.request_abort();
+        assert!(flags.abort.load(Ordering::Relaxed));
+        assert_eq!(flags.aborted.try_recv(), Err(TryRecvError::Disconnected));
+        // Asking twice is harmless.
+        flags.request_abort();
+        flags.request_stop();
     }
 }

@@ -486,6 +486,7 @@ fn every_setting_of_the_table_is_in_the_report() {
         ("pipeline.operator-chaining.enabled", "false"),
         ("execution.checkpointing.interval", "2s"),
         ("execution.channel-capacity", "32"),
+        ("execution.idle-strategy", "spin"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -538,6 +539,7 @@ fn every_setting_of_the_table_is_in_the_report() {
             "chaining": false,
             "e2e_latency_everywhere": false,
             "checkpoint_interval": "2s",
+            "idle_strategy": "spin",
         })
     );
 }
