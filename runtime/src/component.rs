@@ -122,6 +122,31 @@ pub trait Source: Send {
     fn relays_markers(&self) -> bool {
         false
     }
+
+    /// Whether this source can continue where a checkpoint left it ([`Source::position`] and
+    /// [`Source::resume`]). A restore of a job with a source that cannot (`stdin`) is refused
+    /// before anything starts. The default is `false`.
+    fn resumable(&self) -> bool {
+        false
+    }
+
+    /// Where this subtask would continue from, after everything it emitted so far: called as
+    /// barrier `checkpoint` leaves the subtask (right after [`Source::snapshot`]), when the job
+    /// writes checkpoints to a directory. The bytes are the source's own (serialised with the
+    /// checkpoint format's serde codec, [`crate::state_codec`]), kept in the checkpoint and
+    /// handed back to [`Source::resume`] of the same vertex and subtask index on a restore.
+    /// Only called when [`Source::resumable`] is true.
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        Err("this source cannot record a position to resume from".into())
+    }
+
+    /// Continue from a position [`Source::position`] returned: called once, before the first
+    /// poll, when the job is restored from a checkpoint. The next record emitted is the first
+    /// one not emitted before that position was taken (and a source that draws random numbers
+    /// draws the same ones an uninterrupted run would).
+    fn resume(&mut self, _position: &[u8]) -> Result<(), BoxError> {
+        Err("this source cannot resume from a checkpoint".into())
+    }
 }
 
 /// Counts of input a source could not take as it was.
@@ -247,6 +272,24 @@ pub trait Operator: Send {
             _ => 0,
         }
     }
+
+    /// State of this subtask that is not per key (the lengths of the dead-letter files it
+    /// writes, say), taken when checkpoint barrier `checkpoint` reaches the operator, after
+    /// every record before the barrier was processed and before any after it: `None` (the
+    /// default) when it has none. Kept in the checkpoint and handed to
+    /// [`Operator::restore_local`] of the same vertex and subtask index on a restore. (Keyed
+    /// state goes through the keyed-state API instead, so that it can move between subtasks
+    /// on a rescale.)
+    fn snapshot_local(&mut self, _checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        Ok(None)
+    }
+
+    /// Restore what [`Operator::snapshot_local`] returned: called once, before the first
+    /// record, when the job is restored (a dead-letter file is cut back to its recorded length
+    /// here).
+    fn restore_local(&mut self, _state: &[u8]) -> Result<(), BoxError> {
+        Ok(())
+    }
 }
 
 /// The error a sink returns when its output has gone away for good (standard output whose
@@ -329,6 +372,28 @@ pub trait Sink: Send {
     /// [`Sink::on_watermark`].
     fn on_idle(&mut self) -> Result<(), BoxError> {
         Ok(())
+    }
+
+    /// Whether this sink can be cut back to a checkpoint ([`Sink::position`] and
+    /// [`Sink::restore`]): files can, standard output and discard need not (the default,
+    /// `false`, records nothing for them).
+    fn resumable(&self) -> bool {
+        false
+    }
+
+    /// What this sink has durably written, right after [`Sink::flush`] for barrier
+    /// `checkpoint` (a file sink: each file's path and length, after a sync). Kept in the
+    /// checkpoint and handed to [`Sink::restore`] of the same vertex and subtask index on a
+    /// restore. Only called when [`Sink::resumable`] is true.
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        Err("this sink cannot record what it has written".into())
+    }
+
+    /// Cut the output back to a position [`Sink::position`] returned and append after it:
+    /// called once, before the first write, when the job is restored, so that what was
+    /// written after the checkpoint (and will be written again) is not there twice.
+    fn restore(&mut self, _position: &[u8]) -> Result<(), BoxError> {
+        Err("this sink cannot be restored from a checkpoint".into())
     }
 }
 

@@ -63,6 +63,7 @@ pub mod output;
 mod partitioner;
 pub mod plan;
 pub mod record;
+pub mod state_codec;
 mod task;
 pub mod testing;
 mod text_encoder;

@@ -1,0 +1,52 @@
+//! The one serde codec of checkpoint state: [postcard](https://docs.rs/postcard) 1.x, whose
+//! wire format is documented and stable across its 1.x versions, so a checkpoint written by
+//! one build of Tidemark reads in the next. Sources, sinks and operators encode what they
+//! keep in a checkpoint (positions, file lengths, per-key values) with [`encode`] and read it
+//! back with [`decode`]; the checkpoint files add a versioned header and a checksum around it.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// State that could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("checkpoint state: {0}")]
+pub struct StateCodecError(#[from] postcard::Error);
+
+/// Encodes `value` as checkpoint state.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StateCodecError> {
+    Ok(postcard::to_stdvec(value)?)
+}
+
+/// Decodes checkpoint state [`encode`] made; bytes left over are an error.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateCodecError> {
+    let (value, rest) = postcard::take_from_bytes(bytes)?;
+    if rest.is_empty() {
+        Ok(value)
+    } else {
+        Err(StateCodecError(postcard::Error::DeserializeBadEncoding))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_come_back_equal_and_damage_is_an_error() {
+        let value = (
+            7u64,
+            String::from("user-3"),
+            vec![1.5f64, -2.0],
+            Some(-9i64),
+        );
+        let bytes = encode(&value).unwrap();
+        assert_eq!(
+            decode::<(u64, String, Vec<f64>, Option<i64>)>(&bytes).unwrap(),
+            value
+        );
+        assert!(decode::<(u64, String, Vec<f64>, Option<i64>)>(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode::<(u64, String, Vec<f64>, Option<i64>)>(&longer).is_err());
+    }
+}
