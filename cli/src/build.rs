@@ -128,6 +128,9 @@ pub(crate) fn build_graph_in(
                 }
                 let keyed = registry.find(v.kind, &v.type_name).is_some_and(|c| c.keyed);
                 graph.set_keyed(id, keyed);
+                if let Some(m) = v.max_parallelism.or(job.max_parallelism) {
+                    graph.set_max_parallelism(id, m);
+                }
                 if !v.type_name.is_empty() {
                     graph.set_type_name(id, &v.type_name);
                 }
@@ -269,6 +272,16 @@ pub(crate) fn build_graph_in(
             | GraphError::InvalidId(ref id)
             | GraphError::Parallelism { ref id, .. } => {
                 (vertex_of(id), "", Problem::Graph(problem.clone()))
+            }
+            GraphError::MaxParallelism { ref id, .. } => {
+                let v = vertex_of(id);
+                // Point at the vertex's own `max_parallelism` when written.
+                let field = if v.is_some_and(|v| v.max_parallelism.is_some()) {
+                    "max_parallelism"
+                } else {
+                    ""
+                };
+                (v, field, Problem::Graph(problem.clone()))
             }
         };
         let error = match v {
@@ -639,6 +652,55 @@ sinks:
     input: work
     partition: rebalance
 ";
+
+    #[test]
+    fn max_parallelism_from_the_vertex_then_the_job_then_the_default() {
+        let text = GOOD
+            .replace("name: demo\n", "name: demo\nmax_parallelism: 256\n")
+            .replace("    cost: 2us\n", "    cost: 2us\n    max_parallelism: 4\n");
+        let job = JobFile::parse(&text, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::new(2).unwrap()).unwrap();
+        let m: Vec<u32> = graph
+            .vertices()
+            .iter()
+            .map(|v| v.max_parallelism())
+            .collect();
+        assert_eq!(m, [256, 4, 256]);
+        let graph = build_graph(
+            &JobFile::parse(GOOD, "job.yaml").unwrap(),
+            NonZeroUsize::MIN,
+        );
+        assert!(graph
+            .unwrap()
+            .vertices()
+            .iter()
+            .all(|v| v.max_parallelism() == 128));
+        // Below the parallelism: named at the vertex's own field.
+        let e = one_error(&GOOD.replace(
+            "    cost: 2us\n",
+            "    cost: 2us\n    parallelism: 3\n    max_parallelism: 2\n",
+        ));
+        assert!(
+            e.contains("job.yaml:10:5: operator \"work\": field \"max_parallelism\"")
+                || e.contains("max_parallelism 2 is less than the parallelism 3"),
+            "{e}"
+        );
+        assert!(
+            e.contains("max_parallelism 2 is less than the parallelism 3"),
+            "{e}"
+        );
+        // Out of range: a parse error naming the field.
+        let job = JobFile::parse(
+            &GOOD.replace("name: demo\n", "name: demo\nmax_parallelism: 0\n"),
+            "job.yaml",
+        );
+        let e = job.map(|j| j.problems.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+        let e = format!("{e:?}");
+        assert!(
+            e.contains("max_parallelism") && e.contains("from 1 to 32768"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn builds_a_good_job() {

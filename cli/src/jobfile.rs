@@ -34,9 +34,10 @@ use tidemark_runtime::{
 };
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 13] = [
+pub const TOP_LEVEL_FIELDS: [&str; 14] = [
     "name",
     "parallelism",
+    "max_parallelism",
     "buffer_timeout",
     "channel_capacity",
     "chaining",
@@ -54,9 +55,15 @@ pub const LATENCY_FIELDS: [&str; 4] = ["interval", "granularity", "history_size"
 /// The fields of the `e2e` section (record end-to-end latency).
 pub const E2E_FIELDS: [&str; 1] = ["buckets"];
 /// The fields of the `checkpoint` section.
-pub const CHECKPOINT_FIELDS: [&str; 1] = ["interval"];
+pub const CHECKPOINT_FIELDS: [&str; 3] = ["interval", "dir", "retain"];
 /// The fields every vertex has, besides its component's own.
-pub const VERTEX_FIELDS: [&str; 4] = ["type", "input", "parallelism", "partition"];
+pub const VERTEX_FIELDS: [&str; 5] = [
+    "type",
+    "input",
+    "parallelism",
+    "max_parallelism",
+    "partition",
+];
 /// The event-time fields every source has, besides its component's own: applied by the
 /// runtime to whatever the source emits ([`SourceOptions`]).
 pub const SOURCE_EVENT_TIME_FIELDS: [&str; 4] = [
@@ -83,6 +90,8 @@ pub struct JobFile {
     pub name: String,
     /// The default parallelism of every vertex.
     pub parallelism: Option<NonZeroUsize>,
+    /// The default number of key groups of every vertex (`max_parallelism`).
+    pub max_parallelism: Option<u32>,
     /// The buffer timeout.
     pub buffer_timeout: Option<Duration>,
     /// Batches each channel holds before its sender blocks.
@@ -95,6 +104,10 @@ pub struct JobFile {
     pub idle_strategy: Option<IdleStrategy>,
     /// `checkpoint.interval`: barriers for at-least-once delivery (`docs/kafka.md`).
     pub checkpoint_interval: Option<Duration>,
+    /// `checkpoint.dir`: where checkpoints are written (relative to the working directory).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// `checkpoint.retain`: complete checkpoints kept.
+    pub checkpoint_retain: Option<usize>,
     /// The `latency` section.
     pub latency: LatencySection,
     /// `e2e.buckets`: the bucket bounds of `tidemark_record_e2e_latency_seconds`.
@@ -135,6 +148,8 @@ pub struct VertexSpec {
     pub inputs: Vec<String>,
     /// Its own parallelism, overriding the job's default.
     pub parallelism: Option<NonZeroUsize>,
+    /// Its own number of key groups, overriding the job's `max_parallelism`.
+    pub max_parallelism: Option<u32>,
     /// The partitioning of its input edges.
     pub partition: Option<Partitioning>,
     /// `exchange:` of an operator or sink: its input edges cross instances through Kafka
@@ -441,6 +456,7 @@ impl<'de> serde::Deserialize<'de> for Written {
 struct TopLevel {
     name: Written,
     parallelism: Written,
+    max_parallelism: Written,
     buffer_timeout: Written,
     channel_capacity: Written,
     chaining: Written,
@@ -476,6 +492,8 @@ struct E2eFields {
 #[serde(default, deny_unknown_fields)]
 struct CheckpointFields {
     interval: Written,
+    dir: Written,
+    retain: Written,
 }
 
 /// The fields of a source's `watermarks` ([`WATERMARK_FIELDS`]).
@@ -496,6 +514,7 @@ struct VertexFields {
     type_name: Written,
     input: Written,
     parallelism: Written,
+    max_parallelism: Written,
     partition: Written,
     exchange: Written,
     timestamp_before_max: Written,
@@ -676,6 +695,8 @@ impl Parser {
             );
         }
         let parallelism = (top.parallelism).read(|v| self.parallelism(&["parallelism"], None, v));
+        let max_parallelism =
+            (top.max_parallelism).read(|v| self.max_parallelism(&["max_parallelism"], None, v));
         let buffer_timeout =
             (top.buffer_timeout).read(|v| self.duration(&["buffer_timeout"], None, v));
         let channel_capacity = top.channel_capacity.read(|v| self.channel_capacity(v));
@@ -691,9 +712,31 @@ impl Parser {
             e2e.and_then(|e| e.buckets.read(|v| self.buckets(&["e2e", "buckets"], v)));
         let checkpoint = (top.checkpoint)
             .read(|v| self.section::<CheckpointFields>("checkpoint", "a mapping with interval", v));
-        let checkpoint_interval = checkpoint.and_then(|c| {
+        let checkpoint_interval = checkpoint.as_ref().and_then(|c| {
             c.interval
                 .read(|v| self.duration(&["checkpoint", "interval"], None, v))
+        });
+        let checkpoint_dir = checkpoint.as_ref().and_then(|c| {
+            c.dir.read(|v| match v {
+                Value::String(s) if !s.trim().is_empty() => Some(PathBuf::from(s)),
+                other => {
+                    let problem = wrong_type("dir", "a directory path as a string", other);
+                    self.fail(&["checkpoint", "dir"], None, problem)
+                }
+            })
+        });
+        let checkpoint_retain = checkpoint.as_ref().and_then(|c| {
+            c.retain.read(|v| match v.as_u64() {
+                Some(n @ 1..=1000) => Some(n as usize),
+                _ => {
+                    let expected = "a whole number of checkpoints from 1 to 1000";
+                    self.fail(
+                        &["checkpoint", "retain"],
+                        None,
+                        wrong_type("retain", expected, v),
+                    )
+                }
+            })
         });
 
         let mut vertices = Vec::new();
@@ -745,12 +788,15 @@ impl Parser {
             dir: PathBuf::from("."),
             name: name.unwrap_or_default(),
             parallelism,
+            max_parallelism,
             buffer_timeout,
             channel_capacity,
             chaining,
             e2e_latency_everywhere,
             idle_strategy,
             checkpoint_interval,
+            checkpoint_dir,
+            checkpoint_retain,
             latency,
             e2e_buckets,
             vertices,
@@ -854,6 +900,25 @@ impl Parser {
             }
         };
         self.fail(path, vertex, Problem::Parallelism { field, error })
+    }
+
+    /// `max_parallelism`: the number of key groups, 1 to 32768 (checked against the vertex's
+    /// parallelism when the graph is built).
+    fn max_parallelism(
+        &mut self,
+        path: &[&str],
+        vertex: Option<VertexRef>,
+        v: &Value,
+    ) -> Option<u32> {
+        let max = tidemark_runtime::key_group::MAX_KEY_GROUPS;
+        match v.as_u64() {
+            Some(n) if (1..=max as u64).contains(&n) => Some(n as u32),
+            _ => {
+                debug_assert_eq!(max, 32_768);
+                let expected = "a whole number of key groups from 1 to 32768";
+                self.fail(path, vertex, wrong_type("max_parallelism", expected, v))
+            }
+        }
     }
 
     /// `channel_capacity`: a whole number of batches within the bounds `--channel-capacity`
@@ -1107,6 +1172,8 @@ impl Parser {
         };
         let parallelism =
             (fields.parallelism).read(|v| self.parallelism(&at("parallelism"), vertex.clone(), v));
+        let max_parallelism = (fields.max_parallelism)
+            .read(|v| self.max_parallelism(&at("max_parallelism"), vertex.clone(), v));
         let partition = fields.partition.read(|v| match source {
             true => self.fail(&at("partition"), vertex.clone(), Problem::PartitionOnSource),
             false => self.partition(&at("partition"), &vref, v),
@@ -1145,6 +1212,7 @@ impl Parser {
             type_name: type_name.unwrap_or_default(),
             inputs,
             parallelism,
+            max_parallelism,
             partition,
             exchange,
             source_options,
@@ -1453,7 +1521,7 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, sources, \
+             max_parallelism, buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, sources, \
              operators, sinks; did you mean \"parallelism\"?"
         );
     }

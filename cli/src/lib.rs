@@ -229,6 +229,8 @@ impl Loader {
             Err(e) if job.problems.is_empty() => return Err(e.into()),
             Err(_) => return Err(JobFileErrors(job.problems).into()),
         };
+        // `-D pipeline.max-parallelism` over the file's top-level `max_parallelism`.
+        job.max_parallelism = settings.max_parallelism;
         let graph = build::build_graph_in(
             &job,
             settings.parallelism,

@@ -35,6 +35,14 @@ pub const CHAINING_KEY: &str = "pipeline.operator-chaining.enabled";
 pub const E2E_EVERYWHERE_KEY: &str = "metrics.e2e-latency.everywhere";
 /// `-D` key of the checkpoint interval (Flink's).
 pub const CHECKPOINT_INTERVAL_KEY: &str = "execution.checkpointing.interval";
+/// `-D` key of the default number of key groups (Flink's).
+pub const MAX_PARALLELISM_KEY: &str = "pipeline.max-parallelism";
+/// `-D` key of the checkpoint directory (Flink's).
+pub const CHECKPOINT_DIR_KEY: &str = "execution.checkpointing.dir";
+/// `-D` key of the number of complete checkpoints kept (Flink's).
+pub const CHECKPOINT_RETAIN_KEY: &str = "state.checkpoints.num-retained";
+/// Complete checkpoints kept unless `checkpoint.retain` says otherwise.
+pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
 /// `-D` key of how tasks wait when they have nothing to do.
 pub const IDLE_STRATEGY_KEY: &str = "execution.idle-strategy";
 
@@ -114,7 +122,7 @@ impl std::fmt::Debug for SettingSpec {
 }
 
 /// Every setting, in the order help and `plan` list them.
-pub static SETTINGS: [SettingSpec; 11] = [
+pub static SETTINGS: [SettingSpec; 14] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
         json_name: "latency_interval",
@@ -353,6 +361,81 @@ pub static SETTINGS: [SettingSpec; 11] = [
         from_flags: |_, _, _| {},
     },
     SettingSpec {
+        key: CHECKPOINT_DIR_KEY,
+        json_name: "checkpoint_dir",
+        json_kind: JsonKind::Text,
+        file_field: Some("checkpoint.dir"),
+        flag: None,
+        default: "none",
+        help: "where checkpoints are written (<dir>/<job>/chk-<n>/), for `run --restore`; none: barriers for at-least-once only",
+        apply: |s, v| {
+            let v = v.trim();
+            s.checkpoint_dir = (!v.is_empty()).then(|| std::path::PathBuf::from(v));
+            Ok(())
+        },
+        show: |s| {
+            s.checkpoint_dir
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |d| d.display().to_string())
+        },
+        from_file: |f, s| {
+            if let Some(d) = &f.checkpoint_dir {
+                s.checkpoint_dir = Some(d.clone());
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
+    SettingSpec {
+        key: CHECKPOINT_RETAIN_KEY,
+        json_name: "checkpoint_retain",
+        json_kind: JsonKind::Number,
+        file_field: Some("checkpoint.retain"),
+        flag: None,
+        default: "3",
+        help: "complete checkpoints kept in the checkpoint directory (1 to 1000)",
+        apply: |s, v| {
+            s.checkpoint_retain = match v.trim().parse::<usize>() {
+                Ok(n @ 1..=1000) => n,
+                _ => return Err("expected a whole number of checkpoints from 1 to 1000".into()),
+            };
+            Ok(())
+        },
+        show: |s| s.checkpoint_retain.to_string(),
+        from_file: |f, s| {
+            if let Some(r) = f.checkpoint_retain {
+                s.checkpoint_retain = r;
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
+    SettingSpec {
+        key: MAX_PARALLELISM_KEY,
+        json_name: "max_parallelism",
+        json_kind: JsonKind::Text,
+        file_field: Some("max_parallelism"),
+        flag: None,
+        default: "auto",
+        help: "key groups of every vertex that sets none (1 to 32768, at least its parallelism); auto: parallelism * 1.5 rounded up to a power of two, at least 128",
+        apply: |s, v| {
+            let max = tidemark_runtime::key_group::MAX_KEY_GROUPS;
+            s.max_parallelism = match v.trim() {
+                "auto" => None,
+                t => match t.parse::<u32>() {
+                    Ok(n) if (1..=max).contains(&n) => Some(n),
+                    _ => return Err(format!("expected a whole number of key groups from 1 to {max}, or auto")),
+                },
+            };
+            Ok(())
+        },
+        show: |s| s.max_parallelism.map_or_else(|| "auto".to_string(), |m| m.to_string()),
+        from_file: |f, s| {
+            if let Some(m) = f.max_parallelism {
+                s.max_parallelism = Some(m);
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
+    SettingSpec {
         key: IDLE_STRATEGY_KEY,
         json_name: "idle_strategy",
         json_kind: JsonKind::Text,
@@ -420,6 +503,12 @@ pub struct FileSettings {
     pub e2e_buckets: Option<Buckets>,
     /// `checkpoint.interval`.
     pub checkpoint_interval: Option<Duration>,
+    /// `checkpoint.dir`, resolved against the job file's directory.
+    pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// `checkpoint.retain`.
+    pub checkpoint_retain: Option<usize>,
+    /// `max_parallelism`.
+    pub max_parallelism: Option<u32>,
     /// `idle_strategy`.
     pub idle_strategy: Option<IdleStrategy>,
 }
@@ -436,6 +525,9 @@ impl FileSettings {
             latency: job.latency.clone(),
             e2e_buckets: job.e2e_buckets.clone(),
             checkpoint_interval: job.checkpoint_interval,
+            checkpoint_dir: job.checkpoint_dir.as_ref().map(|d| job.dir.join(d)),
+            checkpoint_retain: job.checkpoint_retain,
+            max_parallelism: job.max_parallelism,
             idle_strategy: job.idle_strategy,
         }
     }
@@ -465,6 +557,12 @@ pub struct Settings {
     pub e2e_buckets: Buckets,
     /// How often sources start a checkpoint; `None`: no checkpoints.
     pub checkpoint_interval: Option<Duration>,
+    /// Where checkpoints are written; `None`: barriers for at-least-once only.
+    pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Complete checkpoints kept in the directory.
+    pub checkpoint_retain: usize,
+    /// Key groups of every vertex that sets none; `None`: the default for its parallelism.
+    pub max_parallelism: Option<u32>,
     /// How tasks wait when they have nothing to do.
     pub idle_strategy: IdleStrategy,
 }
@@ -509,6 +607,9 @@ impl Settings {
             marker_buckets: Buckets::marker_latency(),
             e2e_buckets: Buckets::e2e_latency(),
             checkpoint_interval: None,
+            checkpoint_dir: None,
+            checkpoint_retain: DEFAULT_CHECKPOINT_RETAIN,
+            max_parallelism: None,
             idle_strategy: IdleStrategy::Park,
         }
     }
@@ -611,6 +712,9 @@ mod tests {
             },
             e2e_buckets: None,
             checkpoint_interval: Some(Duration::from_secs(1)),
+            checkpoint_dir: Some("ckpt".into()),
+            checkpoint_retain: Some(5),
+            max_parallelism: Some(256),
             idle_strategy: Some(IdleStrategy::Spin),
         }
     }
@@ -860,7 +964,8 @@ mod tests {
              metrics.latency.interval, metrics.latency.granularity, metrics.latency.history-size, \
              execution.buffer-timeout, execution.channel-capacity, parallelism.default, metrics.reporter.prom.port, \
              pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere, \
-             execution.checkpointing.interval, execution.idle-strategy; \
+             execution.checkpointing.interval, execution.checkpointing.dir, \
+             state.checkpoints.num-retained, pipeline.max-parallelism, execution.idle-strategy; \
              did you mean \"metrics.latency.interval\"?"
         );
     }

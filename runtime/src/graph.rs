@@ -171,6 +171,8 @@ pub struct Vertex {
     pub(crate) type_name: Option<String>,
     /// Each subtask gets whole keys (see [`JobGraph::set_partitioned_by_key`]).
     pub(crate) partitioned_by_key: bool,
+    /// Its number of key groups, when set ([`JobGraph::set_max_parallelism`]).
+    pub(crate) max_parallelism: Option<u32>,
 }
 
 impl Vertex {
@@ -190,6 +192,13 @@ impl Vertex {
     /// Whether it groups records by key (see [`JobGraph::set_keyed`]).
     pub fn is_keyed(&self) -> bool {
         self.keyed
+    }
+    /// Its number of key groups ([`crate::key_group`]): the one set with
+    /// [`JobGraph::set_max_parallelism`], or the default for its parallelism
+    /// ([`default_max_parallelism`](crate::key_group::default_max_parallelism)).
+    pub fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+            .unwrap_or_else(|| crate::key_group::default_max_parallelism(self.parallelism))
     }
     /// Source, operator or sink.
     pub fn kind(&self) -> VertexKind {
@@ -292,6 +301,14 @@ pub enum GraphError {
     /// A graph with no source.
     #[error("the job has no source")]
     NoSource,
+    /// A `max_parallelism` out of range or below the parallelism.
+    #[error("vertex \"{id}\": {error}")]
+    MaxParallelism {
+        /// The vertex.
+        id: String,
+        /// What is wrong.
+        error: crate::key_group::MaxParallelismError,
+    },
 }
 
 /// A job graph under construction. Add vertices with their factories, then connect them.
@@ -371,6 +388,7 @@ impl JobGraph {
             keyed: false,
             type_name: None,
             partitioned_by_key: false,
+            max_parallelism: None,
         });
         Ok(VertexId(self.vertices.len() - 1))
     }
@@ -430,6 +448,14 @@ impl JobGraph {
     /// parallelism 1 its input edges must be `hash` ([`GraphError::KeyedNotHashed`]).
     pub fn set_keyed(&mut self, vertex: VertexId, keyed: bool) {
         self.vertices[vertex.0].keyed = keyed;
+    }
+
+    /// Sets a vertex's number of key groups, its `max_parallelism` (1 to
+    /// [`MAX_KEY_GROUPS`](crate::key_group::MAX_KEY_GROUPS), at least its parallelism; checked
+    /// by [`JobGraph::validate`]). Keyed state is stored per key group, so a checkpoint restores
+    /// only into the same `max_parallelism`.
+    pub fn set_max_parallelism(&mut self, vertex: VertexId, max_parallelism: u32) {
+        self.vertices[vertex.0].max_parallelism = Some(max_parallelism);
     }
 
     /// Records the component type a vertex was built from, for the plan (`plan`, DOT).
@@ -550,6 +576,16 @@ impl JobGraph {
             problems.extend(self.edge_problems(edge, &self.edges[..i]));
         }
         for (i, v) in self.vertices.iter().enumerate() {
+            if let Some(max) = v.max_parallelism {
+                if let Err(error) =
+                    crate::key_group::check_max_parallelism(max as u64, v.parallelism)
+                {
+                    problems.push(GraphError::MaxParallelism {
+                        id: v.id.clone(),
+                        error,
+                    });
+                }
+            }
             if v.kind() != VertexKind::Source && self.inputs(VertexId(i)).next().is_none() {
                 problems.push(GraphError::MissingInput {
                     kind: v.kind().as_str(),

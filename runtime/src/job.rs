@@ -504,7 +504,11 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
             for (ei, e) in plan.edges.iter().enumerate() {
                 if e.from == last {
                     let writers = writers_by_edge[ei][s].take().expect("writers taken once");
-                    outs.push(EdgeWriter::new(e.partitioning, writers));
+                    outs.push(EdgeWriter::new(
+                        e.partitioning,
+                        writers,
+                        graph.vertices[e.to.0].max_parallelism(),
+                    ));
                 }
             }
             let router = (!outs.is_empty()).then(|| {

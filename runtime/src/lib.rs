@@ -16,6 +16,7 @@
 //! | [`event_time`] | per-source timestamp checks and watermarks ([`SourceOptions`]), per split ([`SplitWatermarks`]) |
 //! | [`plan`] | [`ExecutionPlan`]: chaining vertices into tasks, channels between them |
 //! | [`config`] | [`JobConfig`]: markers, buffer timeout, batch size, seed, clock |
+//! | [`key_group`] | key groups: `max_parallelism`, the key-group hash, each subtask's range |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
@@ -57,6 +58,7 @@ pub mod event_time;
 pub mod exporter;
 pub mod graph;
 pub mod job;
+pub mod key_group;
 pub mod metrics;
 pub mod name;
 pub mod output;

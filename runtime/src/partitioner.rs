@@ -4,13 +4,15 @@
 use crate::batch::Event;
 use crate::channel::{Aborted, ChannelWriter, SendContext};
 use crate::graph::Partitioning;
+use crate::key_group::Owners;
 use crate::record::Record;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use std::time::{Duration, Instant};
 
 /// Maps a key to one of `n` channels: a multiplicative (Fibonacci) hash, then a multiply-shift
-/// range reduction, so no division is done per record.
+/// range reduction, so no division is done per record. (Hash edges route by key group instead,
+/// [`crate::key_group`], so that keyed state can be checkpointed and rescaled.)
 #[inline]
 pub fn hash_channel(key: u64, n: usize) -> usize {
     let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -21,6 +23,8 @@ pub fn hash_channel(key: u64, n: usize) -> usize {
 pub(crate) struct EdgeWriter {
     partitioning: Partitioning,
     channels: Vec<ChannelWriter>,
+    /// A hash edge: the channel owning each key group of the target vertex.
+    owners: Owners,
     next: usize,
     /// Records handed to this edge so far, times the copies each one makes (the channels, for
     /// broadcast); what the channels did not send of it was left undelivered.
@@ -28,8 +32,16 @@ pub(crate) struct EdgeWriter {
 }
 
 impl EdgeWriter {
-    pub(crate) fn new(partitioning: Partitioning, channels: Vec<ChannelWriter>) -> Self {
+    /// An edge over `channels`; a hash edge routes by the key groups of `max_parallelism` (the
+    /// target vertex's, see [`crate::key_group`]).
+    pub(crate) fn new(
+        partitioning: Partitioning,
+        channels: Vec<ChannelWriter>,
+        max_parallelism: u32,
+    ) -> Self {
+        let owners = Owners::new(channels.len(), max_parallelism);
         EdgeWriter {
+            owners,
             partitioning,
             channels,
             next: 0,
@@ -60,7 +72,8 @@ impl EdgeWriter {
             Partitioning::Hash if n <= MANY_CHANNELS => self.write_hashed_many(records, cx),
             Partitioning::Hash => {
                 for r in records {
-                    self.channels[hash_channel(r.routing_hash(), n)].push(r.clone(), cx)?;
+                    let c = self.owners.channel(r.routing_hash());
+                    self.channels[c].push(r.clone(), cx)?;
                 }
                 Ok(())
             }
@@ -98,8 +111,9 @@ impl EdgeWriter {
             let (now, rest) = records.split_at(records.len().min(room0.min(room1)));
             let bases: [*mut Record; 2] = [base0, base1];
             let (mut k0, mut k1) = (0usize, 0usize);
+            let owners = &self.owners;
             for r in now {
-                let c = hash_channel(r.routing_hash(), 2);
+                let c = owners.channel(r.routing_hash()) & 1;
                 // A select, not a branch: the channel is as good as random.
                 let k = if c == 0 { k0 } else { k1 };
                 // SAFETY: `bases[c]` is the first free slot of channel `c`'s pending batch,
@@ -148,8 +162,10 @@ impl EdgeWriter {
             // As many records as every batch has room for, whatever their channels.
             let (now, rest) = records.split_at(room);
             let mut counts = [0usize; MANY_CHANNELS];
+            let owners = &self.owners;
             for r in now {
-                let c = hash_channel(r.routing_hash(), n);
+                // The owner of the record's key group: below `n`.
+                let c = owners.channel(r.routing_hash()) % MANY_CHANNELS;
                 let k = counts[c];
                 // SAFETY: `c < n`, so `bases[c]` is the first free slot of channel `c`'s
                 // pending batch, with room for `now.len()` records, and `k` counts the records
@@ -305,7 +321,7 @@ mod tests {
             ));
             receivers.push(rx);
         }
-        let mut edge = EdgeWriter::new(Partitioning::Hash, writers);
+        let mut edge = EdgeWriter::new(Partitioning::Hash, writers, 128);
         let abort = AtomicBool::new(false);
         let mut backpressured = Duration::ZERO;
         let mut cx = SendContext {
@@ -365,7 +381,13 @@ mod tests {
             for (c, received) in got.iter().enumerate() {
                 let expected: Vec<Record> = records
                     .iter()
-                    .filter(|r| hash_channel(r.routing_hash(), n) == c)
+                    .filter(|r| {
+                        crate::key_group::owner(
+                            crate::key_group::key_group(r.routing_hash(), 128),
+                            n,
+                            128,
+                        ) == c
+                    })
                     .cloned()
                     .collect();
                 assert_eq!(
@@ -397,10 +419,29 @@ mod tests {
     }
 
     #[test]
+    fn hash_edges_route_by_key_group_pinned_per_key() {
+        // A hash edge sends a key to the owner of its key group (max_parallelism 128 here):
+        // pinned values computed apart from this code (Python: g = ((k * 0x9E3779B97F4A7C15
+        // mod 2^64) >> 32) mod 128, subtask = g * n // 128). A change of routing moves keyed
+        // state between subtasks, so a checkpoint would restore keys where they are not.
+        for (key, n, channel) in [
+            (42u64, 4usize, 3usize),
+            (0, 4, 0),
+            (1, 4, 1),
+            (7, 3, 0),
+            (1000, 8, 1),
+            (123_456_789, 2, 0),
+        ] {
+            let routed = route(n, 16, &[Record::new(key, 0.0, 0)], 1);
+            assert_eq!(routed[channel].len(), 1, "key {key}, n {n}: {routed:?}");
+        }
+    }
+
+    #[test]
     fn hash_channel_is_pinned_per_key() {
-        // Pinned values (computed apart from this code: the top bits of key * 0x9E3779B97F4A7C15
-        // mod 2^64, scaled to n), so a change of the hash, which would move keys between
-        // subtasks of a keyed operator across versions, fails here.
+        // Pinned values of the public `hash_channel` (computed apart from this code: the top
+        // bits of key * 0x9E3779B97F4A7C15 mod 2^64, scaled to n). Hash edges no longer use it:
+        // they route by key group (`crate::key_group`).
         for (key, n, channel) in [
             (42, 4, 3),
             (0, 4, 0),

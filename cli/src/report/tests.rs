@@ -539,6 +539,9 @@ fn every_setting_of_the_table_is_in_the_report() {
             "chaining": false,
             "e2e_latency_everywhere": false,
             "checkpoint_interval": "2s",
+            "checkpoint_dir": "none",
+            "checkpoint_retain": 3,
+            "max_parallelism": "auto",
             "idle_strategy": "spin",
         })
     );

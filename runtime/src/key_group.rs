@@ -1,0 +1,285 @@
+//! Key groups (Flink's design): the unit keyed state is stored, routed and moved in.
+//!
+//! A keyed vertex has a `max_parallelism` `M` (1 to [`MAX_KEY_GROUPS`]): its key space is cut
+//! into `M` key groups, and
+//!
+//! ```text
+//! key_group(key) = (routing_hash(key) · 0x9E3779B97F4A7C15 mod 2^64) >> 32   mod M
+//! ```
+//!
+//! where `routing_hash` is [`Value::routing_hash`](crate::Value::routing_hash) (an int key is
+//! its own hash). The multiplication (a Fibonacci hash) spreads keys that differ only in their
+//! low bits, such as consecutive ints; its top 32 bits are then reduced modulo `M`. The mapping
+//! depends on nothing but the key and `M`: not on the parallelism, the machine or the version
+//! (the values are pinned by a test). Subtask `i` of `P` owns the contiguous range
+//! [`KeyGroupRange::of_subtask`] `[ceil(i·M/P), ceil((i+1)·M/P))`, so key group `g` is owned by
+//! subtask `g·P / M` ([`owner`]). A hash edge routes each record to the owner of its key group,
+//! so a key's state lives in exactly one subtask, and another parallelism only moves whole key
+//! groups between subtasks.
+
+use std::fmt;
+
+/// The most key groups a vertex may have (Flink's upper bound too).
+pub const MAX_KEY_GROUPS: u32 = 32_768;
+
+/// The default `max_parallelism` of a vertex of parallelism `p`, as Flink's: `p + p/2` rounded
+/// up to a power of two, at least 128 and at most [`MAX_KEY_GROUPS`].
+pub fn default_max_parallelism(p: usize) -> u32 {
+    let p = p as u64;
+    (p + p / 2)
+        .next_power_of_two()
+        .clamp(128, MAX_KEY_GROUPS as u64) as u32
+}
+
+/// Why a `max_parallelism` does not fit a vertex.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MaxParallelismError {
+    /// Outside 1..=[`MAX_KEY_GROUPS`].
+    #[error("max_parallelism must be from 1 to {MAX_KEY_GROUPS}, found {0}")]
+    OutOfRange(u64),
+    /// Smaller than the vertex's parallelism: some subtask would own no key group.
+    #[error("max_parallelism {max} is less than the parallelism {parallelism}")]
+    BelowParallelism {
+        /// The max parallelism.
+        max: u32,
+        /// The vertex's parallelism.
+        parallelism: usize,
+    },
+}
+
+/// Checks a `max_parallelism` for a vertex of `parallelism`.
+pub fn check_max_parallelism(max: u64, parallelism: usize) -> Result<u32, MaxParallelismError> {
+    if max == 0 || max > MAX_KEY_GROUPS as u64 {
+        return Err(MaxParallelismError::OutOfRange(max));
+    }
+    let max = max as u32;
+    if (max as usize) < parallelism {
+        return Err(MaxParallelismError::BelowParallelism { max, parallelism });
+    }
+    Ok(max)
+}
+
+/// The key group of a key whose [routing hash](crate::Record::routing_hash) is `hash`, among
+/// `max_parallelism` key groups (see the module docs).
+#[inline]
+pub fn key_group(hash: u64, max_parallelism: u32) -> u32 {
+    KeyGroups::new(max_parallelism).of(hash)
+}
+
+/// The subtask of `parallelism` that owns key group `group` of `max_parallelism`.
+#[inline]
+pub fn owner(group: u32, parallelism: usize, max_parallelism: u32) -> usize {
+    (group as u64 * parallelism as u64 / max_parallelism as u64) as usize
+}
+
+/// [`key_group`] for one `max_parallelism`, with the modulo turned into two multiplications
+/// (Lemire's fastmod: exact for every 32-bit dividend), for the per-record path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyGroups {
+    max: u32,
+    magic: u64,
+}
+
+impl KeyGroups {
+    /// Key groups `0..max_parallelism` (at least 1).
+    pub fn new(max_parallelism: u32) -> Self {
+        let max = max_parallelism.max(1);
+        KeyGroups {
+            max,
+            magic: (u64::MAX / max as u64).wrapping_add(1),
+        }
+    }
+
+    /// How many key groups.
+    pub fn max_parallelism(&self) -> u32 {
+        self.max
+    }
+
+    /// The key group of routing hash `hash`.
+    #[inline]
+    pub fn of(&self, hash: u64) -> u32 {
+        let h = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
+        if self.max == 1 {
+            return 0;
+        }
+        let low = self.magic.wrapping_mul(h as u64);
+        ((low as u128 * self.max as u128) >> 64) as u32
+    }
+}
+
+/// A contiguous range of key groups `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyGroupRange {
+    /// The first key group.
+    pub start: u32,
+    /// One past the last key group.
+    pub end: u32,
+}
+
+impl KeyGroupRange {
+    /// The key groups subtask `subtask` of `parallelism` owns among `max_parallelism`:
+    /// `[ceil(i·M/P), ceil((i+1)·M/P))`.
+    pub fn of_subtask(subtask: usize, parallelism: usize, max_parallelism: u32) -> Self {
+        let m = max_parallelism as u64;
+        let p = parallelism.max(1) as u64;
+        let i = subtask as u64;
+        KeyGroupRange {
+            start: (i * m).div_ceil(p) as u32,
+            end: ((i + 1) * m).div_ceil(p) as u32,
+        }
+    }
+
+    /// Whether `group` is in the range.
+    pub fn contains(&self, group: u32) -> bool {
+        (self.start..self.end).contains(&group)
+    }
+
+    /// Whether the two ranges share a key group.
+    pub fn overlaps(&self, other: &KeyGroupRange) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+
+    /// How many key groups.
+    pub fn len(&self) -> u32 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// True for an empty range.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl fmt::Display for KeyGroupRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.start, self.end)
+    }
+}
+
+/// Per key group, the subtask that owns it: the routing table of a hash edge (one byte pair per
+/// key group, so a lookup per record instead of a division).
+#[derive(Clone, Debug)]
+pub(crate) struct Owners {
+    groups: KeyGroups,
+    owner: Box<[u16]>,
+}
+
+impl Owners {
+    pub(crate) fn new(parallelism: usize, max_parallelism: u32) -> Self {
+        let groups = KeyGroups::new(max_parallelism);
+        let owner = (0..groups.max_parallelism())
+            .map(|g| owner(g, parallelism, groups.max_parallelism()) as u16)
+            .collect();
+        Owners { groups, owner }
+    }
+
+    /// The channel (subtask) of routing hash `hash`.
+    #[inline]
+    pub(crate) fn channel(&self, hash: u64) -> usize {
+        let g = self.groups.of(hash) as usize;
+        // `of` is below `max_parallelism`, the table's length.
+        self.owner[g] as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Value;
+
+    #[test]
+    fn default_max_parallelism_is_flinks() {
+        assert_eq!(default_max_parallelism(1), 128);
+        assert_eq!(default_max_parallelism(2), 128);
+        assert_eq!(default_max_parallelism(100), 256);
+        assert_eq!(default_max_parallelism(1024), 2048);
+        assert_eq!(default_max_parallelism(30_000), 32_768);
+    }
+
+    #[test]
+    fn max_parallelism_is_checked() {
+        assert_eq!(check_max_parallelism(128, 4), Ok(128));
+        assert_eq!(
+            check_max_parallelism(0, 1),
+            Err(MaxParallelismError::OutOfRange(0))
+        );
+        assert_eq!(
+            check_max_parallelism(32_769, 1),
+            Err(MaxParallelismError::OutOfRange(32_769))
+        );
+        assert_eq!(
+            check_max_parallelism(3, 4),
+            Err(MaxParallelismError::BelowParallelism {
+                max: 3,
+                parallelism: 4
+            })
+        );
+    }
+
+    #[test]
+    fn key_groups_are_the_hash_mod_max_parallelism() {
+        // Computed apart from `KeyGroups` (a plain `%`), for every M that matters.
+        for m in [1u32, 2, 3, 7, 128, 1000, 32_768] {
+            let groups = KeyGroups::new(m);
+            for key in (0..5000u64).chain([u64::MAX, 1 << 40, 0xDEAD_BEEF_CAFE]) {
+                let top = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
+                assert_eq!(groups.of(key), top % m, "key {key}, M {m}");
+            }
+        }
+    }
+
+    #[test]
+    fn key_groups_are_pinned() {
+        // Pinned: a change here moves keys between key groups, so a checkpoint written by an
+        // older version would restore keys into the wrong subtask. Never change these. The int
+        // keys' groups were computed apart from this code (Python: `((k mod 2^64) *
+        // 0x9E3779B97F4A7C15 mod 2^64 >> 32) mod M`); the string keys' were recorded from this
+        // version (their routing hash is rustc-hash's FxHasher over the string).
+        for (key, m, group) in [
+            (Value::Int(0), 128, 0),
+            (Value::Int(1), 128, 57),
+            (Value::Int(42), 128, 110),
+            (Value::Int(-1), 128, 70),
+            (Value::Int(7), 1000, 202),
+            (Value::from("u1"), 128, 96),
+            (Value::from("user-17"), 32_768, 23_641),
+        ] {
+            assert_eq!(
+                key_group(key.routing_hash(), m),
+                group,
+                "key {key:?}, M {m}"
+            );
+        }
+    }
+
+    #[test]
+    fn ranges_cover_every_key_group_once_and_owner_agrees() {
+        for m in [1u32, 2, 5, 128, 130, 1000] {
+            for p in 1..=(m as usize).min(9) {
+                let mut next = 0;
+                for i in 0..p {
+                    let r = KeyGroupRange::of_subtask(i, p, m);
+                    assert_eq!(r.start, next, "M {m}, P {p}, subtask {i}");
+                    assert!(!r.is_empty(), "M {m}, P {p}, subtask {i}");
+                    for g in r.start..r.end {
+                        assert_eq!(owner(g, p, m), i, "M {m}, P {p}, group {g}");
+                    }
+                    next = r.end;
+                }
+                assert_eq!(next, m);
+            }
+        }
+        assert_eq!(
+            KeyGroupRange::of_subtask(1, 3, 128),
+            KeyGroupRange { start: 43, end: 86 }
+        );
+    }
+
+    #[test]
+    fn owners_route_to_the_owner_of_the_key_group() {
+        let owners = Owners::new(3, 128);
+        for key in 0..10_000u64 {
+            assert_eq!(owners.channel(key), owner(key_group(key, 128), 3, 128));
+        }
+    }
+}
