@@ -446,6 +446,31 @@ impl KeyedAccs {
         }
     }
 
+    /// Writes every key's accumulators into `out` (through the keyed-state API: each key into
+    /// its key group): `reduce`'s checkpoint.
+    pub(crate) fn snapshot(
+        &self,
+        out: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
+        for (key, accs) in self.iter() {
+            out.put(&key, accs)?;
+        }
+        Ok(())
+    }
+
+    /// Takes back the accumulators of the keys in `state` ([`KeyedAccs::snapshot`]).
+    pub(crate) fn restore(
+        &mut self,
+        state: &tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
+        for (key, accs) in state.decoded::<Vec<Acc>>()? {
+            for (into, from) in self.get(&key).iter_mut().zip(&accs) {
+                *into = *from;
+            }
+        }
+        Ok(())
+    }
+
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
         self.dense.fill(Acc::default());
@@ -453,6 +478,60 @@ impl KeyedAccs {
         self.sparse.clear();
         self.sparse_keys.clear();
         self.sparse_accs.clear();
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use tidemark_runtime::key_group::KeyGroupRange;
+    use tidemark_runtime::keyed_state::KeyedSnapshot;
+    use tidemark_runtime::state_codec::{decode, encode};
+
+    fn contents(state: &KeyedAccs) -> Vec<(String, Vec<Acc>)> {
+        let mut all: Vec<(String, Vec<Acc>)> = state
+            .iter()
+            .map(|(k, a)| (format!("{k:?}"), a.to_vec()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    proptest! {
+        /// `reduce`'s state (dense small int keys, hashed other keys), snapshot and restored
+        /// over `p` subtasks: the union of the parts is the state, each key once.
+        #[test]
+        fn keyed_accs_come_back_equal(
+            keys in prop::collection::vec(prop_oneof![
+                (-3i64..300).prop_map(Value::Int),
+                "[a-z]{1,4}".prop_map(|s| Value::from(s.as_str())),
+            ], 0..60),
+            values in prop::collection::vec(any::<(u32, i32)>(), 60),
+            dense in any::<bool>(),
+            width in 1usize..4,
+            p in 1usize..5,
+        ) {
+            let make = || if dense { KeyedAccs::new(width) } else { KeyedAccs::hashed(width) };
+            let mut state = make();
+            for (key, (c, b)) in keys.iter().zip(&values) {
+                for acc in state.get(key) {
+                    acc.counted += u64::from(*c);
+                    acc.bits = acc.bits.wrapping_add(*b as u64);
+                }
+            }
+            let mut snapshot = KeyedSnapshot::new(32);
+            state.snapshot(&mut snapshot).unwrap();
+            let snapshot: KeyedSnapshot = decode(&encode(&snapshot).unwrap()).unwrap();
+            let mut union = Vec::new();
+            for i in 0..p {
+                let mut part = make();
+                part.restore(&snapshot.part(KeyGroupRange::of_subtask(i, p, 32))).unwrap();
+                union.extend(contents(&part));
+            }
+            union.sort_by(|a, b| a.0.cmp(&b.0));
+            prop_assert_eq!(union, contents(&state));
+        }
     }
 }
 

@@ -171,7 +171,7 @@ fn add(sum: Number, n: Number) -> Number {
 /// The state of one aggregate for one key: the one accumulator of every `window` and `reduce`
 /// (the old single `aggregate` keeps its doubles in it too, see `aggregate.rs`). Two
 /// words, so that a key's state is small.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Acc {
     /// Records (count) or non-null values (the others) seen; [`DOUBLE`] set when `bits` hold
     /// a double.

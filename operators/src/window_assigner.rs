@@ -271,6 +271,11 @@ impl<S> AlignedWindows<S> {
         self.windows.len()
     }
 
+    /// Every window kept, in window order, with its slot (for a checkpoint).
+    pub fn iter(&self) -> impl Iterator<Item = (Window, &Slot<S>)> {
+        self.windows.values().map(|(w, s)| (*w, s))
+    }
+
     /// Whether no window is kept.
     pub fn is_empty(&self) -> bool {
         self.windows.is_empty()
@@ -465,6 +470,30 @@ impl<K: Clone + Eq + Hash, S> KeyedSessions<K, S> {
     /// Keys with sessions.
     pub fn keys(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Every key with its sessions (for a checkpoint), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &Sessions<S>)> {
+        self.keys.iter().map(|(k, (s, _))| (k, s))
+    }
+
+    /// Puts back a session of `key` a checkpoint held (sessions of one key never meet, so it
+    /// goes in its place by start), and the key's timer.
+    pub fn restore(&mut self, key: &K, window: Window, slot: Slot<S>, lateness: i64) {
+        if !self.keys.contains_key(key) {
+            self.keys.insert(key.clone(), (Sessions::default(), None));
+        }
+        let (sessions, timer) = self.keys.get_mut(key).expect("inserted above");
+        let at = sessions
+            .list
+            .partition_point(|(w, _)| w.start < window.start);
+        sessions.list.insert(at, (window, slot));
+        if let Some(next) = sessions.next_instant(lateness) {
+            if timer.is_none_or(|t| next < t) {
+                *timer = Some(next);
+                self.timers.entry(next).or_default().push(key.clone());
+            }
+        }
     }
 
     /// Time has progressed to `progress`: fires the due sessions of every key (in order of

@@ -15,6 +15,10 @@
 //! clones the key (an `Arc` for strings) and may grow the window's tables, which are reused
 //! for later windows.
 
+use std::collections::HashMap;
+
+use tidemark_runtime::keyed_state::KeyedSnapshot;
+use tidemark_runtime::state_codec::StateCodecError;
 use tidemark_runtime::value::{Map, Value};
 use tidemark_runtime::{Record, TimestampType};
 
@@ -22,7 +26,7 @@ use crate::aggregate::{self, KeyedAccs};
 use crate::aggregates::{Acc, Aggregates};
 use crate::config::Aggregate;
 use crate::expr::Number;
-use crate::window_assigner::{AlignedWindows, KeyedSessions, Window, WindowKind};
+use crate::window_assigner::{AlignedWindows, KeyedSessions, Slot, Window, WindowKind};
 
 /// Window tables kept for reuse, so steady state does not allocate.
 const SPARE: usize = 8;
@@ -107,6 +111,16 @@ impl Computed {
             }
         }
     }
+}
+
+/// One window of one key as a checkpoint keeps it: its bounds, whether it fired with them, and
+/// the key's accumulators in it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct SavedWindow {
+    start: i64,
+    end: i64,
+    fired: bool,
+    accs: Vec<Acc>,
 }
 
 /// Why a record was not added: all its windows have expired.
@@ -300,6 +314,74 @@ impl WindowState {
         }
     }
 
+    /// Writes every key's windows into `out` (through the keyed-state API, each key into its
+    /// key group), and the progress as the operator-wide value.
+    pub(crate) fn snapshot(&self, out: &mut KeyedSnapshot) -> Result<(), StateCodecError> {
+        out.set_shared(&self.progress)?;
+        let mut per_key: HashMap<Value, Vec<SavedWindow>> = HashMap::new();
+        for (window, slot) in self.aligned.iter() {
+            for (key, accs) in slot.state.iter() {
+                per_key
+                    .entry(key.into_owned())
+                    .or_default()
+                    .push(SavedWindow {
+                        start: window.start,
+                        end: window.end,
+                        fired: slot.fired,
+                        accs: accs.to_vec(),
+                    });
+            }
+        }
+        for (key, sessions) in self.sessions.iter() {
+            let saved = per_key.entry(key.clone()).or_default();
+            for (window, slot) in sessions.iter() {
+                saved.push(SavedWindow {
+                    start: window.start,
+                    end: window.end,
+                    fired: slot.fired,
+                    accs: slot.state.clone(),
+                });
+            }
+        }
+        for (key, windows) in &per_key {
+            out.put(key, windows)?;
+        }
+        Ok(())
+    }
+
+    /// Takes back the windows of the keys in `state` ([`WindowState::snapshot`] of one or
+    /// more old subtasks) and their progress (the least of theirs: with aligned barriers they
+    /// are all the same).
+    pub(crate) fn restore(&mut self, state: &KeyedSnapshot) -> Result<(), StateCodecError> {
+        if let Some(progress) = state.shared::<i64>()?.into_iter().min() {
+            self.progress = self.progress.max(progress);
+        }
+        let width = self.width;
+        for (key, windows) in state.decoded::<Vec<SavedWindow>>()? {
+            for saved in windows {
+                let window = Window::new(saved.start, saved.end);
+                let mut accs = saved.accs;
+                accs.resize(width, Acc::default());
+                if self.kind.is_session() {
+                    let slot = Slot {
+                        state: accs,
+                        fired: saved.fired,
+                    };
+                    self.sessions.restore(&key, window, slot, self.lateness);
+                } else {
+                    let computed = &self.computed;
+                    let slot = self.aligned.slot(window, || match computed {
+                        Computed::Value(_) => KeyedAccs::new(width),
+                        Computed::Aggregates(_) => KeyedAccs::hashed(width),
+                    });
+                    slot.state.get(&key).copy_from_slice(&accs);
+                    slot.fired |= saved.fired;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The end of input: every window that has not fired fires, and all are forgotten.
     pub(crate) fn finish(&mut self, mut emit: impl FnMut(Record)) {
         let computed = &self.computed;
@@ -402,6 +484,89 @@ mod tests {
 
     fn line(key: &str, start: i64, end: i64, n: i64, s: i64) -> String {
         format!(r#"{{"key":"{key}","window_start":{start},"window_end":{end},"n":{n},"s":{s}}}"#)
+    }
+
+    use proptest::prelude::*;
+    use tidemark_runtime::key_group::{key_group, KeyGroupRange};
+    use tidemark_runtime::state_codec::{decode, encode};
+
+    fn kind_of(k: usize) -> WindowKind {
+        match k {
+            0 => WindowKind::tumbling(1000 * MS).unwrap(),
+            1 => WindowKind::sliding(1000 * MS, 500 * MS).unwrap(),
+            _ => WindowKind::session(300 * MS).unwrap(),
+        }
+    }
+
+    /// Adds `(key, t_ms, v)` and moves the progress to 400 ms behind the newest time seen;
+    /// the results, in order.
+    fn feed(h: &mut Harness, seen: &mut i64, key: &str, t: i64, v: i64) -> Vec<String> {
+        let mut out = h.add(key, t, v);
+        *seen = (*seen).max(t);
+        out.extend(h.advance(*seen - 400));
+        out
+    }
+
+    proptest! {
+        /// Every kind of window state, snapshot half way through and restored over `p`
+        /// subtasks (each taking its key groups): what they emit from there on is what the
+        /// uninterrupted state emits, and the late records are the same.
+        #[test]
+        fn a_restored_window_state_continues_as_the_uninterrupted_one(
+            kind in 0usize..3,
+            records in prop::collection::vec((0u8..7, 0i64..6000, -50i64..50), 0..80),
+            cut in 0usize..80,
+            p in 1usize..4,
+            lateness in prop::sample::select(vec![0i64, 700]),
+        ) {
+            let m = 16;
+            let cut = cut.min(records.len());
+            let key = |k: u8| format!("k{k}");
+            let mut whole = Harness::new(kind_of(kind), lateness);
+            let mut seen = i64::MIN / 2;
+            for &(k, t, v) in &records[..cut] {
+                feed(&mut whole, &mut seen, &key(k), t, v);
+            }
+            let mut snapshot = KeyedSnapshot::new(m);
+            whole.state.snapshot(&mut snapshot).unwrap();
+            let snapshot: KeyedSnapshot = decode(&encode(&snapshot).unwrap()).unwrap();
+            let mut parts: Vec<Harness> = (0..p)
+                .map(|i| {
+                    let mut h = Harness::new(kind_of(kind), lateness);
+                    h.state.restore(&snapshot.part(KeyGroupRange::of_subtask(i, p, m))).unwrap();
+                    h
+                })
+                .collect();
+            whole.late.clear();
+            let (mut expected, mut got) = (Vec::new(), Vec::new());
+            let mut seen_parts = seen;
+            for &(k, t, v) in &records[cut..] {
+                expected.extend(feed(&mut whole, &mut seen, &key(k), t, v));
+                let g = key_group(Value::from(key(k).as_str()).routing_hash(), m);
+                let owner = tidemark_runtime::key_group::owner(g, p, m);
+                let mut s = seen_parts;
+                got.extend(feed(&mut parts[owner], &mut s, &key(k), t, v));
+                for (i, h) in parts.iter_mut().enumerate() {
+                    if i != owner {
+                        got.extend(h.advance(s - 400));
+                    }
+                }
+                seen_parts = s;
+            }
+            expected.extend(whole.finish());
+            let mut late = Vec::new();
+            for h in &mut parts {
+                got.extend(h.finish());
+                late.extend(h.late.iter().copied());
+            }
+            expected.sort();
+            got.sort();
+            prop_assert_eq!(got, expected);
+            let mut expected_late = whole.late.clone();
+            expected_late.sort();
+            late.sort();
+            prop_assert_eq!(late, expected_late);
+        }
     }
 
     #[test]

@@ -290,6 +290,34 @@ pub trait Operator: Send {
     fn restore_local(&mut self, _state: &[u8]) -> Result<(), BoxError> {
         Ok(())
     }
+
+    /// Whether this operator keeps keyed state ([`Operator::snapshot_keyed`]): asked once,
+    /// when the job starts; the default is `false`. A checkpoint stores the keyed state of such
+    /// an operator per key group, so that a restore at another parallelism hands each subtask
+    /// the keys of its key groups.
+    fn has_keyed_state(&self) -> bool {
+        false
+    }
+
+    /// Writes the state of every key this subtask holds into `state` (each key into its key
+    /// group, [`KeyedSnapshot::put`](crate::keyed_state::KeyedSnapshot::put)), as checkpoint
+    /// barrier `checkpoint` reaches the operator, after every record before it was processed:
+    /// a copy in memory (the runtime writes the files beside the tasks). Only called when
+    /// [`Operator::has_keyed_state`] is true. See [`crate::keyed_state`].
+    fn snapshot_keyed(
+        &mut self,
+        _checkpoint: u64,
+        _state: &mut crate::keyed_state::KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Takes back the keyed state of this subtask's key groups, as an earlier run's
+    /// [`Operator::snapshot_keyed`] wrote it (merged from every old subtask that held one of
+    /// these key groups): called once, before the first record, when the job is restored.
+    fn restore_keyed(&mut self, _state: crate::keyed_state::KeyedSnapshot) -> Result<(), BoxError> {
+        Ok(())
+    }
 }
 
 /// The error a sink returns when its output has gone away for good (standard output whose

@@ -17,6 +17,7 @@
 //! | [`plan`] | [`ExecutionPlan`]: chaining vertices into tasks, channels between them |
 //! | [`config`] | [`JobConfig`]: markers, buffer timeout, batch size, seed, clock |
 //! | [`key_group`] | key groups: `max_parallelism`, the key-group hash, each subtask's range |
+//! | [`keyed_state`] | the keyed-state API: [`KeyedState`](keyed_state::KeyedState), [`KeyedSnapshot`](keyed_state::KeyedSnapshot) |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
@@ -59,6 +60,7 @@ pub mod exporter;
 pub mod graph;
 pub mod job;
 pub mod key_group;
+pub mod keyed_state;
 pub mod metrics;
 pub mod name;
 pub mod output;

@@ -297,6 +297,25 @@ impl Operator for ReduceOperator {
             _ => 0,
         }
     }
+
+    fn has_keyed_state(&self) -> bool {
+        true
+    }
+
+    fn snapshot_keyed(
+        &mut self,
+        _checkpoint: u64,
+        state: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        Ok(self.state.snapshot(state)?)
+    }
+
+    fn restore_keyed(
+        &mut self,
+        state: tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        Ok(self.state.restore(&state)?)
+    }
 }
 
 #[cfg(test)]

@@ -480,6 +480,32 @@ impl Operator for WindowOperator {
         self.late_dropped
     }
 
+    fn has_keyed_state(&self) -> bool {
+        true
+    }
+
+    fn snapshot_keyed(
+        &mut self,
+        _checkpoint: u64,
+        state: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        if !self.early.is_empty() {
+            // Processing time before the first clock reading: nothing to replay exactly.
+            return Err(
+                "a processing-time window cannot be checkpointed before its first clock reading"
+                    .into(),
+            );
+        }
+        Ok(self.state.snapshot(state)?)
+    }
+
+    fn restore_keyed(
+        &mut self,
+        state: tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        Ok(self.state.restore(&state)?)
+    }
+
     fn records_dropped(&self, reason: tidemark_runtime::DropReason) -> u64 {
         match reason {
             tidemark_runtime::DropReason::Late => self.late_dropped,
