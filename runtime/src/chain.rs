@@ -4,7 +4,10 @@
 use crate::batch::Event;
 use crate::channel::{Aborted, SendContext};
 use crate::checkpoint::Checkpoints;
+use crate::checkpoint_store::StateFile;
 use crate::component::{BoxError, Operator, OutputClosed, Sink};
+use crate::key_group::KeyGroupRange;
+use crate::keyed_state::KeyedSnapshot;
 use crate::metrics::{DropReason, SubtaskMetrics};
 use crate::output::Output;
 use crate::partitioner::Router;
@@ -94,6 +97,8 @@ pub(crate) struct Chain {
     pub(crate) current_vertex: usize,
     /// The job's checkpoint coordinator, when checkpointing is on.
     pub(crate) checkpoints: Option<Arc<Checkpoints>>,
+    /// The task's subtask index (every vertex of a chain has it).
+    pub(crate) subtask: u32,
 }
 
 impl Chain {
@@ -111,6 +116,7 @@ impl Chain {
             batch_now: 0,
             current_vertex: usize::MAX,
             checkpoints: None,
+            subtask: 0,
         }
     }
 
@@ -332,7 +338,13 @@ impl Chain {
         now_nanos: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
+        // A stop that keeps state (a last checkpoint holds it): nothing is fired.
+        let suspended = self
+            .flags
+            .suspend
+            .load(std::sync::atomic::Ordering::Relaxed);
         self.each_node(cx, |node| match &mut node.kind {
+            NodeKind::Operator(_) if suspended => Ok(()),
             NodeKind::Operator(op) => op.finish(now_nanos, &mut node.out),
             NodeKind::Sink(_) if node.output_closed => Ok(()),
             NodeKind::Sink(sink) => match sink.finish() {
@@ -362,19 +374,64 @@ impl Chain {
         n: u64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
+        let writes_state = self.checkpoints.as_ref().is_some_and(|c| c.writes_state());
         for i in 0..self.nodes.len() {
             let node = &mut self.nodes[i];
-            if let NodeKind::Sink(sink) = &mut node.kind {
-                self.current_vertex = node.vertex;
-                if !node.output_closed {
-                    sink.flush().map_err(|error| ChainError::User {
-                        node: Some(i),
-                        error,
-                    })?;
+            self.current_vertex = node.vertex;
+            let user = |error| ChainError::User {
+                node: Some(i),
+                error,
+            };
+            match &mut node.kind {
+                NodeKind::Sink(sink) => {
+                    if !node.output_closed {
+                        sink.flush().map_err(user)?;
+                    }
+                    if writes_state {
+                        let position = match sink.resumable() {
+                            true => Some(sink.position(n).map_err(user)?),
+                            false => None,
+                        };
+                        submit(
+                            &self.checkpoints,
+                            self.subtask,
+                            node.vertex,
+                            n,
+                            None,
+                            None,
+                            position,
+                        );
+                    }
+                    if let (Some(c), Some(s)) = (&self.checkpoints, node.sink_index) {
+                        c.acknowledge(s, n);
+                    }
                 }
-                if let (Some(c), Some(s)) = (&self.checkpoints, node.sink_index) {
-                    c.acknowledge(s, n);
+                NodeKind::Operator(op) if writes_state => {
+                    let m = self
+                        .checkpoints
+                        .as_ref()
+                        .and_then(|c| c.vertex(node.vertex));
+                    let max_parallelism = m.map_or(1, |m| m.max_parallelism);
+                    let keyed = match op.has_keyed_state() {
+                        true => {
+                            let mut state = KeyedSnapshot::new(max_parallelism);
+                            op.snapshot_keyed(n, &mut state).map_err(user)?;
+                            Some(state)
+                        }
+                        false => None,
+                    };
+                    let local = op.snapshot_local(n).map_err(user)?;
+                    submit(
+                        &self.checkpoints,
+                        self.subtask,
+                        node.vertex,
+                        n,
+                        keyed,
+                        local,
+                        None,
+                    );
                 }
+                NodeKind::Operator(_) => {}
             }
         }
         if let Some(r) = &mut self.router {
@@ -383,6 +440,15 @@ impl Chain {
             r.flush_all(cx)?;
         }
         Ok(())
+    }
+
+    /// The chain's vertices have ended: checkpoints they gave no state for cannot complete.
+    pub(crate) fn ended(&self) {
+        if let Some(c) = &self.checkpoints {
+            for node in &self.nodes {
+                c.subtask_finished(node.vertex, self.subtask);
+            }
+        }
     }
 
     /// Publishes the per-batch counters; one relaxed store per counter per batch.
@@ -456,6 +522,43 @@ impl Chain {
         }
         Ok(())
     }
+}
+
+/// Gives the coordinator the state of `vertex`'s subtask `subtask` for checkpoint `n`.
+fn submit(
+    checkpoints: &Option<Arc<Checkpoints>>,
+    subtask: u32,
+    vertex: usize,
+    n: u64,
+    keyed: Option<KeyedSnapshot>,
+    local: Option<Vec<u8>>,
+    position: Option<Vec<u8>>,
+) {
+    let Some(c) = checkpoints else {
+        return;
+    };
+    let Some(meta) = c.vertex(vertex) else {
+        return;
+    };
+    let key_groups = meta.keyed.then(|| {
+        let r = KeyGroupRange::of_subtask(
+            subtask as usize,
+            meta.parallelism as usize,
+            meta.max_parallelism,
+        );
+        (r.start, r.end)
+    });
+    let file = StateFile {
+        vertex: meta.id.clone(),
+        subtask,
+        parallelism: meta.parallelism,
+        key_groups,
+        keyed: keyed.or_else(|| meta.keyed.then(|| KeyedSnapshot::new(meta.max_parallelism))),
+        local,
+        position,
+        max_timestamp: None,
+    };
+    c.submit(n, vertex, file);
 }
 
 /// Records the end-to-end latency of `records` read at `now`: one histogram update per run of

@@ -13,11 +13,13 @@
 //! writes into the job's metrics registry as a [`SeriesSource`]. Control code reaches it
 //! through [`JobHandle::checkpoints`](crate::JobHandle::checkpoints), never through metrics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use crate::checkpoint_store::{write_checkpoint, Metadata, StateFile, VertexMeta};
 use crate::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
 
 /// Upper bounds (seconds) of the checkpoint duration histogram's buckets.
@@ -33,17 +35,71 @@ pub struct Checkpoints {
     acked: Vec<AtomicU64>,
     /// The newest complete checkpoint.
     completed: AtomicU64,
+    /// The newest checkpoint that failed (was not written); sources waiting for their last
+    /// checkpoint stop waiting for it.
+    failed: AtomicU64,
+    /// Checkpoints to a directory, when the job writes them.
+    storage: Option<Storage>,
     inner: Mutex<Inner>,
 }
+
+/// Where and how a job's checkpoints are written ([`crate::checkpoint_store`]).
+#[derive(Debug, Clone)]
+pub struct CheckpointStorage {
+    /// `<dir>/<job>`: the checkpoint folders go here.
+    pub job_dir: PathBuf,
+    /// Complete checkpoints kept.
+    pub retain: usize,
+    /// The id the first checkpoint of this run follows (the restored one, or the highest id
+    /// in the folder): ids are never reused.
+    pub last_id: u64,
+}
+
+#[derive(Debug)]
+struct Storage {
+    config: CheckpointStorage,
+    /// The job's name and every vertex (their files are filled in per checkpoint).
+    job: String,
+    vertices: Vec<VertexMeta>,
+    /// Vertex subtasks in the job: a checkpoint is complete when each gave its state.
+    subtasks: usize,
+    /// The newest checkpoint written whole.
+    stored: AtomicU64,
+    writer: Mutex<Option<mpsc::Sender<(u64, Vec<(usize, StateFile)>)>>>,
+}
+
+/// The last complete checkpoint written to the directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedCheckpoint {
+    /// Its id.
+    pub id: u64,
+    /// Its folder.
+    pub path: PathBuf,
+    /// Bytes written (every file).
+    pub size_bytes: u64,
+    /// When it completed, seconds since the Unix epoch.
+    pub completed_at: f64,
+}
+
+/// Per vertex: the alignment histogram's buckets, count and sum.
+type AlignmentHistogram = ([u64; DURATION_BUCKETS.len()], u64, f64);
 
 #[derive(Debug, Default)]
 struct Inner {
     /// When each pending checkpoint's first barrier left a source.
     started: BTreeMap<u64, Instant>,
     completed_total: u64,
+    failed_total: u64,
     buckets: [u64; DURATION_BUCKETS.len()],
     count: u64,
     sum_seconds: f64,
+    /// Checkpoints to a directory: the state given so far per checkpoint.
+    parts: BTreeMap<u64, Vec<(usize, StateFile)>>,
+    /// Vertex subtasks that ended, as (vertex, subtask).
+    finished: HashSet<(usize, u32)>,
+    last: Option<CompletedCheckpoint>,
+    /// Per vertex id: how long barriers were aligned.
+    alignment: BTreeMap<String, AlignmentHistogram>,
 }
 
 impl Checkpoints {
@@ -54,7 +110,218 @@ impl Checkpoints {
             interval: interval.filter(|d| !d.is_zero()),
             acked: (0..sink_subtasks).map(|_| AtomicU64::new(0)).collect(),
             completed: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            storage: None,
             inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// Writes each checkpoint to `storage` for a job named `job` with `vertices` (their files
+    /// empty), once every one of their subtasks gave its state.
+    pub(crate) fn with_storage(
+        mut self,
+        storage: CheckpointStorage,
+        job: String,
+        vertices: Vec<VertexMeta>,
+    ) -> Self {
+        let subtasks = vertices.iter().map(|v| v.parallelism as usize).sum();
+        self.completed = AtomicU64::new(storage.last_id);
+        self.failed = AtomicU64::new(storage.last_id);
+        self.storage = Some(Storage {
+            stored: AtomicU64::new(storage.last_id),
+            config: storage,
+            job,
+            vertices,
+            subtasks,
+            writer: Mutex::new(None),
+        });
+        self
+    }
+
+    /// Starts the thread that writes checkpoint files beside the tasks (none without a
+    /// directory).
+    pub(crate) fn start_writer(self: &Arc<Self>) {
+        let Some(storage) = &self.storage else {
+            return;
+        };
+        let (tx, rx) = mpsc::channel::<(u64, Vec<(usize, StateFile)>)>();
+        *storage.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        let weak: Weak<Checkpoints> = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("checkpoint-writer".into())
+            .spawn(move || {
+                while let Ok((n, files)) = rx.recv() {
+                    let Some(c) = weak.upgrade() else { return };
+                    c.write(n, files);
+                }
+            });
+        if spawned.is_err() {
+            *storage.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// Whether checkpoints are written to a directory.
+    pub fn writes_state(&self) -> bool {
+        self.storage.is_some()
+    }
+
+    /// The id the next checkpoint of this run follows.
+    pub(crate) fn last_id(&self) -> u64 {
+        self.storage.as_ref().map_or(0, |s| s.config.last_id)
+    }
+
+    /// The last complete checkpoint written to the directory, if any.
+    pub fn last_completed(&self) -> Option<CompletedCheckpoint> {
+        self.inner.lock().ok().and_then(|i| i.last.clone())
+    }
+
+    /// Checkpoints that failed so far (not written: a write error, a subtask that ended
+    /// before it gave its state).
+    pub fn failed_total(&self) -> u64 {
+        self.inner.lock().map(|i| i.failed_total).unwrap_or(0)
+    }
+
+    /// Whether checkpoint `n` has completed or failed.
+    pub(crate) fn settled(&self, n: u64) -> bool {
+        self.completed() >= n || self.failed.load(Ordering::Acquire) >= n
+    }
+
+    /// The id, parallelism and number of key groups of vertex `v`.
+    pub(crate) fn vertex(&self, v: usize) -> Option<&VertexMeta> {
+        self.storage.as_ref().and_then(|s| s.vertices.get(v))
+    }
+
+    /// A subtask of `vertex` gives its state for checkpoint `n`.
+    pub(crate) fn submit(&self, n: u64, vertex: usize, file: StateFile) {
+        let Some(storage) = &self.storage else {
+            return;
+        };
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        let parts = inner.parts.entry(n).or_default();
+        parts.push((vertex, file));
+        let given = parts.len();
+        // A subtask that ended without giving its state never will.
+        let missing = {
+            let parts = &inner.parts[&n];
+            inner
+                .finished
+                .iter()
+                .any(|(v, s)| !parts.iter().any(|(pv, f)| pv == v && f.subtask == *s))
+        };
+        if missing {
+            inner.parts.remove(&n);
+            drop(inner);
+            self.fail(n);
+            return;
+        }
+        if given == storage.subtasks {
+            let files = inner.parts.remove(&n).unwrap_or_default();
+            drop(inner);
+            let sent = match &*storage.writer.lock().unwrap_or_else(|e| e.into_inner()) {
+                Some(tx) => tx.send((n, files)).is_ok(),
+                None => false,
+            };
+            if !sent {
+                self.fail(n);
+            }
+        }
+    }
+
+    /// Vertex subtask (`vertex`, `subtask`) has ended: checkpoints it has not given its state
+    /// for cannot complete.
+    pub(crate) fn subtask_finished(&self, vertex: usize, subtask: u32) {
+        if self.storage.is_none() {
+            return;
+        }
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.finished.insert((vertex, subtask));
+        let stuck: Vec<u64> = inner
+            .parts
+            .iter()
+            .filter(|(_, parts)| {
+                !parts
+                    .iter()
+                    .any(|(v, f)| *v == vertex && f.subtask == subtask)
+            })
+            .map(|(n, _)| *n)
+            .collect();
+        for n in &stuck {
+            inner.parts.remove(n);
+        }
+        drop(inner);
+        for n in stuck {
+            self.fail(n);
+        }
+    }
+
+    fn fail(&self, n: u64) {
+        self.failed.fetch_max(n, Ordering::AcqRel);
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.failed_total += 1;
+            inner.started.remove(&n);
+        }
+    }
+
+    /// Writes checkpoint `n` (on the writer thread).
+    fn write(&self, n: u64, files: Vec<(usize, StateFile)>) {
+        let Some(storage) = &self.storage else {
+            return;
+        };
+        let completed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let meta = Metadata {
+            job: storage.job.clone(),
+            id: n,
+            completed_ms: (completed_at * 1000.0) as i64,
+            vertices: storage.vertices.clone(),
+        };
+        let mut files = files;
+        files.sort_by(|a, b| (a.0, a.1.subtask).cmp(&(b.0, b.1.subtask)));
+        match write_checkpoint(&storage.config.job_dir, meta, files, storage.config.retain) {
+            Ok((path, size_bytes)) => {
+                if let Ok(mut inner) = self.inner.lock() {
+                    inner.last = Some(CompletedCheckpoint {
+                        id: n,
+                        path,
+                        size_bytes,
+                        completed_at,
+                    });
+                }
+                storage.stored.fetch_max(n, Ordering::AcqRel);
+                self.update_completed();
+            }
+            Err(e) => {
+                eprintln!("checkpoint {n} failed: {e}");
+                self.fail(n);
+            }
+        }
+    }
+
+    /// A subtask of `vertex` held inputs back `seconds` for barrier alignment (0 with one
+    /// input).
+    pub(crate) fn aligned(&self, vertex: usize, seconds: f64) {
+        let Some(id) = self.vertex(vertex).map(|v| v.id.clone()) else {
+            return;
+        };
+        if let Ok(mut inner) = self.inner.lock() {
+            let (buckets, count, sum) =
+                inner
+                    .alignment
+                    .entry(id)
+                    .or_insert(([0; DURATION_BUCKETS.len()], 0, 0.0));
+            for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
+                if seconds <= *bound {
+                    buckets[i] += 1;
+                }
+            }
+            *count += 1;
+            *sum += seconds;
         }
     }
 
@@ -100,13 +367,17 @@ impl Checkpoints {
             return;
         };
         let newest_started = inner.started.keys().next_back().copied().unwrap_or(0);
-        let min = self
+        let mut min = self
             .acked
             .iter()
             .map(|a| a.load(Ordering::Acquire))
             .min()
             .unwrap_or(u64::MAX)
             .min(newest_started);
+        if let Some(s) = &self.storage {
+            // With a directory, complete means written.
+            min = min.min(s.stored.load(Ordering::Acquire));
+        }
         let before = self.completed.load(Ordering::Acquire);
         if min <= before {
             return;
@@ -115,6 +386,7 @@ impl Checkpoints {
         let now = Instant::now();
         let done: Vec<u64> = inner.started.range(..=min).map(|(n, _)| *n).collect();
         for n in done {
+            // (A failed checkpoint left `started` when it failed.)
             if let Some(started) = inner.started.remove(&n) {
                 let seconds = now.duration_since(started).as_secs_f64();
                 inner.completed_total += 1;
@@ -142,8 +414,33 @@ pub const DURATION: SeriesFamily = SeriesFamily::histogram(
     "Time from a checkpoint's first barrier to the last sink acknowledgement.",
 );
 
-/// The checkpoint series, labelled only with `job_name` (and `tidemark_instance`); none while
-/// checkpointing is off. The job registers the coordinator with its metrics registry.
+/// `tidemark_checkpoints_failed_total`.
+pub const FAILED: SeriesFamily = SeriesFamily::counter(
+    "tidemark_checkpoints_failed_total",
+    "Checkpoints that were not written (a write error, or a subtask that ended first).",
+);
+
+/// `tidemark_checkpoint_alignment_seconds`.
+pub const ALIGNMENT: SeriesFamily = SeriesFamily::histogram(
+    "tidemark_checkpoint_alignment_seconds",
+    "Time a vertex subtask held back inputs whose barrier had arrived until every open input delivered it (0 with one input).",
+);
+
+/// `tidemark_checkpoint_size_bytes`.
+pub const SIZE: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_checkpoint_size_bytes",
+    "Bytes of the last complete checkpoint written to the directory.",
+);
+
+/// `tidemark_checkpoint_last_completed_timestamp_seconds`.
+pub const LAST_COMPLETED: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_checkpoint_last_completed_timestamp_seconds",
+    "When the last complete checkpoint was written, seconds since the Unix epoch.",
+);
+
+/// The checkpoint series, labelled only with `job_name` (and `tidemark_instance`, and the
+/// vertex for alignment); none while checkpointing is off. The job registers the coordinator
+/// with its metrics registry.
 impl SeriesSource for Checkpoints {
     fn collect(&self, out: &mut SeriesWriter) {
         if self.interval.is_none() {
@@ -161,16 +458,38 @@ impl SeriesSource for Checkpoints {
             inner.count,
             inner.sum_seconds,
         );
+        if self.storage.is_none() {
+            return;
+        }
+        out.number(&FAILED, &[], inner.failed_total as f64);
+        for (vertex, (buckets, count, sum)) in &inner.alignment {
+            out.histogram(
+                &ALIGNMENT,
+                &[("operator_id", vertex.as_str())],
+                &DURATION_BUCKETS,
+                buckets,
+                *count,
+                *sum,
+            );
+        }
+        if let Some(last) = &inner.last {
+            out.number(&SIZE, &[], last.size_bytes as f64);
+            out.number(&LAST_COMPLETED, &[], last.completed_at);
+        }
     }
 }
 
 /// Per input slot of a task: the newest barrier each has delivered, to forward barrier `n`
-/// only once every open input delivered it.
+/// only once every open input delivered it. Aligned: an input that delivered a barrier not
+/// yet forwarded is [blocked](BarrierAlignment::blocked), and the task holds back what it
+/// sends after the barrier (records, markers and watermarks, in their order) until then.
 #[derive(Debug)]
 pub(crate) struct BarrierAlignment {
     delivered: Vec<u64>,
     ended: Vec<bool>,
     forwarded: u64,
+    /// When the first input delivered the barrier being aligned.
+    started: Option<Instant>,
 }
 
 impl BarrierAlignment {
@@ -179,7 +498,27 @@ impl BarrierAlignment {
             delivered: vec![0; slots],
             ended: vec![false; slots],
             forwarded: 0,
+            started: None,
         }
+    }
+
+    /// Whether what `slot` sends now is held back: it delivered a barrier that not every open
+    /// input has delivered yet.
+    #[inline]
+    pub(crate) fn blocked(&self, slot: usize) -> bool {
+        self.delivered
+            .get(slot)
+            .is_some_and(|d| *d > self.forwarded)
+    }
+
+    /// How long the barrier just forwarded was aligned (0 when one input had it), and the
+    /// clock of the next alignment restarted if an input is already ahead.
+    pub(crate) fn take_alignment(&mut self) -> Duration {
+        let took = self.started.take().map_or(Duration::ZERO, |s| s.elapsed());
+        if (0..self.delivered.len()).any(|s| self.blocked(s)) {
+            self.started = Some(Instant::now());
+        }
+        took
     }
 
     /// Slot `slot` delivered barrier `n`; returns the barrier to forward now, if any.
@@ -187,7 +526,11 @@ impl BarrierAlignment {
         if let Some(d) = self.delivered.get_mut(slot) {
             *d = (*d).max(n);
         }
-        self.ready()
+        let ready = self.ready();
+        if ready.is_none() && self.started.is_none() {
+            self.started = Some(Instant::now());
+        }
+        ready
     }
 
     /// Slot `slot` ended; returns the barrier to forward now, if any.

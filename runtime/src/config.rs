@@ -106,6 +106,13 @@ pub struct JobConfig {
     pub checkpoint_interval: Option<Duration>,
     /// How tasks wait when they have nothing to do.
     pub idle_strategy: IdleStrategy,
+    /// Where checkpoints are written ([`crate::checkpoint_store`]); `None`: barriers for
+    /// at-least-once only. Needs `checkpoint_interval`.
+    pub checkpoint_storage: Option<crate::checkpoint::CheckpointStorage>,
+    /// A checkpoint to start from, read and checked whole
+    /// ([`read_checkpoint`](crate::checkpoint_store::read_checkpoint)): sources resume,
+    /// operators and sinks take back their state (see [`crate::job::prepare`]).
+    pub restore: Option<Arc<crate::checkpoint_store::LoadedCheckpoint>>,
 }
 
 impl Default for JobConfig {
@@ -123,6 +130,8 @@ impl Default for JobConfig {
             e2e_buckets: Buckets::e2e_latency(),
             checkpoint_interval: None,
             idle_strategy: IdleStrategy::Park,
+            checkpoint_storage: None,
+            restore: None,
         }
     }
 }

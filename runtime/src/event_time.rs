@@ -471,6 +471,16 @@ impl WatermarkGenerator {
         }
     }
 
+    /// The greatest timestamp seen (kept in a checkpoint).
+    pub(crate) fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+
+    /// Continues from a checkpoint: the greatest timestamp seen before it.
+    pub(crate) fn restore_max_timestamp(&mut self, max_timestamp: i64) {
+        self.max_timestamp = self.max_timestamp.max(max_timestamp);
+    }
+
     /// Notes the timestamps of a batch the source emitted at `now` (a source without splits).
     pub(crate) fn observe(&mut self, records: &[Record], now: i64) {
         if records.is_empty() {

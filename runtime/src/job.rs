@@ -126,6 +126,14 @@ impl StopHandle {
     pub fn stop(&self) {
         self.shared.flags.request_stop();
     }
+
+    /// Requests a stop that keeps state for a restore (Flink's stop with a savepoint, without
+    /// `--drain`): the sources stop, a last checkpoint is taken, and operators do not emit
+    /// what they still hold (open windows stay in the checkpoint). Returns at once.
+    pub fn suspend(&self) {
+        self.shared.flags.suspend.store(true, Ordering::Relaxed);
+        self.shared.flags.request_stop();
+    }
 }
 
 impl std::fmt::Debug for StopHandle {
@@ -353,7 +361,24 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         .filter(|v| v.kind() == VertexKind::Sink)
         .map(|v| v.parallelism)
         .sum();
-    let checkpoints = Arc::new(Checkpoints::new(config.checkpoint_interval, sink_subtasks));
+    let mut checkpoints = Checkpoints::new(config.checkpoint_interval, sink_subtasks);
+    if let (Some(storage), Some(_)) = (&config.checkpoint_storage, config.checkpoint_interval) {
+        let vertices = graph
+            .vertices
+            .iter()
+            .map(|v| crate::checkpoint_store::VertexMeta {
+                id: v.id.clone(),
+                kind: v.kind().as_str().to_string(),
+                parallelism: v.parallelism as u32,
+                max_parallelism: v.max_parallelism(),
+                keyed: v.keyed && v.kind() == VertexKind::Operator,
+                files: Vec::new(),
+            })
+            .collect();
+        checkpoints = checkpoints.with_storage(storage.clone(), graph.name.clone(), vertices);
+    }
+    let checkpoints = Arc::new(checkpoints);
+    checkpoints.start_writer();
     let registry = Arc::new(registry);
     if checkpoints.interval().is_some() {
         registry.register_series(checkpoints.clone());
@@ -440,6 +465,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
             subtask,
             message: e.to_string(),
         };
+    let restored = config.restore.as_deref();
     // Writers are taken per (edge, upstream subtask) in order.
     let mut writers_by_edge: Vec<Vec<Option<Vec<ChannelWriter>>>> = edge_writers
         .into_iter()
@@ -456,20 +482,49 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 match &graph.vertices[v.0].factory {
                     Factory::Source(f) => {
                         debug_assert_eq!(pos, 0);
-                        let source = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        let mut source = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
                         let emitter = MarkerEmitter::new(lat.interval, v.0 as u32, s as u32);
                         let options = graph.vertices[v.0].source_options;
+                        let mut watermarks = options.watermarks.map(WatermarkGenerator::new);
+                        if let Some(file) = restored.and_then(|r| r.file(&ctx.vertex_id, s)) {
+                            if let Some(position) = &file.position {
+                                source
+                                    .resume(position)
+                                    .map_err(|e| factory_error(v.0, s, e))?;
+                            }
+                            if let (Some(w), Some(t)) = (watermarks.as_mut(), file.max_timestamp) {
+                                w.restore_max_timestamp(t);
+                            }
+                        }
                         head = Some(Head::Source {
                             source,
                             emitter,
                             metrics,
                             vertex: v.0,
                             timestamp_check: options.timestamp_check,
-                            watermarks: options.watermarks.map(WatermarkGenerator::new),
+                            watermarks,
                         });
                     }
                     Factory::Operator(f) => {
-                        let op = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        let mut op = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        if let Some(r) = restored {
+                            let vertex = &graph.vertices[v.0];
+                            if let Some(state) = r.keyed_state(
+                                &vertex.id,
+                                s,
+                                vertex.parallelism,
+                                vertex.max_parallelism(),
+                            ) {
+                                op.restore_keyed(state)
+                                    .map_err(|e| factory_error(v.0, s, e))?;
+                            }
+                            if let Some(local) =
+                                r.file(&vertex.id, s).and_then(|f| f.local.as_ref())
+                            {
+                                op.restore_local(local)
+                                    .map_err(|e| factory_error(v.0, s, e))?;
+                            }
+                        }
                         let e2e = metrics.e2e_latency().is_some()
                             && graph.vertices[v.0].kind() != VertexKind::Source;
                         nodes.push(ChainNode::new(
@@ -481,7 +536,14 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                         ));
                     }
                     Factory::Sink(f) => {
-                        let sink = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        let mut sink = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
+                        if let Some(position) = restored
+                            .and_then(|r| r.file(&ctx.vertex_id, s))
+                            .and_then(|f| f.position.as_ref())
+                        {
+                            sink.restore(position)
+                                .map_err(|e| factory_error(v.0, s, e))?;
+                        }
                         let e2e = metrics.e2e_latency().is_some();
                         let mut node =
                             ChainNode::new(v.0, NodeKind::Sink(sink), metrics, batch_size, e2e);
@@ -519,6 +581,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 )
             });
             let mut chain = Chain::new(nodes, router, config.clock.clone(), flags.clone());
+            chain.subtask = s as u32;
             if checkpoints.interval().is_some() {
                 chain.checkpoints = Some(checkpoints.clone());
             }

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`record`] | [`Record`]: key, event, timestamp and its [`TimestampType`] |
 //! | [`checkpoint`] | barriers and the [`Checkpoints`](checkpoint::Checkpoints) coordinator (at least once) |
+//! | [`checkpoint_store`] | checkpoints to a directory: layout, versioned file format, reading back whole |
 //! | [`batch`] | [`Batch`]: records plus positioned [`Event`]s (markers, watermarks) |
 //! | [`component`] | the traits users implement: [`Source`], [`Operator`], [`Sink`] |
 //! | [`output`] | [`Output`], the reusable buffer components emit into |
@@ -52,6 +53,7 @@ pub mod batch;
 mod chain;
 mod channel;
 pub mod checkpoint;
+pub mod checkpoint_store;
 pub mod component;
 pub mod config;
 pub mod event_json;

@@ -1,9 +1,10 @@
 //! Tasks: the loop one thread runs for one task subtask, with a source or a channel at its head.
 
-use crate::batch::Event;
+use crate::batch::{Batch, Event};
 use crate::chain::{Chain, ChainError};
 use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
 use crate::checkpoint::{BarrierAlignment, Checkpoints};
+use crate::checkpoint_store::StateFile;
 use crate::component::{PollContext, Source, SourceStatus};
 use crate::config::{IdleStrategy, PARK_TICK};
 use crate::event_time::{
@@ -13,6 +14,7 @@ use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +33,9 @@ const IDLE_TICK: Duration = Duration::from_millis(2);
 pub(crate) struct JobFlags {
     pub stop: AtomicBool,
     pub abort: AtomicBool,
+    /// Stop keeping state: operators do not emit what they hold at the end (open windows stay
+    /// in the last checkpoint for a restore).
+    pub suspend: AtomicBool,
     /// Dropped at a stop or an abort: wakes sources waiting for their next record.
     stop_wake: Mutex<Option<Sender<()>>>,
     stopped: Receiver<()>,
@@ -47,6 +52,7 @@ impl JobFlags {
         JobFlags {
             stop: AtomicBool::new(false),
             abort: AtomicBool::new(false),
+            suspend: AtomicBool::new(false),
             stop_wake: Mutex::new(Some(stop_wake)),
             stopped,
             abort_wake: Mutex::new(Some(abort_wake)),
@@ -221,6 +227,11 @@ impl Task {
         };
         self.times.publish();
         self.chain.publish();
+        // Checkpoints this task gave no state for can no longer complete.
+        if let (Some(c), Head::Source { vertex, .. }) = (&self.chain.checkpoints, &self.head) {
+            c.subtask_finished(*vertex, self.chain.subtask);
+        }
+        self.chain.ended();
         // After a hard stop or a failure, count what this task held as left in flight (0 when
         // it ended cleanly).
         let (taken, source) = match &self.head {
@@ -272,7 +283,11 @@ impl Task {
             .chain
             .checkpoints
             .clone()
-            .and_then(|c| SourceCheckpoints::new(c, Instant::now()));
+            .and_then(|c| SourceCheckpoints::new(c, Instant::now()))
+            .map(|c| SourceCheckpoints {
+                vertex: self.head_vertex,
+                ..c
+            });
         if checkpointing.is_some() {
             source.enable_checkpoints();
         }
@@ -386,7 +401,14 @@ impl Task {
             metrics.set_lag_records(lag.records);
             metrics.set_lag_bytes(lag.bytes);
             if let Some(c) = checkpointing.as_mut() {
-                c.tick(source.as_mut(), &mut self.chain, Instant::now(), &mut cx)?;
+                let max_timestamp = watermarks.as_ref().map(|w| w.max_timestamp());
+                c.tick(
+                    source.as_mut(),
+                    max_timestamp,
+                    &mut self.chain,
+                    Instant::now(),
+                    &mut cx,
+                )?;
             }
             match status {
                 SourceStatus::Ready => {
@@ -429,7 +451,14 @@ impl Task {
                 abort: &flags.abort,
                 backpressured: &mut self.times.backpressured,
             };
-            c.finish(source.as_mut(), &mut self.chain, &flags.abort, &mut cx)?;
+            let max_timestamp = watermarks.as_ref().map(|w| w.max_timestamp());
+            c.finish(
+                source.as_mut(),
+                max_timestamp,
+                &mut self.chain,
+                &flags.abort,
+                &mut cx,
+            )?;
         }
         self.end_of_input()
     }
@@ -439,8 +468,14 @@ impl Task {
             unreachable!("run_channel on a source task")
         };
         let flags = &*self.flags;
-        let mut watermarks = InputWatermarks::new(reader.returns.len());
-        let mut barriers = BarrierAlignment::new(reader.returns.len());
+        let mut input = ChannelInput {
+            watermarks: InputWatermarks::new(reader.returns.len()),
+            barriers: BarrierAlignment::new(reader.returns.len()),
+            held: VecDeque::new(),
+            released: false,
+            vertex: self.head_vertex,
+            slots: reader.returns.len(),
+        };
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -485,55 +520,22 @@ impl Task {
             };
             let now = self.clock.now_nanos();
             self.chain.set_batch_time(now);
-            match message {
+            let held = match message {
                 Some(Message::Data { slot, batch }) => {
-                    let mut batch = batch;
                     reader.note_received(batch.records.len());
-                    self.holding
-                        .held
-                        .store(batch.records.len() as u64, Ordering::Relaxed);
-                    let mut start = 0usize;
-                    for &(pos, event) in &batch.events {
-                        let pos = pos as usize;
-                        self.chain.push(&mut batch.records[start..pos], &mut cx)?;
-                        start = pos;
-                        match event {
-                            Event::Marker(marker) => self.chain.on_marker(marker)?,
-                            Event::Watermark(wm) => {
-                                if let Some(wm) = watermarks.on_watermark(slot as usize, wm) {
-                                    self.chain.on_watermark(wm, &mut cx)?;
-                                }
-                            }
-                            Event::Barrier(n) => {
-                                if let Some(n) = barriers.on_barrier(slot as usize, n) {
-                                    self.chain.on_barrier(n, &mut cx)?;
-                                }
-                            }
-                            Event::Idle => {
-                                if let Some(wm) = watermarks.on_idle(slot as usize) {
-                                    self.chain.on_watermark(wm, &mut cx)?;
-                                }
-                                if watermarks.all_idle() {
-                                    self.chain.on_idle()?;
-                                }
-                            }
-                        }
-                    }
-                    self.chain.push(&mut batch.records[start..], &mut cx)?;
-                    reader.recycle(slot, batch);
-                    self.holding.held.store(0, Ordering::Relaxed);
-                    self.chain.publish();
+                    Some(Held::Data {
+                        slot,
+                        batch,
+                        record: 0,
+                        event: 0,
+                    })
                 }
-                Some(Message::End { slot }) => {
-                    reader.open -= 1;
-                    if let Some(n) = barriers.on_end(slot as usize) {
-                        self.chain.on_barrier(n, &mut cx)?;
-                    }
-                    if let Some(wm) = watermarks.on_end(slot as usize) {
-                        self.chain.on_watermark(wm, &mut cx)?;
-                    }
-                }
-                None => {}
+                Some(Message::End { slot }) => Some(Held::End { slot }),
+                None => None,
+            };
+            if let Some(held) = held {
+                input.take(held, &mut self.chain, reader, &self.holding, &mut cx)?;
+                self.chain.publish();
             }
             self.chain.on_time(now, &mut cx)?;
             self.chain.flush_expired(Instant::now(), &mut cx)?;
@@ -553,6 +555,167 @@ impl Task {
         self.chain.close(&mut cx)?;
         self.chain.publish();
         Ok(())
+    }
+}
+
+/// What a channel task took from its queue, whole or the rest of it after a barrier.
+enum Held {
+    /// A batch of `slot`, from its record `record` and event `event` on.
+    Data {
+        slot: u32,
+        batch: Batch,
+        record: usize,
+        event: usize,
+    },
+    /// `slot` ended.
+    End { slot: u32 },
+}
+
+impl Held {
+    fn slot(&self) -> usize {
+        match self {
+            Held::Data { slot, .. } | Held::End { slot } => *slot as usize,
+        }
+    }
+}
+
+/// The input side of a channel task: watermarks and barriers per input slot, and what inputs
+/// blocked by barrier alignment sent meanwhile, in arrival order.
+struct ChannelInput {
+    watermarks: InputWatermarks,
+    barriers: BarrierAlignment,
+    /// Messages (or their rest) of blocked inputs, in the order they came.
+    held: VecDeque<Held>,
+    /// A barrier was forwarded or an input ended: held messages may go on.
+    released: bool,
+    vertex: usize,
+    /// Input slots.
+    slots: usize,
+}
+
+impl ChannelInput {
+    /// Takes one message: holds it if its input is blocked, processes it otherwise, then
+    /// processes whatever a forwarded barrier released.
+    fn take(
+        &mut self,
+        held: Held,
+        chain: &mut Chain,
+        reader: &mut ChannelReader,
+        holding: &Holding,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        if self.barriers.blocked(held.slot()) {
+            self.held.push_back(held);
+            return Ok(());
+        }
+        self.process(held, chain, reader, holding, cx)?;
+        while std::mem::take(&mut self.released) && !self.held.is_empty() {
+            // An input with a message still held in this pass keeps its later ones held too,
+            // so that each input's messages go through in their order.
+            let mut deferred = vec![false; self.slots];
+            for held in std::mem::take(&mut self.held) {
+                let slot = held.slot();
+                if deferred[slot] || self.barriers.blocked(slot) {
+                    deferred[slot] = true;
+                    self.held.push_back(held);
+                } else {
+                    // May block its input again (its rest goes to the back of `held`, ahead
+                    // of that input's later messages) or release others.
+                    self.process(held, chain, reader, holding, cx)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        held: Held,
+        chain: &mut Chain,
+        reader: &mut ChannelReader,
+        holding: &Holding,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let (slot, mut batch, record, event) = match held {
+            Held::End { slot } => {
+                reader.open -= 1;
+                if let Some(n) = self.barriers.on_end(slot as usize) {
+                    self.forward(n, chain, cx)?;
+                }
+                self.released = true;
+                if let Some(wm) = self.watermarks.on_end(slot as usize) {
+                    chain.on_watermark(wm, cx)?;
+                }
+                return Ok(());
+            }
+            Held::Data {
+                slot,
+                batch,
+                record,
+                event,
+            } => (slot, batch, record, event),
+        };
+        holding
+            .held
+            .store((batch.records.len() - record) as u64, Ordering::Relaxed);
+        let mut start = record;
+        for j in event..batch.events.len() {
+            let (pos, event) = batch.events[j];
+            let pos = pos as usize;
+            chain.push(&mut batch.records[start..pos], cx)?;
+            start = pos;
+            match event {
+                Event::Marker(marker) => chain.on_marker(marker)?,
+                Event::Watermark(wm) => {
+                    if let Some(wm) = self.watermarks.on_watermark(slot as usize, wm) {
+                        chain.on_watermark(wm, cx)?;
+                    }
+                }
+                Event::Barrier(n) => {
+                    if let Some(n) = self.barriers.on_barrier(slot as usize, n) {
+                        self.forward(n, chain, cx)?;
+                    }
+                    if self.barriers.blocked(slot as usize) {
+                        // Aligning: the rest of this batch waits for the other inputs.
+                        holding.held.store(0, Ordering::Relaxed);
+                        self.held.push_back(Held::Data {
+                            slot,
+                            batch,
+                            record: start,
+                            event: j + 1,
+                        });
+                        return Ok(());
+                    }
+                }
+                Event::Idle => {
+                    if let Some(wm) = self.watermarks.on_idle(slot as usize) {
+                        chain.on_watermark(wm, cx)?;
+                    }
+                    if self.watermarks.all_idle() {
+                        chain.on_idle()?;
+                    }
+                }
+            }
+        }
+        chain.push(&mut batch.records[start..], cx)?;
+        reader.recycle(slot, batch);
+        holding.held.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Every open input delivered barrier `n`: the chain takes its snapshot and sends it on.
+    fn forward(
+        &mut self,
+        n: u64,
+        chain: &mut Chain,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let aligned = self.barriers.take_alignment();
+        if let Some(c) = &chain.checkpoints {
+            c.aligned(self.vertex, aligned.as_secs_f64());
+        }
+        self.released = true;
+        chain.on_barrier(n, cx)
     }
 }
 
@@ -580,6 +743,8 @@ impl TaskTimes {
 /// A source subtask's side of checkpointing: its barrier timer and what it has committed.
 struct SourceCheckpoints {
     coordinator: Arc<Checkpoints>,
+    /// The source vertex.
+    vertex: usize,
     interval: Duration,
     next_due: Instant,
     /// The last barrier this subtask sent.
@@ -591,12 +756,15 @@ struct SourceCheckpoints {
 impl SourceCheckpoints {
     fn new(coordinator: Arc<Checkpoints>, now: Instant) -> Option<Self> {
         let interval = coordinator.interval()?;
+        // A restored job continues the ids after the restored checkpoint.
+        let last = coordinator.last_id();
         Some(SourceCheckpoints {
             coordinator,
+            vertex: 0,
             interval,
             next_due: now + interval,
-            sent: 0,
-            committed: 0,
+            sent: last,
+            committed: last,
         })
     }
 
@@ -604,12 +772,13 @@ impl SourceCheckpoints {
     fn tick(
         &mut self,
         source: &mut dyn Source,
+        max_timestamp: Option<i64>,
         chain: &mut Chain,
         now: Instant,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
         if now >= self.next_due {
-            self.barrier(source, chain, cx)?;
+            self.barrier(source, max_timestamp, chain, cx)?;
             self.next_due = now + self.interval;
         }
         self.commit(source)
@@ -618,6 +787,7 @@ impl SourceCheckpoints {
     fn barrier(
         &mut self,
         source: &mut dyn Source,
+        max_timestamp: Option<i64>,
         chain: &mut Chain,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
@@ -625,6 +795,27 @@ impl SourceCheckpoints {
         source
             .snapshot(n)
             .map_err(|error| ChainError::User { node: None, error })?;
+        if self.coordinator.writes_state() {
+            let position = match source.resumable() {
+                true => Some(
+                    source
+                        .position(n)
+                        .map_err(|error| ChainError::User { node: None, error })?,
+                ),
+                false => None,
+            };
+            if let Some(meta) = self.coordinator.vertex(self.vertex) {
+                let file = StateFile {
+                    vertex: meta.id.clone(),
+                    subtask: chain.subtask,
+                    parallelism: meta.parallelism,
+                    position,
+                    max_timestamp,
+                    ..StateFile::default()
+                };
+                self.coordinator.submit(n, self.vertex, file);
+            }
+        }
         self.sent = n;
         self.coordinator.triggered(n);
         chain.on_barrier(n, cx)
@@ -645,12 +836,13 @@ impl SourceCheckpoints {
     fn finish(
         &mut self,
         source: &mut dyn Source,
+        max_timestamp: Option<i64>,
         chain: &mut Chain,
         abort: &AtomicBool,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        self.barrier(source, chain, cx)?;
-        while self.coordinator.completed() < self.sent {
+        self.barrier(source, max_timestamp, chain, cx)?;
+        while !self.coordinator.settled(self.sent) {
             if abort.load(Ordering::Relaxed) {
                 return Err(ChainError::Aborted);
             }

@@ -1,0 +1,568 @@
+//! Checkpoints to a directory: the files, their format, and reading them back whole.
+//!
+//! Layout: `<dir>/<job>/chk-<n>/` holds one state file per (vertex, key-group range) — for a
+//! keyed vertex `<vertex>.kg-<start>-<end>` (the key groups its subtask owned), for any other
+//! `<vertex>.subtask-<i>` — and `_metadata`, written last by an atomic rename: a folder
+//! without `_metadata` is incomplete and never used. A job that finished writes
+//! `<dir>/<job>/_finished`.
+//!
+//! Every file is a [`FORMAT_VERSION`]ed header and a postcard payload ([`crate::state_codec`]):
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic "TDMKCHK\0"
+//! 8       2     format version, little endian (1)
+//! 10      8     payload length in bytes, little endian
+//! 18      4     CRC-32 (IEEE) of the payload, little endian
+//! 22      …     payload: a StateFile or, for _metadata, a Metadata (postcard)
+//! ```
+//!
+//! A file whose magic, version, length or checksum is wrong is refused, naming the file, and so
+//! is a checkpoint one of whose files is missing: [`read_checkpoint`] reads and checks every
+//! file before a restore starts anything.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::key_group::KeyGroupRange;
+use crate::keyed_state::KeyedSnapshot;
+use crate::state_codec::{decode, encode};
+
+/// The first bytes of every checkpoint file.
+pub const MAGIC: [u8; 8] = *b"TDMKCHK\0";
+/// The version of the checkpoint format this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// The name of the file that makes a checkpoint folder complete.
+pub const METADATA: &str = "_metadata";
+/// The marker a finished job leaves in `<dir>/<job>/`.
+pub const FINISHED: &str = "_finished";
+const HEADER: usize = 22;
+
+/// What one vertex subtask kept at a checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StateFile {
+    /// The vertex id.
+    pub vertex: String,
+    /// The subtask index.
+    pub subtask: u32,
+    /// The vertex's parallelism then.
+    pub parallelism: u32,
+    /// The key groups the subtask owned (keyed vertices).
+    pub key_groups: Option<(u32, u32)>,
+    /// Keyed state, per key group ([`crate::keyed_state`]).
+    pub keyed: Option<KeyedSnapshot>,
+    /// State that is not per key ([`crate::Operator::snapshot_local`]).
+    pub local: Option<Vec<u8>>,
+    /// A source's position or a sink's written length ([`crate::Source::position`],
+    /// [`crate::Sink::position`]).
+    pub position: Option<Vec<u8>>,
+    /// A source's watermark generator state: the greatest timestamp it had seen.
+    pub max_timestamp: Option<i64>,
+}
+
+/// One vertex in a checkpoint's `_metadata`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VertexMeta {
+    /// The vertex id.
+    pub id: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: String,
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// Its number of key groups.
+    pub max_parallelism: u32,
+    /// Whether its state is per key group (it can be restored at another parallelism).
+    pub keyed: bool,
+    /// Its state files: name, length in bytes and CRC-32 of the whole file.
+    pub files: Vec<FileMeta>,
+}
+
+/// One state file in `_metadata`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileMeta {
+    /// The file name inside the checkpoint folder.
+    pub name: String,
+    /// Its subtask.
+    pub subtask: u32,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// A checkpoint's `_metadata`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// The job's name.
+    pub job: String,
+    /// The checkpoint id.
+    pub id: u64,
+    /// When it completed, ms since the Unix epoch.
+    pub completed_ms: i64,
+    /// Every vertex with state files.
+    pub vertices: Vec<VertexMeta>,
+}
+
+/// Why a checkpoint could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O error on a file or folder.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// A file that is not what it should be.
+    #[error("{path}: {problem}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A folder that is not a complete checkpoint.
+    #[error("{path}: {problem}")]
+    NotACheckpoint {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The bytes of a checkpoint file holding `value`: header and payload.
+pub fn encode_file<T: Serialize>(
+    value: &T,
+) -> Result<Vec<u8>, crate::state_codec::StateCodecError> {
+    let payload = encode(value)?;
+    let mut bytes = Vec::with_capacity(HEADER + payload.len());
+    bytes.extend_from_slice(&MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    Ok(bytes)
+}
+
+/// Checks the header, length and checksum of a checkpoint file's `bytes` and decodes it.
+pub fn decode_file<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    let corrupt = |problem: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        problem,
+    };
+    if bytes.len() < HEADER || bytes[..8] != MAGIC {
+        return Err(corrupt(format!(
+            "not a Tidemark checkpoint file (no header; {} bytes)",
+            bytes.len()
+        )));
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version != FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "checkpoint format version {version}, this build reads version {FORMAT_VERSION}"
+        )));
+    }
+    let len = u64::from_le_bytes(bytes[10..18].try_into().expect("8 bytes"));
+    let payload = &bytes[HEADER..];
+    if payload.len() as u64 != len {
+        return Err(corrupt(format!(
+            "truncated or extended: the header says {len} bytes of state, the file has {}",
+            payload.len()
+        )));
+    }
+    let crc = u32::from_le_bytes(bytes[18..22].try_into().expect("4 bytes"));
+    let actual = crc32fast::hash(payload);
+    if crc != actual {
+        return Err(corrupt(format!(
+            "checksum mismatch (CRC-32 {actual:08x}, the header says {crc:08x}): the file is damaged"
+        )));
+    }
+    decode(payload).map_err(|e| corrupt(e.to_string()))
+}
+
+/// `<dir>/<job>`: where a job's checkpoints are.
+pub fn job_dir(dir: &Path, job: &str) -> PathBuf {
+    dir.join(job)
+}
+
+/// The folder name of checkpoint `n`.
+pub fn folder_name(n: u64) -> String {
+    format!("chk-{n}")
+}
+
+/// The id of a `chk-<n>` folder name.
+pub fn folder_id(name: &str) -> Option<u64> {
+    name.strip_prefix("chk-")?.parse().ok()
+}
+
+/// The complete checkpoints (with `_metadata`) under `job_dir`, oldest first.
+pub fn complete_checkpoints(job_dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    let mut found = Vec::new();
+    let entries = match fs::read_dir(job_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(io_error(job_dir)(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io_error(job_dir))?;
+        let name = entry.file_name();
+        if let Some(n) = name.to_str().and_then(folder_id) {
+            if entry.path().join(METADATA).is_file() {
+                found.push((n, entry.path()));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// The greatest checkpoint id under `job_dir`, complete or not (ids are never reused).
+pub fn highest_id(job_dir: &Path) -> u64 {
+    fs::read_dir(job_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(folder_id))
+        .max()
+        .unwrap_or(0)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let mut file = fs::File::create(path).map_err(io_error(path))?;
+    file.write_all(bytes).map_err(io_error(path))?;
+    file.sync_all().map_err(io_error(path))
+}
+
+fn sync_dir(path: &Path) -> Result<(), StoreError> {
+    fs::File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(path))
+}
+
+/// The name of a vertex subtask's state file.
+pub fn state_file_name(vertex: &str, subtask: u32, key_groups: Option<KeyGroupRange>) -> String {
+    match key_groups {
+        Some(r) => format!("{vertex}.kg-{}-{}", r.start, r.end),
+        None => format!("{vertex}.subtask-{subtask}"),
+    }
+}
+
+/// Writes checkpoint `meta.id` into `job_dir`: each state file (synced), then `_metadata`
+/// by an atomic rename, then deletes the oldest complete checkpoints beyond `retain`. A
+/// failure removes the new folder and leaves every older checkpoint alone. Returns the folder
+/// and the bytes written.
+pub fn write_checkpoint(
+    job_dir: &Path,
+    mut meta: Metadata,
+    files: Vec<(usize, StateFile)>,
+    retain: usize,
+) -> Result<(PathBuf, u64), StoreError> {
+    let folder = job_dir.join(folder_name(meta.id));
+    let result = (|| {
+        fs::create_dir_all(&folder).map_err(io_error(&folder))?;
+        let mut size = 0u64;
+        for (v, file) in files {
+            let range = file
+                .key_groups
+                .map(|(start, end)| KeyGroupRange { start, end });
+            let name = state_file_name(&file.vertex, file.subtask, range);
+            let bytes = encode_file(&file).map_err(|e| StoreError::Corrupt {
+                path: folder.join(&name),
+                problem: e.to_string(),
+            })?;
+            let path = folder.join(&name);
+            write_synced(&path, &bytes)?;
+            size += bytes.len() as u64;
+            meta.vertices[v].files.push(FileMeta {
+                name,
+                subtask: file.subtask,
+                len: bytes.len() as u64,
+            });
+        }
+        let bytes = encode_file(&meta).map_err(|e| StoreError::Corrupt {
+            path: folder.join(METADATA),
+            problem: e.to_string(),
+        })?;
+        let tmp = folder.join("_metadata.inprogress");
+        write_synced(&tmp, &bytes)?;
+        let path = folder.join(METADATA);
+        fs::rename(&tmp, &path).map_err(io_error(&path))?;
+        sync_dir(&folder)?;
+        size += bytes.len() as u64;
+        Ok(size)
+    })();
+    let size = match result {
+        Ok(size) => size,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&folder);
+            return Err(e);
+        }
+    };
+    // Retain: only complete checkpoints count, and only older ones go.
+    let complete = complete_checkpoints(job_dir)?;
+    if complete.len() > retain {
+        for (_, old) in &complete[..complete.len() - retain] {
+            let _ = fs::remove_dir_all(old);
+        }
+    }
+    Ok((folder, size))
+}
+
+/// A checkpoint read back whole: its metadata and every state file, checked.
+#[derive(Clone, Debug)]
+pub struct LoadedCheckpoint {
+    /// The folder.
+    pub path: PathBuf,
+    /// Its `_metadata`.
+    pub metadata: Metadata,
+    /// Per vertex id, its state files by subtask.
+    pub files: BTreeMap<String, Vec<StateFile>>,
+}
+
+impl LoadedCheckpoint {
+    /// The state file of `vertex`'s subtask `subtask`, if the checkpoint has one.
+    pub fn file(&self, vertex: &str, subtask: usize) -> Option<&StateFile> {
+        self.files
+            .get(vertex)?
+            .iter()
+            .find(|f| f.subtask as usize == subtask)
+    }
+
+    /// The keyed state subtask `subtask` of `parallelism` gets of keyed vertex `vertex` with
+    /// `max_parallelism` key groups: the keys of its key-group range, from every old subtask
+    /// whose range overlaps it (with their shared values). `None` when the checkpoint has no
+    /// keyed state of the vertex.
+    pub fn keyed_state(
+        &self,
+        vertex: &str,
+        subtask: usize,
+        parallelism: usize,
+        max_parallelism: u32,
+    ) -> Option<KeyedSnapshot> {
+        let range = KeyGroupRange::of_subtask(subtask, parallelism, max_parallelism);
+        let mut merged: Option<KeyedSnapshot> = None;
+        for file in self.files.get(vertex)? {
+            let Some(keyed) = &file.keyed else { continue };
+            let part = match file.key_groups {
+                Some((start, end)) if !range.overlaps(&KeyGroupRange { start, end }) => continue,
+                Some(_) => keyed.part(range),
+                // Keyed state of a vertex that is not keyed: its own subtask only.
+                None if file.subtask as usize == subtask => keyed.clone(),
+                None => continue,
+            };
+            match &mut merged {
+                Some(m) => m.merge(part),
+                None => merged = Some(part),
+            }
+        }
+        merged
+    }
+
+    /// The vertex of the checkpoint named `id`.
+    pub fn vertex(&self, id: &str) -> Option<&VertexMeta> {
+        self.metadata.vertices.iter().find(|v| v.id == id)
+    }
+}
+
+/// Reads checkpoint folder `path` and every file it names, checking each one's header,
+/// length and checksum, and that the files are the ones `_metadata` lists.
+pub fn read_checkpoint(path: &Path) -> Result<LoadedCheckpoint, StoreError> {
+    if !path.is_dir() {
+        return Err(StoreError::NotACheckpoint {
+            path: path.to_path_buf(),
+            problem: "no such checkpoint folder".into(),
+        });
+    }
+    let meta_path = path.join(METADATA);
+    let bytes = match fs::read(&meta_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotACheckpoint {
+            path: path.to_path_buf(),
+            problem:
+                "incomplete checkpoint (no _metadata): it was never finished and cannot be restored"
+                    .into(),
+        }),
+        Err(e) => return Err(io_error(&meta_path)(e)),
+    };
+    let metadata: Metadata = decode_file(&meta_path, &bytes)?;
+    let mut files = BTreeMap::new();
+    for v in &metadata.vertices {
+        let mut states = Vec::new();
+        for f in &v.files {
+            let file_path = path.join(&f.name);
+            let bytes = fs::read(&file_path).map_err(io_error(&file_path))?;
+            if bytes.len() as u64 != f.len {
+                return Err(StoreError::Corrupt {
+                    path: file_path,
+                    problem: format!(
+                        "{} bytes, _metadata says {}: the file is truncated or was changed",
+                        bytes.len(),
+                        f.len
+                    ),
+                });
+            }
+            let state: StateFile = decode_file(&file_path, &bytes)?;
+            let range_ok = match (v.keyed, state.key_groups, &state.keyed) {
+                (true, Some((start, end)), Some(keyed)) => {
+                    keyed.max_parallelism() == v.max_parallelism
+                        && keyed.fits(KeyGroupRange { start, end })
+                }
+                (true, _, _) => false,
+                (false, _, _) => true,
+            };
+            if state.vertex != v.id || state.subtask != f.subtask || !range_ok {
+                return Err(StoreError::Corrupt {
+                    path: file_path,
+                    problem: "the file does not hold the state _metadata names".into(),
+                });
+            }
+            states.push(state);
+        }
+        files.insert(v.id.clone(), states);
+    }
+    Ok(LoadedCheckpoint {
+        path: path.to_path_buf(),
+        metadata,
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Value;
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "tidemark-store-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn checkpoint(id: u64) -> (Metadata, Vec<(usize, StateFile)>) {
+        let mut keyed = KeyedSnapshot::new(8);
+        keyed.put(&Value::from("u1"), &(3u64, 4.5f64)).unwrap();
+        keyed.set_shared(&-7i64).unwrap();
+        let meta = Metadata {
+            job: "j".into(),
+            id,
+            completed_ms: 1,
+            vertices: vec![
+                VertexMeta {
+                    id: "src".into(),
+                    kind: "source".into(),
+                    parallelism: 1,
+                    max_parallelism: 128,
+                    keyed: false,
+                    files: vec![],
+                },
+                VertexMeta {
+                    id: "win".into(),
+                    kind: "operator".into(),
+                    parallelism: 1,
+                    max_parallelism: 8,
+                    keyed: true,
+                    files: vec![],
+                },
+            ],
+        };
+        let files = vec![
+            (
+                0,
+                StateFile {
+                    vertex: "src".into(),
+                    subtask: 0,
+                    parallelism: 1,
+                    position: Some(vec![1, 2, 3]),
+                    max_timestamp: Some(99),
+                    ..Default::default()
+                },
+            ),
+            (
+                1,
+                StateFile {
+                    vertex: "win".into(),
+                    subtask: 0,
+                    parallelism: 1,
+                    key_groups: Some((0, 8)),
+                    keyed: Some(keyed),
+                    ..Default::default()
+                },
+            ),
+        ];
+        (meta, files)
+    }
+
+    #[test]
+    fn a_written_checkpoint_reads_back_equal_and_retain_keeps_the_newest() {
+        let dir = tmp("roundtrip");
+        for id in 1..=4 {
+            let (meta, files) = checkpoint(id);
+            write_checkpoint(&dir, meta, files, 2).unwrap();
+        }
+        let complete: Vec<u64> = complete_checkpoints(&dir)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(complete, [3, 4]);
+        let loaded = read_checkpoint(&dir.join("chk-4")).unwrap();
+        let (_, files) = checkpoint(4);
+        assert_eq!(loaded.metadata.id, 4);
+        assert_eq!(loaded.files["src"], [files[0].1.clone()]);
+        assert_eq!(loaded.files["win"], [files[1].1.clone()]);
+        assert_eq!(
+            loaded.metadata.vertices[1].files[0].name, "win.kg-0-8",
+            "one file per (vertex, key-group range)"
+        );
+        // An incomplete folder does not count and is refused by name.
+        fs::create_dir_all(dir.join("chk-9")).unwrap();
+        assert_eq!(complete_checkpoints(&dir).unwrap().len(), 2);
+        assert_eq!(highest_id(&dir), 9);
+        let e = read_checkpoint(&dir.join("chk-9")).unwrap_err().to_string();
+        assert!(e.contains("chk-9") && e.contains("incomplete"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_flipped_byte_or_a_cut_file_is_refused_naming_the_file() {
+        let dir = tmp("corrupt");
+        let (meta, files) = checkpoint(1);
+        let (folder, _) = write_checkpoint(&dir, meta, files, 3).unwrap();
+        let file = folder.join("win.kg-0-8");
+        let good = fs::read(&file).unwrap();
+        for at in [3, 9, 12, 19, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x40;
+            fs::write(&file, &bad).unwrap();
+            let e = read_checkpoint(&folder).unwrap_err().to_string();
+            assert!(e.contains("win.kg-0-8"), "byte {at}: {e}");
+        }
+        fs::write(&file, &good[..good.len() - 2]).unwrap();
+        let e = read_checkpoint(&folder).unwrap_err().to_string();
+        assert!(e.contains("win.kg-0-8") && e.contains("truncated"), "{e}");
+        fs::write(&file, &good).unwrap();
+        assert!(read_checkpoint(&folder).is_ok());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
