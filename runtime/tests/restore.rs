@@ -50,8 +50,8 @@ impl Source for SeqSource {
         // so that a keyed subtask gets records of subtask 0 after a barrier before subtask 1
         // delivers it (what alignment holds back).
         let most = if self.next >= N / 2 && self.next % 2 == 1 {
-            std::thread::sleep(Duration::from_micros(300));
-            40
+            std::thread::sleep(Duration::from_millis(2));
+            20
         } else {
             ctx.max_records
         };
