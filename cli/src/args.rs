@@ -96,6 +96,20 @@ pub struct RunArgs {
     /// Seed for generators and marker routing, for repeatable runs [default: random]
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Start from a checkpoint: `latest` (the newest complete one of the job under the
+    /// checkpoint directory), `auto` (latest if there is one, else a fresh start; nothing once
+    /// the job has finished: for supervisors), or the path of a `chk-<n>` folder
+    #[arg(long, value_name = "latest|auto|PATH", value_parser = crate::restore::parse_restore)]
+    pub restore: Option<crate::restore::RestoreMode>,
+    /// With --restore: start even though the checkpoint holds state of vertices the job no
+    /// longer has (that state is dropped), as Flink's flag
+    #[arg(long)]
+    pub allow_non_restored_state: bool,
+    /// With a checkpoint directory, a stop (SIGTERM, SIGINT, --duration) fires open windows
+    /// and emits what operators hold, as Flink's `stop --drain`, instead of keeping it in a
+    /// last checkpoint for a restore
+    #[arg(long)]
+    pub drain: bool,
     /// Override a setting by its key (repeatable); the matching flag wins over -D (--help lists
     /// the keys)
     #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_define,

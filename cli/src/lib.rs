@@ -60,6 +60,7 @@ pub mod locate;
 mod progress;
 pub mod redact;
 mod report;
+pub mod restore;
 mod run;
 pub mod settings;
 mod signals;
@@ -104,6 +105,9 @@ pub struct Loader {
     metrics_addr: Option<String>,
     seed: Option<u64>,
     check_inputs: bool,
+    /// Vertices whose parallelism is fixed whatever the file and flags say (a restore keeps
+    /// the checkpoint's for every vertex that is not keyed).
+    parallelism_overrides: std::collections::BTreeMap<String, std::num::NonZeroUsize>,
     /// What the job's Kafka parts share (instance name, clock offsets, series, timeout).
     #[cfg(feature = "kafka")]
     kafka: std::sync::Arc<tidemark_kafka::KafkaJob>,
@@ -137,6 +141,7 @@ impl Loader {
             metrics_addr: None,
             seed: None,
             check_inputs: false,
+            parallelism_overrides: Default::default(),
             #[cfg(feature = "kafka")]
             kafka: tidemark_kafka::KafkaJob::new(),
         }
@@ -186,6 +191,16 @@ impl Loader {
         self
     }
 
+    /// Fixes the parallelism of the vertices named (a restore keeps the checkpoint's for every
+    /// vertex that is not keyed).
+    pub fn parallelism_overrides(
+        mut self,
+        overrides: std::collections::BTreeMap<String, std::num::NonZeroUsize>,
+    ) -> Self {
+        self.parallelism_overrides = overrides;
+        self
+    }
+
     /// Whether sources check now that their input files exist (as `tidemark validate` does),
     /// rather than failing when the job starts.
     pub fn check_inputs(mut self, check: bool) -> Self {
@@ -217,6 +232,11 @@ impl Loader {
     ) -> Result<LoadedJob, LoadError> {
         let mut job = JobFile::parse(text, file)?;
         job.dir = dir.into();
+        for v in &mut job.vertices {
+            if let Some(p) = self.parallelism_overrides.get(&v.id) {
+                v.parallelism = Some(*p);
+            }
+        }
         let settings = resolve(
             &FileSettings::of(&job),
             &self.flags,

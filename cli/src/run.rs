@@ -8,6 +8,7 @@ use crate::error::{self, JobFailed, RunError, EXIT_INTERRUPTED, EXIT_JOB_FAILED,
 use crate::live::{settings_json, ComponentInfo, LiveJob, QueueShape};
 use crate::progress::Progress;
 use crate::report::{plural, FailureReport, NotStarted, Report, RunSummary};
+use crate::restore;
 use crate::settings::Settings;
 use crate::signals;
 use crate::{LoadedJob, Loader};
@@ -96,6 +97,76 @@ fn run_job(
     } = loader.load_file(&args.job)?;
     known.job_name = Some(job.name.clone());
     known.settings = Some(settings.clone());
+    // Checkpoints to a directory, and what to start from: the checkpoint is read whole and
+    // checked here, before anything is written or cut.
+    let checkpoint_dir = settings.checkpoint_dir.clone();
+    if checkpoint_dir.is_some() && settings.checkpoint_interval.is_none() {
+        anyhow::bail!(
+            "checkpoint.dir is set but checkpoints are off: set checkpoint.interval (or -D {}=1s)",
+            crate::settings::CHECKPOINT_INTERVAL_KEY
+        );
+    }
+    let (job, graph, mut config, restored) =
+        match restore::resolve(args.restore.as_ref(), &job.name, checkpoint_dir.as_deref())? {
+            restore::Start::Finished(message) => {
+                eprintln!("tidemark: {message}");
+                return Ok(EXIT_OK);
+            }
+            restore::Start::Fresh => {
+                if args.restore.is_some() {
+                    eprintln!(
+                        "tidemark: --restore auto: no complete checkpoint of job \"{}\" yet; \
+                         starting fresh",
+                        job.name
+                    );
+                }
+                (job, graph, config, None)
+            }
+            restore::Start::Restore(loaded) => {
+                let kept = restore::kept_parallelism(&loaded);
+                for (id, p) in &kept {
+                    if let Some(v) = graph.find(id).map(|v| graph.vertex(v)) {
+                        if v.parallelism() != p.get() {
+                            eprintln!(
+                                "tidemark: {} \"{id}\" keeps the parallelism {p} it had in the \
+                                 checkpoint (not {}): only keyed vertices rescale",
+                                v.kind().as_str(),
+                                v.parallelism()
+                            );
+                        }
+                    }
+                }
+                let LoadedJob {
+                    job, graph, config, ..
+                } = loader
+                    .clone()
+                    .parallelism_overrides(kept)
+                    .load_file(&args.job)?;
+                for note in restore::check(&loaded, &graph, args.allow_non_restored_state)? {
+                    eprintln!("tidemark: {note}");
+                }
+                eprintln!(
+                    "tidemark: restoring checkpoint {} from {}",
+                    loaded.metadata.id,
+                    loaded.path.display()
+                );
+                (job, graph, config, Some(loaded))
+            }
+        };
+    let job_dir = checkpoint_dir
+        .as_deref()
+        .map(|d| tidemark_runtime::checkpoint_store::job_dir(d, &job.name));
+    if let Some(job_dir) = &job_dir {
+        if restored.is_none() {
+            restore::clear_finished(job_dir);
+        }
+        config.checkpoint_storage = Some(tidemark_runtime::checkpoint::CheckpointStorage {
+            job_dir: job_dir.clone(),
+            retain: settings.checkpoint_retain,
+            last_id: restore::last_id(job_dir, restored.as_ref().map(|r| r.metadata.id)),
+        });
+    }
+    config.restore = restored.map(|r| Arc::new(*r));
     let queue = QueueShape {
         channel_capacity: config.channel_capacity,
         batch_size: config.batch_size,
@@ -165,6 +236,8 @@ fn run_job(
         &signals,
         args.duration,
         args.drain_timeout,
+        // With a checkpoint directory a stop keeps state for a restore, unless --drain.
+        job_dir.is_some() && !args.drain,
         Progress::new(registry.clone()),
     );
     let result = match ending.hard {
@@ -173,6 +246,22 @@ fn run_job(
     };
     let ended = SystemTime::now();
     live.set_outcome(&result.outcome);
+    if let Some(job_dir) = &job_dir {
+        let last = result.checkpoints.last_completed();
+        match (&result.outcome, &last) {
+            (JobOutcome::Finished, _) => {
+                restore::write_finished(job_dir, last.as_ref().map_or(0, |c| c.id))
+                    .map_err(RunError)?;
+            }
+            (JobOutcome::Stopped, Some(c)) if !args.drain => eprintln!(
+                "tidemark: stopped with checkpoint {} in {}; open windows are in it: continue \
+                 with --restore latest",
+                c.id,
+                c.path.display()
+            ),
+            _ => {}
+        }
+    }
 
     let in_flight: u64 = result
         .metrics
@@ -351,6 +440,7 @@ fn wait(
     signals: &Receiver<&'static str>,
     duration: Option<Duration>,
     drain_timeout: Duration,
+    keep_state: bool,
     mut progress: Option<Progress>,
 ) -> Ending {
     let deadline = duration.map(|d| Instant::now() + d);
@@ -382,7 +472,11 @@ fn wait(
             ));
         }
         if let Some(reason) = stop {
-            handle.stop();
+            if keep_state {
+                handle.stop_handle().suspend();
+            } else {
+                handle.stop();
+            }
             ending.stop_reason = Some(reason);
             drain_until = Some(Instant::now() + drain_timeout);
         }

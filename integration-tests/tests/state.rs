@@ -1,0 +1,548 @@
+//! State that survives a restart (issue 19), with the real binary: checkpoints to a directory,
+//! `--restore latest|auto|PATH`, the refusals (exit 2 naming the cause, before anything is
+//! written or cut), the marker of a finished job, and the spec's worked cases.
+//!
+//! The worked cases (SIGKILL half way then `--restore latest`, the same at `--parallelism 3`,
+//! SIGTERM then restore) need the file source and file sink to record and take back their
+//! positions (`Source::position/resume`, `Sink::position/restore`), which the branch
+//! h-state-io adds; until both branches are merged they are ignored. The kill comes at a
+//! forced point: once the sink has written part of the output and a checkpoint completed
+//! after that, never after a sleep. The result is compared with a reference computed here
+//! from the input.
+#![cfg(unix)]
+
+mod common;
+
+use common::{tidemark, Proc, TempDir};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Waits until `done`, failing after [`DEADLINE`] with `what`.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The complete checkpoints (`chk-<n>` with `_metadata`) of `job` under `dir`, by id.
+fn complete(dir: &Path, job: &str) -> Vec<(u64, PathBuf)> {
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join(job))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            e.path().join("_metadata").is_file().then(|| (n, e.path()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A finite generator job: window of counts and sums per key, into a file.
+fn generator_job(window_id: &str, extra: &str) -> String {
+    format!(
+        "name: gen-state
+checkpoint:
+  interval: 50ms
+  dir: ckpt
+{extra}sources:
+  gen:
+    type: generator
+    count: 60000
+    rate: 40000
+    keys: 20
+    watermarks:
+      max_out_of_orderness: 0
+operators:
+  {window_id}:
+    type: window
+    input: gen
+    size: 100ms
+    time: event
+    aggregates:
+      n: count
+sinks:
+  out:
+    type: file
+    input: {window_id}
+    path: out.jsonl
+"
+    )
+}
+
+#[test]
+fn checkpoints_are_written_and_a_finished_job_is_not_restarted_by_auto() {
+    let dir = TempDir::new("state-finished");
+    dir.write("job.yaml", &generator_job("per_key", ""));
+    let out = tidemark(
+        dir.path(),
+        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let chks = complete(&dir.join("ckpt"), "gen-state");
+    assert!(!chks.is_empty(), "no checkpoint written:\n{}", out.stderr);
+    assert!(chks.len() <= 3, "retain 3 by default: {chks:?}");
+    let (_, newest) = chks.last().unwrap();
+    // One file per (vertex, key-group range): the window owns key groups 0..128 at P=1.
+    assert!(newest.join("per_key.kg-0-128").is_file(), "{newest:?}");
+    assert!(newest.join("gen.subtask-0").is_file(), "{newest:?}");
+    assert!(dir.join("ckpt/gen-state/_finished").is_file());
+    let written = dir.read("out.jsonl");
+    // A supervisor restarting the command after the job finished starts nothing.
+    let again = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            "auto",
+        ],
+    );
+    assert_eq!(again.code(), 0, "{}", again.stderr);
+    assert!(again.stderr.contains("finished"), "{}", again.stderr);
+    assert_eq!(dir.read("out.jsonl"), written, "the output is left alone");
+}
+
+#[test]
+fn restore_latest_without_a_checkpoint_is_refused_naming_the_folder() {
+    let dir = TempDir::new("state-none");
+    dir.write("job.yaml", &generator_job("per_key", ""));
+    dir.write("out.jsonl", "kept\n");
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            "latest",
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no complete checkpoint") && out.stderr.contains("gen-state"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        dir.read("out.jsonl"),
+        "kept\n",
+        "nothing written before the refusal"
+    );
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            "ckpt/gen-state/chk-7",
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("chk-7"), "{}", out.stderr);
+}
+
+/// Runs the generator job to its end and returns the newest checkpoint folder.
+fn finished_run(dir: &TempDir) -> PathBuf {
+    dir.write("job.yaml", &generator_job("per_key", ""));
+    let out = tidemark(
+        dir.path(),
+        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    complete(&dir.join("ckpt"), "gen-state").pop().unwrap().1
+}
+
+#[test]
+fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
+    let dir = TempDir::new("state-refused");
+    let newest = finished_run(&dir);
+    let written = dir.read("out.jsonl");
+    let chk = newest.display().to_string();
+
+    // The window vertex renamed: its state has nowhere to go.
+    dir.write("renamed.yaml", &generator_job("per_user", ""));
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "renamed.yaml",
+            "--restore",
+            &chk,
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("\"per_key\"") && out.stderr.contains("--allow-non-restored-state"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(dir.read("out.jsonl"), written);
+
+    // Another max_parallelism.
+    dir.write(
+        "other-m.yaml",
+        &generator_job("per_key", "max_parallelism: 64\n"),
+    );
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "other-m.yaml",
+            "--restore",
+            &chk,
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("max_parallelism 128") && out.stderr.contains("64"),
+        "{}",
+        out.stderr
+    );
+
+    // One flipped byte in a state file: refused naming the file.
+    let state = newest.join("per_key.kg-0-128");
+    let mut bytes = std::fs::read(&state).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&state, &bytes).unwrap();
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            &chk,
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("per_key.kg-0-128") && out.stderr.contains("checksum"),
+        "{}",
+        out.stderr
+    );
+    // Cut short: refused naming the file too.
+    std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            &chk,
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("per_key.kg-0-128"), "{}", out.stderr);
+    // A folder without _metadata is incomplete.
+    std::fs::remove_file(newest.join("_metadata")).unwrap();
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            &chk,
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(out.stderr.contains("incomplete"), "{}", out.stderr);
+    assert_eq!(
+        dir.read("out.jsonl"),
+        written,
+        "the sink's file is untouched"
+    );
+}
+
+#[test]
+fn a_source_that_cannot_resume_is_refused() {
+    let dir = TempDir::new("state-stdin");
+    dir.write(
+        "job.yaml",
+        "name: from-stdin
+checkpoint: {interval: 20ms, dir: ckpt}
+sources:
+  lines: {type: stdin}
+sinks:
+  out: {type: file, input: lines, path: out.jsonl}
+",
+    );
+    let (mut proc, mut stdin) = Proc::spawn_with_stdin(
+        dir.path(),
+        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
+    );
+    use std::io::Write as _;
+    writeln!(stdin, r#"{{"a": 1}}"#).unwrap();
+    stdin.flush().unwrap();
+    let ckpt = dir.join("ckpt");
+    wait_until("a checkpoint of the stdin job", || {
+        !complete(&ckpt, "from-stdin").is_empty()
+    });
+    let pid = libc::pid_t::try_from(proc.id()).unwrap();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let _ = proc.wait();
+    drop(stdin);
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--restore",
+            "latest",
+        ],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("source \"lines\" cannot resume"),
+        "{}",
+        out.stderr
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worked cases (need h-state-io's file source and sink positions).
+
+const EVENTS: usize = 1_000_000;
+
+/// W6-style events: `ts` rising 1 ms per event, 40 users, a third not paid.
+fn write_events(path: &Path) {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(EVENTS * 80);
+    for i in 0..EVENTS {
+        let status = if i % 3 == 2 { "open" } else { "paid" };
+        let amount = (i * 7919) % 10_000;
+        let _ = writeln!(
+            text,
+            r#"{{"ts":{},"user":"u{}","status":"{status}","amount":{}.{:02}}}"#,
+            1_700_000_000_000u64 + i as u64,
+            (i * 31) % 40,
+            amount / 100,
+            amount % 100
+        );
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Per (user, window start ms): count and sum of `amount * 0.92` of the paid events, computed
+/// from the input as written by [`write_events`].
+fn reference() -> BTreeMap<(String, i64), (u64, f64)> {
+    let mut r: BTreeMap<(String, i64), (u64, f64)> = BTreeMap::new();
+    for i in 0..EVENTS {
+        if i % 3 == 2 {
+            continue;
+        }
+        let amount = ((i * 7919) % 10_000) as f64 / 100.0;
+        let ts = 1_700_000_000_000i64 + i as i64;
+        let e = r
+            .entry((format!("u{}", (i * 31) % 40), ts - ts.rem_euclid(1000)))
+            .or_default();
+        e.0 += 1;
+        e.1 += amount * 0.92;
+    }
+    r
+}
+
+const W6_JOB: &str = "name: w6-state
+checkpoint:
+  interval: 200ms
+  dir: ckpt
+sources:
+  events:
+    type: file
+    path: events.jsonl
+    format: json
+    timestamp: ts
+    parallelism: 1
+    watermarks:
+      max_out_of_orderness: 0
+operators:
+  paid:
+    type: filter
+    input: events
+    where: 'status == \"paid\"'
+  eur:
+    type: map
+    input: paid
+    set:
+      eur: 'amount * 0.92'
+  slow:
+    type: map
+    input: eur
+    cost: 3us
+  per_user:
+    type: window
+    input: slow
+    partition: hash
+    key: user
+    size: 1s
+    time: event
+    aggregates:
+      n: count
+      total: {sum: eur}
+sinks:
+  out:
+    type: file
+    input: per_user
+    parallelism: 1
+    path: out.jsonl
+";
+
+/// Every window result in `out.jsonl`, checked against the reference: each window once, the
+/// same count, the same sum up to summation order.
+fn check_output(dir: &TempDir) {
+    let text = dir.read("out.jsonl");
+    let mut got: BTreeMap<(String, i64), (u64, f64)> = BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = (
+            v["key"].as_str().unwrap().to_string(),
+            v["window_start"].as_i64().unwrap(),
+        );
+        let value = (v["n"].as_u64().unwrap(), v["total"].as_f64().unwrap());
+        assert!(
+            got.insert(key.clone(), value).is_none(),
+            "window twice: {key:?}"
+        );
+    }
+    let want = reference();
+    assert_eq!(got.len(), want.len(), "windows");
+    for (k, (n, total)) in &want {
+        let (gn, gt) = got[k];
+        assert_eq!(gn, *n, "count of {k:?}");
+        assert!(
+            (gt - total).abs() <= 1e-6 * total.abs().max(1.0),
+            "sum of {k:?}: {gt} vs {total}"
+        );
+    }
+}
+
+/// Starts the W6 job; once the sink has written `lines` lines and a checkpoint completed after
+/// that, stops it with `signal`; returns the process.
+fn run_until_half(dir: &TempDir, args: &[&str], signal: libc::c_int) -> Proc {
+    let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
+    all.extend_from_slice(args);
+    let mut proc = Proc::spawn(dir.path(), all);
+    let out = dir.join("out.jsonl");
+    wait_until("half the output", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 20_000)
+    });
+    let ckpt = dir.join("ckpt");
+    let seen = complete(&ckpt, "w6-state").last().map_or(0, |c| c.0);
+    wait_until("a checkpoint after that", || {
+        complete(&ckpt, "w6-state")
+            .last()
+            .is_some_and(|c| c.0 > seen)
+    });
+    let pid = libc::pid_t::try_from(proc.id()).unwrap();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    let _ = proc.wait();
+    proc
+}
+
+fn w6_dir(label: &str) -> TempDir {
+    let dir = TempDir::new(label);
+    write_events(&dir.join("events.jsonl"));
+    dir.write("job.yaml", W6_JOB);
+    dir
+}
+
+#[test]
+#[ignore = "needs the file source and file sink positions of branch h-state-io"]
+fn sigkill_half_way_then_restore_latest_writes_the_uninterrupted_result() {
+    let dir = w6_dir("state-w6-kill");
+    run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "2",
+            "--restore",
+            "latest",
+        ],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("restoring checkpoint"),
+        "{}",
+        out.stderr
+    );
+    check_output(&dir);
+}
+
+#[test]
+#[ignore = "needs the file source and file sink positions of branch h-state-io"]
+fn sigkill_half_way_then_restore_at_parallelism_3_writes_the_same() {
+    let dir = w6_dir("state-w6-rescale");
+    run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "3",
+            "--restore",
+            "latest",
+        ],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    check_output(&dir);
+}
+
+#[test]
+#[ignore = "needs the file source and file sink positions of branch h-state-io"]
+fn sigterm_half_way_keeps_open_windows_for_the_restore() {
+    let dir = w6_dir("state-w6-term");
+    let proc = run_until_half(&dir, &["--parallelism", "2"], libc::SIGTERM);
+    assert!(
+        proc.stderr().contains("stopped with checkpoint"),
+        "{}",
+        proc.stderr()
+    );
+    let out = tidemark(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "2",
+            "--restore",
+            "auto",
+        ],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    check_output(&dir);
+}
