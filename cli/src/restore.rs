@@ -162,7 +162,7 @@ pub fn check(
             if files.iter().any(|f| f.position.is_none()) {
                 bail!(
                     "cannot restore from {folder}: source \"{}\" cannot resume from a checkpoint \
-                     (it recorded no position: standard input cannot be read again)",
+                     (it recorded no position: a source such as stdin cannot be read again)",
                     v.id
                 );
             }

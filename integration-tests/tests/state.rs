@@ -546,3 +546,87 @@ fn sigterm_half_way_keeps_open_windows_for_the_restore() {
     assert_eq!(out.code(), 0, "{}", out.stderr);
     check_output(&dir);
 }
+
+// ---------------------------------------------------------------------------------------------
+// docs/state.md: the systemd unit's and the Kubernetes manifest's command lines.
+
+/// The command lines the docs ship: the unit's `ExecStart=` and the manifest's `command`, and
+/// the manifest's volume mount paths.
+fn documented_commands() -> (Vec<String>, Vec<String>, Vec<String>) {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/state.md"))
+        .expect("docs/state.md");
+    let unit: Vec<String> = doc
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart= line")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let start = doc.find("apiVersion: apps/v1").expect("the manifest");
+    let manifest = &doc[start..start + doc[start..].find("```").expect("its end")];
+    let manifest: serde_json::Value =
+        serde_yaml_ng::from_str(manifest).expect("the manifest parses");
+    let container = &manifest["spec"]["template"]["spec"]["containers"][0];
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("a list: {v}"))
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let command = strings(&container["command"]);
+    let mounts = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap().to_string())
+        .collect();
+    (unit, command, mounts)
+}
+
+/// Runs a documented command line in `dir`: the binary under test for `tidemark`, the test's
+/// job file for `/etc/tidemark/job.yaml`, a free port for the metrics address.
+fn run_documented(dir: &TempDir, command: &[String]) -> common::Output {
+    assert!(command[0].ends_with("tidemark"), "{command:?}");
+    let args: Vec<String> = command[1..]
+        .iter()
+        .map(|a| match a.as_str() {
+            "/etc/tidemark/job.yaml" => dir.join("job.yaml").display().to_string(),
+            a if a.ends_with(":9249") => "127.0.0.1:0".to_string(),
+            a => a.to_string(),
+        })
+        .collect();
+    assert!(
+        args.windows(2).any(|w| w == ["--restore", "auto"]),
+        "{command:?}"
+    );
+    tidemark(dir.path(), args)
+}
+
+#[test]
+fn the_documented_unit_and_manifest_commands_start_and_restart_the_job() {
+    let (unit, command, mounts) = documented_commands();
+    // The pod keeps its checkpoints on the volume mounted where the job file writes them.
+    assert!(
+        mounts.iter().any(|m| m == "/var/lib/tidemark/checkpoints"),
+        "{mounts:?}"
+    );
+    for line in [unit, command] {
+        let dir = TempDir::new("state-supervised");
+        dir.write(
+            "job.yaml",
+            &generator_job("per_key", "").replace("dir: ckpt", "dir: checkpoints"),
+        );
+        // First start: nothing to restore, a fresh run to the end.
+        let first = run_documented(&dir, &line);
+        assert_eq!(first.code(), 0, "{line:?}: {}", first.stderr);
+        assert!(first.stderr.contains("starting fresh"), "{}", first.stderr);
+        assert!(!complete(&dir.join("checkpoints"), "gen-state").is_empty());
+        let written = dir.read("out.jsonl");
+        // The supervisor restarts the same command: the job finished, nothing runs again.
+        let again = run_documented(&dir, &line);
+        assert_eq!(again.code(), 0, "{}", again.stderr);
+        assert!(again.stderr.contains("finished"), "{}", again.stderr);
+        assert_eq!(dir.read("out.jsonl"), written);
+    }
+}

@@ -544,6 +544,33 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The checkpoint of [`checkpoint`]`(4)` as this format version wrote it, kept in the
+    /// repository: a later build must read it (or change [`FORMAT_VERSION`] and say how old
+    /// checkpoints are read). `TIDEMARK_WRITE_FIXTURE=1` writes it again.
+    #[test]
+    fn reads_the_checkpoint_the_version_1_fixture_holds() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint-v1");
+        if std::env::var_os("TIDEMARK_WRITE_FIXTURE").is_some() {
+            let _ = fs::remove_dir_all(&fixture);
+            let (meta, files) = checkpoint(4);
+            write_checkpoint(&fixture, meta, files, 3).unwrap();
+        }
+        let loaded = read_checkpoint(&fixture.join("chk-4")).unwrap();
+        let (meta, files) = checkpoint(4);
+        assert_eq!(loaded.metadata.id, meta.id);
+        assert_eq!(loaded.metadata.job, meta.job);
+        assert_eq!(loaded.files["src"], [files[0].1.clone()]);
+        assert_eq!(loaded.files["win"], [files[1].1.clone()]);
+        let keyed = loaded.files["win"][0].keyed.as_ref().unwrap();
+        assert_eq!(
+            keyed.decoded::<(u64, f64)>().unwrap(),
+            [(Value::from("u1"), (3, 4.5))]
+        );
+        assert_eq!(keyed.shared::<i64>().unwrap(), [-7]);
+        let header = fs::read(fixture.join("chk-4/win.kg-0-8")).unwrap();
+        assert_eq!(&header[..10], b"TDMKCHK\0\x01\x00", "magic and version 1");
+    }
+
     #[test]
     fn a_flipped_byte_or_a_cut_file_is_refused_naming_the_file() {
         let dir = tmp("corrupt");
