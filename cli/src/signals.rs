@@ -1,5 +1,7 @@
 //! SIGINT and SIGTERM: the first asks the job to stop (sources stop, in-flight records drain
-//! for at most `--drain-timeout`, the report is written, exit 0); the second stops it hard (what
+//! for at most `--drain-timeout`, the report is written, exit 0; with a checkpoint directory and
+//! without `--drain`, a last checkpoint keeps open windows for a restore instead of firing
+//! them, see `run.rs`); the second stops it hard (what
 //! is in flight is dropped and counted, the report is written, exit 130); a third one exits at
 //! once with code 130, in case even the hard stop hangs.
 
