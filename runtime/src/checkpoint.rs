@@ -65,8 +65,11 @@ struct Storage {
     subtasks: usize,
     /// The newest checkpoint written whole.
     stored: AtomicU64,
-    writer: Mutex<Option<mpsc::Sender<(u64, Vec<(usize, StateFile)>)>>>,
+    writer: Mutex<Option<mpsc::Sender<ToWrite>>>,
 }
+
+/// A checkpoint to write: its id and each vertex subtask's state (with its vertex index).
+type ToWrite = (u64, Vec<(usize, StateFile)>);
 
 /// The last complete checkpoint written to the directory.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,7 +147,7 @@ impl Checkpoints {
         let Some(storage) = &self.storage else {
             return;
         };
-        let (tx, rx) = mpsc::channel::<(u64, Vec<(usize, StateFile)>)>();
+        let (tx, rx) = mpsc::channel::<ToWrite>();
         *storage.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         let weak: Weak<Checkpoints> = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
@@ -282,7 +285,7 @@ impl Checkpoints {
             vertices: storage.vertices.clone(),
         };
         let mut files = files;
-        files.sort_by(|a, b| (a.0, a.1.subtask).cmp(&(b.0, b.1.subtask)));
+        files.sort_by_key(|a| (a.0, a.1.subtask));
         match write_checkpoint(&storage.config.job_dir, meta, files, storage.config.retain) {
             Ok((path, size_bytes)) => {
                 if let Ok(mut inner) = self.inner.lock() {
