@@ -57,6 +57,9 @@ pub(crate) struct ChainNode {
     pub(crate) sink_index: Option<usize>,
     /// A sink that passes markers on (a Kafka exchange writer): it records none.
     relays_markers: bool,
+    /// Restored from a checkpoint taken after this vertex subtask had ended: what it held
+    /// was emitted then, so the end of input emits nothing.
+    pub(crate) ended_before: bool,
 }
 
 impl ChainNode {
@@ -80,6 +83,7 @@ impl ChainNode {
             output_closed: false,
             dropped_output_closed: 0,
             sink_index: None,
+            ended_before: false,
         }
     }
 }
@@ -344,7 +348,8 @@ impl Chain {
             .suspend
             .load(std::sync::atomic::Ordering::Relaxed);
         self.each_node(cx, |node| match &mut node.kind {
-            NodeKind::Operator(_) if suspended => Ok(()),
+            // Suspended, or restored from a checkpoint taken after it had ended already.
+            NodeKind::Operator(_) if suspended || node.ended_before => Ok(()),
             NodeKind::Operator(op) => op.finish(now_nanos, &mut node.out),
             NodeKind::Sink(_) if node.output_closed => Ok(()),
             NodeKind::Sink(sink) => match sink.finish() {
@@ -442,13 +447,60 @@ impl Chain {
         Ok(())
     }
 
-    /// The chain's vertices have ended: checkpoints they gave no state for cannot complete.
-    pub(crate) fn ended(&self) {
-        if let Some(c) = &self.checkpoints {
-            for node in &self.nodes {
-                c.subtask_finished(node.vertex, self.subtask);
+    /// The chain's vertices have ended: cleanly (`clean`, after [`Chain::finish`]), each gives
+    /// its state after the end, which stands in for it in later checkpoints; otherwise the
+    /// checkpoints they gave no state for cannot complete.
+    pub(crate) fn ended(&mut self, clean: bool) {
+        let Some(c) = self.checkpoints.clone() else {
+            return;
+        };
+        if !c.writes_state() {
+            return;
+        }
+        for i in 0..self.nodes.len() {
+            let vertex = self.nodes[i].vertex;
+            let file = if clean { self.final_state(&c, i) } else { None };
+            c.subtask_finished(vertex, self.subtask, file);
+        }
+    }
+
+    /// The state of chain node `i` after the end of input, marked finished (`None` if it
+    /// cannot be taken).
+    fn final_state(&mut self, c: &Checkpoints, i: usize) -> Option<StateFile> {
+        let node = &mut self.nodes[i];
+        let meta = c.vertex(node.vertex)?;
+        let mut file = StateFile {
+            vertex: meta.id.clone(),
+            subtask: self.subtask,
+            parallelism: meta.parallelism,
+            finished: true,
+            ..StateFile::default()
+        };
+        if meta.keyed {
+            let r = KeyGroupRange::of_subtask(
+                self.subtask as usize,
+                meta.parallelism as usize,
+                meta.max_parallelism,
+            );
+            file.key_groups = Some((r.start, r.end));
+            file.keyed = Some(KeyedSnapshot::new(meta.max_parallelism));
+        }
+        match &mut node.kind {
+            NodeKind::Operator(op) => {
+                if op.has_keyed_state() {
+                    let mut state = KeyedSnapshot::new(meta.max_parallelism);
+                    op.snapshot_keyed(u64::MAX, &mut state).ok()?;
+                    file.keyed = Some(state);
+                }
+                file.local = op.snapshot_local(u64::MAX).ok()?;
+            }
+            NodeKind::Sink(sink) => {
+                if sink.resumable() {
+                    file.position = Some(sink.position(u64::MAX).ok()?);
+                }
             }
         }
+        Some(file)
     }
 
     /// Publishes the per-batch counters; one relaxed store per counter per batch.
@@ -557,6 +609,7 @@ fn submit(
         local,
         position,
         max_timestamp: None,
+        finished: false,
     };
     c.submit(n, vertex, file);
 }

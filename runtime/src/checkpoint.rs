@@ -98,11 +98,17 @@ struct Inner {
     sum_seconds: f64,
     /// Checkpoints to a directory: the state given so far per checkpoint.
     parts: BTreeMap<u64, Vec<(usize, StateFile)>>,
-    /// Vertex subtasks that ended, as (vertex, subtask).
+    /// Vertex subtasks that ended without a final state (a hard stop, a failure), as (vertex,
+    /// subtask): checkpoints they gave no state for cannot complete.
     finished: HashSet<(usize, u32)>,
+    /// Vertex subtasks that ended cleanly, with their state after the end: it stands in for
+    /// every later checkpoint (the subtask has nothing more to read or emit).
+    finals: BTreeMap<(usize, u32), StateFile>,
     last: Option<CompletedCheckpoint>,
     /// Per vertex id: how long barriers were aligned.
     alignment: BTreeMap<String, AlignmentHistogram>,
+    /// Per keyed vertex subtask (id, subtask index): keys with state at its last checkpoint.
+    keys: BTreeMap<(String, String), u64>,
 }
 
 impl Checkpoints {
@@ -202,70 +208,86 @@ impl Checkpoints {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let parts = inner.parts.entry(n).or_default();
-        parts.push((vertex, file));
-        let given = parts.len();
-        // A subtask that ended without giving its state never will.
-        let missing = {
-            let parts = &inner.parts[&n];
-            inner
-                .finished
-                .iter()
-                .any(|(v, s)| !parts.iter().any(|(pv, f)| pv == v && f.subtask == *s))
+        if let Some(keyed) = &file.keyed {
+            inner.keys.insert(
+                (file.vertex.clone(), file.subtask.to_string()),
+                keyed.len() as u64,
+            );
+        }
+        inner.parts.entry(n).or_default().push((vertex, file));
+        self.settle(&mut inner, storage, n);
+    }
+
+    /// Checkpoint `n` with the state given so far: failed when a subtask that ended without
+    /// a final state did not give it, complete (sent to the writer) when every subtask gave
+    /// its state or ended with a final one.
+    fn settle(&self, inner: &mut Inner, storage: &Storage, n: u64) {
+        let Some(parts) = inner.parts.get(&n) else {
+            return;
         };
-        if missing {
+        let gave = |v: usize, s: u32| parts.iter().any(|(pv, f)| *pv == v && f.subtask == s);
+        if inner.finished.iter().any(|(v, s)| !gave(*v, *s)) {
             inner.parts.remove(&n);
-            drop(inner);
-            self.fail(n);
+            self.fail_locked(inner, n);
             return;
         }
-        if given == storage.subtasks {
-            let files = inner.parts.remove(&n).unwrap_or_default();
-            drop(inner);
-            let sent = match &*storage.writer.lock().unwrap_or_else(|e| e.into_inner()) {
-                Some(tx) => tx.send((n, files)).is_ok(),
-                None => false,
-            };
-            if !sent {
-                self.fail(n);
+        let standing = inner.finals.keys().filter(|(v, s)| !gave(*v, *s)).count();
+        if parts.len() + standing < storage.subtasks {
+            return;
+        }
+        let mut files = inner.parts.remove(&n).unwrap_or_default();
+        for ((v, s), file) in &inner.finals {
+            if !files.iter().any(|(pv, f)| pv == v && f.subtask == *s) {
+                files.push((*v, file.clone()));
             }
+        }
+        let sent = match &*storage.writer.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(tx) => tx.send((n, files)).is_ok(),
+            None => false,
+        };
+        if !sent {
+            self.fail_locked(inner, n);
         }
     }
 
-    /// Vertex subtask (`vertex`, `subtask`) has ended: checkpoints it has not given its state
-    /// for cannot complete.
-    pub(crate) fn subtask_finished(&self, vertex: usize, subtask: u32) {
-        if self.storage.is_none() {
+    /// Vertex subtask (`vertex`, `subtask`) has ended. With its state after the end
+    /// (`final_state`, marked finished), that state stands in for it in every checkpoint it
+    /// gave nothing for; without (a hard stop, a failure), those checkpoints cannot complete.
+    pub(crate) fn subtask_finished(
+        &self,
+        vertex: usize,
+        subtask: u32,
+        final_state: Option<StateFile>,
+    ) {
+        let Some(storage) = &self.storage else {
             return;
-        }
+        };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        inner.finished.insert((vertex, subtask));
-        let stuck: Vec<u64> = inner
-            .parts
-            .iter()
-            .filter(|(_, parts)| {
-                !parts
-                    .iter()
-                    .any(|(v, f)| *v == vertex && f.subtask == subtask)
-            })
-            .map(|(n, _)| *n)
-            .collect();
-        for n in &stuck {
-            inner.parts.remove(n);
+        match final_state {
+            Some(file) => {
+                inner.finals.insert((vertex, subtask), file);
+            }
+            None => {
+                inner.finished.insert((vertex, subtask));
+            }
         }
-        drop(inner);
-        for n in stuck {
-            self.fail(n);
+        let pending: Vec<u64> = inner.parts.keys().copied().collect();
+        for n in pending {
+            self.settle(&mut inner, storage, n);
         }
     }
 
-    fn fail(&self, n: u64) {
+    fn fail_locked(&self, inner: &mut Inner, n: u64) {
         self.failed.fetch_max(n, Ordering::AcqRel);
+        inner.failed_total += 1;
+        inner.started.remove(&n);
+    }
+
+    fn fail(&self, n: u64) {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.failed_total += 1;
-            inner.started.remove(&n);
+            self.fail_locked(&mut inner, n);
         }
     }
 
@@ -429,6 +451,12 @@ pub const ALIGNMENT: SeriesFamily = SeriesFamily::histogram(
     "Time a vertex subtask held back inputs whose barrier had arrived until every open input delivered it (0 with one input).",
 );
 
+/// `tidemark_state_keys`.
+pub const STATE_KEYS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_state_keys",
+    "Keys with state in a keyed operator subtask, as of its last checkpoint.",
+);
+
 /// `tidemark_checkpoint_size_bytes`.
 pub const SIZE: SeriesFamily = SeriesFamily::gauge(
     "tidemark_checkpoint_size_bytes",
@@ -473,6 +501,16 @@ impl SeriesSource for Checkpoints {
                 buckets,
                 *count,
                 *sum,
+            );
+        }
+        for ((vertex, subtask), keys) in &inner.keys {
+            out.number(
+                &STATE_KEYS,
+                &[
+                    ("operator_id", vertex.as_str()),
+                    ("operator_subtask_index", subtask.as_str()),
+                ],
+                *keys as f64,
             );
         }
         if let Some(last) = &inner.last {
@@ -622,6 +660,103 @@ mod tests {
         // Acknowledgements never run ahead of what the sources started.
         c.acknowledge(0, 9);
         assert_eq!(c.completed(), 2);
+    }
+
+    fn file(vertex: &str, subtask: u32, position: u8) -> StateFile {
+        StateFile {
+            vertex: vertex.into(),
+            subtask,
+            parallelism: 2,
+            position: Some(vec![position]),
+            ..StateFile::default()
+        }
+    }
+
+    /// Two source subtasks (vertex 0) and no sinks, writing to a temporary folder.
+    fn stored(name: &str) -> (Arc<Checkpoints>, PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "tidemark-coordinator-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let vertices = vec![VertexMeta {
+            id: "src".into(),
+            kind: "source".into(),
+            parallelism: 2,
+            max_parallelism: 128,
+            keyed: false,
+            files: vec![],
+        }];
+        let storage = CheckpointStorage {
+            job_dir: dir.clone(),
+            retain: 10,
+            last_id: 0,
+        };
+        let c = Arc::new(
+            Checkpoints::new(Some(Duration::from_millis(5)), 0).with_storage(
+                storage,
+                "j".into(),
+                vertices,
+            ),
+        );
+        c.start_writer();
+        (c, dir)
+    }
+
+    fn wait_settled(c: &Checkpoints, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !c.settled(n) {
+            assert!(Instant::now() < deadline, "checkpoint {n} never settled");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_subtask_that_ended_cleanly_stands_in_with_its_final_state() {
+        let (c, dir) = stored("final");
+        c.triggered(1);
+        c.submit(1, 0, file("src", 0, 1));
+        c.submit(1, 0, file("src", 1, 1));
+        wait_settled(&c, 1);
+        assert_eq!(c.completed(), 1);
+        // Subtask 0 ends with its final position; checkpoint 2 has only subtask 1's state.
+        c.subtask_finished(
+            0,
+            0,
+            Some(StateFile {
+                finished: true,
+                ..file("src", 0, 9)
+            }),
+        );
+        c.triggered(2);
+        c.submit(2, 0, file("src", 1, 2));
+        wait_settled(&c, 2);
+        assert_eq!(c.completed(), 2);
+        let loaded = crate::checkpoint_store::read_checkpoint(&dir.join("chk-2")).unwrap();
+        let first = loaded.file("src", 0).unwrap();
+        assert!(first.finished);
+        assert_eq!(first.position, Some(vec![9]));
+        assert_eq!(loaded.file("src", 1).unwrap().position, Some(vec![2]));
+        assert_eq!(c.failed_total(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_subtask_that_ended_without_a_final_state_fails_later_checkpoints_once_each() {
+        let (c, dir) = stored("stuck");
+        c.triggered(1);
+        c.submit(1, 0, file("src", 1, 1));
+        c.subtask_finished(0, 0, None);
+        wait_settled(&c, 1);
+        assert_eq!((c.completed(), c.failed_total()), (0, 1));
+        c.triggered(2);
+        c.submit(2, 0, file("src", 1, 2));
+        wait_settled(&c, 2);
+        assert_eq!((c.completed(), c.failed_total()), (0, 2));
+        assert!(crate::checkpoint_store::complete_checkpoints(&dir)
+            .unwrap()
+            .is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -62,6 +62,10 @@ pub struct StateFile {
     pub position: Option<Vec<u8>>,
     /// A source's watermark generator state: the greatest timestamp it had seen.
     pub max_timestamp: Option<i64>,
+    /// The subtask had ended (its input all read, what it held emitted) before this
+    /// checkpoint: this is its state after the end, and a restore does not end it again
+    /// (its operators emit nothing more at the end of input).
+    pub finished: bool,
 }
 
 /// One vertex in a checkpoint's `_metadata`.

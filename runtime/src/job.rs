@@ -527,13 +527,12 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                         }
                         let e2e = metrics.e2e_latency().is_some()
                             && graph.vertices[v.0].kind() != VertexKind::Source;
-                        nodes.push(ChainNode::new(
-                            v.0,
-                            NodeKind::Operator(op),
-                            metrics,
-                            batch_size,
-                            e2e,
-                        ));
+                        let mut node =
+                            ChainNode::new(v.0, NodeKind::Operator(op), metrics, batch_size, e2e);
+                        node.ended_before = restored
+                            .and_then(|r| r.file(&ctx.vertex_id, s))
+                            .is_some_and(|f| f.finished);
+                        nodes.push(node);
                     }
                     Factory::Sink(f) => {
                         let mut sink = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;

@@ -227,11 +227,34 @@ impl Task {
         };
         self.times.publish();
         self.chain.publish();
-        // Checkpoints this task gave no state for can no longer complete.
-        if let (Some(c), Head::Source { vertex, .. }) = (&self.chain.checkpoints, &self.head) {
-            c.subtask_finished(*vertex, self.chain.subtask);
+        // Ended cleanly: the state after the end stands in for later checkpoints; otherwise
+        // checkpoints this task gave no state for can no longer complete.
+        let clean = result.is_ok();
+        if let (Some(c), Head::Source { vertex, source, .. }) =
+            (&self.chain.checkpoints, &mut self.head)
+        {
+            let file = match (clean, c.vertex(*vertex)) {
+                (true, Some(meta)) => {
+                    let position = match source.resumable() {
+                        true => source.position(u64::MAX).ok(),
+                        false => None,
+                    };
+                    Some(StateFile {
+                        vertex: meta.id.clone(),
+                        subtask: self.chain.subtask,
+                        parallelism: meta.parallelism,
+                        position,
+                        finished: true,
+                        ..StateFile::default()
+                    })
+                }
+                _ => None,
+            };
+            // A resumable source whose position could not be taken ends without one.
+            let file = file.filter(|f| f.position.is_some() || !source.resumable());
+            c.subtask_finished(*vertex, self.chain.subtask, file);
         }
-        self.chain.ended();
+        self.chain.ended(clean);
         // After a hard stop or a failure, count what this task held as left in flight (0 when
         // it ended cleanly).
         let (taken, source) = match &self.head {

@@ -241,9 +241,18 @@ fn crashed_run(dir: &std::path::Path, sums: &Written, seen: &Written) -> u64 {
     // records flow, and after records that followed the last of them.
     gate.store(u64::MAX, Ordering::Release);
     let opened = c.completed();
-    wait_until("checkpoints while the second half flows", || {
-        c.completed() > opened + 3 && seen.lock().unwrap().len() as u64 > 5 * N / 8
-    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !(c.completed() > opened + 3 && seen.lock().unwrap().len() as u64 > 5 * N / 8) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "checkpoints while the second half flows: completed {} (opened at {opened}), \
+             failed {}, tap {} records",
+            c.completed(),
+            c.failed_total(),
+            seen.lock().unwrap().len()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let before = seen.lock().unwrap().len();
     wait_until("records after the checkpoint", || {
         seen.lock().unwrap().len() > before
@@ -251,6 +260,24 @@ fn crashed_run(dir: &std::path::Path, sums: &Written, seen: &Written) -> u64 {
     handle.abort();
     let result = wait_or_fail(handle, LIMIT);
     assert_eq!(result.outcome, JobOutcome::Aborted);
+    // The series of checkpoints to a directory: alignment of the two-input keyed vertex, and
+    // every key with state in one of its two subtasks.
+    let text = tidemark_runtime::exporter::render_text(&result.metrics).unwrap();
+    assert!(
+        text.contains("tidemark_checkpoint_alignment_seconds_count{job_name=\"restore-test\",operator_id=\"sum\"}"),
+        "{text}"
+    );
+    let keys: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("tidemark_state_keys{") && l.contains("operator_id=\"sum\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(keys, KEYS as f64, "{text}");
+    assert!(text.contains("tidemark_checkpoint_size_bytes{"), "{text}");
+    assert!(
+        text.contains("tidemark_checkpoints_failed_total{"),
+        "{text}"
+    );
     assert!(
         sums.lock().unwrap().is_empty(),
         "nothing fired before the end"
