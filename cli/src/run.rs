@@ -218,6 +218,7 @@ fn run_job(
         &components,
         queue,
     ));
+    live.set_checkpoints(prepared.checkpoints().clone());
     let server = MetricsServer::start(&settings.metrics_addr, live.clone())?;
     let handle = prepared
         .start()
@@ -322,7 +323,7 @@ fn run_job(
     let mut tasks_not_ended = result.tasks_not_ended.clone();
     tasks_not_ended.sort();
 
-    let report = Report::collect(
+    let mut report = Report::collect(
         &result.metrics,
         &RunSummary {
             outcome: &result.outcome,
@@ -335,6 +336,7 @@ fn run_job(
             tasks_not_ended: tasks_not_ended.clone(),
         },
     );
+    report.checkpoint = crate::report::CheckpointReport::of(&result.checkpoints);
     if args.summary || std::io::stderr().is_terminal() {
         eprint!("{}", report.table());
     }

@@ -82,11 +82,34 @@ fn checkpoints_are_written_and_a_finished_job_is_not_restarted_by_auto() {
     dir.write("job.yaml", &generator_job("per_key", ""));
     let out = tidemark(
         dir.path(),
-        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--report-file",
+            "report.json",
+        ],
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let chks = complete(&dir.join("ckpt"), "gen-state");
     assert!(!chks.is_empty(), "no checkpoint written:\n{}", out.stderr);
+    // The report carries the last complete checkpoint.
+    let report: serde_json::Value = serde_json::from_str(&dir.read("report.json")).unwrap();
+    let last = chks.last().unwrap();
+    assert_eq!(
+        report["checkpoint"]["id"].as_u64(),
+        Some(last.0),
+        "{report}"
+    );
+    assert!(
+        report["checkpoint"]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("chk-{}", last.0)),
+        "{report}"
+    );
+    assert!(report["checkpoint"]["size_bytes"].as_u64().unwrap() > 0);
     assert!(chks.len() <= 3, "retain 3 by default: {chks:?}");
     let (_, newest) = chks.last().unwrap();
     // One file per (vertex, key-group range): the window owns key groups 0..128 at P=1.

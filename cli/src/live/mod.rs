@@ -94,6 +94,8 @@ struct JobJson<'a> {
     settings: &'a Value,
     vertices: &'a [VertexInfo],
     edges: &'a [EdgeInfo],
+    /// The last complete checkpoint written to the checkpoint directory, or `null`.
+    checkpoint: Option<crate::report::CheckpointReport>,
 }
 
 /// Everything the endpoint serves about one run.
@@ -107,6 +109,8 @@ pub struct LiveJob {
     task_of_vertex: Vec<Option<usize>>,
     state: Mutex<(JobState, Option<String>)>,
     history: Mutex<History>,
+    /// The job's checkpoint coordinator, once known.
+    checkpoints: Mutex<Option<Arc<tidemark_runtime::checkpoint::Checkpoints>>>,
 }
 
 impl LiveJob {
@@ -193,6 +197,7 @@ impl LiveJob {
             task_of_vertex,
             state: Mutex::new((JobState::Running, None)),
             history: Mutex::new(History::default()),
+            checkpoints: Mutex::new(None),
             registry,
         }
     }
@@ -200,6 +205,14 @@ impl LiveJob {
     /// The job's metrics registry.
     pub fn registry(&self) -> &MetricsRegistry {
         &self.registry
+    }
+
+    /// The job's checkpoint coordinator: `/api/v1/job` shows its last complete checkpoint.
+    pub fn set_checkpoints(&self, c: Arc<tidemark_runtime::checkpoint::Checkpoints>) {
+        *self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(c);
     }
 
     /// Records how the job ended; `/api/v1/job` and `/api/v1/metrics` report it from now on.
@@ -239,6 +252,12 @@ impl LiveJob {
             settings: &self.settings,
             vertices: &self.vertices,
             edges: &self.edges,
+            checkpoint: self
+                .checkpoints
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_deref()
+                .and_then(crate::report::CheckpointReport::of),
         };
         to_json(&json)
     }

@@ -213,6 +213,7 @@ impl Report {
             markers_emitted,
             sink_latency: SinkLatency::collect(registry),
             series: series_report(registry.component_series()),
+            checkpoint: None,
             peak_rss_mb: peak_rss_mb(),
             tasks_not_ended: run.tasks_not_ended.clone(),
         }
@@ -245,6 +246,7 @@ impl Report {
             markers_emitted: Vec::new(),
             sink_latency: SinkLatency::default(),
             series: Vec::new(),
+            checkpoint: None,
             peak_rss_mb: peak_rss_mb(),
             tasks_not_ended: Vec::new(),
         }

@@ -16,7 +16,7 @@ mod table;
 
 pub use collect::series_report;
 pub use format::{ms, number, optional_number, plural, rfc3339};
-pub use model::{FailureReport, NotStarted, Report, RunSummary, SeriesReport};
+pub use model::{CheckpointReport, FailureReport, NotStarted, Report, RunSummary, SeriesReport};
 
 #[cfg(test)]
 mod tests;

@@ -57,6 +57,9 @@ pub struct Report {
     /// `/metrics` and `/api/v1/metrics` have them; left out when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<SeriesReport>,
+    /// The last complete checkpoint written to the checkpoint directory; left out without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointReport>,
     /// Peak resident set size of the process in MiB (`VmHWM` of `/proc/self/status`, read when
     /// the job ended); `null` where `/proc` is missing.
     pub peak_rss_mb: Option<f64>,
@@ -275,6 +278,31 @@ pub struct RunSummary<'a> {
     pub exit_code: u8,
     /// Tasks a hard stop gave up waiting for.
     pub tasks_not_ended: Vec<String>,
+}
+
+/// The last complete checkpoint, in the report and `/api/v1/job`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointReport {
+    /// Its id (`chk-<id>`).
+    pub id: u64,
+    /// Its folder.
+    pub path: String,
+    /// Bytes of all its files.
+    pub size_bytes: u64,
+    /// When it completed, ms since the Unix epoch.
+    pub completed_unix_ms: u64,
+}
+
+impl CheckpointReport {
+    /// The report of the last complete checkpoint `c` coordinated, if any.
+    pub fn of(c: &tidemark_runtime::checkpoint::Checkpoints) -> Option<CheckpointReport> {
+        c.last_completed().map(|c| CheckpointReport {
+            id: c.id,
+            path: c.path.display().to_string(),
+            size_bytes: c.size_bytes,
+            completed_unix_ms: (c.completed_at * 1000.0) as u64,
+        })
+    }
 }
 
 /// Why a job never ran (or never got a registry), for [`Report::not_started`].
