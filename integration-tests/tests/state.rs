@@ -653,3 +653,99 @@ fn the_documented_unit_and_manifest_commands_start_and_restart_the_job() {
         assert_eq!(dir.read("out.jsonl"), written);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// SIGTERM with a checkpoint directory: open windows stay in the last checkpoint (`--drain`
+// fires them).
+
+/// An unbounded generator job: 100 ms event-time windows per key into a file.
+const ENDLESS: &str = "name: endless
+checkpoint: {interval: 50ms, dir: ckpt}
+chaining: false   # the window behind a channel: an input that ends must not fire it either
+sources:
+  gen:
+    type: generator
+    rate: 20000
+    keys: 20
+    watermarks:
+      max_out_of_orderness: 0
+operators:
+  per_key:
+    type: window
+    input: gen
+    size: 100ms
+    time: event
+    aggregates:
+      n: count
+sinks:
+  out:
+    type: file
+    input: per_key
+    path: out.jsonl
+";
+
+/// Runs [`ENDLESS`] until the sink has written some windows and a checkpoint completed after
+/// that, then sends SIGTERM; returns standard error, the window progress (ms) and the number
+/// of keys with state in the newest checkpoint, and the greatest `window_end` written.
+fn terminated(args: &[&str]) -> (String, i64, usize, i64) {
+    use tidemark_runtime::checkpoint_store::read_checkpoint;
+    let dir = TempDir::new("state-sigterm");
+    dir.write("job.yaml", ENDLESS);
+    let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
+    all.extend_from_slice(args);
+    let mut proc = Proc::spawn(dir.path(), all);
+    let out = dir.join("out.jsonl");
+    wait_until("windows in the output", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 40)
+    });
+    let ckpt = dir.join("ckpt");
+    let seen = complete(&ckpt, "endless").last().map_or(0, |c| c.0);
+    wait_until("a checkpoint after that", || {
+        complete(&ckpt, "endless")
+            .last()
+            .is_some_and(|c| c.0 > seen)
+    });
+    let pid = libc::pid_t::try_from(proc.id()).unwrap();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let code = proc.wait_code();
+    let stderr = proc.stderr();
+    assert_eq!(code, 0, "{stderr}");
+    let (_, newest) = complete(&ckpt, "endless").pop().unwrap();
+    let loaded = read_checkpoint(&newest).unwrap();
+    let keyed = loaded.files["per_key"][0].keyed.clone().unwrap();
+    let progress = keyed.shared::<i64>().unwrap()[0].div_euclid(1_000_000);
+    let last_end = dir
+        .read("out.jsonl")
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["window_end"].as_i64().unwrap()
+        })
+        .max()
+        .unwrap();
+    (stderr, progress, keyed.len(), last_end)
+}
+
+#[test]
+fn sigterm_with_a_checkpoint_directory_keeps_open_windows_in_the_last_checkpoint() {
+    let (stderr, progress, keys, last_end) = terminated(&[]);
+    assert!(stderr.contains("stopped with checkpoint"), "{stderr}");
+    // The last checkpoint holds the open windows of the keys …
+    assert!(keys > 0, "no window state in the last checkpoint");
+    // … and none of them was fired: every window written ended by the checkpoint's progress.
+    assert!(
+        last_end <= progress + 1,
+        "a window ending at {last_end} ms was fired past the progress {progress} ms"
+    );
+}
+
+#[test]
+fn sigterm_with_drain_fires_the_open_windows() {
+    let (stderr, progress, _, last_end) = terminated(&["--drain"]);
+    assert!(!stderr.contains("stopped with checkpoint"), "{stderr}");
+    assert!(
+        last_end > progress + 1,
+        "--drain: the open windows (past {progress} ms) were not fired; last end {last_end} ms"
+    );
+}

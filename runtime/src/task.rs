@@ -666,6 +666,8 @@ impl ChannelInput {
                     self.forward(n, chain, cx)?;
                 }
                 self.released = true;
+                // (An ended input never makes the watermark jump to the end of time: the
+                // windows fire at the end of input, which a suspended job skips.)
                 if let Some(wm) = self.watermarks.on_end(slot as usize) {
                     chain.on_watermark(wm, cx)?;
                 }
