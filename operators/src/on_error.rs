@@ -21,15 +21,17 @@
 //!   truncated) when the job starts.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use tidemark_runtime::value::Value;
-use tidemark_runtime::BoxError;
+use tidemark_runtime::{state_codec, BoxError};
+
+use crate::positions::{self, check_length, FileLength, RestoreError, Start};
 
 use crate::expr::{EvalError, EventRef, Expr};
 
@@ -99,25 +101,75 @@ impl<'de> Deserialize<'de> for ErrorPolicy {
     }
 }
 
-/// A dead-letter file, shared by the subtasks of a vertex.
+/// A dead-letter file, shared by the subtasks of a vertex (its writers, one per subtask).
+///
+/// The file is opened, not truncated, when the first subtask is made, and cut when the job
+/// first uses it (a line, a checkpoint or the end of a writer): to nothing on a fresh start,
+/// to the length a checkpoint recorded on a restore ([`DeadLetterFile::restore`]). So a restore
+/// that is refused, or a job that fails before it runs, leaves the file as it was.
+///
+/// With checkpoints, the file holds at all times only lines written before the checkpoint
+/// barrier that the slowest writer has passed: a writer past barrier `n` keeps its lines in
+/// memory until every writer has passed `n` too. The length the last writer to pass `n` records
+/// is then exactly the lines before barrier `n` of every writer, and a restore cuts the file to
+/// the largest length its writers recorded (the others are prefixes of it).
 #[derive(Debug)]
 pub struct DeadLetterFile {
     path: PathBuf,
-    file: Mutex<BufWriter<File>>,
+    inner: Mutex<DeadLetterInner>,
 }
 
+#[derive(Debug)]
+struct DeadLetterInner {
+    file: File,
+    start: Start,
+    /// Bytes in the file (once started).
+    length: u64,
+    /// Per writer: the last checkpoint it passed (0 before the first), or `u64::MAX` once it
+    /// writes no more.
+    passed: Vec<u64>,
+    /// Lines held back, with the checkpoint their writer had passed when it wrote them.
+    held: Vec<(u64, Vec<u8>)>,
+}
+
+const DEAD_LETTER: &str = "dead-letter file";
+
 impl DeadLetterFile {
-    /// Creates (or truncates) the file at `path`.
-    pub fn create(path: &Path) -> std::io::Result<Self> {
-        let file = File::create(path)?;
+    /// Opens (creates if missing, never truncates) the file at `path`; see the type's docs for
+    /// when it is cut.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let file = OpenOptions::new().append(true).create(true).open(path)?;
         Ok(DeadLetterFile {
             path: path.to_path_buf(),
-            file: Mutex::new(BufWriter::new(file)),
+            inner: Mutex::new(DeadLetterInner {
+                file,
+                start: Start::Fresh,
+                length: 0,
+                passed: Vec::new(),
+                held: Vec::new(),
+            }),
         })
     }
 
-    /// Appends `{"vertex":…,"error":…,"record":…}` and flushes it.
-    pub fn write(&self, vertex: &str, error: &str, record: &Value) -> std::io::Result<()> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DeadLetterInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new writer (one per subtask) of this file.
+    pub fn writer(self: &Arc<Self>) -> DeadLetterWriter {
+        let mut inner = self.lock();
+        let floor = inner.passed.iter().copied().min().unwrap_or(0);
+        // A writer made late starts level with the slowest, so it holds nobody back.
+        inner.passed.push(if floor == u64::MAX { 0 } else { floor });
+        DeadLetterWriter {
+            file: self.clone(),
+            id: inner.passed.len() - 1,
+        }
+    }
+
+    /// Appends `{"vertex":…,"error":…,"record":…}` as writer `id` (held back while a checkpoint
+    /// is between its writers, see the type's docs).
+    fn write(&self, id: usize, vertex: &str, error: &str, record: &Value) -> std::io::Result<()> {
         let mut line = Vec::with_capacity(128);
         line.extend_from_slice(b"{\"vertex\":");
         serde_json::to_writer(&mut line, vertex)?;
@@ -126,14 +178,171 @@ impl DeadLetterFile {
         line.extend_from_slice(b",\"record\":");
         record.write_json(&mut line)?;
         line.extend_from_slice(b"}\n");
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        file.write_all(&line)?;
-        file.flush()
+        let mut inner = self.lock();
+        inner.start(&self.path)?;
+        let passed = inner.passed[id];
+        if inner.passed.iter().all(|&p| p >= passed) {
+            inner.append(&line)
+        } else {
+            inner.held.push((passed, line));
+            Ok(())
+        }
+    }
+
+    /// Writer `id` passed checkpoint barrier `checkpoint`: syncs the file and returns its
+    /// length before any line of this writer from after the barrier.
+    fn checkpoint(&self, id: usize, checkpoint: u64) -> std::io::Result<u64> {
+        let mut inner = self.lock();
+        inner.start(&self.path)?;
+        inner.file.sync_data()?;
+        let length = inner.length;
+        if inner.passed[id] != u64::MAX {
+            inner.passed[id] = checkpoint;
+        }
+        inner.release()?;
+        Ok(length)
+    }
+
+    /// Writer `id` writes no more (`started`: its subtask finished, so the file is started if
+    /// it was not; else it was dropped, which starts nothing).
+    fn done(&self, id: usize, started: bool) -> std::io::Result<()> {
+        let mut inner = self.lock();
+        inner.passed[id] = u64::MAX;
+        if started {
+            inner.start(&self.path)?;
+        }
+        if inner.start == Start::Started {
+            inner.release()?;
+        }
+        Ok(())
+    }
+
+    /// A writer's recorded length: checks the file and makes the cut, when the file is first
+    /// used, at least that long (the largest length any writer recorded). Writes nothing.
+    pub fn restore(&self, recorded: &FileLength) -> Result<(), RestoreError> {
+        let length = check_length(DEAD_LETTER, recorded, &self.path)?;
+        let mut inner = self.lock();
+        inner.start = match inner.start {
+            Start::Fresh => Start::CutTo(length),
+            Start::CutTo(l) => Start::CutTo(l.max(length)),
+            Start::Started => {
+                return Err(RestoreError::AlreadyStarted {
+                    what: DEAD_LETTER,
+                    path: self.path.display().to_string(),
+                })
+            }
+        };
+        Ok(())
     }
 
     /// Where it writes.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl DeadLetterInner {
+    /// Truncates or cuts the file, the first time.
+    fn start(&mut self, path: &Path) -> std::io::Result<()> {
+        let length = match self.start {
+            Start::Started => return Ok(()),
+            Start::Fresh => 0,
+            Start::CutTo(length) => {
+                let actual = self.file.metadata()?.len();
+                if actual < length {
+                    return Err(std::io::Error::other(format!(
+                        "{} is {actual} bytes long, shorter than the {length} bytes to restore",
+                        path.display()
+                    )));
+                }
+                length
+            }
+        };
+        self.file.set_len(length)?;
+        self.length = length;
+        self.start = Start::Started;
+        Ok(())
+    }
+
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(line)?;
+        self.length += line.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the held lines every writer has caught up with, in the order they came.
+    fn release(&mut self) -> std::io::Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let floor = self.passed.iter().copied().min().unwrap_or(u64::MAX);
+        let held = std::mem::take(&mut self.held);
+        for (passed, line) in held {
+            if passed <= floor {
+                self.append(&line)?;
+            } else {
+                self.held.push((passed, line));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One subtask's writer of a [`DeadLetterFile`]: its lines, its checkpoints, its restore.
+#[derive(Debug)]
+pub struct DeadLetterWriter {
+    file: Arc<DeadLetterFile>,
+    id: usize,
+}
+
+impl DeadLetterWriter {
+    /// Appends `{"vertex":…,"error":…,"record":…}`.
+    pub fn write(&self, vertex: &str, error: &str, record: &Value) -> std::io::Result<()> {
+        self.file.write(self.id, vertex, error, record)
+    }
+
+    /// This subtask passed checkpoint barrier `checkpoint`: the file's path and its length
+    /// (synced) before any line this subtask writes after the barrier.
+    pub fn checkpoint(&self, checkpoint: u64) -> Result<FileLength, BoxError> {
+        let length = self
+            .file
+            .checkpoint(self.id, checkpoint)
+            .map_err(|e| self.error(e))?;
+        Ok(FileLength {
+            path: self.file.path.clone(),
+            length,
+        })
+    }
+
+    /// Restores what [`DeadLetterWriter::checkpoint`] returned (see
+    /// [`DeadLetterFile::restore`]).
+    pub fn restore(&self, recorded: &FileLength) -> Result<(), RestoreError> {
+        self.file.restore(recorded)
+    }
+
+    /// This subtask writes no more lines.
+    pub fn finish(&self) -> Result<(), BoxError> {
+        self.file.done(self.id, true).map_err(|e| self.error(e))
+    }
+
+    /// Where it writes.
+    pub fn path(&self) -> &Path {
+        &self.file.path
+    }
+
+    fn error(&self, e: std::io::Error) -> BoxError {
+        format!(
+            "cannot write to dead-letter file {}: {e}",
+            self.path().display()
+        )
+        .into()
+    }
+}
+
+impl Drop for DeadLetterWriter {
+    fn drop(&mut self) {
+        // Lines it held back may go out now; nothing is cut that was not already.
+        let _ = self.file.done(self.id, false);
     }
 }
 
@@ -165,18 +374,23 @@ impl OnErrorFactory {
         &self.policy
     }
 
-    /// The shared dead-letter file, created when first asked for (`None` without one).
-    pub fn dead_letter(&self) -> Result<Option<Arc<DeadLetterFile>>, BoxError> {
+    /// A writer of the shared dead-letter file for one subtask; the file is opened when first
+    /// asked for (`None` without one).
+    pub fn dead_letter(&self) -> Result<Option<DeadLetterWriter>, BoxError> {
         Ok(match &self.policy {
             ErrorPolicy::DeadLetter(path) => {
                 let mut shared = self.dead_letter.lock().unwrap_or_else(|p| p.into_inner());
-                if shared.is_none() {
-                    let file = DeadLetterFile::create(path).map_err(|e| {
-                        format!("cannot create dead-letter file {}: {e}", path.display())
-                    })?;
-                    *shared = Some(Arc::new(file));
-                }
-                shared.clone()
+                let file = match &*shared {
+                    Some(file) => file.clone(),
+                    None => {
+                        let file = Arc::new(DeadLetterFile::open(path).map_err(|e| {
+                            format!("cannot create dead-letter file {}: {e}", path.display())
+                        })?);
+                        *shared = Some(file.clone());
+                        file
+                    }
+                };
+                Some(file.writer())
             }
             _ => None,
         })
@@ -198,7 +412,7 @@ impl OnErrorFactory {
 #[derive(Debug)]
 pub struct OnError {
     skip: bool,
-    dead_letter: Option<Arc<DeadLetterFile>>,
+    dead_letter: Option<DeadLetterWriter>,
     vertex: String,
     /// Records dropped so far.
     pub dropped: u64,
@@ -236,6 +450,42 @@ impl OnError {
         }
         self.dropped += 1;
         Ok(())
+    }
+
+    /// The operator's local state for checkpoint `checkpoint`
+    /// ([`tidemark_runtime::Operator::snapshot_local`]): the dead-letter file's path and
+    /// length, or `None` without one.
+    pub fn snapshot(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        match &self.dead_letter {
+            Some(file) => Ok(Some(state_codec::encode(&file.checkpoint(checkpoint)?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Restores what [`OnError::snapshot`] returned
+    /// ([`tidemark_runtime::Operator::restore_local`]): the dead-letter file is cut back to the
+    /// recorded length when the job first uses it. A recorded file without a dead letter now is
+    /// refused (its lines would be left uncut).
+    pub fn restore(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        let recorded: FileLength = positions::decode(DEAD_LETTER, state)?;
+        match &self.dead_letter {
+            Some(file) => Ok(file.restore(&recorded)?),
+            None => Err(format!(
+                "vertex `{}`: the checkpoint recorded the dead-letter file {}, but the vertex \
+                 has no dead letter now (on_error: {{dead_letter: PATH}})",
+                self.vertex,
+                recorded.path.display()
+            )
+            .into()),
+        }
+    }
+
+    /// The subtask's input ended: its dead-letter lines are all written.
+    pub fn finish(&mut self) -> Result<(), BoxError> {
+        match &self.dead_letter {
+            Some(file) => file.finish(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -104,6 +104,20 @@ impl WhereFilter {
 }
 
 impl Operator for WhereFilter {
+    /// The dead-letter file's length ([`OnError::snapshot`]).
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        self.on_error.snapshot(checkpoint)
+    }
+
+    /// Cuts the dead-letter file back to its recorded length ([`OnError::restore`]).
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        self.on_error.restore(state)
+    }
+
+    fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        self.on_error.finish()
+    }
+
     fn records_dropped(&self, reason: tidemark_runtime::DropReason) -> u64 {
         match reason {
             tidemark_runtime::DropReason::ExpressionError => self.on_error.dropped,

@@ -10,25 +10,33 @@
 //! ```
 //!
 //! - Lines are as for the `stdout` sink (the format the `file` source reads).
-//! - The file is created (or truncated) when the job starts, so a path that cannot be written
-//!   fails the start, naming it. Missing folders are not created: a path into one is a settings
-//!   error when the job is built (`validate`, `run`), naming the folder.
+//! - The file is opened (created if missing) when the job starts, so a path that cannot be
+//!   written fails the start, naming it, and truncated when the job first writes, flushes or
+//!   finishes. Missing folders are not created: a path into one is a settings error when the
+//!   job is built (`validate`, `run`), naming the folder.
 //! - With parallelism `p`, subtask 0 writes `path` and subtask `i > 0` writes `path.i`
 //!   (`results.jsonl`, `results.jsonl.1`, …).
 //! - Writes go through a 64 KiB buffer; `finish` flushes it and syncs the file to disk
 //!   (`File::sync_all`), so a finished job's output is complete.
+//! - On restore (checkpoints to a directory): at each checkpoint the subtask flushes, syncs
+//!   (`File::sync_data`) and records its file's path and length. A restored subtask checks
+//!   that file (the same path, at least that long: a shorter one is refused naming the file and
+//!   both lengths, and nothing is cut) and, instead of truncating it, cuts it back to the
+//!   recorded length when it first writes and appends after it: what was written after the
+//!   checkpoint is written again by the restored job, once.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
-use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
+use tidemark_runtime::{state_codec, BoxError, Record, Sink, SubtaskContext};
 
 use crate::config;
 use crate::json_lines::write_record;
+use crate::positions::{self, check_length, FileLength, RestoreError, Start};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
@@ -89,24 +97,60 @@ pub fn subtask_path(path: &Path, subtask: usize) -> PathBuf {
     }
 }
 
+const OUTPUT: &str = "file sink output";
+
 /// One subtask of the `file` sink.
 #[derive(Debug)]
 pub struct FileSink {
+    path: PathBuf,
     name: String,
     writer: BufWriter<File>,
     timestamp_field: Option<String>,
+    /// Truncate, or cut back to a restored length, before the first write.
+    start: Start,
 }
 
 impl FileSink {
-    /// Creates (or truncates) `path`.
+    /// Opens `path` (created if missing); it is truncated when first written, flushed or
+    /// finished, unless [`Sink::restore`] came first.
     pub fn create(path: &Path) -> Result<Self, BoxError> {
         let name = path.display().to_string();
-        let file = File::create(path).map_err(|e| format!("cannot create file \"{name}\": {e}"))?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| format!("cannot create file \"{name}\": {e}"))?;
         Ok(FileSink {
+            path: path.to_path_buf(),
             name,
             writer: BufWriter::with_capacity(64 * 1024, file),
             timestamp_field: None,
+            start: Start::Fresh,
         })
+    }
+
+    /// Truncates the file, or cuts it back to the restored length, the first time.
+    #[cold]
+    fn start(&mut self) -> Result<(), BoxError> {
+        let length = match self.start {
+            Start::Started => return Ok(()),
+            Start::Fresh => 0,
+            Start::CutTo(length) => check_length(
+                OUTPUT,
+                &FileLength {
+                    path: self.path.clone(),
+                    length,
+                },
+                &self.path,
+            )?,
+        };
+        let cut = self.writer.get_mut().set_len(length);
+        cut.map_err(|e| self.error(e))?;
+        let seek = self.writer.get_mut().seek(SeekFrom::Start(length));
+        seek.map_err(|e| self.error(e))?;
+        self.start = Start::Started;
+        Ok(())
     }
 
     /// Also writes each record's timestamp (ms since the epoch) as the field `name`.
@@ -122,11 +166,17 @@ impl FileSink {
 
 impl Sink for FileSink {
     fn write(&mut self, record: &Record) -> Result<(), BoxError> {
+        if self.start != Start::Started {
+            self.start()?;
+        }
         write_record(&mut self.writer, record, self.timestamp_field.as_deref())
             .map_err(|e| self.error(e))
     }
 
     fn write_batch(&mut self, records: &[Record]) -> Result<(), BoxError> {
+        if self.start != Start::Started {
+            self.start()?;
+        }
         for record in records {
             write_record(&mut self.writer, record, self.timestamp_field.as_deref())
                 .map_err(|e| self.error(e))?;
@@ -136,12 +186,49 @@ impl Sink for FileSink {
 
     /// A checkpoint: what was written so far reaches the file (not yet synced to disk).
     fn flush(&mut self) -> Result<(), BoxError> {
+        self.start()?;
         self.writer.flush().map_err(|e| self.error(e))
     }
 
     fn finish(&mut self) -> Result<(), BoxError> {
+        self.start()?;
         self.writer.flush().map_err(|e| self.error(e))?;
         self.writer.get_ref().sync_all().map_err(|e| self.error(e))
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// Flushes, syncs the data (`File::sync_data`) and records the file's path and length.
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        self.start()?;
+        self.writer.flush().map_err(|e| self.error(e))?;
+        let synced = self.writer.get_ref().sync_data();
+        synced.map_err(|e| self.error(e))?;
+        let length = self.writer.get_mut().stream_position();
+        let length = length.map_err(|e| self.error(e))?;
+        Ok(state_codec::encode(&FileLength {
+            path: self.path.clone(),
+            length,
+        })?)
+    }
+
+    /// Checks the recorded file (this sink's, at least as long as recorded) and cuts it back
+    /// to the recorded length when the job first writes: a refused restore cuts nothing.
+    fn restore(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let recorded: FileLength =
+            positions::decode(&format!("the file sink {}", self.name), position)?;
+        if self.start == Start::Started {
+            return Err(RestoreError::AlreadyStarted {
+                what: OUTPUT,
+                path: self.name.clone(),
+            }
+            .into());
+        }
+        let length = check_length(OUTPUT, &recorded, &self.path)?;
+        self.start = Start::CutTo(length);
+        Ok(())
     }
 }
 
