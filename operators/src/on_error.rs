@@ -24,7 +24,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -149,6 +149,26 @@ impl DeadLetterFile {
                 held: Vec::new(),
             }),
         })
+    }
+
+    /// The one open [`DeadLetterFile`] of `path` in this process, opened if there is none:
+    /// vertices naming the same file (a `window` and its `key:` stage share their `on_error`)
+    /// write through one, so their lines, lengths and cut agree.
+    pub fn shared(path: &Path) -> std::io::Result<Arc<Self>> {
+        static OPEN: Mutex<Vec<(PathBuf, Weak<DeadLetterFile>)>> = Mutex::new(Vec::new());
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(_, file)| file.strong_count() > 0);
+        let file = Arc::new(DeadLetterFile::open(path)?);
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(existing) = open
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, f)| f.upgrade())
+        {
+            return Ok(existing);
+        }
+        open.push((key, Arc::downgrade(&file)));
+        Ok(file)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DeadLetterInner> {
@@ -383,9 +403,9 @@ impl OnErrorFactory {
                 let file = match &*shared {
                     Some(file) => file.clone(),
                     None => {
-                        let file = Arc::new(DeadLetterFile::open(path).map_err(|e| {
+                        let file = DeadLetterFile::shared(path).map_err(|e| {
                             format!("cannot create dead-letter file {}: {e}", path.display())
-                        })?);
+                        })?;
                         *shared = Some(file.clone());
                         file
                     }
@@ -605,5 +625,115 @@ mod tests {
                     in the event (it has k, v)\",\"record\":{\"k\":\"a\",\"v\":1}}\n";
         assert_eq!(text, line.repeat(2));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Drops a record as `on`, with `name` as its message.
+    fn dead(on: &mut OnError, name: &str) {
+        on.drop_record(name, &EventRef::Value(&Value::from(name)))
+            .unwrap();
+    }
+
+    fn sorted_lines(path: &Path) -> Vec<String> {
+        let mut lines: Vec<String> = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn a_shared_dead_letter_file_is_restored_to_the_lines_before_the_barrier() {
+        let dir = crate::test_util::TempDir::new("dead-letter-restore");
+        let path = dir.path().join("dl.jsonl");
+        let policy = ErrorPolicy::DeadLetter("dl.jsonl".into());
+        // The reference: every dropped record's line once.
+        let line =
+            |name: &str| format!("{{\"vertex\":\"f\",\"error\":\"{name}\",\"record\":\"{name}\"}}");
+        let mut expected: Vec<String> = ["a1", "a2", "a3", "a4", "b1", "b2", "b3", "b4"]
+            .map(line)
+            .to_vec();
+        expected.sort();
+
+        // Subtask a passes barrier 1 before b: a2 (after a's barrier) is held back until b
+        // passes it too, while b2 (before b's barrier) goes out at once.
+        let factory = OnErrorFactory::new(policy.clone(), dir.path());
+        let (mut a, mut b) = (factory.subtask("f").unwrap(), factory.subtask("f").unwrap());
+        dead(&mut a, "a1");
+        dead(&mut b, "b1");
+        let state_a = a.snapshot(1).unwrap().unwrap();
+        dead(&mut a, "a2");
+        dead(&mut b, "b2");
+        assert_eq!(sorted_lines(&path), [line("a1"), line("b1"), line("b2")]);
+        let state_b = b.snapshot(1).unwrap().unwrap();
+        let lengths =
+            [&state_a, &state_b].map(|s| state_codec::decode::<FileLength>(s).unwrap().length);
+        let before_barrier = [line("a1"), line("b1"), line("b2")]
+            .iter()
+            .map(|l| l.len() as u64 + 1)
+            .sum::<u64>();
+        assert!(lengths[0] < lengths[1], "{lengths:?}");
+        assert_eq!(lengths[1], before_barrier);
+        // a2 is out now; more lines after the barrier, then the process dies.
+        dead(&mut a, "a3");
+        dead(&mut b, "b3");
+        drop((a, b, factory));
+        let left = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(left.lines().count(), 6);
+
+        // Restored: nothing is cut until the job first uses the file; then the records after
+        // the barrier are dropped again, and more.
+        let factory = OnErrorFactory::new(policy, dir.path());
+        let (mut a, mut b) = (factory.subtask("f").unwrap(), factory.subtask("f").unwrap());
+        // (In either order: the cut is to the largest length recorded.)
+        b.restore(&state_b).unwrap();
+        a.restore(&state_a).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), left);
+        for name in ["a2", "a3", "a4"] {
+            dead(&mut a, name);
+        }
+        for name in ["b3", "b4"] {
+            dead(&mut b, name);
+        }
+        a.finish().unwrap();
+        b.finish().unwrap();
+        assert_eq!(sorted_lines(&path), expected);
+    }
+
+    #[test]
+    fn a_dead_letter_file_shorter_than_recorded_is_refused_naming_it() {
+        let dir = crate::test_util::TempDir::new("dead-letter-short");
+        let path = dir.path().join("dl.jsonl");
+        let policy = ErrorPolicy::DeadLetter("dl.jsonl".into());
+        let mut on = OnErrorFactory::new(policy.clone(), dir.path())
+            .subtask("f")
+            .unwrap();
+        dead(&mut on, "x");
+        let state = on.snapshot(1).unwrap().unwrap();
+        let length = std::fs::metadata(&path).unwrap().len();
+        drop(on);
+        std::fs::write(&path, "cut").unwrap();
+        let mut on = OnErrorFactory::new(policy, dir.path())
+            .subtask("f")
+            .unwrap();
+        let err = on.restore(&state).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot restore the dead-letter file {}: it is 3 bytes long, shorter than the \
+                 {length} bytes the checkpoint recorded (it was truncated or replaced after the \
+                 checkpoint)",
+                path.display()
+            )
+        );
+        drop(on);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "cut");
+        // Without a dead letter now, a recorded one is refused too.
+        let mut skip = OnErrorFactory::new(ErrorPolicy::Skip, dir.path())
+            .subtask("f")
+            .unwrap();
+        let err = skip.restore(&state).unwrap_err().to_string();
+        assert!(err.contains("has no dead letter now"), "{err}");
     }
 }

@@ -407,4 +407,23 @@ mod tests {
             assert!(err.contains("is not a fraction from 0 to 1"), "{err}");
         }
     }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| {
+                let mut m = tidemark_runtime::Map::new();
+                if i % 3 == 0 {
+                    m.insert("v", i);
+                } else {
+                    m.insert("w", i);
+                }
+                Record::with_event(i, m, 0)
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| crate::test_util::dead_lettered(&INFO, &json!({"where": "w > 2"}), dir),
+            &records,
+        );
+    }
 }

@@ -164,4 +164,24 @@ mod tests {
             Ok(_) => panic!("`a +` compiled"),
         }
     }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| {
+                let mut m = tidemark_runtime::Map::new();
+                if i % 2 == 0 {
+                    m.insert("user", i);
+                }
+                Record::with_event(i, m, 0)
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| {
+                let policy = ErrorPolicy::DeadLetter("dl.jsonl".into());
+                key_by("user", policy, &BuildEnv::new(dir)).unwrap()(&ctx(0, 1, 0)).unwrap()
+            },
+            &records,
+        );
+    }
 }

@@ -608,4 +608,19 @@ mod tests {
             assert!(err.contains(expected), "{err}");
         }
     }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| {
+                let mut m = tidemark_runtime::Map::new();
+                m.insert("v", i % 3);
+                Record::with_event(i, m, 0)
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| crate::test_util::dead_lettered(&INFO, &json!({"set": {"q": "10 / v"}}), dir),
+            &records,
+        );
+    }
 }

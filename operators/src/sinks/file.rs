@@ -237,6 +237,7 @@ mod tests {
     use super::*;
     use crate::test_util::{ctx, TempDir};
     use serde_json::json;
+    use tidemark_runtime::state_codec;
 
     fn sink(dir: &TempDir, subtask: usize) -> Box<dyn Sink> {
         let built = build(json!({"path": "out.jsonl"}), &BuildEnv::new(dir.path())).unwrap();
@@ -316,5 +317,106 @@ mod tests {
             subtask_path(Path::new("a/b.jsonl"), 3),
             Path::new("a/b.jsonl.3")
         );
+    }
+
+    fn records(from: u64, to: u64) -> Vec<Record> {
+        (from..to)
+            .map(|k| Record::new(k, k as f64 * 1.5, 0))
+            .collect()
+    }
+
+    #[test]
+    fn a_restored_sink_cuts_back_to_its_position_and_appends() {
+        let dir = TempDir::new("file-sink-restore");
+        // The reference, written independently: every record's line, once, in order.
+        let expected: String = (0..3000)
+            .map(|k| format!("{{\"key\":{k},\"value\":{:?}}}\n", k as f64 * 1.5))
+            .collect();
+        let path = dir.path().join("out.jsonl.1");
+        for records_before in [0, 1000] {
+            let mut first = sink(&dir, 1);
+            first.write_batch(&records(0, records_before)).unwrap();
+            first.flush().unwrap();
+            let position = first.position(4).unwrap();
+            let recorded: FileLength = state_codec::decode(&position).unwrap();
+            assert_eq!(
+                recorded.length,
+                expected
+                    .lines()
+                    .take(records_before as usize)
+                    .map(|l| l.len() as u64 + 1)
+                    .sum::<u64>()
+            );
+            // Written after the checkpoint, then the process dies.
+            first.write_batch(&records(records_before, 2000)).unwrap();
+            first.flush().unwrap();
+            drop(first);
+            let left = std::fs::read_to_string(&path).unwrap();
+
+            // A new instance opens the file without touching it; restoring cuts nothing yet.
+            let mut restored = sink(&dir, 1);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), left);
+            restored.restore(&position).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), left);
+            // The restored job writes everything after the checkpoint again, and more.
+            restored
+                .write_batch(&records(records_before, 2500))
+                .unwrap();
+            restored.flush().unwrap();
+            restored.position(5).unwrap();
+            restored.write_batch(&records(2500, 3000)).unwrap();
+            restored.finish().unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn a_fresh_start_truncates_when_the_job_first_writes() {
+        let dir = TempDir::new("file-sink-fresh");
+        let path = dir.path().join("out.jsonl");
+        std::fs::write(&path, "an earlier run\n").unwrap();
+        let mut s = sink(&dir, 0);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "an earlier run\n");
+        s.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    #[test]
+    fn a_shorter_file_is_refused_naming_it_and_left_alone() {
+        let dir = TempDir::new("file-sink-short");
+        let path = dir.path().join("out.jsonl");
+        let mut first = sink(&dir, 0);
+        first.write_batch(&records(0, 100)).unwrap();
+        first.flush().unwrap();
+        let position = first.position(1).unwrap();
+        let length = std::fs::metadata(&path).unwrap().len();
+        drop(first);
+        // Someone cut the file after the checkpoint.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &text[..100]).unwrap();
+        let mut restored = sink(&dir, 0);
+        let err = restored.restore(&position).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot restore the file sink output {}: it is 100 bytes long, shorter than the \
+                 {length} bytes the checkpoint recorded (it was truncated or replaced after the \
+                 checkpoint)",
+                path.display()
+            )
+        );
+        drop(restored);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), &text[..100]);
+        // Another subtask's position names another file; damaged bytes say so.
+        let mut other = sink(&dir, 1);
+        let err = other.restore(&position).unwrap_err().to_string();
+        assert!(err.contains(&format!("{}.1", path.display())), "{err}");
+        let err = other.restore(&position[1..]).unwrap_err().to_string();
+        assert!(err.contains("damaged"), "{err}");
+        // A restore after the first write is a mistake of the caller, not a silent cut.
+        let mut late = sink(&dir, 0);
+        late.write(&Record::new(1, 1.0, 0)).unwrap();
+        let err = late.restore(&position).unwrap_err().to_string();
+        assert!(err.contains("already written to"), "{err}");
     }
 }
