@@ -476,8 +476,8 @@ impl OnError {
     /// ([`tidemark_runtime::Operator::snapshot_local`]): the dead-letter file's path and
     /// length, or `None` without one.
     pub fn snapshot(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
-        match &self.dead_letter {
-            Some(file) => Ok(Some(state_codec::encode(&file.checkpoint(checkpoint)?)?)),
+        match self.checkpoint(checkpoint)? {
+            Some(length) => Ok(Some(state_codec::encode(&length)?)),
             None => Ok(None),
         }
     }
@@ -507,6 +507,50 @@ impl OnError {
             None => Ok(()),
         }
     }
+
+    /// The dead-letter file's path and length at checkpoint `checkpoint`, if there is one.
+    fn checkpoint(&mut self, checkpoint: u64) -> Result<Option<FileLength>, BoxError> {
+        self.dead_letter
+            .as_ref()
+            .map(|file| file.checkpoint(checkpoint))
+            .transpose()
+    }
+}
+
+/// The local state of an operator with several handlers (a window's `on_error` and `late`),
+/// for [`tidemark_runtime::Operator::snapshot_local`]: each one's dead-letter file and length,
+/// or `None` when none has a dead letter.
+pub fn snapshot_handlers(
+    handlers: &mut [&mut OnError],
+    checkpoint: u64,
+) -> Result<Option<Vec<u8>>, BoxError> {
+    let lengths = handlers
+        .iter_mut()
+        .map(|h| h.checkpoint(checkpoint))
+        .collect::<Result<Vec<_>, _>>()?;
+    if lengths.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    Ok(Some(state_codec::encode(&lengths)?))
+}
+
+/// Restores what [`snapshot_handlers`] returned, handler by handler, in the same order.
+pub fn restore_handlers(handlers: &mut [&mut OnError], state: &[u8]) -> Result<(), BoxError> {
+    let lengths: Vec<Option<FileLength>> = positions::decode(DEAD_LETTER, state)?;
+    if lengths.len() != handlers.len() {
+        return Err(format!(
+            "the checkpoint has {} error handlers' dead letters for this vertex, it has {} now",
+            lengths.len(),
+            handlers.len()
+        )
+        .into());
+    }
+    for (handler, length) in handlers.iter_mut().zip(&lengths) {
+        if let Some(length) = length {
+            handler.restore(&state_codec::encode(length)?)?;
+        }
+    }
+    Ok(())
 }
 
 /// The event's JSON, cut to [`RECORD_SHOWN_BYTES`] on a character boundary.
@@ -735,5 +779,43 @@ mod tests {
             .unwrap();
         let err = skip.restore(&state).unwrap_err().to_string();
         assert!(err.contains("has no dead letter now"), "{err}");
+    }
+
+    #[test]
+    fn several_handlers_keep_their_own_files() {
+        let dir = crate::test_util::TempDir::new("dead-letter-handlers");
+        let make = || {
+            let errors = OnErrorFactory::new(ErrorPolicy::DeadLetter("e.jsonl".into()), dir.path());
+            let late = OnErrorFactory::new(ErrorPolicy::DeadLetter("l.jsonl".into()), dir.path());
+            let skip = OnErrorFactory::new(ErrorPolicy::Skip, dir.path());
+            [errors, late, skip].map(|f| f.subtask("w").unwrap())
+        };
+        let [mut e, mut l, mut s] = make();
+        assert!(snapshot_handlers(&mut [&mut s], 1).unwrap().is_none());
+        dead(&mut e, "e1");
+        dead(&mut l, "l1");
+        let state = snapshot_handlers(&mut [&mut e, &mut l, &mut s], 1)
+            .unwrap()
+            .unwrap();
+        dead(&mut e, "e2");
+        dead(&mut l, "l2");
+        drop((e, l, s));
+        let [mut e, mut l, mut s] = make();
+        let err = restore_handlers(&mut [&mut e, &mut l], &state)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("3 error handlers"), "{err}");
+        restore_handlers(&mut [&mut e, &mut l, &mut s], &state).unwrap();
+        dead(&mut l, "l3");
+        e.finish().unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("e.jsonl").lines().count(), 1);
+        assert!(read("e.jsonl").contains("e1"));
+        let late = read("l.jsonl");
+        let late: Vec<bool> = late
+            .lines()
+            .map(|l| l.contains("\"l1\"") || l.contains("\"l3\""))
+            .collect();
+        assert_eq!(late, [true, true]);
     }
 }
