@@ -17,8 +17,12 @@
 //! - `{dead_letter: PATH}`: as `skip`, and one JSON line per record is appended to PATH:
 //!   `{"vertex":"paid","error":"…","record":{…}}`. The subtasks of a vertex share the file; each
 //!   line is written whole and flushed at once, so the file is complete even if the job fails
-//!   later. A relative PATH is relative to the job file's folder; the file is created (or
-//!   truncated) when the job starts.
+//!   later. A relative PATH is relative to the job file's folder; the file is created when the
+//!   job starts and emptied when the job first uses it.
+//! - Checkpoints to a directory: each subtask records the file's length
+//!   ([`OnError::snapshot`], its operator's local state) and a restore cuts the file back to it
+//!   ([`OnError::restore`]); lines written after a barrier wait in memory until every subtask of
+//!   the vertex has passed it ([`DeadLetterFile`]), so the length is exact.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
