@@ -23,6 +23,7 @@ use crate::clock::ClockOffsets;
 use crate::departure::Departures;
 use crate::handoff::Handoff;
 use crate::metrics::KafkaMetrics;
+use crate::restored::RestoredPositions;
 
 /// The Kafka context of one job: what its Kafka parts share in this process. Cheap to share:
 /// an `Arc`.
@@ -34,6 +35,8 @@ pub struct KafkaJob {
     timeout_ms: AtomicU64,
     pub(crate) departures: Arc<Departures>,
     pub(crate) handoff: Handoff,
+    /// Partition positions restored from a checkpoint directory (`crate::restored`).
+    pub(crate) restored: RestoredPositions,
 }
 
 impl KafkaJob {
@@ -47,6 +50,7 @@ impl KafkaJob {
             timeout_ms: AtomicU64::new(30_000),
             departures: Arc::new(Departures::default()),
             handoff: Handoff::default(),
+            restored: RestoredPositions::default(),
         })
     }
 

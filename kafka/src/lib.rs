@@ -16,6 +16,7 @@
 //! | [`KafkaJob`] | what one job's Kafka parts share in this process: instance name, clock offsets, series, `--kafka-timeout` |
 //! | [`client`] | broker lists, pass-through properties, the broker's last error |
 //! | `handoff` | partitions moved between local subtasks resume where the previous one stopped |
+//! | `restored` | partition offsets and event time restored from a checkpoint directory, taken by whichever subtask is assigned the partition |
 //! | [`input_report`] | event time per input partition across the group, through exchanges |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
 //! | [`exchange`] | exchanges through Kafka: the hidden writer and reader of an `exchange: {kafka: …}` edge, markers as control messages |
@@ -47,6 +48,7 @@ mod handoff;
 pub mod input_report;
 mod job;
 pub mod metrics;
+mod restored;
 pub mod sink;
 pub mod source;
 pub mod testing;
@@ -64,7 +66,10 @@ pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions, Request};
 pub use job::KafkaJob;
 pub use metrics::KafkaMetrics;
 pub use sink::{KafkaSink, KafkaSinkConfig, KafkaSinkFactory};
-pub use source::{KafkaSource, KafkaSourceConfig, KafkaSourceFactory, Start};
+pub use source::{
+    KafkaSource, KafkaSourceConfig, KafkaSourceFactory, KafkaSourcePosition, PartitionPosition,
+    Start,
+};
 
 /// The `type` name of the source and the sink in job files.
 pub const TYPE_NAME: &str = "kafka";

@@ -27,6 +27,14 @@
 //! - Offsets: with checkpointing on, positions are committed when every sink has acknowledged
 //!   the checkpoint (at least once, see `docs/kafka.md`); without it, librdkafka commits the
 //!   positions of the records handed to the job every 5 s and when the source closes.
+//! - Restore (checkpoints to a directory, `--restore`): each subtask records, per partition it
+//!   holds, the offset after the last message it handed to the job and the highest record
+//!   timestamp read there ([`KafkaSourcePosition`]). A restored job reads each partition from
+//!   the checkpoint's offset, not the group's commit (which may lie past it), whichever of its
+//!   subtasks the group gives it to, and the partition's watermark starts from the recorded
+//!   timestamp (`crate::restored`). A partition not started at the checkpoint starts as on a
+//!   fresh run. The reader of a Kafka exchange is not resumed this way (its state moves with
+//!   the exchange's partitions).
 //! - Stop: a subtask leaves the group only together with the group's other subtasks in this
 //!   process, once every one has made its last commit (why: `kafka/src/departure.rs`).
 //! - Start: the first subtask to start fetches the topics' metadata; if the brokers do not
@@ -43,11 +51,11 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tidemark_operators::config::OnError;
 use tidemark_operators::{ConfigError, Extract};
 use tidemark_runtime::{
-    BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
+    state_codec, BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
     SplitWatermarks, SubtaskContext,
 };
 
@@ -205,6 +213,9 @@ pub struct SourceContext {
     /// The first offset per partition of the messages stashed while a commit waited: the
     /// consumer's read position lies past them, though the job has not had them.
     stashed: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// The offset each held partition was assigned at, where the source chose it (handed over
+    /// in this process or restored from a checkpoint): its position until a record is taken.
+    starts: Mutex<BTreeMap<PartitionKey, i64>>,
     rebalances: AtomicU64,
     /// Positions are committed by librdkafka's timer, on revocation and on close (no
     /// checkpointing), rather than when checkpoints complete.
@@ -296,10 +307,30 @@ impl ConsumerContext for SourceContext {
                 if !handed.is_empty() {
                     let committed = committed_offsets(consumer, &handed);
                     for (key, offset) in &handed {
-                        let at = committed.get(key).map_or(*offset, |c| (*c).max(*offset));
+                        let at = match committed.get(key) {
+                            // A restored partition's commit may be from after the checkpoint.
+                            Some(c) if !self.kafka.restored.was_restored(&self.group, key) => {
+                                (*c).max(*offset)
+                            }
+                            _ => *offset,
+                        };
                         let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(at));
                     }
                 }
+                // Restored from a checkpoint directory: the checkpoint's offset, whatever the
+                // group committed since (`crate::restored`).
+                for key in &keys {
+                    if let Some(at) = self.kafka.restored.take_offset(&self.group, key) {
+                        let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(at));
+                    }
+                }
+                let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+                for e in tpl.elements() {
+                    if let Offset::Offset(at) = e.offset() {
+                        starts.insert((e.topic().to_owned(), e.partition()), at);
+                    }
+                }
+                drop(starts);
                 let mut a = self.assignment.lock().expect("assignment lock");
                 for key in keys {
                     a.partitions.insert(key);
@@ -313,6 +344,11 @@ impl ConsumerContext for SourceContext {
                 };
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+                for key in &keys {
+                    starts.remove(key);
+                }
+                drop(starts);
                 // Leave the read positions for the next owner in this process (not while
                 // closing: the whole process leaves, and messages polled meanwhile are dropped).
                 if !self.closing.load(Ordering::Relaxed) {
@@ -460,6 +496,7 @@ impl KafkaSource {
             kafka: factory.kafka.clone(),
             assignment: Mutex::new(Assignment::default()),
             stashed: Mutex::new(BTreeMap::new()),
+            starts: Mutex::new(BTreeMap::new()),
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
             closing: AtomicBool::new(false),
@@ -600,6 +637,16 @@ impl KafkaSource {
             _ => return,
         };
         self.watermarks.follow(&held, &revoked);
+        // A partition restored from a checkpoint directory starts from its recorded event time.
+        let (kafka, group) = (
+            &self.consumer.context().kafka,
+            &self.consumer.context().group,
+        );
+        for key in &held {
+            if let Some(ts) = kafka.restored.take_timestamp(group, key) {
+                self.watermarks.observe(&key.0, key.1, ts);
+            }
+        }
         for key in &revoked {
             self.positions.remove(key);
             for snapshot in self.pending_checkpoints.values_mut() {
@@ -987,6 +1034,102 @@ impl Source for KafkaSource {
     fn relays_markers(&self) -> bool {
         self.relay.is_some()
     }
+
+    /// A source reading topics resumes from a checkpoint directory; the reader of a Kafka
+    /// exchange does not (its state moves through the state topic).
+    fn resumable(&self) -> bool {
+        self.relay.is_none()
+    }
+
+    /// Per partition held: the offset after the last message handed to the job (or the
+    /// consumer's position, before it handed any) and the highest record timestamp read.
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        self.forget_revoked();
+        let mut keys: BTreeSet<PartitionKey> = self.positions.keys().cloned().collect();
+        keys.extend(self.assigned());
+        let read = self.consumer.position().ok();
+        let starts = self
+            .consumer
+            .context()
+            .starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut partitions = Vec::with_capacity(keys.len());
+        for key in keys {
+            let offset = match self.positions.get(&key) {
+                Some(offset) => *offset,
+                None => match read
+                    .as_ref()
+                    .and_then(|r| r.find_partition(&key.0, key.1))
+                    .map(|e| e.offset())
+                {
+                    Some(Offset::Offset(o)) => o,
+                    _ => match starts.get(&key) {
+                        Some(at) => *at,
+                        // Assigned at the group's commit (or `start`) and nothing taken yet:
+                        // a restore starts it there again.
+                        None => continue,
+                    },
+                },
+            };
+            partitions.push(PartitionPosition {
+                highest_timestamp: self.watermarks.highest_timestamp(&key.0, key.1),
+                topic: key.0,
+                partition: key.1,
+                offset,
+            });
+        }
+        Ok(state_codec::encode(&KafkaSourcePosition { partitions })?)
+    }
+
+    /// Leaves each recorded partition's offset and timestamp for whichever subtask of this
+    /// process the group gives it to (`crate::restored`).
+    fn resume(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        let what = format!("kafka source \"{}\"", self.source_id);
+        let position: KafkaSourcePosition = state_codec::decode(position)
+            .map_err(|e| format!("{what}: the checkpoint's position is damaged: {e}"))?;
+        let context = self.consumer.context();
+        for p in position.partitions {
+            if !self.config.topics.contains(&p.topic) {
+                return Err(format!(
+                    "{what}: the checkpoint has a position in topic \"{}\", which the source \
+                     no longer reads (topics: {:?})",
+                    p.topic, self.config.topics
+                )
+                .into());
+            }
+            context.kafka.restored.put(
+                &context.group,
+                &(p.topic, p.partition),
+                crate::restored::Restored {
+                    offset: p.offset,
+                    highest_timestamp: p.highest_timestamp,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Where a `kafka` source subtask continues from: its [`Source::position`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaSourcePosition {
+    /// Each partition the subtask held.
+    pub partitions: Vec<PartitionPosition>,
+}
+
+/// One partition's place in a [`KafkaSourcePosition`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionPosition {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset of the first message not handed to the job.
+    pub offset: i64,
+    /// The highest record timestamp (ns) read from it, if any: its watermark starts there.
+    pub highest_timestamp: Option<i64>,
 }
 
 impl Drop for KafkaSource {

@@ -96,6 +96,14 @@ impl PartitionWatermarks {
         self.tracker.watermark(*split, out_of_orderness)
     }
 
+    /// The highest record timestamp (ns) read from one partition, if any (for a checkpoint:
+    /// [`PartitionWatermarks::observe`] of it starts a partition's watermark where it was).
+    pub fn highest_timestamp(&self, topic: &str, partition: i32) -> Option<i64> {
+        // With no out-of-orderness a split's watermark is its highest timestamp less 1 ns.
+        self.watermark(topic, partition, 0)
+            .map(|w| w.saturating_add(1))
+    }
+
     /// An exchange reader read a watermark control message of writer `id` on `partition` of
     /// its exchange topic (`i64::MIN`: the writer's hello). The partition's watermark becomes
     /// the minimum over the writers it has heard from that are not idle.

@@ -31,7 +31,8 @@ use tidemark_runtime::{Map, Record, TimestampType, Value};
 use crate::config::Timestamps;
 use crate::event_json::{EventError, EventParser};
 use crate::expr::{CompileError, Evaluator, EventRef, Expr, Scope};
-use crate::on_error::{DeadLetterFile, ErrorPolicy, OnErrorFactory};
+use crate::on_error::{DeadLetterWriter, ErrorPolicy, OnErrorFactory};
+use crate::positions::FileLength;
 use tidemark_runtime::BoxError;
 
 const NANOS_PER_MILLI: i64 = 1_000_000;
@@ -385,7 +386,7 @@ pub(crate) fn write_record<W: Write>(
 #[derive(Debug)]
 pub(crate) struct Rejects {
     fail: bool,
-    dead_letter: Option<Arc<DeadLetterFile>>,
+    dead_letter: Option<DeadLetterWriter>,
     vertex: String,
     /// Lines skipped or dead-lettered so far.
     pub malformed: u64,
@@ -429,6 +430,45 @@ impl Rejects {
         }
         self.malformed += 1;
         Ok(())
+    }
+
+    /// The dead-letter file's path and length for checkpoint `checkpoint` (`None` without a
+    /// dead letter).
+    pub(crate) fn checkpoint(&self, checkpoint: u64) -> Result<Option<FileLength>, BoxError> {
+        self.dead_letter
+            .as_ref()
+            .map(|file| file.checkpoint(checkpoint))
+            .transpose()
+    }
+
+    /// Restores what [`Rejects::checkpoint`] returned, with the malformed count then: the
+    /// dead-letter file is cut back when first used.
+    pub(crate) fn restore(
+        &mut self,
+        recorded: Option<&FileLength>,
+        malformed: u64,
+    ) -> Result<(), BoxError> {
+        match (&self.dead_letter, recorded) {
+            (Some(file), Some(recorded)) => file.restore(recorded)?,
+            // A dead letter new since the checkpoint starts empty.
+            (_, None) => {}
+            (None, Some(recorded)) => {
+                return Err(format!(
+                    "vertex `{}`: the checkpoint recorded the dead-letter file {}, but the \
+                     vertex has no dead letter now (on_error: {{dead_letter: PATH}})",
+                    self.vertex,
+                    recorded.path.display()
+                )
+                .into())
+            }
+        }
+        self.malformed = malformed;
+        Ok(())
+    }
+
+    /// The source's input ended: its dead-letter lines are all written.
+    pub(crate) fn finish(&self) -> Result<(), BoxError> {
+        self.dead_letter.as_ref().map_or(Ok(()), |f| f.finish())
     }
 }
 

@@ -13,6 +13,7 @@
 //! | [`event_json`] | (from `tidemark-runtime`) JSON objects into events: [`EventParser`](event_json::EventParser), one per reader, shares names and repeated strings between events (file, stdin, Kafka) |
 //! | [`expr`] | CEL expressions over events: [`Expr`](expr::Expr) compiled once, [`Evaluator`](expr::Evaluator) per subtask |
 //! | [`on_error`] | `on_error: fail \| skip \| {dead_letter: PATH}` for records an expression fails on |
+//! | [`positions`] | what sources and sinks record in a checkpoint about their files ([`FileLength`](positions::FileLength)) and the checks a restore makes ([`RestoreError`](positions::RestoreError)) |
 //! | [`aggregates`] | `aggregates:` of `window` and `reduce`: count, sum, min, max, mean over expressions |
 //! | [`window_assigner`] | window kinds (tumbling, sliding, session): which windows a timestamp is in, session merging, when a window fires and expires |
 //! | [`config`] | settings several components share ([`Timestamps`](config::Timestamps), [`OnError`](config::OnError), [`Aggregate`](config::Aggregate), …) |
@@ -90,6 +91,7 @@ pub mod expr;
 mod json_lines;
 pub mod on_error;
 pub mod operators;
+pub mod positions;
 pub mod registry;
 pub mod sinks;
 pub mod sources;

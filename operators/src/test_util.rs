@@ -82,3 +82,63 @@ pub(crate) fn kv(r: &Record) -> (u64, f64) {
         .unwrap_or_else(|| panic!("no value: {r:?}"));
     (key as u64, value)
 }
+
+/// The operator `info` built from `settings` with `on_error: {dead_letter: dl.jsonl}` in
+/// `dir`, subtask 0 of 1.
+pub(crate) fn dead_lettered(
+    info: &ComponentInfo,
+    settings: &serde_json::Value,
+    dir: &Path,
+) -> Box<dyn Operator> {
+    let mut settings = settings.clone();
+    settings["on_error"] = serde_json::json!({"dead_letter": "dl.jsonl"});
+    match info.build(settings, &BuildEnv::new(dir)).unwrap() {
+        Built::Operator(factory) => factory(&ctx(0, 1, 0)).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Runs an operator made by `make` (writing failed records to `dl.jsonl` in the folder it is
+/// given) over `records`, of which some fail its expression, three ways: uninterrupted; to a
+/// checkpoint half way, on past it, then dropped (a crash); and a new instance restored from
+/// that checkpoint's local state, given the records after it. The restored dead-letter file
+/// must equal the uninterrupted one.
+pub(crate) fn dead_letters_survive_a_restore(
+    make: impl Fn(&Path) -> Box<dyn Operator>,
+    records: &[Record],
+) {
+    let dir = TempDir::new("dead-letter-operator");
+    let path = dir.path().join("dl.jsonl");
+    let run = |op: &mut Box<dyn Operator>, records: &[Record]| {
+        let mut out = Output::default();
+        op.process_batch(records, &mut out).unwrap();
+    };
+    let (head, tail) = records.split_at(records.len() / 2);
+
+    let mut whole = make(dir.path());
+    run(&mut whole, records);
+    whole.finish(0, &mut Output::default()).unwrap();
+    drop(whole);
+    let expected = std::fs::read_to_string(&path).unwrap();
+    assert!(expected.lines().count() >= 4, "{expected}");
+
+    let mut first = make(dir.path());
+    run(&mut first, head);
+    let state = first
+        .snapshot_local(1)
+        .unwrap()
+        .expect("a dead-letter length");
+    run(&mut first, tail);
+    drop(first);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        expected,
+        "the crashed run wrote everything too"
+    );
+
+    let mut restored = make(dir.path());
+    restored.restore_local(&state).unwrap();
+    run(&mut restored, tail);
+    restored.finish(0, &mut Output::default()).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+}

@@ -104,6 +104,20 @@ impl WhereFilter {
 }
 
 impl Operator for WhereFilter {
+    /// The dead-letter file's length ([`OnError::snapshot`]).
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        self.on_error.snapshot(checkpoint)
+    }
+
+    /// Cuts the dead-letter file back to its recorded length ([`OnError::restore`]).
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        self.on_error.restore(state)
+    }
+
+    fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        self.on_error.finish()
+    }
+
     fn records_dropped(&self, reason: tidemark_runtime::DropReason) -> u64 {
         match reason {
             tidemark_runtime::DropReason::ExpressionError => self.on_error.dropped,
@@ -392,5 +406,24 @@ mod tests {
                 .to_string();
             assert!(err.contains("is not a fraction from 0 to 1"), "{err}");
         }
+    }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| {
+                let mut m = tidemark_runtime::Map::new();
+                if i % 3 == 0 {
+                    m.insert("v", i);
+                } else {
+                    m.insert("w", i);
+                }
+                Record::with_event(i, m, 0)
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| crate::test_util::dead_lettered(&INFO, &json!({"where": "w > 2"}), dir),
+            &records,
+        );
     }
 }

@@ -54,6 +54,20 @@ struct KeyBy {
 }
 
 impl Operator for KeyBy {
+    /// The dead-letter file's length ([`OnError::snapshot`]).
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        self.on_error.snapshot(checkpoint)
+    }
+
+    /// Cuts the dead-letter file back to its recorded length ([`OnError::restore`]).
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        self.on_error.restore(state)
+    }
+
+    fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        self.on_error.finish()
+    }
+
     fn process(&mut self, mut record: Record, out: &mut Output) -> Result<(), BoxError> {
         let (eval, key, on_error) = (&self.eval, &self.key, &mut self.on_error);
         let value = expr::with_record(&record, |scope| match eval.eval(key, scope) {
@@ -149,5 +163,25 @@ mod tests {
             Err(err) => assert_eq!(err.column, 4),
             Ok(_) => panic!("`a +` compiled"),
         }
+    }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| {
+                let mut m = tidemark_runtime::Map::new();
+                if i % 2 == 0 {
+                    m.insert("user", i);
+                }
+                Record::with_event(i, m, 0)
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| {
+                let policy = ErrorPolicy::DeadLetter("dl.jsonl".into());
+                key_by("user", policy, &BuildEnv::new(dir)).unwrap()(&ctx(0, 1, 0)).unwrap()
+            },
+            &records,
+        );
     }
 }

@@ -162,6 +162,20 @@ pub struct SetMap {
 }
 
 impl Operator for SetMap {
+    /// The dead-letter file's length ([`OnError::snapshot`]).
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        self.on_error.snapshot(checkpoint)
+    }
+
+    /// Cuts the dead-letter file back to its recorded length ([`OnError::restore`]).
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        self.on_error.restore(state)
+    }
+
+    fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        self.on_error.finish()
+    }
+
     fn process(&mut self, mut record: Record, out: &mut Output) -> Result<(), BoxError> {
         spin(self.spins);
         let (eval, set, values, on_error) =
@@ -593,5 +607,20 @@ mod tests {
                 .to_string();
             assert!(err.contains(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| {
+                let mut m = tidemark_runtime::Map::new();
+                m.insert("v", i % 3);
+                Record::with_event(i, m, 0)
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| crate::test_util::dead_lettered(&INFO, &json!({"set": {"q": "10 / v"}}), dir),
+            &records,
+        );
     }
 }

@@ -36,21 +36,29 @@
 //! - Lag: the bytes not yet read (the file's size when opened, less what this subtask has read)
 //!   in `tidemark_source_lag_bytes`; records are -1 (unknown).
 //! - The file is opened when the job starts (a missing file fails the start, naming it).
+//! - On restore (checkpoints to a directory): each subtask records the byte offset of the next
+//!   line it has not read, the number of lines read before it, the malformed lines counted so
+//!   far and the length of the dead-letter file; a restored subtask seeks there, so line numbers
+//!   in messages and dead-letter lines stay right, and the dead-letter file is cut back to its
+//!   recorded length. A file now shorter than the offset, or whose byte before the offset is
+//!   not a line break, is refused naming the file (it changed after the checkpoint). Records
+//!   stamped with the ingestion time get the time they are read again.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tidemark_runtime::{
-    BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
+    state_codec, BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
     SubtaskContext,
 };
 
 use crate::config::{self, Timestamps};
 use crate::json_lines::{self, Format, LineReader, Rejects, Stamping};
 use crate::on_error::{ErrorPolicy, OnErrorFactory};
+use crate::positions::{self, FileLength, RestoreError};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
@@ -138,9 +146,27 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     })))
 }
 
+/// Where a subtask of the `file` source continues from: its [`Source::position`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSourcePosition {
+    /// The file read.
+    pub path: PathBuf,
+    /// The byte offset of the next line not read.
+    pub offset: u64,
+    /// Lines read before it (so the next one is line `lines + 1`).
+    pub lines: u64,
+    /// The parallelism of the vertex (which lines are this subtask's depends on it).
+    pub parallelism: u64,
+    /// Malformed lines skipped or dead-lettered so far.
+    pub malformed: u64,
+    /// The dead-letter file, if any, and its length.
+    pub dead_letter: Option<FileLength>,
+}
+
 /// One subtask of the `file` source.
 #[derive(Debug)]
 pub struct FileSource {
+    path: PathBuf,
     name: String,
     reader: BufReader<File>,
     line: Vec<u8>,
@@ -179,6 +205,7 @@ impl FileSource {
             .map_err(|e| format!("cannot read the size of \"{name}\": {e}"))?
             .len();
         Ok(FileSource {
+            path: config.path.clone(),
             name,
             reader: BufReader::with_capacity(64 * 1024, file),
             line: Vec::with_capacity(256),
@@ -213,6 +240,7 @@ impl Source for FileSource {
             })?;
             if n == 0 {
                 self.finished = true;
+                self.rejects.finish()?;
                 return Ok(SourceStatus::Finished);
             }
             self.consumed += n as u64;
@@ -246,6 +274,79 @@ impl Source for FileSource {
             malformed: self.rejects.malformed,
             ..self.errors
         }
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    fn position(&mut self, checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        let position = FileSourcePosition {
+            path: self.path.clone(),
+            offset: self.consumed,
+            lines: self.lines_read,
+            parallelism: self.parallelism,
+            malformed: self.rejects.malformed,
+            dead_letter: self.rejects.checkpoint(checkpoint)?,
+        };
+        Ok(state_codec::encode(&position)?)
+    }
+
+    fn resume(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        const WHAT: &str = "file source input";
+        let p: FileSourcePosition =
+            positions::decode(&format!("the file source {}", self.name), position)?;
+        if !positions::same_file(&p.path, &self.path) {
+            return Err(RestoreError::OtherFile {
+                what: WHAT,
+                recorded: p.path.display().to_string(),
+                current: self.name.clone(),
+            }
+            .into());
+        }
+        if p.parallelism != self.parallelism {
+            return Err(RestoreError::Parallelism {
+                what: format!("the file source {}", self.name),
+                recorded: p.parallelism,
+                current: self.parallelism,
+            }
+            .into());
+        }
+        let size = positions::file_length(WHAT, &self.path)?;
+        if size < p.offset {
+            return Err(RestoreError::Shorter {
+                what: WHAT,
+                path: self.name.clone(),
+                actual: size,
+                recorded: p.offset,
+            }
+            .into());
+        }
+        let io = |source| RestoreError::Io {
+            what: WHAT,
+            path: self.name.clone(),
+            source,
+        };
+        let file = self.reader.get_mut();
+        if p.offset > 0 && p.offset < size {
+            // The line before ends here: anything else means the file changed.
+            let mut before = [0u8];
+            file.seek(SeekFrom::Start(p.offset - 1)).map_err(io)?;
+            file.read_exact(&mut before).map_err(io)?;
+            if before[0] != b'\n' {
+                return Err(RestoreError::NotALineStart {
+                    path: self.name.clone(),
+                    offset: p.offset,
+                }
+                .into());
+            }
+        }
+        self.rejects.restore(p.dead_letter.as_ref(), p.malformed)?;
+        self.reader.seek(SeekFrom::Start(p.offset)).map_err(io)?;
+        self.size = size;
+        self.consumed = p.offset;
+        self.lines_read = p.lines;
+        Ok(())
     }
 }
 
@@ -485,5 +586,129 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing field `path`"), "{err}");
+    }
+
+    /// What a run of one subtask gave: each record as (event, timestamp, type), in order.
+    fn seen(records: &[Record]) -> Vec<(String, i64, TimestampType)> {
+        records
+            .iter()
+            .map(|r| (r.event_json(), r.timestamp, r.timestamp_type))
+            .collect()
+    }
+
+    /// Settings reading `in.jsonl` with malformed lines dead-lettered to `dl`.
+    fn open_dead_lettered(dir: &TempDir, dl: &str, i: usize, p: usize) -> FileSource {
+        let config: FileSourceConfig = config::parse(
+            "file",
+            json!({"path": "in.jsonl", "on_error": {"dead_letter": dl}}),
+        )
+        .unwrap();
+        let config = config.resolve(dir.path()).unwrap();
+        let on_error = OnErrorFactory::new(config.on_error.clone(), dir.path());
+        FileSource::open_with(&config, &ctx(i, p, 0), &on_error).unwrap()
+    }
+
+    /// 40 lines with create timestamps, every seventh malformed, one blank.
+    fn mixed_body() -> String {
+        (1..=40)
+            .map(|n| match n {
+                _ if n % 7 == 0 => format!("not json {n}\n"),
+                13 => "\n".to_owned(),
+                _ => format!("{{\"key\":{n},\"timestamp\":{}}}\n", n * 1000),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_resumed_subtask_continues_where_its_position_was_taken() {
+        let dir = TempDir::new("file-source-resume");
+        std::fs::write(dir.path().join("in.jsonl"), mixed_body()).unwrap();
+        let now = 5 * MS;
+        for (i, p) in [(0, 1), (1, 2)] {
+            // The reference: one uninterrupted run.
+            let mut whole = open_dead_lettered(&dir, "whole.dl", i, p);
+            let expected = seen(&read_all(&mut whole, now).unwrap());
+            let expected_dl = std::fs::read_to_string(dir.path().join("whole.dl")).unwrap();
+            assert!(expected_dl.lines().count() >= 2, "{expected_dl}");
+            let malformed = whole.input_errors().malformed;
+
+            // Run to a position after 8 records (a malformed line among them), read on past it
+            // (records and dead-letter lines a crash would leave behind), then resume a new
+            // instance there and read to the end.
+            let mut first = open_dead_lettered(&dir, "cut.dl", i, p);
+            let mut before = Vec::new();
+            while before.len() < 8 {
+                let (_, records) = poll(&mut first, now, 1);
+                before.extend(records);
+            }
+            let position = first.position(1).unwrap();
+            let (_, lost) = poll(&mut first, now, 12);
+            assert!(!lost.is_empty());
+            drop(first);
+            // The cut matters: dead letters were written before and after the position.
+            let recorded: FileSourcePosition = state_codec::decode(&position).unwrap();
+            let recorded = recorded.dead_letter.unwrap().length;
+            let written = std::fs::metadata(dir.path().join("cut.dl")).unwrap().len();
+            assert!(0 < recorded && recorded < written, "{recorded} {written}");
+            let mut resumed = open_dead_lettered(&dir, "cut.dl", i, p);
+            resumed.resume(&position).unwrap();
+            let after = read_all(&mut resumed, now).unwrap();
+            let mut got = seen(&before);
+            got.extend(seen(&after));
+            assert_eq!(got, expected, "subtask {i} of {p}");
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("cut.dl")).unwrap(),
+                expected_dl.replace("whole.dl", "cut.dl"),
+                "subtask {i} of {p}: the dead letters, with their line numbers"
+            );
+            assert_eq!(resumed.input_errors().malformed, malformed);
+            assert_eq!(resumed.lag(now).bytes, 0);
+        }
+    }
+
+    #[test]
+    fn a_changed_input_file_is_refused_naming_it() {
+        let dir = TempDir::new("file-source-changed");
+        let body = mixed_body();
+        let mut s = source(&dir, &body, json!({"on_error": "skip"}), 0, 1);
+        let (_, records) = poll(&mut s, 0, 10);
+        assert_eq!(records.len(), 10);
+        let position = s.position(3).unwrap();
+        let offset: FileSourcePosition = state_codec::decode(&position).unwrap();
+        let path = dir.path().join("in.jsonl").display().to_string();
+
+        // Shorter than the offset.
+        let cut = &body[..offset.offset as usize - 3];
+        let mut s = source(&dir, cut, json!({"on_error": "skip"}), 0, 1);
+        let err = s.resume(&position).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot restore the file source input {path}: it is {} bytes long, shorter than \
+                 the {} bytes the checkpoint recorded (it was truncated or replaced after the \
+                 checkpoint)",
+                cut.len(),
+                offset.offset
+            )
+        );
+        // Long enough, but the lines moved.
+        let moved = format!("x{body}");
+        let mut s = source(&dir, &moved, json!({"on_error": "skip"}), 0, 1);
+        let err = s.resume(&position).unwrap_err().to_string();
+        assert!(
+            err.contains(&path) && err.contains("not a line break"),
+            "{err}"
+        );
+        // Another parallelism.
+        let mut s = source(&dir, &body, json!({"on_error": "skip"}), 0, 2);
+        let err = s.resume(&position).unwrap_err().to_string();
+        assert!(err.contains("parallelism 1, restored with 2"), "{err}");
+        // Damaged bytes.
+        let mut s = source(&dir, &body, json!({"on_error": "skip"}), 0, 1);
+        let err = s
+            .resume(&position[..position.len() - 1])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&path) && err.contains("damaged"), "{err}");
     }
 }

@@ -19,6 +19,10 @@
 //! typed or piped slowly go through at once. Only subtask 0 reads; other subtasks finish at once.
 //! Lag is unknown (-1).
 //!
+//! Not resumable: standard input cannot be read again, so a job with a `stdin` source cannot be
+//! restored from a checkpoint ([`Source::resumable`] is false; the runtime refuses the restore,
+//! naming the source, before anything starts).
+//!
 //! If the job ends while standard input stays open, the reader thread stays blocked in its read
 //! until the input closes or the process exits; it exits at its next line.
 
@@ -218,6 +222,20 @@ impl Source for StdinSource {
             invalid_timestamps: 0,
         }
     }
+
+    /// Standard input cannot be read again: a job with a `stdin` source is not restored from a
+    /// checkpoint (the runtime refuses it, naming the source, before anything starts).
+    fn resumable(&self) -> bool {
+        false
+    }
+
+    fn resume(&mut self, _position: &[u8]) -> Result<(), BoxError> {
+        Err(
+            "the stdin source cannot resume from a checkpoint: standard input cannot be read \
+             again"
+                .into(),
+        )
+    }
 }
 
 struct ReaderThread {
@@ -272,6 +290,11 @@ impl ReaderThread {
                     }
                 },
             }
+        }
+        // Every dead-letter line is written (and a fresh file truncated if none was).
+        if let Err(e) = self.rejects.finish() {
+            self.fail(batch, e.to_string());
+            return;
         }
         if !batch.is_empty() {
             let _ = self.tx.send(Message::Lines(batch));

@@ -3,8 +3,9 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
 use tidemark_runtime::{Output, Record, TimestampType};
 
 use super::config::{DelayDistribution, DisorderConfig};
@@ -40,7 +41,7 @@ impl Ord for Held {
 /// The disorder state of one subtask.
 #[derive(Debug)]
 pub(super) struct Disorder {
-    rng: SmallRng,
+    rng: Xoshiro256PlusPlus,
     /// `ln(1 - fraction)`, for geometric gaps between held records; 0 when none is held.
     ln_keep: f64,
     fraction: f64,
@@ -56,7 +57,7 @@ pub(super) struct Disorder {
 impl Disorder {
     pub(super) fn new(config: &DisorderConfig, seed: u64) -> Self {
         let mut d = Disorder {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5DEE_CE66_D1CE_F00D),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5DEE_CE66_D1CE_F00D),
             ln_keep: (1.0 - config.fraction).ln(),
             fraction: config.fraction,
             delay_nanos: nanos_i64(config.delay) as f64,
@@ -158,6 +159,87 @@ impl Disorder {
     /// When the next held record is due, if any is held.
     pub(super) fn next_release(&self) -> Option<i64> {
         self.held.peek().map(|h| h.release_at)
+    }
+}
+
+/// The disorder state of a subtask as a checkpoint keeps it: the random generator, the next
+/// record to hold and every record held now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DisorderPosition {
+    rng: Xoshiro256PlusPlus,
+    next_hold: u64,
+    seq: u64,
+    held: Vec<HeldPosition>,
+}
+
+impl DisorderPosition {
+    /// The number of the next record to hold.
+    pub(super) fn next_hold(&self) -> u64 {
+        self.next_hold
+    }
+}
+
+/// A held record in a checkpoint (the generator's records are numeric: key and value).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct HeldPosition {
+    release_at: i64,
+    seq: u64,
+    key: i64,
+    value: f64,
+    timestamp: i64,
+    ingestion: bool,
+}
+
+impl Disorder {
+    /// The state to keep in a checkpoint.
+    pub(super) fn position(&self) -> Result<DisorderPosition, String> {
+        let held = self
+            .held
+            .iter()
+            .map(|h| {
+                let (key, value) = h
+                    .record
+                    .numeric_parts()
+                    .ok_or("a held record is not a generator record")?;
+                Ok(HeldPosition {
+                    release_at: h.release_at,
+                    seq: h.seq,
+                    key,
+                    value,
+                    timestamp: h.record.timestamp,
+                    ingestion: h.record.timestamp_type == TimestampType::Ingestion,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(DisorderPosition {
+            rng: self.rng.clone(),
+            next_hold: self.next_hold,
+            seq: self.seq,
+            held,
+        })
+    }
+
+    /// Continues from `position`.
+    pub(super) fn resume(&mut self, position: DisorderPosition) {
+        self.rng = position.rng;
+        self.next_hold = position.next_hold;
+        self.seq = position.seq;
+        self.held = position
+            .held
+            .into_iter()
+            .map(|h| {
+                let mut record = Record::new(0, 0.0, h.timestamp);
+                record.set_numeric(h.key, h.value);
+                if h.ingestion {
+                    record.timestamp_type = TimestampType::Ingestion;
+                }
+                Held {
+                    release_at: h.release_at,
+                    seq: h.seq,
+                    record,
+                }
+            })
+            .collect();
     }
 }
 

@@ -23,8 +23,10 @@
 //!   so the shares sum to `count` exactly and differ by at most one.
 //! - **Values.** `counter`: a record's value is its number (above), so the values of a bounded
 //!   run are exactly `0..count` over all subtasks. `random`: uniform in `[0, 1)`.
-//! - **Keys.** Every subtask draws from all of `0..keys` with a [`SmallRng`] seeded from the
-//!   subtask's seed (so `--seed` repeats a run). `uniform` maps a 64-bit draw onto the range by
+//! - **Keys.** Every subtask draws from all of `0..keys` with a xoshiro256++ generator
+//!   ([`Xoshiro256PlusPlus`], the algorithm of `rand`'s `SmallRng` on 64-bit machines, whose
+//!   state can be kept in a checkpoint) seeded from the subtask's seed (so `--seed` repeats a
+//!   run). `uniform` maps a 64-bit draw onto the range by
 //!   a multiply-shift (bias below `keys / 2^64`); `zipf` gives key `k` a weight
 //!   `1 / (k+1)^zipf_exponent`, sampled from an alias table built once per vertex (12 bytes a
 //!   key, up to 2^20 keys: one random number and no search per record) or, above that, by
@@ -59,18 +61,27 @@
 //! - **Lag.** With `rate`: the records due on the schedule but not yet made (backpressure made
 //!   visible; records held back by `disorder` are on schedule and do not count). With `count` and
 //!   no `rate`: the records not yet emitted (held ones included). Otherwise -1 (unknown).
+//! - **On restore** (checkpoints to a directory): each subtask records the records it made and
+//!   emitted, its next counter value, the states of its random generators (keys and values,
+//!   disorder), the start of its `rate` schedule and the records it holds back
+//!   ([`GeneratorPosition`]); a restored subtask makes exactly the records an uninterrupted run
+//!   would have made after that point, with the same keys, values and, with a `rate`, the same
+//!   create timestamps (it is behind its schedule by the time it was down and catches up at full
+//!   speed). Without a `rate`, create timestamps are the wall clock of the poll, and so are
+//!   ingestion timestamps: those are not replayed.
 
 mod config;
 mod disorder;
 mod keys;
 mod pacing;
+mod position;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
-use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use tidemark_runtime::{
     BoxError, Output, PollContext, Record, Source, SourceLag, SourceStatus, SubtaskContext,
     TimestampType,
@@ -86,6 +97,7 @@ use disorder::Disorder;
 use keys::KeySampler;
 pub use keys::ZIPF_TABLE_MAX_KEYS;
 use pacing::Pace;
+pub use position::GeneratorPosition;
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {
@@ -140,7 +152,7 @@ fn build(config: serde_json::Value, _env: &BuildEnv) -> Result<Built, ConfigErro
 #[derive(Debug)]
 pub struct GeneratorSource {
     plan: Arc<GeneratorPlan>,
-    rng: SmallRng,
+    rng: Xoshiro256PlusPlus,
     /// This subtask's share of `count`.
     share: Option<u64>,
     /// Records made so far (emitted or held).
@@ -153,6 +165,8 @@ pub struct GeneratorSource {
     pace: Option<Pace>,
     timestamp_type: TimestampType,
     disorder: Option<Disorder>,
+    vertex: String,
+    subtask: usize,
 }
 
 impl GeneratorSource {
@@ -167,7 +181,7 @@ impl GeneratorSource {
             start: None,
         });
         GeneratorSource {
-            rng: SmallRng::seed_from_u64(ctx.seed),
+            rng: Xoshiro256PlusPlus::seed_from_u64(ctx.seed),
             share,
             made: 0,
             emitted: 0,
@@ -176,6 +190,8 @@ impl GeneratorSource {
             pace,
             timestamp_type: config.timestamps.timestamp_type(),
             disorder: config.disorder.as_ref().map(|d| Disorder::new(d, ctx.seed)),
+            vertex: ctx.vertex_id.clone(),
+            subtask: ctx.subtask,
             plan,
         }
     }
@@ -217,7 +233,7 @@ impl GeneratorSource {
     }
 
     #[inline(always)]
-    fn emit_with<K: FnMut(&mut SmallRng) -> u64>(
+    fn emit_with<K: FnMut(&mut Xoshiro256PlusPlus) -> u64>(
         &mut self,
         n: u64,
         now: i64,
@@ -345,7 +361,7 @@ const CHUNK: usize = 64;
 
 /// Uniform in `[0, 1)` with 53 random bits.
 #[inline(always)]
-fn unit_f64(rng: &mut SmallRng) -> f64 {
+fn unit_f64(rng: &mut Xoshiro256PlusPlus) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
@@ -416,5 +432,19 @@ impl Source for GeneratorSource {
             (None, None) => -1,
         };
         SourceLag { records, bytes: -1 }
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+
+    /// Records made and emitted, the next counter value, the random generators' states, the
+    /// schedule's start and the held records ([`GeneratorPosition`]).
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        self.take_position()
+    }
+
+    fn resume(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        self.resume_from(position)
     }
 }
