@@ -495,7 +495,6 @@ fn w6_dir(label: &str) -> TempDir {
 }
 
 #[test]
-#[ignore = "needs the file source and file sink positions of branch h-state-io"]
 fn sigkill_half_way_then_restore_latest_writes_the_uninterrupted_result() {
     let dir = w6_dir("state-w6-kill");
     run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
@@ -522,7 +521,6 @@ fn sigkill_half_way_then_restore_latest_writes_the_uninterrupted_result() {
 }
 
 #[test]
-#[ignore = "needs the file source and file sink positions of branch h-state-io"]
 fn sigkill_half_way_then_restore_at_parallelism_3_writes_the_same() {
     let dir = w6_dir("state-w6-rescale");
     run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
@@ -544,7 +542,6 @@ fn sigkill_half_way_then_restore_at_parallelism_3_writes_the_same() {
 }
 
 #[test]
-#[ignore = "needs the file source and file sink positions of branch h-state-io"]
 fn sigterm_half_way_keeps_open_windows_for_the_restore() {
     let dir = w6_dir("state-w6-term");
     let proc = run_until_half(&dir, &["--parallelism", "2"], libc::SIGTERM);
