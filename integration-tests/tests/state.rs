@@ -146,7 +146,7 @@ fn restore_latest_without_a_checkpoint_is_refused_naming_the_folder() {
 /// Runs the generator job to its end and returns the newest checkpoint folder.
 fn finished_run(dir: &TempDir) -> PathBuf {
     dir.write("job.yaml", &generator_job("per_key", ""));
-    let out = run(&dir, &["job.yaml"]);
+    let out = run(dir, &["job.yaml"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     complete(&dir.join("ckpt"), "gen-state").pop().unwrap().1
 }
