@@ -15,6 +15,8 @@
 //! clones the key (an `Arc` for strings) and may grow the window's tables, which are reused
 //! for later windows.
 
+use std::collections::HashMap;
+
 use tidemark_runtime::keyed_state::KeyedSnapshot;
 use tidemark_runtime::state_codec::StateCodecError;
 use tidemark_runtime::value::{Map, Value};
@@ -119,15 +121,6 @@ struct SavedWindow {
     end: i64,
     fired: bool,
     accs: Vec<Acc>,
-}
-
-/// [`SavedWindow`] as it is written, borrowing the accumulators (the same serde form).
-#[derive(serde::Serialize)]
-struct SavedWindowRef<'a> {
-    start: i64,
-    end: i64,
-    fired: bool,
-    accs: &'a [Acc],
 }
 
 /// Why a record was not added: all its windows have expired.
@@ -323,28 +316,35 @@ impl WindowState {
 
     /// Writes every key's windows into `out` (through the keyed-state API, each key into its
     /// key group), and the progress as the operator-wide value.
-    /// (One entry per key and window, each a list of one [`SavedWindow`], encoded straight
-    /// from the accumulators: no per-key map or copies.)
     pub(crate) fn snapshot(&self, out: &mut KeyedSnapshot) -> Result<(), StateCodecError> {
         out.set_shared(&self.progress)?;
-        let saved = |window: Window, fired: bool, accs| SavedWindowRef {
-            start: window.start,
-            end: window.end,
-            fired,
-            accs,
-        };
-        // A slice of one: written as a list, as `Vec<SavedWindow>` reads it.
+        let mut per_key: HashMap<Value, Vec<SavedWindow>> = HashMap::new();
         for (window, slot) in self.aligned.iter() {
             for (key, accs) in slot.state.iter() {
-                let one = saved(window, slot.fired, accs);
-                out.put(&key, std::slice::from_ref(&one))?;
+                per_key
+                    .entry(key.into_owned())
+                    .or_default()
+                    .push(SavedWindow {
+                        start: window.start,
+                        end: window.end,
+                        fired: slot.fired,
+                        accs: accs.to_vec(),
+                    });
             }
         }
         for (key, sessions) in self.sessions.iter() {
+            let saved = per_key.entry(key.clone()).or_default();
             for (window, slot) in sessions.iter() {
-                let one = saved(window, slot.fired, &slot.state);
-                out.put(key, std::slice::from_ref(&one))?;
+                saved.push(SavedWindow {
+                    start: window.start,
+                    end: window.end,
+                    fired: slot.fired,
+                    accs: slot.state.clone(),
+                });
             }
+        }
+        for (key, windows) in &per_key {
+            out.put(key, windows)?;
         }
         Ok(())
     }
