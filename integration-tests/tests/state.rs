@@ -367,28 +367,38 @@ fn check_output(dir: &TempDir) {
     }
 }
 
-/// Starts the W6 job; once the sink has written `lines` lines and a checkpoint completed after
-/// that, stops it with `signal`; returns the process.
-fn run_until_half(dir: &TempDir, args: &[&str], signal: libc::c_int) -> Proc {
+/// Starts `job.yaml` of job `job` in `dir` with `args`; once the sink has written `lines`
+/// lines and a checkpoint completed after that (a forced point, not a sleep), sends `signal`
+/// and waits for the process to end.
+fn signal_at_forced_point(
+    dir: &TempDir,
+    job: &str,
+    args: &[&str],
+    lines: usize,
+    signal: libc::c_int,
+) -> Proc {
     let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
     all.extend_from_slice(args);
     let mut proc = Proc::spawn(dir.path(), all);
     let out = dir.join("out.jsonl");
-    wait_until("half the output", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 20_000)
+    wait_until("output", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= lines)
     });
     let ckpt = dir.join("ckpt");
-    let seen = complete(&ckpt, "w6-state").last().map_or(0, |c| c.0);
+    let seen = complete(&ckpt, job).last().map_or(0, |c| c.0);
     wait_until("a checkpoint after that", || {
-        complete(&ckpt, "w6-state")
-            .last()
-            .is_some_and(|c| c.0 > seen)
+        complete(&ckpt, job).last().is_some_and(|c| c.0 > seen)
     });
     let pid = libc::pid_t::try_from(proc.id()).unwrap();
     // SAFETY: kill(2) on our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     let _ = proc.wait();
     proc
+}
+
+/// The W6 job stopped with `signal` half way (see [`signal_at_forced_point`]).
+fn run_until_half(dir: &TempDir, args: &[&str], signal: libc::c_int) -> Proc {
+    signal_at_forced_point(dir, "w6-state", args, 20_000, signal)
 }
 
 fn w6_dir(label: &str) -> TempDir {
@@ -568,27 +578,11 @@ fn terminated(args: &[&str]) -> (String, i64, usize, i64) {
     use tidemark_runtime::checkpoint_store::read_checkpoint;
     let dir = TempDir::new("state-sigterm");
     dir.write("job.yaml", ENDLESS);
-    let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
-    all.extend_from_slice(args);
-    let mut proc = Proc::spawn(dir.path(), all);
-    let out = dir.join("out.jsonl");
-    wait_until("windows in the output", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 40)
-    });
-    let ckpt = dir.join("ckpt");
-    let seen = complete(&ckpt, "endless").last().map_or(0, |c| c.0);
-    wait_until("a checkpoint after that", || {
-        complete(&ckpt, "endless")
-            .last()
-            .is_some_and(|c| c.0 > seen)
-    });
-    let pid = libc::pid_t::try_from(proc.id()).unwrap();
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut proc = signal_at_forced_point(&dir, "endless", args, 40, libc::SIGTERM);
     let code = proc.wait_code();
     let stderr = proc.stderr();
     assert_eq!(code, 0, "{stderr}");
-    let (_, newest) = complete(&ckpt, "endless").pop().unwrap();
+    let (_, newest) = complete(&dir.join("ckpt"), "endless").pop().unwrap();
     let loaded = read_checkpoint(&newest).unwrap();
     let keyed = loaded.files["per_key"][0].keyed.clone().unwrap();
     let progress = keyed.shared::<i64>().unwrap()[0].div_euclid(1_000_000);
