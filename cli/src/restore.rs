@@ -204,6 +204,110 @@ pub fn clear_finished(job_dir: &Path) {
 mod tests {
     use super::*;
 
+    use tidemark_runtime::checkpoint_store::{Metadata, StateFile, VertexMeta};
+    use tidemark_runtime::keyed_state::KeyedSnapshot;
+    use tidemark_runtime::testing::{CountingSource, DiscardSink, MapOperator};
+    use tidemark_runtime::{Partitioning, Value};
+
+    /// A checkpoint of `src` (a source, with a position when `resumable`) -> keyed `per_key`
+    /// (128 key groups, one key) -> `out`.
+    fn loaded(resumable: bool) -> LoadedCheckpoint {
+        let vertex = |id: &str, kind: &str, keyed: bool| VertexMeta {
+            id: id.into(),
+            kind: kind.into(),
+            parallelism: 1,
+            max_parallelism: 128,
+            keyed,
+            files: vec![],
+        };
+        let mut keyed = KeyedSnapshot::new(128);
+        keyed.put(&Value::Int(3), &1u64).unwrap();
+        let file = |id: &str| StateFile {
+            vertex: id.into(),
+            parallelism: 1,
+            ..StateFile::default()
+        };
+        let mut files = BTreeMap::new();
+        files.insert(
+            "src".to_string(),
+            vec![StateFile {
+                position: resumable.then(|| vec![7]),
+                ..file("src")
+            }],
+        );
+        files.insert(
+            "per_key".to_string(),
+            vec![StateFile {
+                key_groups: Some((0, 128)),
+                keyed: Some(keyed),
+                ..file("per_key")
+            }],
+        );
+        files.insert("out".to_string(), vec![file("out")]);
+        LoadedCheckpoint {
+            path: "ck/j/chk-4".into(),
+            metadata: Metadata {
+                job: "j".into(),
+                id: 4,
+                completed_ms: 0,
+                vertices: vec![
+                    vertex("src", "source", false),
+                    vertex("per_key", "operator", true),
+                    vertex("out", "sink", false),
+                ],
+            },
+            files,
+        }
+    }
+
+    /// The job now: `src` -> `keyed` (a keyed vertex named so, with `max` key groups) -> `out`.
+    fn graph(keyed: &str, max: u32) -> JobGraph {
+        let mut g = JobGraph::new("j");
+        let src = g
+            .add_source("src", 1, |_| Ok(Box::new(CountingSource::new(1))))
+            .unwrap();
+        let op = g
+            .add_operator(keyed, 1, |_| Ok(Box::new(MapOperator(|v| v))))
+            .unwrap();
+        g.set_keyed(op, true);
+        g.set_max_parallelism(op, max);
+        let out = g.add_sink("out", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+        g.connect(src, op, Partitioning::Hash).unwrap();
+        g.connect(op, out, Partitioning::Forward).unwrap();
+        g
+    }
+
+    #[test]
+    fn a_checkpoint_that_does_not_fit_is_refused_naming_the_cause() {
+        assert!(check(&loaded(true), &graph("per_key", 128), false)
+            .unwrap()
+            .is_empty());
+        // The keyed vertex renamed: refused, unless its state may be left behind.
+        let e = check(&loaded(true), &graph("per_user", 128), false).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("ck/j/chk-4") && e.contains("\"per_key\"") && e.contains("--allow"),
+            "{e}"
+        );
+        let notes = check(&loaded(true), &graph("per_user", 128), true).unwrap();
+        assert!(
+            notes.len() == 1 && notes[0].contains("\"per_key\""),
+            "{notes:?}"
+        );
+        // Another max_parallelism.
+        let e = check(&loaded(true), &graph("per_key", 64), false).unwrap_err();
+        assert!(e.to_string().contains("max_parallelism 128"), "{e}");
+        // A source that recorded no position.
+        let e = check(&loaded(false), &graph("per_key", 128), false).unwrap_err();
+        assert!(
+            e.to_string().contains("source \"src\" cannot resume"),
+            "{e}"
+        );
+        // Only non-keyed vertices keep the checkpoint's parallelism.
+        let kept: Vec<String> = kept_parallelism(&loaded(true)).into_keys().collect();
+        assert_eq!(kept, ["out", "src"]);
+    }
+
     #[test]
     fn restore_values() {
         assert_eq!(parse_restore("latest"), Ok(RestoreMode::Latest));
@@ -236,6 +340,26 @@ mod tests {
         clear_finished(&dir.join("j"));
         let e = resolve(Some(&RestoreMode::Path(dir.join("nope"))), "j", None).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
+        // A checkpoint of another job.
+        let other = Metadata {
+            job: "other".into(),
+            id: 2,
+            completed_ms: 0,
+            vertices: vec![],
+        };
+        let (folder, _) = tidemark_runtime::checkpoint_store::write_checkpoint(
+            &dir.join("other"),
+            other,
+            vec![],
+            3,
+        )
+        .unwrap();
+        let e = resolve(Some(&RestoreMode::Path(folder)), "j", None).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("checkpoint of job \"other\", not \"j\""),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

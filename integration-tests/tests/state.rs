@@ -20,6 +20,13 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
+/// Runs `tidemark run ARGS` in `dir` to its end, serving metrics on a free port.
+fn run(dir: &TempDir, args: &[&str]) -> common::Output {
+    let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    tidemark(dir.path(), all)
+}
+
 /// Waits until `done`, failing after [`DEADLINE`] with `what`.
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
@@ -80,17 +87,7 @@ sinks:
 fn checkpoints_are_written_and_a_finished_job_is_not_restarted_by_auto() {
     let dir = TempDir::new("state-finished");
     dir.write("job.yaml", &generator_job("per_key", ""));
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--report-file",
-            "report.json",
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--report-file", "report.json"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let chks = complete(&dir.join("ckpt"), "gen-state");
     assert!(!chks.is_empty(), "no checkpoint written:\n{}", out.stderr);
@@ -118,17 +115,7 @@ fn checkpoints_are_written_and_a_finished_job_is_not_restarted_by_auto() {
     assert!(dir.join("ckpt/gen-state/_finished").is_file());
     let written = dir.read("out.jsonl");
     // A supervisor restarting the command after the job finished starts nothing.
-    let again = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            "auto",
-        ],
-    );
+    let again = run(&dir, &["job.yaml", "--restore", "auto"]);
     assert_eq!(again.code(), 0, "{}", again.stderr);
     assert!(again.stderr.contains("finished"), "{}", again.stderr);
     assert_eq!(dir.read("out.jsonl"), written, "the output is left alone");
@@ -139,17 +126,7 @@ fn restore_latest_without_a_checkpoint_is_refused_naming_the_folder() {
     let dir = TempDir::new("state-none");
     dir.write("job.yaml", &generator_job("per_key", ""));
     dir.write("out.jsonl", "kept\n");
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            "latest",
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--restore", "latest"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("no complete checkpoint") && out.stderr.contains("gen-state"),
@@ -161,17 +138,7 @@ fn restore_latest_without_a_checkpoint_is_refused_naming_the_folder() {
         "kept\n",
         "nothing written before the refusal"
     );
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            "ckpt/gen-state/chk-7",
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--restore", "ckpt/gen-state/chk-7"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("chk-7"), "{}", out.stderr);
 }
@@ -179,10 +146,7 @@ fn restore_latest_without_a_checkpoint_is_refused_naming_the_folder() {
 /// Runs the generator job to its end and returns the newest checkpoint folder.
 fn finished_run(dir: &TempDir) -> PathBuf {
     dir.write("job.yaml", &generator_job("per_key", ""));
-    let out = tidemark(
-        dir.path(),
-        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
-    );
+    let out = run(dir, &["job.yaml"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     complete(&dir.join("ckpt"), "gen-state").pop().unwrap().1
 }
@@ -196,17 +160,7 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
 
     // The window vertex renamed: its state has nowhere to go.
     dir.write("renamed.yaml", &generator_job("per_user", ""));
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "renamed.yaml",
-            "--restore",
-            &chk,
-        ],
-    );
+    let out = run(&dir, &["renamed.yaml", "--restore", &chk]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("\"per_key\"") && out.stderr.contains("--allow-non-restored-state"),
@@ -220,17 +174,7 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
         "other-m.yaml",
         &generator_job("per_key", "max_parallelism: 64\n"),
     );
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "other-m.yaml",
-            "--restore",
-            &chk,
-        ],
-    );
+    let out = run(&dir, &["other-m.yaml", "--restore", &chk]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("max_parallelism 128") && out.stderr.contains("64"),
@@ -244,17 +188,7 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0x01;
     std::fs::write(&state, &bytes).unwrap();
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            &chk,
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--restore", &chk]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("per_key.kg-0-128") && out.stderr.contains("checksum"),
@@ -263,32 +197,12 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
     );
     // Cut short: refused naming the file too.
     std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            &chk,
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--restore", &chk]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("per_key.kg-0-128"), "{}", out.stderr);
     // A folder without _metadata is incomplete.
     std::fs::remove_file(newest.join("_metadata")).unwrap();
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            &chk,
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--restore", &chk]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(out.stderr.contains("incomplete"), "{}", out.stderr);
     assert_eq!(
@@ -327,17 +241,7 @@ sinks:
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let _ = proc.wait();
     drop(stdin);
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--restore",
-            "latest",
-        ],
-    );
+    let out = run(&dir, &["job.yaml", "--restore", "latest"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("source \"lines\" cannot resume"),
@@ -463,28 +367,38 @@ fn check_output(dir: &TempDir) {
     }
 }
 
-/// Starts the W6 job; once the sink has written `lines` lines and a checkpoint completed after
-/// that, stops it with `signal`; returns the process.
-fn run_until_half(dir: &TempDir, args: &[&str], signal: libc::c_int) -> Proc {
+/// Starts `job.yaml` of job `job` in `dir` with `args`; once the sink has written `lines`
+/// lines and a checkpoint completed after that (a forced point, not a sleep), sends `signal`
+/// and waits for the process to end.
+fn signal_at_forced_point(
+    dir: &TempDir,
+    job: &str,
+    args: &[&str],
+    lines: usize,
+    signal: libc::c_int,
+) -> Proc {
     let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
     all.extend_from_slice(args);
     let mut proc = Proc::spawn(dir.path(), all);
     let out = dir.join("out.jsonl");
-    wait_until("half the output", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 20_000)
+    wait_until("output", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= lines)
     });
     let ckpt = dir.join("ckpt");
-    let seen = complete(&ckpt, "w6-state").last().map_or(0, |c| c.0);
+    let seen = complete(&ckpt, job).last().map_or(0, |c| c.0);
     wait_until("a checkpoint after that", || {
-        complete(&ckpt, "w6-state")
-            .last()
-            .is_some_and(|c| c.0 > seen)
+        complete(&ckpt, job).last().is_some_and(|c| c.0 > seen)
     });
     let pid = libc::pid_t::try_from(proc.id()).unwrap();
     // SAFETY: kill(2) on our own child, not yet reaped.
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     let _ = proc.wait();
     proc
+}
+
+/// The W6 job stopped with `signal` half way (see [`signal_at_forced_point`]).
+fn run_until_half(dir: &TempDir, args: &[&str], signal: libc::c_int) -> Proc {
+    signal_at_forced_point(dir, "w6-state", args, 20_000, signal)
 }
 
 fn w6_dir(label: &str) -> TempDir {
@@ -498,18 +412,9 @@ fn w6_dir(label: &str) -> TempDir {
 fn sigkill_half_way_then_restore_latest_writes_the_uninterrupted_result() {
     let dir = w6_dir("state-w6-kill");
     run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--parallelism",
-            "2",
-            "--restore",
-            "latest",
-        ],
+    let out = run(
+        &dir,
+        &["job.yaml", "--parallelism", "2", "--restore", "latest"],
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(
@@ -524,18 +429,9 @@ fn sigkill_half_way_then_restore_latest_writes_the_uninterrupted_result() {
 fn sigkill_half_way_then_restore_at_parallelism_3_writes_the_same() {
     let dir = w6_dir("state-w6-rescale");
     run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--parallelism",
-            "3",
-            "--restore",
-            "latest",
-        ],
+    let out = run(
+        &dir,
+        &["job.yaml", "--parallelism", "3", "--restore", "latest"],
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     check_output(&dir);
@@ -550,18 +446,9 @@ fn sigterm_half_way_keeps_open_windows_for_the_restore() {
         "{}",
         proc.stderr()
     );
-    let out = tidemark(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--parallelism",
-            "2",
-            "--restore",
-            "auto",
-        ],
+    let out = run(
+        &dir,
+        &["job.yaml", "--parallelism", "2", "--restore", "auto"],
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
     check_output(&dir);
@@ -688,27 +575,11 @@ fn terminated(args: &[&str]) -> (String, i64, usize, i64) {
     use tidemark_runtime::checkpoint_store::read_checkpoint;
     let dir = TempDir::new("state-sigterm");
     dir.write("job.yaml", ENDLESS);
-    let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
-    all.extend_from_slice(args);
-    let mut proc = Proc::spawn(dir.path(), all);
-    let out = dir.join("out.jsonl");
-    wait_until("windows in the output", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 40)
-    });
-    let ckpt = dir.join("ckpt");
-    let seen = complete(&ckpt, "endless").last().map_or(0, |c| c.0);
-    wait_until("a checkpoint after that", || {
-        complete(&ckpt, "endless")
-            .last()
-            .is_some_and(|c| c.0 > seen)
-    });
-    let pid = libc::pid_t::try_from(proc.id()).unwrap();
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut proc = signal_at_forced_point(&dir, "endless", args, 40, libc::SIGTERM);
     let code = proc.wait_code();
     let stderr = proc.stderr();
     assert_eq!(code, 0, "{stderr}");
-    let (_, newest) = complete(&ckpt, "endless").pop().unwrap();
+    let (_, newest) = complete(&dir.join("ckpt"), "endless").pop().unwrap();
     let loaded = read_checkpoint(&newest).unwrap();
     let keyed = loaded.files["per_key"][0].keyed.clone().unwrap();
     let progress = keyed.shared::<i64>().unwrap()[0].div_euclid(1_000_000);

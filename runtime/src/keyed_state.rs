@@ -77,7 +77,7 @@ impl StateKey {
 
 /// One keyed operator subtask's state at a checkpoint: per key group, each key with its
 /// encoded value, and the operator-wide values ([`KeyedSnapshot::set_shared`]).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct KeyedSnapshot {
     /// The number of key groups the keys were grouped by.
     max_parallelism: u32,
@@ -86,6 +86,18 @@ pub struct KeyedSnapshot {
     /// Operator-wide values: one per old subtask taken over (a snapshot being written has at
     /// most one).
     shared: Vec<Vec<u8>>,
+    /// The key-group function of `max_parallelism`, made once.
+    #[serde(skip)]
+    key_groups: Option<KeyGroups>,
+}
+
+/// Equal when they hold the same keys, values and shared values.
+impl PartialEq for KeyedSnapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.max_parallelism == other.max_parallelism
+            && self.groups == other.groups
+            && self.shared == other.shared
+    }
 }
 
 impl KeyedSnapshot {
@@ -115,7 +127,11 @@ impl KeyedSnapshot {
 
     /// Puts `key`'s value already encoded.
     pub fn put_encoded(&mut self, key: &Value, bytes: Vec<u8>) {
-        let group = KeyGroups::new(self.max_parallelism).of(key.routing_hash());
+        let max = self.max_parallelism;
+        let group = self
+            .key_groups
+            .get_or_insert_with(|| KeyGroups::new(max))
+            .of(key.routing_hash());
         self.groups
             .entry(group)
             .or_default()
@@ -172,6 +188,7 @@ impl KeyedSnapshot {
                 .map(|(g, e)| (*g, e.clone()))
                 .collect(),
             shared: self.shared.clone(),
+            key_groups: None,
         }
     }
 
