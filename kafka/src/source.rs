@@ -231,13 +231,20 @@ impl SourceContext {
     fn hand_over(&self, consumer: &BaseConsumer<Self>, keys: &[PartitionKey]) {
         let read = consumer.position().ok();
         let stashed = self.stashed.lock().unwrap_or_else(|e| e.into_inner());
+        let starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
         for key in keys {
-            let at = stashed.get(key).copied().or_else(|| {
-                match read.as_ref()?.find_partition(&key.0, key.1)?.offset() {
-                    Offset::Offset(o) => Some(o),
-                    _ => None,
-                }
-            });
+            let at = stashed
+                .get(key)
+                .copied()
+                .or_else(
+                    || match read.as_ref()?.find_partition(&key.0, key.1)?.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    },
+                )
+                // Nothing taken since it was assigned at an offset the source chose (handed
+                // over, or restored from a checkpoint): that offset.
+                .or_else(|| starts.get(key).copied());
             if let Some(at) = at {
                 self.kafka.handoff.leave(&self.group, key, at);
             }
@@ -344,16 +351,16 @@ impl ConsumerContext for SourceContext {
                 };
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
-                for key in &keys {
-                    starts.remove(key);
-                }
-                drop(starts);
                 // Leave the read positions for the next owner in this process (not while
                 // closing: the whole process leaves, and messages polled meanwhile are dropped).
                 if !self.closing.load(Ordering::Relaxed) {
                     self.hand_over(consumer, &keys);
                 }
+                let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+                for key in &keys {
+                    starts.remove(key);
+                }
+                drop(starts);
                 if self.auto_commit.load(Ordering::Relaxed) {
                     // Hand over at the position reached, so the next owner does not repeat it.
                     // The source stores its positions once per poll, and this callback runs

@@ -13,8 +13,10 @@
 
 mod common;
 
+use common::until;
+
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::topic_partition_list::Offset;
 use tidemark_kafka::{
@@ -95,18 +97,6 @@ fn poll(source: &mut KafkaSource, max: usize, taken: &mut Taken) -> usize {
         taken.position[partition] = offset + 1;
     }
     out.len()
-}
-
-/// Polls until `done` or two minutes passed (then fails with `what`).
-fn until(what: &str, mut step: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !step() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "gave up waiting: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A cluster with `in` of two partitions holding ids `0..per` in partition 0 and

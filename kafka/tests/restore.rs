@@ -2,8 +2,11 @@
 //! each partition is read from the checkpoint's offset, not from the group's commit, whichever
 //! subtask the group gives it to, and its event time continues from the checkpoint.
 
+mod common;
+
+use common::until;
+
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use tidemark_kafka::{
     testing, DevCluster, DevClusterOptions, KafkaJob, KafkaSource, KafkaSourceConfig,
@@ -101,18 +104,6 @@ fn poll(source: &mut KafkaSource, max: usize, taken: &mut BTreeMap<i64, u32>) ->
         *taken.entry(id).or_default() += 1;
     }
     out.len()
-}
-
-/// Runs `step` until it says done, or fails naming `what` after two minutes.
-fn until(what: &str, mut step: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !step() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "gave up waiting: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]

@@ -822,4 +822,63 @@ mod tests {
             .collect();
         assert_eq!(late, [true, true]);
     }
+
+    #[test]
+    fn each_checkpoint_length_is_exactly_the_lines_before_its_barrier() {
+        // Three subtasks on threads write lines and pass checkpoints 1..=5 at their own pace.
+        // Whatever the interleaving, the largest length recorded for checkpoint k is the file
+        // holding exactly the lines each subtask wrote before its barrier k.
+        let dir = crate::test_util::TempDir::new("dead-letter-barriers");
+        let factory = OnErrorFactory::new(ErrorPolicy::DeadLetter("dl.jsonl".into()), dir.path());
+        const SUBTASKS: usize = 3;
+        const CHECKPOINTS: u64 = 5;
+        // Subtask i passes barrier k after its line number `barrier(i, k)`.
+        fn barrier(i: usize, k: u64) -> usize {
+            (k as usize) * (20 + 7 * i)
+        }
+        fn lines_of(i: usize) -> usize {
+            barrier(i, CHECKPOINTS) + 13
+        }
+        let handles: Vec<_> = (0..SUBTASKS)
+            .map(|i| {
+                let mut on = factory.subtask("v").unwrap();
+                std::thread::spawn(move || {
+                    let mut lengths = Vec::new();
+                    for n in 0..lines_of(i) {
+                        dead(&mut on, &format!("s{i}-{n}"));
+                        let k = lengths.len() as u64 + 1;
+                        if k <= CHECKPOINTS && n + 1 == barrier(i, k) {
+                            let state = on.snapshot(k).unwrap().unwrap();
+                            let length = state_codec::decode::<FileLength>(&state).unwrap();
+                            lengths.push(length.length);
+                        }
+                        if n % 5 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                    on.finish().unwrap();
+                    lengths
+                })
+            })
+            .collect();
+        let lengths: Vec<Vec<u64>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let text = std::fs::read_to_string(dir.path().join("dl.jsonl")).unwrap();
+        assert_eq!(
+            text.lines().count(),
+            (0..SUBTASKS).map(lines_of).sum::<usize>()
+        );
+        for k in 1..=CHECKPOINTS {
+            let cut = lengths.iter().map(|l| l[k as usize - 1]).max().unwrap() as usize;
+            let mut got: Vec<&str> = text[..cut].lines().collect();
+            got.sort_unstable();
+            let mut expected: Vec<String> = (0..SUBTASKS)
+                .flat_map(|i| (0..barrier(i, k)).map(move |n| format!("s{i}-{n}")))
+                .map(|name| {
+                    format!("{{\"vertex\":\"v\",\"error\":\"{name}\",\"record\":\"{name}\"}}")
+                })
+                .collect();
+            expected.sort_unstable();
+            assert_eq!(got, expected, "checkpoint {k}");
+        }
+    }
 }

@@ -499,4 +499,41 @@ mod tests {
             .unwrap();
         assert_eq!((status, out.len()), (SourceStatus::Finished, 0));
     }
+
+    #[test]
+    fn it_says_it_cannot_resume() {
+        let mut s = StdinSource::spawn(
+            Cursor::new(b"{\"key\":1}\n".to_vec()),
+            "<stdin>",
+            &config(serde_json::json!({})),
+        )
+        .unwrap();
+        assert!(!s.resumable());
+        let err = s.resume(&[]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "the stdin source cannot resume from a checkpoint: standard input cannot be read again"
+        );
+    }
+
+    #[test]
+    fn a_dead_letter_file_of_an_earlier_run_is_emptied_at_the_end_of_input() {
+        let dir = crate::test_util::TempDir::new("stdin-dead-letter");
+        let path = dir.path().join("bad.jsonl");
+        std::fs::write(&path, "an earlier run\n").unwrap();
+        let settings = serde_json::json!({"on_error": {"dead_letter": path.display().to_string()}});
+        let mut s = StdinSource::spawn(
+            Cursor::new(b"{\"key\":1}\n".to_vec()),
+            "<stdin>",
+            &config(settings),
+        )
+        .unwrap();
+        loop {
+            let (status, _) = poll_until_records(&mut s, 0);
+            if status == SourceStatus::Finished {
+                break;
+            }
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
 }
