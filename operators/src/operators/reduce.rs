@@ -316,6 +316,33 @@ impl Operator for ReduceOperator {
     ) -> Result<(), BoxError> {
         Ok(self.state.restore(&state)?)
     }
+
+    /// The length of the `on_error` dead-letter file ([`OnError::snapshot`]).
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        match &mut self.form {
+            Form::Aggregates { on_error, .. } => on_error.snapshot(checkpoint),
+            Form::Value(_) => Ok(None),
+        }
+    }
+
+    /// Cuts the dead-letter file back to its recorded length ([`OnError::restore`]).
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        match &mut self.form {
+            Form::Aggregates { on_error, .. } => on_error.restore(state),
+            Form::Value(_) => Err(
+                "the checkpoint recorded a dead-letter file for this reduce, \
+                                   which has none now"
+                    .into(),
+            ),
+        }
+    }
+
+    fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
+        match &mut self.form {
+            Form::Aggregates { on_error, .. } => on_error.finish(),
+            Form::Value(_) => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -602,6 +629,26 @@ mod tests {
         assert_eq!(
             err,
             "expression `v` failed: must give a number, but gave a string \"x\"; record: {\"v\":\"x\"}"
+        );
+    }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| match i % 3 {
+                0 => event("a", &format!(r#"{{"v":"x{i}"}}"#), i),
+                _ => event("a", &format!(r#"{{"v":{i}}}"#), i),
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| {
+                crate::test_util::dead_lettered(
+                    &INFO,
+                    &json!({"aggregates": {"s": {"sum": "v"}}}),
+                    dir,
+                )
+            },
+            &records,
         );
     }
 }

@@ -80,7 +80,7 @@ use crate::aggregate::{input, with_aggregator};
 use crate::aggregates::AggregatesConfig;
 use crate::config::{self, duration, nanos_i64, Aggregate};
 use crate::expr::{self, Evaluator, Number};
-use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
+use crate::on_error::{self, ErrorPolicy, OnError, OnErrorFactory};
 use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
 use crate::window_assigner::{KindError, Window, WindowKind};
 use crate::window_state::{Computed, Input, WindowState};
@@ -473,7 +473,28 @@ impl Operator for WindowOperator {
             self.flush_early(now_nanos, out)?;
         }
         self.state.finish(|r| out.emit(r));
-        Ok(())
+        self.on_error.finish()?;
+        match &mut self.late {
+            Some(late) => late.finish(),
+            None => Ok(()),
+        }
+    }
+
+    /// The lengths of the dead-letter files of `on_error` and `late`
+    /// ([`crate::on_error::snapshot_handlers`]).
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::snapshot_handlers(&mut [&mut self.on_error, late], checkpoint),
+            None => on_error::snapshot_handlers(&mut [&mut self.on_error], checkpoint),
+        }
+    }
+
+    /// Cuts the dead-letter files back to their recorded lengths.
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::restore_handlers(&mut [&mut self.on_error, late], state),
+            None => on_error::restore_handlers(&mut [&mut self.on_error], state),
+        }
     }
 
     fn late_records_dropped(&self) -> u64 {
@@ -1049,6 +1070,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("expression `v` failed"), "{err}");
+    }
+
+    #[test]
+    fn dead_letters_are_cut_back_on_restore() {
+        let records: Vec<Record> = (0..12)
+            .map(|i| match i % 3 {
+                0 => event(&format!(r#"{{"k":1,"v":"x{i}"}}"#), i * MS),
+                _ => event(&format!(r#"{{"k":1,"v":{i}}}"#), i * MS),
+            })
+            .collect();
+        crate::test_util::dead_letters_survive_a_restore(
+            |dir| {
+                crate::test_util::dead_lettered(
+                    &INFO,
+                    &json!({"size": "1s", "time": "event", "aggregates": {"s": {"sum": "v"}}}),
+                    dir,
+                )
+            },
+            &records,
+        );
     }
 
     #[test]
