@@ -10,6 +10,7 @@ use crate::output::Output;
 use crate::partitioner::Router;
 use crate::record::Record;
 use crate::task::JobFlags;
+use crate::vertex_busy::{BusySampler, VertexBusy};
 use std::sync::Arc;
 use std::time::Instant;
 use tidemark_markers::{Clock, LatencyMarker, LatencyStats};
@@ -54,6 +55,8 @@ pub(crate) struct ChainNode {
     pub(crate) sink_index: Option<usize>,
     /// A sink that passes markers on (a Kafka exchange writer): it records none.
     relays_markers: bool,
+    /// The time this vertex's own code took, estimated by sampling.
+    busy: VertexBusy,
 }
 
 impl ChainNode {
@@ -77,6 +80,7 @@ impl ChainNode {
             output_closed: false,
             dropped_output_closed: 0,
             sink_index: None,
+            busy: VertexBusy::default(),
         }
     }
 }
@@ -94,6 +98,8 @@ pub(crate) struct Chain {
     pub(crate) current_vertex: usize,
     /// The job's checkpoint coordinator, when checkpointing is on.
     pub(crate) checkpoints: Option<Arc<Checkpoints>>,
+    /// Which turns of the task's loop are timed, for per-vertex busy time.
+    pub(crate) sampler: BusySampler,
 }
 
 impl Chain {
@@ -111,12 +117,15 @@ impl Chain {
             batch_now: 0,
             current_vertex: usize::MAX,
             checkpoints: None,
+            sampler: BusySampler::new(),
         }
     }
 
-    /// Sets the wall clock used for end-to-end latency of the records that follow.
+    /// Sets the wall clock used for end-to-end latency of the records that follow: a new turn
+    /// of the task's loop, timed or not (see [`BusySampler`]).
     pub(crate) fn set_batch_time(&mut self, now_nanos: i64) {
         self.batch_now = now_nanos;
+        self.sampler.turn(now_nanos);
     }
 
     /// Pushes records into the head of the chain (or straight to the router if the chain has
@@ -150,6 +159,7 @@ impl Chain {
         self.current_vertex = node.vertex;
         node.records_in += input.len() as u64;
         let mut in_place = false;
+        let started = self.sampler.start();
         let result = match &mut node.kind {
             NodeKind::Operator(op) => match op.process_batch_in_place(input) {
                 Ok(true) => {
@@ -174,6 +184,9 @@ impl Chain {
                 other => other,
             },
         };
+        if let Some(t) = started {
+            node.busy.records(t, input.len(), node.records_in);
+        }
         result.map_err(|error| ChainError::User {
             node: Some(i),
             error,
@@ -254,19 +267,32 @@ impl Chain {
         Ok(())
     }
 
-    /// Calls `f` on every chained vertex in order, forwarding what each emits downstream.
+    /// Calls `f` on every chained vertex in order, forwarding what each emits downstream; its
+    /// time counts as the vertex's busy time, timed as `timing` says.
     fn each_node(
         &mut self,
         cx: &mut SendContext<'_>,
+        timing: Timing,
         mut f: impl FnMut(&mut ChainNode) -> Result<(), BoxError>,
     ) -> Result<(), ChainError> {
         for i in 0..self.nodes.len() {
             self.current_vertex = self.nodes[i].vertex;
-            f(&mut self.nodes[i]).map_err(|error| ChainError::User {
+            let started = match timing {
+                Timing::Always => Some(Instant::now()),
+                Timing::PerTurn => self.sampler.start(),
+            };
+            let result = f(&mut self.nodes[i]);
+            let node = &mut self.nodes[i];
+            if let Some(t) = started {
+                match timing {
+                    Timing::Always => node.busy.always(t),
+                    Timing::PerTurn => node.busy.per_turn(t, self.sampler.turns_per_sample()),
+                }
+            }
+            result.map_err(|error| ChainError::User {
                 node: Some(i),
                 error,
             })?;
-            let node = &mut self.nodes[i];
             node.records_out += node.out.len() as u64;
             self.forward_from(i, cx)?;
         }
@@ -280,7 +306,7 @@ impl Chain {
         wm: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        self.each_node(cx, |node| {
+        self.each_node(cx, Timing::Always, |node| {
             node.metrics.set_watermark(wm);
             match &mut node.kind {
                 NodeKind::Operator(op) => op.on_watermark(wm, &mut node.out),
@@ -320,7 +346,7 @@ impl Chain {
         now_nanos: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        self.each_node(cx, |node| match &mut node.kind {
+        self.each_node(cx, Timing::PerTurn, |node| match &mut node.kind {
             NodeKind::Operator(op) => op.on_time(now_nanos, &mut node.out),
             NodeKind::Sink(_) => Ok(()),
         })
@@ -332,7 +358,7 @@ impl Chain {
         now_nanos: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        self.each_node(cx, |node| match &mut node.kind {
+        self.each_node(cx, Timing::Always, |node| match &mut node.kind {
             NodeKind::Operator(op) => op.finish(now_nanos, &mut node.out),
             NodeKind::Sink(_) if node.output_closed => Ok(()),
             NodeKind::Sink(sink) => match sink.finish() {
@@ -367,7 +393,10 @@ impl Chain {
             if let NodeKind::Sink(sink) = &mut node.kind {
                 self.current_vertex = node.vertex;
                 if !node.output_closed {
-                    sink.flush().map_err(|error| ChainError::User {
+                    let started = Instant::now();
+                    let flushed = sink.flush();
+                    node.busy.always(started);
+                    flushed.map_err(|error| ChainError::User {
                         node: Some(i),
                         error,
                     })?;
@@ -385,11 +414,20 @@ impl Chain {
         Ok(())
     }
 
+    /// At the end of the task: the records the vertices got after their last timed batch count
+    /// at its cost per record.
+    pub(crate) fn settle_busy(&mut self) {
+        for node in &mut self.nodes {
+            node.busy.settle(node.records_in);
+        }
+    }
+
     /// Publishes the per-batch counters; one relaxed store per counter per batch.
     pub(crate) fn publish(&mut self) {
         for node in &mut self.nodes {
             node.metrics.set_records_in(node.records_in);
             node.metrics.set_records_out(node.records_out);
+            node.metrics.set_busy_nanos(node.busy.nanos());
             match &node.kind {
                 NodeKind::Operator(op) => {
                     let late = op.records_dropped(DropReason::Late);
@@ -456,6 +494,15 @@ impl Chain {
         }
         Ok(())
     }
+}
+
+/// How the calls of [`Chain::each_node`] are timed.
+#[derive(Clone, Copy)]
+enum Timing {
+    /// Every call (rare ones: watermarks, end of input).
+    Always,
+    /// In timed turns, scaled by the turns each stands for (once-per-turn calls: timers).
+    PerTurn,
 }
 
 /// Records the end-to-end latency of `records` read at `now`: one histogram update per run of

@@ -194,6 +194,8 @@ specs! {
         "Records a vertex subtask emitted.";
     input_queue: INPUT_QUEUE = "tidemark_input_queue_records", GAUGE, Vertex,
         "Records waiting in the input channels of an operator or sink subtask.";
+    operator_busy: OPERATOR_BUSY = "tidemark_operator_busy_seconds_total", COUNTER, Vertex,
+        "Seconds a vertex subtask's own code took (a source's polls, an operator's processing, a sink's writes), estimated by timing one batch now and then and scaling; rate() is its busy fraction, and the vertices of a task add up to the task's busy time less the runtime's own share.";
     task_busy: TASK_BUSY = "tidemark_task_busy_seconds_total", COUNTER, Task,
         "Seconds a task (a chain of vertices, one thread per subtask) spent working.";
     task_backpressured: TASK_BACKPRESSURED = "tidemark_task_backpressured_seconds_total", COUNTER, Task,
@@ -333,6 +335,8 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
                 .push(own.clone(), counter(metrics.records_in() as f64));
             f.records_out
                 .push(own.clone(), counter(metrics.records_out() as f64));
+            f.operator_busy
+                .push(own.clone(), counter(metrics.busy_seconds()));
             if is_source {
                 let source = labels(
                     job,

@@ -68,6 +68,7 @@ mod task;
 pub mod testing;
 mod text_encoder;
 pub mod value;
+mod vertex_busy;
 
 pub use batch::{Batch, Event};
 pub use component::{

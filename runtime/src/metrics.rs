@@ -115,6 +115,7 @@ struct OwnedCounters {
     invalid_timestamps: AtomicU64,
     late_dropped: AtomicU64,
     watermark: AtomicI64,
+    busy_nanos: AtomicU64,
 }
 
 macro_rules! counter_accessors {
@@ -176,6 +177,17 @@ impl SubtaskMetrics {
         late_records_dropped, set_late_records_dropped, late_dropped: u64;
         /// The current event-time watermark (ns), `i64::MIN` before the first.
         watermark, set_watermark, watermark: i64;
+        /// The time this vertex subtask's own code took (ns), estimated by sampling one batch
+        /// now and then (at least once per millisecond under load) and scaling: a source's
+        /// polls, an operator's processing, timers and watermarks, a sink's writes. Within a
+        /// task, the vertices' busy times add up to the task's busy time, less the runtime's own
+        /// share (routing, channels, metrics).
+        busy_nanos, set_busy_nanos, busy_nanos: u64;
+    }
+
+    /// [`SubtaskMetrics::busy_nanos`] in seconds.
+    pub fn busy_seconds(&self) -> f64 {
+        self.busy_nanos() as f64 / 1e9
     }
 
     /// Records this subtask dropped for `reason` so far.

@@ -11,6 +11,7 @@ use crate::event_time::{
 };
 use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
+use crate::vertex_busy::VertexBusy;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -220,6 +221,7 @@ impl Task {
             Head::Channel(_) => self.run_channel(),
         };
         self.times.publish();
+        self.chain.settle_busy();
         self.chain.publish();
         // After a hard stop or a failure, count what this task held as left in flight (0 when
         // it ended cleanly).
@@ -280,6 +282,8 @@ impl Task {
         let per_split = watermarks.is_some() && source.split_watermarks().is_some();
         // The reader of a Kafka exchange hands on markers made elsewhere, and makes none.
         let relays_markers = source.relays_markers();
+        // The source's own busy time, timed in the chain's timed turns.
+        let mut busy = VertexBusy::default();
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -310,6 +314,7 @@ impl Task {
                 }
             }
             self.chain.current_vertex = self.head_vertex;
+            let started = self.chain.sampler.start();
             let status = source
                 .poll(&ctx, &mut out)
                 .map_err(|error| ChainError::User { node: None, error })?;
@@ -324,6 +329,10 @@ impl Task {
             }
             if let Some(w) = watermarks.as_mut().filter(|_| !per_split) {
                 w.observe(out.records(), now);
+            }
+            if let Some(t) = started {
+                busy.per_turn(t, self.chain.sampler.turns_per_sample());
+                metrics.set_busy_nanos(busy.nanos());
             }
             records_out += out.len() as u64;
             if !out.is_empty() {
