@@ -339,6 +339,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         .iter()
         .map(|t| TaskMetricsGroup {
             name: t.name.clone(),
+            vertices: t.vertices.iter().map(|v| v.0).collect(),
             subtasks: (0..t.parallelism)
                 .map(|_| Arc::new(TaskMetrics::default()))
                 .collect(),

@@ -284,6 +284,8 @@ pub struct VertexMetrics {
 pub struct TaskMetricsGroup {
     /// Vertex ids joined with `+`.
     pub name: String,
+    /// The chained vertices, head first, as indices into [`MetricsRegistry::vertices`].
+    pub vertices: Vec<usize>,
     /// One entry per subtask.
     pub subtasks: Vec<Arc<TaskMetrics>>,
 }
@@ -396,6 +398,12 @@ impl MetricsRegistry {
     /// All tasks.
     pub fn tasks(&self) -> &[TaskMetricsGroup] {
         &self.tasks
+    }
+
+    /// The index (into [`MetricsRegistry::tasks`]) of the task that runs the vertex at index
+    /// `vertex`.
+    pub fn task_of(&self, vertex: usize) -> Option<usize> {
+        self.tasks.iter().position(|t| t.vertices.contains(&vertex))
     }
 
     /// The vertex with this id.

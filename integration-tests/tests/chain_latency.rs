@@ -1,0 +1,143 @@
+//! Where time goes inside a chain, with the real binary: per-vertex busy time on `/metrics`,
+//! the summary table's headline (marker p99 beside record e2e p99 and lag, the chained mark)
+//! and its last line, `bottleneck: <vertex> (busy N%)`.
+
+mod common;
+
+use common::{scrape, Proc, TempDir};
+
+/// generator → map → delay 30 µs → discard, all chained in one task: `slow` takes far more than
+/// 90 % of the task's time on any machine (30 µs of sleep per record against well under a
+/// microsecond of work in each other vertex).
+const CHAINED_JOB: &str = r#"
+name: chained-test
+latency:
+  interval: 10ms
+sources:
+  gen:
+    type: generator
+    count: 40000
+    keys: 16
+operators:
+  work:
+    type: map
+    input: gen
+    scale: 2
+  slow:
+    type: delay
+    input: work
+    per_record: 30us
+sinks:
+  out:
+    type: discard
+    input: slow
+"#;
+
+#[test]
+fn the_summary_table_names_the_slow_vertex_of_a_chain_and_shows_lag_and_e2e_beside_markers() {
+    let dir = TempDir::new("chain-bottleneck");
+    let job = dir.write("job.yaml", CHAINED_JOB);
+    let mut proc = Proc::spawn(
+        dir.path(),
+        [
+            "run".as_ref(),
+            job.as_os_str(),
+            "--summary".as_ref(),
+            "--metrics-addr".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--linger".as_ref(),
+            "60s".as_ref(),
+            "--report-file".as_ref(),
+            dir.join("report.json").as_os_str(),
+        ],
+    );
+    let addr = proc.wait_lingering();
+
+    // /metrics: the per-vertex busy series name `slow`, and the four vertices add up to the
+    // task's busy time within the spec's 10 %.
+    let m = scrape(addr);
+    let busy = |id: &str| {
+        m.value(
+            "tidemark_operator_busy_seconds_total",
+            &[("operator_id", id), ("operator_subtask_index", "0")],
+        )
+        .unwrap_or_else(|| panic!("no busy series for {id}:\n{}", m.body))
+    };
+    let vertices: Vec<(&str, f64)> = ["gen", "work", "slow", "out"]
+        .iter()
+        .map(|&id| (id, busy(id)))
+        .collect();
+    let task = m
+        .value(
+            "tidemark_task_busy_seconds_total",
+            &[("task", "gen+work+slow+out"), ("subtask_index", "0")],
+        )
+        .unwrap_or_else(|| panic!("no task busy series:\n{}", m.body));
+    let busiest = vertices.iter().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    assert_eq!(busiest.0, "slow", "{vertices:?}");
+    let sum: f64 = vertices.iter().map(|v| v.1).sum();
+    assert!(
+        (0.9..=1.1).contains(&(sum / task)),
+        "vertices {sum} s, task {task} s: {vertices:?}"
+    );
+    proc.end_lingering();
+
+    // The table: the headline puts marker p99 (marked chained), record e2e p99 and the source
+    // lag side by side, and the last line names the bottleneck.
+    let stderr = proc.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    // The table's last line (the lingering and the SIGTERM that ended it are said after it).
+    let last = lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with("tidemark: ") && !l.is_empty())
+        .unwrap();
+    let percent = last
+        .strip_prefix("bottleneck: slow (busy ")
+        .and_then(|rest| rest.strip_suffix("%)"))
+        .unwrap_or_else(|| panic!("last line {last:?}, not the bottleneck:\n{stderr}"));
+    let percent: f64 = percent
+        .parse()
+        .unwrap_or_else(|_| panic!("{percent:?} is not a number"));
+    assert!((0.0..=100.0).contains(&percent), "{last}");
+    let headline = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("at sinks:"))
+        .unwrap_or_else(|| panic!("no headline:\n{stderr}"));
+    assert!(
+        headline.contains("marker p99 ")
+            && headline.contains("(chained: no queue between these vertices)")
+            && headline.contains("record e2e p99 ")
+            && headline.contains("source lag gen 0 records"),
+        "{headline}"
+    );
+    // Every vertex row has its busy percentage.
+    for id in ["gen", "work", "slow", "out"] {
+        let row = lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("no row for {id}:\n{stderr}"));
+        assert!(row.contains('%'), "{row}");
+    }
+
+    // The report file says the same.
+    let report: serde_json::Value = serde_json::from_str(&dir.read("report.json")).unwrap();
+    assert_eq!(report["bottleneck"]["vertex"], "slow", "{report}");
+    let slow = report["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "slow")
+        .unwrap();
+    assert_eq!(slow["task"], "gen+work+slow+out");
+    assert_eq!(slow["chained"], true);
+    assert_eq!(report["bottleneck"]["busy_ratio"], slow["busy_ratio"]);
+    let sink_rows: Vec<&serde_json::Value> = report["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["operator_kind"] == "sink")
+        .collect();
+    assert!(!sink_rows.is_empty(), "{report}");
+    assert!(sink_rows.iter().all(|l| l["chained"] == true), "{report}");
+}
