@@ -141,3 +141,164 @@ fn the_summary_table_names_the_slow_vertex_of_a_chain_and_shows_lag_and_e2e_besi
     assert!(!sink_rows.is_empty(), "{report}");
     assert!(sink_rows.iter().all(|l| l["chained"] == true), "{report}");
 }
+
+/// Two inputs into one window: a generator whose watermark follows the wall clock, and standard
+/// input, whose watermark moves only when the test writes a line.
+const TWO_INPUT_JOB: &str = r#"
+name: holder-test
+sources:
+  clock:
+    type: generator
+    rate: 1000
+    keys: 4
+    watermarks:
+      interval: 20ms
+  typed:
+    type: stdin
+    watermarks:
+      interval: 20ms
+operators:
+  win:
+    type: window
+    input: [clock, typed]
+    time: event
+    size: 1s
+    aggregate: count
+sinks:
+  out:
+    type: discard
+    input: win
+"#;
+
+/// The inputs `tidemark_watermark_holder_info` names for `win` (value 1).
+fn holders(m: &common::Metrics) -> Vec<String> {
+    m.samples("tidemark_watermark_holder_info")
+        .filter(|s| s.labels.get("operator_id") == Some("win"))
+        .filter(|s| common::scalar(&s.value) == Some(1.0))
+        .map(|s| s.labels.get("input").unwrap_or("?").to_owned())
+        .collect()
+}
+
+fn watermark(m: &common::Metrics, vertex: &str) -> Option<f64> {
+    m.value(
+        "tidemark_watermark_seconds",
+        &[("operator_id", vertex), ("operator_subtask_index", "0")],
+    )
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn the_input_holding_a_watermark_back_is_named_from_the_start_and_when_it_stops() {
+    use std::io::Write as _;
+    let dir = TempDir::new("watermark-holder");
+    let job = dir.write("job.yaml", TWO_INPUT_JOB);
+    let (mut proc, mut stdin) = Proc::spawn_with_stdin(
+        dir.path(),
+        [
+            "run".as_ref(),
+            job.as_os_str(),
+            "--metrics-addr".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+    );
+    let addr = proc.metrics_addr();
+
+    // 1. From the first scrape on, one input is named (before any watermark both hold `win`
+    //    back). Once `clock`'s first watermark reached `win`, `typed`, which has sent nothing, is
+    //    the one, and `win` has no watermark at all.
+    let first = scrape(addr);
+    assert_eq!(holders(&first).len(), 1, "{}", first.body);
+    let m = common::scrape_until(addr, "typed named as the holder", |m| {
+        holders(m) == ["typed"]
+    });
+    assert!(watermark(&m, "clock").is_some(), "{}", m.body);
+    assert_eq!(watermark(&m, "win"), None, "{}", m.body);
+
+    // 2. `typed` sends one event an hour ahead: now `clock` holds `win` back.
+    let ahead = now_ms() + 3_600_000;
+    writeln!(stdin, r#"{{"key": 1, "timestamp": {ahead}}}"#).unwrap();
+    stdin.flush().unwrap();
+    let m = common::scrape_until(addr, "clock named as the holder", |m| {
+        holders(m) == ["clock"]
+    });
+    let win = watermark(&m, "win").expect("win has a watermark once both inputs sent one");
+    assert!(
+        win < ahead as f64 / 1e3,
+        "win {win} is clock's, not typed's"
+    );
+
+    // 3. Only promtool-clean series, holder included.
+    if std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let path = dir.write("metrics.txt", &m.body);
+        let out = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&path).unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    drop(stdin);
+    proc.terminate();
+    proc.wait();
+}
+
+#[test]
+fn an_input_that_stops_is_named_while_the_other_goes_on() {
+    use std::io::Write as _;
+    let dir = TempDir::new("watermark-holder-stops");
+    let job = dir.write("job.yaml", TWO_INPUT_JOB);
+    let (mut proc, mut stdin) = Proc::spawn_with_stdin(
+        dir.path(),
+        [
+            "run".as_ref(),
+            job.as_os_str(),
+            "--metrics-addr".as_ref(),
+            "127.0.0.1:0".as_ref(),
+        ],
+    );
+    let addr = proc.metrics_addr();
+    // `typed` sends events stamped now, then stops; `clock` goes on.
+    let mut last = 0;
+    for _ in 0..5 {
+        last = now_ms();
+        writeln!(stdin, r#"{{"key": 1, "timestamp": {last}}}"#).unwrap();
+        stdin.flush().unwrap();
+    }
+    let typed_watermark = last as f64 / 1e3;
+    // Once `clock` is past `typed`, `typed` is the one named, and `win` waits at `typed`'s
+    // watermark however far `clock` goes.
+    let m = common::scrape_until(addr, "clock past typed", |m| {
+        watermark(m, "clock").is_some_and(|c| c > typed_watermark)
+            && watermark(m, "typed").is_some()
+    });
+    let m = if holders(&m) == ["typed"] {
+        m
+    } else {
+        common::scrape_until(addr, "typed named", |m| holders(m) == ["typed"])
+    };
+    let typed = watermark(&m, "typed").unwrap();
+    assert!(
+        typed <= typed_watermark,
+        "typed {typed}, last event {typed_watermark}"
+    );
+    let win = watermark(&m, "win").expect("both inputs sent a watermark");
+    assert!(win <= typed, "win {win} is held at typed's {typed}");
+    drop(stdin);
+    proc.terminate();
+    proc.wait();
+}

@@ -574,6 +574,8 @@ pub(crate) struct InputWatermarks {
     per_slot: Vec<i64>,
     idle: Vec<bool>,
     current: i64,
+    /// The holder last given by [`InputWatermarks::holder_changed`].
+    told_holder: Option<Option<usize>>,
 }
 
 impl InputWatermarks {
@@ -582,7 +584,33 @@ impl InputWatermarks {
             per_slot: vec![i64::MIN; slots],
             idle: vec![false; slots],
             current: i64::MIN,
+            told_holder: None,
         }
+    }
+
+    /// The slot holding the watermark back now: the one with the lowest watermark among those
+    /// neither idle nor ended (one that never sent a watermark is at the lowest); the first of
+    /// them on a tie. `None` when every slot is idle or ended.
+    pub(crate) fn holder(&self) -> Option<usize> {
+        let mut holder: Option<usize> = None;
+        for (slot, (&wm, &idle)) in self.per_slot.iter().zip(&self.idle).enumerate() {
+            if idle || wm == i64::MAX {
+                continue;
+            }
+            if holder.is_none_or(|h| wm < self.per_slot[h]) {
+                holder = Some(slot);
+            }
+        }
+        holder
+    }
+
+    /// The holder, if it changed since the last call (the first call always gives it).
+    pub(crate) fn holder_changed(&mut self) -> Option<Option<usize>> {
+        let holder = self.holder();
+        (self.told_holder != Some(holder)).then(|| {
+            self.told_holder = Some(holder);
+            holder
+        })
     }
 
     /// A watermark from `slot`; returns the new combined watermark if it advanced.
@@ -899,6 +927,35 @@ mod tests {
         assert_eq!(w.on_watermark(0, 300), Some(200));
         assert_eq!(w.on_end(0), None);
         assert_eq!(w.on_end(1), None, "all ended: nothing left to advance");
+    }
+
+    #[test]
+    fn the_holder_is_the_lowest_input_that_is_neither_idle_nor_ended() {
+        let mut w = InputWatermarks::new(3);
+        // None has sent a watermark: each holds it back; the first is named.
+        assert_eq!(w.holder_changed(), Some(Some(0)));
+        assert_eq!(w.holder_changed(), None, "told once");
+        w.on_watermark(0, 100);
+        // Slot 1 never sent one: it holds the watermark back.
+        assert_eq!(w.holder_changed(), Some(Some(1)));
+        w.on_watermark(1, 50);
+        w.on_watermark(2, 70);
+        assert_eq!(w.holder(), Some(1));
+        // Slot 1 stops while the others go on: it still holds it back.
+        w.on_watermark(0, 500);
+        w.on_watermark(2, 600);
+        assert_eq!(w.holder_changed(), None, "still slot 1");
+        // Idle, it holds nothing back: the lowest of the others does.
+        w.on_idle(1);
+        assert_eq!(w.holder_changed(), Some(Some(0)));
+        w.on_end(0);
+        assert_eq!(w.holder(), Some(2));
+        w.on_end(2);
+        assert_eq!(
+            w.holder_changed(),
+            Some(None),
+            "idle or ended: nothing held"
+        );
     }
 
     #[test]

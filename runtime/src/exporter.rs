@@ -114,6 +114,8 @@ enum Labels {
     MarkerKey,
     /// `operator_id`, `operator_subtask_index`, `reason`.
     VertexReason,
+    /// `operator_id`, `operator_subtask_index`, `input`.
+    VertexInput,
 }
 
 impl Labels {
@@ -124,6 +126,7 @@ impl Labels {
             Labels::Task => &["task", "subtask_index"],
             Labels::Source => &["source_id", "source_subtask_index"],
             Labels::VertexReason => &["operator_id", "operator_subtask_index", "reason"],
+            Labels::VertexInput => &["operator_id", "operator_subtask_index", "input"],
             Labels::MarkerKey => match granularity {
                 Granularity::Single => &["operator_id", "operator_subtask_index"],
                 Granularity::Operator => &["source_id", "operator_id", "operator_subtask_index"],
@@ -212,6 +215,10 @@ specs! {
         "Records whose create timestamp was outside the allowed range (dropped or clamped).";
     watermark_lag: WATERMARK_LAG = "tidemark_watermark_lag_seconds", GAUGE, Vertex,
         "Wall clock minus the subtask's current event-time watermark, in seconds (only where watermarks flow).";
+    watermark: WATERMARK = "tidemark_watermark_seconds", GAUGE, Vertex,
+        "The subtask's current event-time watermark, in seconds since the Unix epoch (only where watermarks flow).";
+    watermark_holder: WATERMARK_HOLDER = "tidemark_watermark_holder_info", GAUGE, VertexInput,
+        "1 for the input holding the subtask's watermark back now (the minimum over its inputs): input is the upstream vertex id, or <topic>/<partition> for a Kafka partition; an input that never sent a watermark holds it back.";
     late_dropped: LATE_DROPPED = "tidemark_late_records_dropped_total", COUNTER, Vertex,
         "Records a window operator subtask dropped as late.";
     records_dropped: RECORDS_DROPPED = "tidemark_records_dropped_total", COUNTER, VertexReason,
@@ -362,6 +369,19 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
             if watermark != i64::MIN {
                 let lag = now_nanos.saturating_sub(watermark) as f64 / NANOS_PER_SECOND;
                 f.watermark_lag.push(own.clone(), gauge(lag));
+                f.watermark
+                    .push(own.clone(), gauge(watermark as f64 / NANOS_PER_SECOND));
+            }
+            if let Some(holder) = metrics.watermark_holder() {
+                let l = labels(
+                    job,
+                    &[
+                        ("operator_id", &vertex.id),
+                        ("operator_subtask_index", &index),
+                        ("input", &holder),
+                    ],
+                );
+                f.watermark_holder.push(l, gauge(1.0));
             }
             if vertex.kind == VertexKind::Operator {
                 f.late_dropped
@@ -853,8 +873,12 @@ mod tests {
         // Every family appears (markers on, e2e on at sources and the sink), with HELP and TYPE,
         // in the documented order.
         let mut positions = Vec::new();
-        // The watermark lag needs watermarks (see its own test).
-        for name in FAMILY_NAMES.iter().filter(|n| **n != WATERMARK_LAG.name) {
+        // The watermark families need watermarks (see their own test).
+        let needs_watermarks = [WATERMARK_LAG.name, WATERMARK.name, WATERMARK_HOLDER.name];
+        for name in FAMILY_NAMES
+            .iter()
+            .filter(|n| !needs_watermarks.contains(n))
+        {
             let help = format!("# HELP {name} ");
             let pos = text
                 .find(&help)
@@ -1322,7 +1346,7 @@ mod tests {
         let expected: BTreeSet<&str> = FAMILY_NAMES
             .iter()
             .copied()
-            .filter(|n| *n != WATERMARK_LAG.name)
+            .filter(|n| ![WATERMARK_LAG.name, WATERMARK.name, WATERMARK_HOLDER.name].contains(n))
             .collect();
         assert_eq!(names, expected);
         let direct: usize = gather(&registry).iter().map(|f| f.get_metric().len()).sum();
@@ -1402,6 +1426,12 @@ mod tests {
         assert_eq!(ids, ["out", "src"].into_iter().collect());
         // The watermark trails the wall clock: the lag is positive.
         assert!(lag.iter().all(|s| s.value > 0.0), "{lag:?}");
+        // The watermark itself, in seconds since the epoch, is the registry's.
+        for s in named(&samples, "tidemark_watermark_seconds") {
+            let wm = registry.vertex(s.label("operator_id")).unwrap().subtasks[0].watermark();
+            assert_eq!(s.value, wm as f64 / 1e9, "{s:?}");
+        }
+        assert_eq!(named(&samples, "tidemark_watermark_seconds").len(), 2);
         // Without watermarks, no such series.
         let plain = run_job(Granularity::Single, Duration::ZERO);
         assert!(!render_text(&plain)

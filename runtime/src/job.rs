@@ -361,6 +361,12 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
     }
     let mut next_sink_index = 0usize;
 
+    // Where any source makes watermarks, vertices with several inputs name the one holding
+    // theirs back, from the start.
+    let watermarks_flow = graph
+        .vertices
+        .iter()
+        .any(|v| v.source_options.watermarks.is_some());
     // Queues: one per subtask of every task that has channel input.
     let mut queues: Vec<Vec<Option<(QueueSender, ChannelReader)>>> = plan
         .tasks
@@ -392,12 +398,17 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             open: 0,
                             gauge: gauge.clone(),
                             taken: 0,
+                            inputs: Vec::new(),
+                            names_holder: watermarks_flow,
                         },
                     )
                 });
                 let (pool_tx, pool_rx) = channel::pool(config.channel_capacity.max(1) + 2);
                 let slot = reader.returns.len() as u32;
                 reader.returns.push(pool_tx);
+                reader
+                    .inputs
+                    .push(Arc::from(graph.vertices[e.from.0].id.as_str()));
                 reader.open += 1;
                 writers.push(ChannelWriter::new(
                     tx.clone(),

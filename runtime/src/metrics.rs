@@ -48,6 +48,9 @@ pub struct SubtaskMetrics {
     latency: Mutex<LatencyTracker>,
     e2e: Mutex<Option<LatencyStats>>,
     dropped: CachePadded<[AtomicU64; DropReason::COUNT]>,
+    /// The input holding the watermark back; set when it changes (at a watermark, not per
+    /// record).
+    watermark_holder: Mutex<Option<Arc<str>>>,
 }
 
 /// Why a record did not reach a sink (besides a filter or an aggregation consuming it by
@@ -155,6 +158,7 @@ impl SubtaskMetrics {
             )),
             e2e: Mutex::new(None),
             dropped: CachePadded::new(Default::default()),
+            watermark_holder: Mutex::new(None),
         }
     }
 
@@ -188,6 +192,25 @@ impl SubtaskMetrics {
     /// [`SubtaskMetrics::busy_nanos`] in seconds.
     pub fn busy_seconds(&self) -> f64 {
         self.busy_nanos() as f64 / 1e9
+    }
+
+    /// The input holding this subtask's watermark back now, for a vertex whose watermark is the
+    /// minimum over several inputs (where watermarks flow): the upstream vertex id of a local
+    /// input, `<topic>/<partition>` of a Kafka partition. An input that has never sent a
+    /// watermark holds it back. `None` where not tracked, or when every input is idle or ended.
+    pub fn watermark_holder(&self) -> Option<Arc<str>> {
+        self.watermark_holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets the holder; called by the owning task when it changes.
+    pub(crate) fn set_watermark_holder(&self, holder: Option<Arc<str>>) {
+        *self
+            .watermark_holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = holder;
     }
 
     /// Records this subtask dropped for `reason` so far.

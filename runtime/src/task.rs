@@ -450,6 +450,8 @@ impl Task {
         let flags = &*self.flags;
         let mut watermarks = InputWatermarks::new(reader.returns.len());
         let mut barriers = BarrierAlignment::new(reader.returns.len());
+        // Exported from the start: before any watermark, an input that sent none is named.
+        reader.publish_holder(&mut watermarks);
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -529,6 +531,13 @@ impl Task {
                         }
                     }
                     self.chain.push(&mut batch.records[start..], &mut cx)?;
+                    if batch
+                        .events
+                        .iter()
+                        .any(|(_, e)| matches!(e, Event::Watermark(_) | Event::Idle))
+                    {
+                        reader.publish_holder(&mut watermarks);
+                    }
                     reader.recycle(slot, batch);
                     self.holding.held.store(0, Ordering::Relaxed);
                     self.chain.publish();
@@ -541,6 +550,7 @@ impl Task {
                     if let Some(wm) = watermarks.on_end(slot as usize) {
                         self.chain.on_watermark(wm, &mut cx)?;
                     }
+                    reader.publish_holder(&mut watermarks);
                 }
                 None => {}
             }
