@@ -100,6 +100,8 @@ pub(crate) struct Chain {
     pub(crate) checkpoints: Option<Arc<Checkpoints>>,
     /// Which turns of the task's loop are timed, for per-vertex busy time.
     pub(crate) sampler: BusySampler,
+    /// When the operators' state sizes are published next (batch clock, ns).
+    next_state_size: i64,
 }
 
 impl Chain {
@@ -118,6 +120,7 @@ impl Chain {
             current_vertex: usize::MAX,
             checkpoints: None,
             sampler: BusySampler::new(),
+            next_state_size: i64::MIN,
         }
     }
 
@@ -414,6 +417,17 @@ impl Chain {
         Ok(())
     }
 
+    /// Publishes every operator's state size now.
+    pub(crate) fn publish_state_size(&self) {
+        for node in &self.nodes {
+            if let NodeKind::Operator(op) = &node.kind {
+                if let Some(size) = op.state_size() {
+                    node.metrics.set_state_size(size);
+                }
+            }
+        }
+    }
+
     /// At the end of the task: the records the vertices got after their last timed batch count
     /// at its cost per record.
     pub(crate) fn settle_busy(&mut self) {
@@ -422,8 +436,13 @@ impl Chain {
         }
     }
 
-    /// Publishes the per-batch counters; one relaxed store per counter per batch.
+    /// Publishes the per-batch counters; one relaxed store per counter per batch. The
+    /// operators' state sizes, which may take a scan of the state, about once a second.
     pub(crate) fn publish(&mut self) {
+        if self.batch_now >= self.next_state_size {
+            self.next_state_size = self.batch_now.saturating_add(STATE_SIZE_INTERVAL_NANOS);
+            self.publish_state_size();
+        }
         for node in &mut self.nodes {
             node.metrics.set_records_in(node.records_in);
             node.metrics.set_records_out(node.records_out);
@@ -495,6 +514,9 @@ impl Chain {
         Ok(())
     }
 }
+
+/// How often the operators' state sizes are published: 1 s of the batch clock.
+const STATE_SIZE_INTERVAL_NANOS: i64 = 1_000_000_000;
 
 /// How the calls of [`Chain::each_node`] are timed.
 #[derive(Clone, Copy)]

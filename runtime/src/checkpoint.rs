@@ -9,7 +9,8 @@
 //! delivered, so acknowledging `n` acknowledges every checkpoint before it too.
 //!
 //! [`Checkpoints`] is the job-wide coordinator the tasks share; it also keeps the series
-//! `tidemark_checkpoints_completed_total` and `tidemark_checkpoint_duration_seconds`, which it
+//! `tidemark_checkpoints_completed_total`, `tidemark_checkpoints_failed_total` and
+//! `tidemark_checkpoint_duration_seconds`, which it
 //! writes into the job's metrics registry as a [`SeriesSource`]. Control code reaches it
 //! through [`JobHandle::checkpoints`](crate::JobHandle::checkpoints), never through metrics.
 
@@ -41,6 +42,7 @@ struct Inner {
     /// When each pending checkpoint's first barrier left a source.
     started: BTreeMap<u64, Instant>,
     completed_total: u64,
+    failed_total: u64,
     buckets: [u64; DURATION_BUCKETS.len()],
     count: u64,
     sum_seconds: f64,
@@ -71,6 +73,20 @@ impl Checkpoints {
     /// Checkpoints completed so far.
     pub fn completed_total(&self) -> u64 {
         self.inner.lock().map(|i| i.completed_total).unwrap_or(0)
+    }
+
+    /// Checkpoints that failed so far: started, then given up on (the job ended, failed or was
+    /// stopped hard before every sink acknowledged them).
+    pub fn failed_total(&self) -> u64 {
+        self.inner.lock().map(|i| i.failed_total).unwrap_or(0)
+    }
+
+    /// The job has ended: every checkpoint still pending will never complete, so it failed.
+    pub(crate) fn abandon_pending(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.failed_total += inner.started.len() as u64;
+            inner.started.clear();
+        }
     }
 
     /// A source subtask sends barrier `n`; the first to do so starts the clock of `n`.
@@ -136,6 +152,12 @@ pub const COMPLETED: SeriesFamily = SeriesFamily::counter(
     "Checkpoints every sink acknowledged.",
 );
 
+/// `tidemark_checkpoints_failed_total`.
+pub const FAILED: SeriesFamily = SeriesFamily::counter(
+    "tidemark_checkpoints_failed_total",
+    "Checkpoints started and never completed (the job ended, failed or was stopped hard before every sink acknowledged them).",
+);
+
 /// `tidemark_checkpoint_duration_seconds`, with the buckets [`DURATION_BUCKETS`].
 pub const DURATION: SeriesFamily = SeriesFamily::histogram(
     "tidemark_checkpoint_duration_seconds",
@@ -153,6 +175,7 @@ impl SeriesSource for Checkpoints {
             return;
         };
         out.number(&COMPLETED, &[], inner.completed_total as f64);
+        out.number(&FAILED, &[], inner.failed_total as f64);
         out.histogram(
             &DURATION,
             &[],
@@ -245,6 +268,27 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_pending_when_the_job_ends_failed() {
+        let c = Checkpoints::new(Some(Duration::from_secs(1)), 1);
+        c.triggered(1);
+        c.acknowledge(0, 1);
+        c.triggered(2);
+        c.triggered(3);
+        assert_eq!((c.completed_total(), c.failed_total()), (1, 0));
+        c.abandon_pending();
+        assert_eq!((c.completed_total(), c.failed_total()), (1, 2));
+        // Counted once; and a late acknowledgement completes nothing given up on.
+        c.abandon_pending();
+        c.acknowledge(0, 3);
+        assert_eq!((c.completed_total(), c.failed_total()), (1, 2));
+        let failed = collect(&c)
+            .into_iter()
+            .find(|f| f.family.name == "tidemark_checkpoints_failed_total")
+            .unwrap();
+        assert_eq!(failed.series[0].value, SeriesValue::Number(2.0));
+    }
+
+    #[test]
     fn complete_when_every_sink_acknowledged() {
         let c = Checkpoints::new(Some(Duration::from_secs(1)), 2);
         c.triggered(1);
@@ -263,11 +307,13 @@ mod tests {
             names,
             [
                 "tidemark_checkpoints_completed_total",
+                "tidemark_checkpoints_failed_total",
                 "tidemark_checkpoint_duration_seconds"
             ]
         );
         assert_eq!(families[0].series[0].value, SeriesValue::Number(2.0));
-        let SeriesValue::Histogram { buckets, count, .. } = &families[1].series[0].value else {
+        assert_eq!(families[1].series[0].value, SeriesValue::Number(0.0));
+        let SeriesValue::Histogram { buckets, count, .. } = &families[2].series[0].value else {
             panic!("{families:?}");
         };
         assert_eq!(*count, 2);

@@ -219,6 +219,12 @@ specs! {
         "The subtask's current event-time watermark, in seconds since the Unix epoch (only where watermarks flow).";
     watermark_holder: WATERMARK_HOLDER = "tidemark_watermark_holder_info", GAUGE, VertexInput,
         "1 for the input holding the subtask's watermark back now (the minimum over its inputs): input is the upstream vertex id, or <topic>/<partition> for a Kafka partition; an input that never sent a watermark holds it back.";
+    state_keys: STATE_KEYS = "tidemark_state_keys", GAUGE, Vertex,
+        "Key entries with state in a stateful operator subtask (a key with state in two windows counts twice), as published about once a second.";
+    state_windows_open: STATE_WINDOWS_OPEN = "tidemark_state_windows_open", GAUGE, Vertex,
+        "Windows not yet expired in a window operator subtask (0 for other stateful operators).";
+    state_bytes: STATE_BYTES = "tidemark_state_bytes", GAUGE, Vertex,
+        "An estimate of the bytes a stateful operator subtask's state takes in memory.";
     late_dropped: LATE_DROPPED = "tidemark_late_records_dropped_total", COUNTER, Vertex,
         "Records a window operator subtask dropped as late.";
     records_dropped: RECORDS_DROPPED = "tidemark_records_dropped_total", COUNTER, VertexReason,
@@ -382,6 +388,12 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
                     ],
                 );
                 f.watermark_holder.push(l, gauge(1.0));
+            }
+            if let Some(size) = metrics.state_size() {
+                f.state_keys.push(own.clone(), gauge(size.keys as f64));
+                f.state_windows_open
+                    .push(own.clone(), gauge(size.windows_open as f64));
+                f.state_bytes.push(own.clone(), gauge(size.bytes as f64));
             }
             if vertex.kind == VertexKind::Operator {
                 f.late_dropped
@@ -873,8 +885,16 @@ mod tests {
         // Every family appears (markers on, e2e on at sources and the sink), with HELP and TYPE,
         // in the documented order.
         let mut positions = Vec::new();
-        // The watermark families need watermarks (see their own test).
-        let needs_watermarks = [WATERMARK_LAG.name, WATERMARK.name, WATERMARK_HOLDER.name];
+        // The watermark families need watermarks (see their own test), the state families a
+        // stateful operator (operators/tests/vertex_busy.rs).
+        let needs_watermarks = [
+            WATERMARK_LAG.name,
+            WATERMARK.name,
+            WATERMARK_HOLDER.name,
+            STATE_KEYS.name,
+            STATE_WINDOWS_OPEN.name,
+            STATE_BYTES.name,
+        ];
         for name in FAMILY_NAMES
             .iter()
             .filter(|n| !needs_watermarks.contains(n))
@@ -1346,7 +1366,17 @@ mod tests {
         let expected: BTreeSet<&str> = FAMILY_NAMES
             .iter()
             .copied()
-            .filter(|n| ![WATERMARK_LAG.name, WATERMARK.name, WATERMARK_HOLDER.name].contains(n))
+            .filter(|n| {
+                ![
+                    WATERMARK_LAG.name,
+                    WATERMARK.name,
+                    WATERMARK_HOLDER.name,
+                    STATE_KEYS.name,
+                    STATE_WINDOWS_OPEN.name,
+                    STATE_BYTES.name,
+                ]
+                .contains(n)
+            })
             .collect();
         assert_eq!(names, expected);
         let direct: usize = gather(&registry).iter().map(|f| f.get_metric().len()).sum();
@@ -1454,6 +1484,9 @@ mod tests {
             "# HELP tidemark_checkpoints_completed_total Checkpoints every sink acknowledged.\n\
              # TYPE tidemark_checkpoints_completed_total counter\n\
              tidemark_checkpoints_completed_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
+             # HELP tidemark_checkpoints_failed_total Checkpoints started and never completed (the job ended, failed or was stopped hard before every sink acknowledged them).\n\
+             # TYPE tidemark_checkpoints_failed_total counter\n\
+             tidemark_checkpoints_failed_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
              # HELP tidemark_checkpoint_duration_seconds Time from a checkpoint's first barrier to the last sink acknowledgement.\n\
              # TYPE tidemark_checkpoint_duration_seconds histogram\n",
         );

@@ -240,6 +240,8 @@ impl JobHandle {
             let _ = t.join();
         }
         let registry = self.shared.registry.clone();
+        // A checkpoint still pending now never completes.
+        self.shared.checkpoints.abandon_pending();
         registry.set_running(false);
         if self.shared.flags.abort.load(Ordering::Relaxed) {
             // Records still queued when the job stopped hard never reached their vertex.

@@ -73,7 +73,7 @@ mod vertex_busy;
 pub use batch::{Batch, Event};
 pub use component::{
     process_taken, BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts,
-    SourceLag, SourceStatus, SubtaskContext,
+    SourceLag, SourceStatus, StateSize, SubtaskContext,
 };
 pub use config::{IdleStrategy, JobConfig};
 pub use event_time::{

@@ -51,6 +51,8 @@ pub struct SubtaskMetrics {
     /// The input holding the watermark back; set when it changes (at a watermark, not per
     /// record).
     watermark_holder: Mutex<Option<Arc<str>>>,
+    /// Keys, windows open and bytes of the operator's state; keys is -1 for a stateless one.
+    state: CachePadded<[AtomicI64; 3]>,
 }
 
 /// Why a record did not reach a sink (besides a filter or an aggregation consuming it by
@@ -159,6 +161,7 @@ impl SubtaskMetrics {
             e2e: Mutex::new(None),
             dropped: CachePadded::new(Default::default()),
             watermark_holder: Mutex::new(None),
+            state: CachePadded::new([AtomicI64::new(-1), AtomicI64::new(0), AtomicI64::new(0)]),
         }
     }
 
@@ -211,6 +214,25 @@ impl SubtaskMetrics {
             .watermark_holder
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = holder;
+    }
+
+    /// The size of this (operator) subtask's state as last published (about once a second),
+    /// `None` for a stateless one ([`crate::Operator::state_size`]).
+    pub fn state_size(&self) -> Option<crate::StateSize> {
+        let keys = self.state[0].load(Ordering::Relaxed);
+        (keys >= 0).then(|| crate::StateSize {
+            keys: keys as u64,
+            windows_open: self.state[1].load(Ordering::Relaxed) as u64,
+            bytes: self.state[2].load(Ordering::Relaxed) as u64,
+        })
+    }
+
+    /// Publishes the state size; called by the owning task.
+    pub(crate) fn set_state_size(&self, size: crate::StateSize) {
+        let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
+        self.state[1].store(clamp(size.windows_open), Ordering::Relaxed);
+        self.state[2].store(clamp(size.bytes), Ordering::Relaxed);
+        self.state[0].store(clamp(size.keys), Ordering::Relaxed);
     }
 
     /// Records this subtask dropped for `reason` so far.

@@ -222,6 +222,7 @@ impl Task {
         };
         self.times.publish();
         self.chain.settle_busy();
+        self.chain.publish_state_size();
         self.chain.publish();
         // After a hard stop or a failure, count what this task held as left in flight (0 when
         // it ended cleanly).

@@ -418,6 +418,10 @@ impl WindowOperator {
 }
 
 impl Operator for WindowOperator {
+    fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
+        Some(self.state.size())
+    }
+
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         let t = match self.time {
             WindowTime::Event => record.timestamp,
