@@ -348,7 +348,7 @@ fn e2e_p99_ms(v: &VertexMetrics) -> Option<f64> {
 /// sources chained with it in one task: the key's source, or every source of the job when the
 /// key does not name one (single granularity). Markers from another process (a Kafka exchange)
 /// crossed a topic, so they are never chained.
-pub(crate) fn markers_chained(registry: &MetricsRegistry, key: &LatencyKey, vertex: usize) -> bool {
+pub fn markers_chained(registry: &MetricsRegistry, key: &LatencyKey, vertex: usize) -> bool {
     if key.origin != tidemark_markers::origin::LOCAL {
         return false;
     }
