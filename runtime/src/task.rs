@@ -383,6 +383,15 @@ impl Task {
                 if per_split && action != WatermarkAction::None {
                     source.watermarks_looked();
                 }
+                if per_split {
+                    // The split holding the watermark back, named (`<topic>/<partition>`).
+                    if let Some(holder) = source
+                        .split_watermarks()
+                        .and_then(|splits| splits.holder_changed())
+                    {
+                        metrics.set_watermark_holder(holder);
+                    }
+                }
                 match action {
                     WatermarkAction::Emit(wm) => {
                         metrics.set_watermark(wm);
