@@ -388,12 +388,16 @@ impl KeyedAccs {
     }
 
     /// How many keys have state (a scan of the dense keys: not for the per-record path).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn len(&self) -> usize {
         self.dense_keys().count() + self.sparse_keys.len()
     }
 
     /// An estimate of the bytes this table takes: its vectors' capacities and the hash map's
     /// slots (a key's own heap data, such as a long string, is not counted).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn estimated_bytes(&self) -> usize {
         use std::mem::size_of;
         self.dense.capacity() * size_of::<Acc>()

@@ -248,6 +248,9 @@ impl ReduceOperator {
 }
 
 impl Operator for ReduceOperator {
+    // Read about once a second: kept out of line, away from the per-record code.
+    #[cold]
+    #[inline(never)]
     fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
         Some(tidemark_runtime::StateSize {
             keys: self.state.len() as u64,

@@ -418,6 +418,9 @@ impl WindowOperator {
 }
 
 impl Operator for WindowOperator {
+    // Read about once a second: kept out of line, away from the per-record code.
+    #[cold]
+    #[inline(never)]
     fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
         Some(self.state.size())
     }
