@@ -193,12 +193,19 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-#[test]
-fn the_input_holding_a_watermark_back_is_named_from_the_start_and_when_it_stops() {
-    use std::io::Write as _;
-    let dir = TempDir::new("watermark-holder");
+/// Starts [`TWO_INPUT_JOB`] in a new directory; returns it, the process, its standard input and
+/// its metrics address.
+fn two_inputs(
+    label: &str,
+) -> (
+    TempDir,
+    Proc,
+    std::process::ChildStdin,
+    std::net::SocketAddr,
+) {
+    let dir = TempDir::new(label);
     let job = dir.write("job.yaml", TWO_INPUT_JOB);
-    let (mut proc, mut stdin) = Proc::spawn_with_stdin(
+    let (mut proc, stdin) = Proc::spawn_with_stdin(
         dir.path(),
         [
             "run".as_ref(),
@@ -208,6 +215,13 @@ fn the_input_holding_a_watermark_back_is_named_from_the_start_and_when_it_stops(
         ],
     );
     let addr = proc.metrics_addr();
+    (dir, proc, stdin, addr)
+}
+
+#[test]
+fn the_input_holding_a_watermark_back_is_named_from_the_start_and_when_it_stops() {
+    use std::io::Write as _;
+    let (dir, mut proc, mut stdin, addr) = two_inputs("watermark-holder");
 
     // 1. From the first scrape on, one input is named (before any watermark both hold `win`
     //    back). Once `clock`'s first watermark reached `win`, `typed`, which has sent nothing, is
@@ -260,18 +274,7 @@ fn the_input_holding_a_watermark_back_is_named_from_the_start_and_when_it_stops(
 #[test]
 fn an_input_that_stops_is_named_while_the_other_goes_on() {
     use std::io::Write as _;
-    let dir = TempDir::new("watermark-holder-stops");
-    let job = dir.write("job.yaml", TWO_INPUT_JOB);
-    let (mut proc, mut stdin) = Proc::spawn_with_stdin(
-        dir.path(),
-        [
-            "run".as_ref(),
-            job.as_os_str(),
-            "--metrics-addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-        ],
-    );
-    let addr = proc.metrics_addr();
+    let (_dir, mut proc, mut stdin, addr) = two_inputs("watermark-holder-stops");
     // `typed` sends events stamped now, then stops; `clock` goes on.
     let mut last = 0;
     for _ in 0..5 {

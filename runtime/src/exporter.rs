@@ -861,6 +861,18 @@ mod tests {
             .collect()
     }
 
+    /// The families the test job of [`run_job`] has no series of: the watermark families need
+    /// watermarks (see their own test), the state families a stateful operator
+    /// (operators/tests/runtime_metrics.rs).
+    const NOT_IN_THE_TEST_JOB: [&str; 6] = [
+        WATERMARK_LAG.name,
+        WATERMARK.name,
+        WATERMARK_HOLDER.name,
+        STATE_KEYS.name,
+        STATE_WINDOWS_OPEN.name,
+        STATE_BYTES.name,
+    ];
+
     fn named<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {
         samples.iter().filter(|s| s.name == name).collect()
     }
@@ -885,19 +897,9 @@ mod tests {
         // Every family appears (markers on, e2e on at sources and the sink), with HELP and TYPE,
         // in the documented order.
         let mut positions = Vec::new();
-        // The watermark families need watermarks (see their own test), the state families a
-        // stateful operator (operators/tests/vertex_busy.rs).
-        let needs_watermarks = [
-            WATERMARK_LAG.name,
-            WATERMARK.name,
-            WATERMARK_HOLDER.name,
-            STATE_KEYS.name,
-            STATE_WINDOWS_OPEN.name,
-            STATE_BYTES.name,
-        ];
         for name in FAMILY_NAMES
             .iter()
-            .filter(|n| !needs_watermarks.contains(n))
+            .filter(|n| !NOT_IN_THE_TEST_JOB.contains(n))
         {
             let help = format!("# HELP {name} ");
             let pos = text
@@ -1366,17 +1368,7 @@ mod tests {
         let expected: BTreeSet<&str> = FAMILY_NAMES
             .iter()
             .copied()
-            .filter(|n| {
-                ![
-                    WATERMARK_LAG.name,
-                    WATERMARK.name,
-                    WATERMARK_HOLDER.name,
-                    STATE_KEYS.name,
-                    STATE_WINDOWS_OPEN.name,
-                    STATE_BYTES.name,
-                ]
-                .contains(n)
-            })
+            .filter(|n| !NOT_IN_THE_TEST_JOB.contains(n))
             .collect();
         assert_eq!(names, expected);
         let direct: usize = gather(&registry).iter().map(|f| f.get_metric().len()).sum();
