@@ -100,6 +100,13 @@ pub(crate) struct Chain {
     pub(crate) checkpoints: Option<Arc<Checkpoints>>,
     /// Which turns of the task's loop are timed, for per-vertex busy time.
     pub(crate) sampler: BusySampler,
+    /// The busy time of the task's source, when it has one (timed by the task), and where it
+    /// is published.
+    pub(crate) source_busy: VertexBusy,
+    pub(crate) source_metrics: Option<Arc<SubtaskMetrics>>,
+    /// In a timed turn: what the last [`Chain::process_at`] to return took, for the one that
+    /// called it.
+    downstream_nanos: u64,
     /// When the operators' state sizes are published next (batch clock, ns).
     next_state_size: i64,
 }
@@ -120,15 +127,21 @@ impl Chain {
             current_vertex: usize::MAX,
             checkpoints: None,
             sampler: BusySampler::new(),
+            source_busy: VertexBusy::default(),
+            source_metrics: None,
+            downstream_nanos: 0,
             next_state_size: i64::MIN,
         }
     }
 
     /// Sets the wall clock used for end-to-end latency of the records that follow: a new turn
-    /// of the task's loop, timed or not (see [`BusySampler`]).
-    pub(crate) fn set_batch_time(&mut self, now_nanos: i64) {
+    /// of the task's loop, timed or not (see [`BusySampler`]). `task_busy` gives the task's busy
+    /// time so far (ns; a clock read): called only around timed turns.
+    pub(crate) fn set_batch_time(&mut self, now_nanos: i64, task_busy: impl FnOnce() -> u64) {
         self.batch_now = now_nanos;
-        self.sampler.turn(now_nanos);
+        let vertices = std::iter::once(&mut self.source_busy)
+            .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
+        self.sampler.begin_turn(now_nanos, task_busy, vertices);
     }
 
     /// Pushes records into the head of the chain (or straight to the router if the chain has
@@ -143,15 +156,36 @@ impl Chain {
             return Ok(());
         }
         if self.nodes.is_empty() {
-            if let Some(r) = &mut self.router {
-                r.write(records, cx)?;
-            }
-            return Ok(());
+            return self.emit(cx, |r, cx| r.write(records, cx));
         }
         self.process_at(0, records, cx)
     }
 
+    /// Node `i` processes `input` and passes on what it emits. In a timed turn its busy time is
+    /// what the call took less what the nodes after it took and less any time blocked on a full
+    /// output: its own code, and the routing of its output when it is the last node.
     fn process_at(
+        &mut self,
+        i: usize,
+        input: &mut [Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let Some(started) = self.sampler.start() else {
+            return self.process_node(i, input, cx);
+        };
+        let backpressured = *cx.backpressured;
+        self.downstream_nanos = 0;
+        let result = self.process_node(i, input, cx);
+        let took = net_nanos(started, backpressured, *cx.backpressured);
+        let own = took.saturating_sub(self.downstream_nanos);
+        self.nodes[i].busy.add_in_turn(own);
+        // For the node before this one, which took this one's time too.
+        self.downstream_nanos = took;
+        result
+    }
+
+    /// The work of [`Chain::process_at`].
+    fn process_node(
         &mut self,
         i: usize,
         input: &mut [Record],
@@ -162,7 +196,6 @@ impl Chain {
         self.current_vertex = node.vertex;
         node.records_in += input.len() as u64;
         let mut in_place = false;
-        let started = self.sampler.start();
         let result = match &mut node.kind {
             NodeKind::Operator(op) => match op.process_batch_in_place(input) {
                 Ok(true) => {
@@ -187,9 +220,6 @@ impl Chain {
                 other => other,
             },
         };
-        if let Some(t) = started {
-            node.busy.records(t, input.len(), node.records_in);
-        }
         result.map_err(|error| ChainError::User {
             node: Some(i),
             error,
@@ -271,7 +301,8 @@ impl Chain {
     }
 
     /// Calls `f` on every chained vertex in order, forwarding what each emits downstream; its
-    /// time counts as the vertex's busy time, timed as `timing` says.
+    /// time counts as the vertex's busy time: in timed turns, or every time for rare calls
+    /// ([`Timing`]).
     fn each_node(
         &mut self,
         cx: &mut SendContext<'_>,
@@ -280,17 +311,18 @@ impl Chain {
     ) -> Result<(), ChainError> {
         for i in 0..self.nodes.len() {
             self.current_vertex = self.nodes[i].vertex;
-            let started = match timing {
-                Timing::Always => Some(Instant::now()),
-                Timing::PerTurn => self.sampler.start(),
+            let apart = matches!(timing, Timing::Always) && !self.sampler.timing();
+            let started = if apart {
+                Some(Instant::now())
+            } else {
+                self.sampler.start()
             };
             let result = f(&mut self.nodes[i]);
             let node = &mut self.nodes[i];
-            if let Some(t) = started {
-                match timing {
-                    Timing::Always => node.busy.always(t),
-                    Timing::PerTurn => node.busy.per_turn(t, self.sampler.turns_per_sample()),
-                }
+            match started {
+                Some(t) if apart => self.sampler.count_apart(&mut node.busy, t),
+                Some(t) => node.busy.timed(t),
+                None => {}
             }
             result.map_err(|error| ChainError::User {
                 node: Some(i),
@@ -398,7 +430,11 @@ impl Chain {
                 if !node.output_closed {
                     let started = Instant::now();
                     let flushed = sink.flush();
-                    node.busy.always(started);
+                    if self.sampler.timing() {
+                        node.busy.timed(started);
+                    } else {
+                        self.sampler.count_apart(&mut node.busy, started);
+                    }
                     flushed.map_err(|error| ChainError::User {
                         node: Some(i),
                         error,
@@ -428,12 +464,12 @@ impl Chain {
         }
     }
 
-    /// At the end of the task: the records the vertices got after their last timed batch count
-    /// at its cost per record.
-    pub(crate) fn settle_busy(&mut self) {
-        for node in &mut self.nodes {
-            node.busy.settle(node.records_in);
-        }
+    /// At the end of the task, whose busy time is `task_busy` (ns): what is left is shared out
+    /// by the last timed turn.
+    pub(crate) fn settle_busy(&mut self, task_busy: u64) {
+        let vertices = std::iter::once(&mut self.source_busy)
+            .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
+        self.sampler.finish(task_busy, vertices);
     }
 
     /// Publishes the per-batch counters; one relaxed store per counter per batch. The
@@ -442,6 +478,9 @@ impl Chain {
         if self.batch_now >= self.next_state_size {
             self.next_state_size = self.batch_now.saturating_add(STATE_SIZE_INTERVAL_NANOS);
             self.publish_state_size();
+        }
+        if let Some(m) = &self.source_metrics {
+            m.set_busy_nanos(self.source_busy.nanos());
         }
         for node in &mut self.nodes {
             node.metrics.set_records_in(node.records_in);
@@ -494,25 +533,50 @@ impl Chain {
         now: Instant,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        if let Some(r) = &mut self.router {
-            r.flush_expired(now, cx)?;
-        }
-        Ok(())
+        self.emit(cx, |r, cx| r.flush_expired(now, cx))
     }
 
     pub(crate) fn flush_all(&mut self, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
-        if let Some(r) = &mut self.router {
-            r.flush_all(cx)?;
-        }
-        Ok(())
+        self.emit(cx, |r, cx| r.flush_all(cx))
     }
 
     pub(crate) fn close(&mut self, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
-        if let Some(r) = &mut self.router {
-            r.close(cx)?;
-        }
-        Ok(())
+        self.emit(cx, |r, cx| r.close(cx))
     }
+
+    /// Sends through the router with `f`; in a timed turn the time it took, less any time
+    /// blocked on a full output, counts as the busy time of the vertex whose output it is (the
+    /// last node, or the source of a task without one).
+    fn emit(
+        &mut self,
+        cx: &mut SendContext<'_>,
+        f: impl FnOnce(&mut Router, &mut SendContext<'_>) -> Result<(), Aborted>,
+    ) -> Result<(), ChainError> {
+        let Some(r) = &mut self.router else {
+            return Ok(());
+        };
+        let started = self.sampler.start();
+        let backpressured = *cx.backpressured;
+        let result = f(r, cx);
+        if let Some(t) = started {
+            let took = net_nanos(t, backpressured, *cx.backpressured);
+            let emitter = match self.nodes.last_mut() {
+                Some(node) => &mut node.busy,
+                None => &mut self.source_busy,
+            };
+            emitter.add_in_turn(took);
+        }
+        result.map_err(ChainError::from)
+    }
+}
+
+/// Nanoseconds since `started`, less the time blocked on a full output meanwhile (the
+/// backpressured time went from `before` to `after`).
+fn net_nanos(started: Instant, before: std::time::Duration, after: std::time::Duration) -> u64 {
+    started
+        .elapsed()
+        .saturating_sub(after.saturating_sub(before))
+        .as_nanos() as u64
 }
 
 /// How often the operators' state sizes are published: 1 s of the batch clock.
@@ -521,9 +585,9 @@ const STATE_SIZE_INTERVAL_NANOS: i64 = 1_000_000_000;
 /// How the calls of [`Chain::each_node`] are timed.
 #[derive(Clone, Copy)]
 enum Timing {
-    /// Every call (rare ones: watermarks, end of input).
+    /// Every call (rare ones: watermarks, end of input): outside timed turns, counted apart.
     Always,
-    /// In timed turns, scaled by the turns each stands for (once-per-turn calls: timers).
+    /// In timed turns only (once-per-turn calls: timers).
     PerTurn,
 }
 

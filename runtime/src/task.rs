@@ -11,7 +11,6 @@ use crate::event_time::{
 };
 use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
-use crate::vertex_busy::VertexBusy;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -190,6 +189,10 @@ impl Task {
             Head::Source { metrics, .. } => metrics.clone(),
             Head::Channel(reader) => reader.gauge.clone(),
         };
+        let mut chain = chain;
+        if let Head::Source { metrics, .. } = &head {
+            chain.source_metrics = Some(metrics.clone());
+        }
         let holding = Arc::new(Holding {
             held: CachePadded::new(AtomicU64::new(0)),
             counted: AtomicU8::new(NOT_COUNTED),
@@ -220,8 +223,8 @@ impl Task {
             Head::Source { .. } => self.run_source(),
             Head::Channel(_) => self.run_channel(),
         };
-        self.times.publish();
-        self.chain.settle_busy();
+        let busy = self.times.publish();
+        self.chain.settle_busy(busy);
         self.chain.publish_state_size();
         self.chain.publish();
         // After a hard stop or a failure, count what this task held as left in flight (0 when
@@ -283,8 +286,6 @@ impl Task {
         let per_split = watermarks.is_some() && source.split_watermarks().is_some();
         // The reader of a Kafka exchange hands on markers made elsewhere, and makes none.
         let relays_markers = source.relays_markers();
-        // The source's own busy time, timed in the chain's timed turns.
-        let mut busy = VertexBusy::default();
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -303,7 +304,10 @@ impl Task {
             if flags.stop.load(Ordering::Relaxed) {
                 break;
             }
-            self.chain.set_batch_time(now);
+            let (started, idle, backpressured) =
+                (self.times.started, self.times.idle, *cx.backpressured);
+            self.chain
+                .set_batch_time(now, || busy_nanos(started, idle, backpressured));
             self.chain.on_time(now, &mut cx)?;
             let ctx = PollContext {
                 now_nanos: now,
@@ -331,10 +335,6 @@ impl Task {
             if let Some(w) = watermarks.as_mut().filter(|_| !per_split) {
                 w.observe(out.records(), now);
             }
-            if let Some(t) = started {
-                busy.per_turn(t, self.chain.sampler.turns_per_sample());
-                metrics.set_busy_nanos(busy.nanos());
-            }
             records_out += out.len() as u64;
             if !out.is_empty() {
                 // Kafka KIP-613: latency as the record enters the job, one lock per batch.
@@ -345,6 +345,9 @@ impl Task {
                         None => crate::chain::record_e2e(stats, now, out.records()),
                     }
                 }
+            }
+            if let Some(t) = started {
+                self.chain.source_busy.timed(t);
             }
             // Published before the push, so a push that fails or is aborted still leaves the
             // count of what this source emitted right.
@@ -505,7 +508,10 @@ impl Task {
                 }
             };
             let now = self.clock.now_nanos();
-            self.chain.set_batch_time(now);
+            let (started, idle, backpressured) =
+                (self.times.started, self.times.idle, *cx.backpressured);
+            self.chain
+                .set_batch_time(now, || busy_nanos(started, idle, backpressured));
             match message {
                 Some(Message::Data { slot, batch }) => {
                     let mut batch = batch;
@@ -577,7 +583,10 @@ impl Task {
             backpressured: &mut self.times.backpressured,
         };
         let now = self.clock.now_nanos();
-        self.chain.set_batch_time(now);
+        let (started, idle, backpressured) =
+            (self.times.started, self.times.idle, *cx.backpressured);
+        self.chain
+            .set_batch_time(now, || busy_nanos(started, idle, backpressured));
         self.chain.finish(now, &mut cx)?;
         self.chain.close(&mut cx)?;
         self.chain.publish();
@@ -594,16 +603,26 @@ pub(crate) struct TaskTimes {
 }
 
 impl TaskTimes {
-    /// Publishes the times; busy time is what is neither idle nor backpressured.
-    fn publish(&self) {
-        let total = self.started.elapsed();
-        let busy = total.saturating_sub(self.idle + self.backpressured);
+    /// Publishes the times; busy time is what is neither idle nor backpressured. Returns the
+    /// busy time (ns).
+    fn publish(&self) -> u64 {
+        let busy = busy_nanos(self.started, self.idle, self.backpressured);
         self.metrics.store(
-            busy.as_nanos() as u64,
+            busy,
             self.backpressured.as_nanos() as u64,
             self.idle.as_nanos() as u64,
         );
+        busy
     }
+}
+
+/// A task's busy time now (ns): the time since `started` that was neither idle nor
+/// backpressured. Reads the clock.
+fn busy_nanos(started: Instant, idle: Duration, backpressured: Duration) -> u64 {
+    started
+        .elapsed()
+        .saturating_sub(idle + backpressured)
+        .as_nanos() as u64
 }
 
 /// A source subtask's side of checkpointing: its barrier timer and what it has committed.
