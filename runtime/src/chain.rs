@@ -469,7 +469,10 @@ impl Chain {
     pub(crate) fn settle_busy(&mut self, task_busy: u64) {
         let vertices = std::iter::once(&mut self.source_busy)
             .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
-        self.sampler.finish(task_busy, vertices);
+        self.sampler.finish_turn(task_busy, vertices);
+        let vertices = std::iter::once(&mut self.source_busy)
+            .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
+        self.sampler.share_rest(task_busy, vertices);
     }
 
     /// Publishes the per-batch counters; one relaxed store per counter per batch. The

@@ -121,16 +121,17 @@ impl BusySampler {
         let to_share = busy
             .saturating_sub(self.shared_to)
             .saturating_sub(self.counted_apart);
-        let vertices: Vec<&mut VertexBusy> = vertices.collect();
-        let timed: u64 = vertices.iter().map(|v| v.in_turn).sum();
-        if turn == 0 && timed == 0 {
-            // Nothing happened in the turn: share it out at the next one.
+        if turn == 0 {
+            // The task was not busy in the turn: share out at the next one. (No allocation here:
+            // this runs once per timed turn.)
+            for v in vertices {
+                v.in_turn = 0;
+            }
             return;
         }
-        // The calls are inside the turn; on a coarse clock they may seem longer than it.
-        let whole = turn.max(timed) as f64;
         for v in vertices {
-            v.last_share = v.in_turn as f64 / whole;
+            // The calls lie inside the turn (a share above 1 only from the clock's granularity).
+            v.last_share = (v.in_turn as f64 / turn as f64).min(1.0);
             v.nanos += to_share as f64 * v.last_share;
             v.in_turn = 0;
         }
@@ -146,17 +147,25 @@ impl BusySampler {
         self.counted_apart += took;
     }
 
-    /// The task ends with its busy time at `busy`: closes a timed turn still open and shares
-    /// out what is left by the last shares.
-    pub(crate) fn finish<'a>(
+    /// The task ends with its busy time at `busy`: closes a timed turn still open. Then
+    /// [`BusySampler::share_rest`].
+    pub(crate) fn finish_turn<'a>(
         &mut self,
         busy: u64,
         vertices: impl Iterator<Item = &'a mut VertexBusy>,
     ) {
-        let mut vertices: Vec<&mut VertexBusy> = vertices.collect();
         if self.turn_began.is_some() {
-            self.close_turn(busy, vertices.iter_mut().map(|v| &mut **v));
+            self.close_turn(busy, vertices);
         }
+    }
+
+    /// At the task's end, with its busy time at `busy`: shares out what is left by the last
+    /// shares.
+    pub(crate) fn share_rest<'a>(
+        &mut self,
+        busy: u64,
+        vertices: impl Iterator<Item = &'a mut VertexBusy>,
+    ) {
         let rest = busy
             .saturating_sub(self.shared_to)
             .saturating_sub(self.counted_apart) as f64;
@@ -240,7 +249,8 @@ mod tests {
                 v[1].in_turn = calls[1];
             }
         }
-        s.finish(end_busy, v.iter_mut());
+        s.finish_turn(end_busy, v.iter_mut());
+        s.share_rest(end_busy, v.iter_mut());
         [v[0].nanos(), v[1].nanos()]
     }
 
@@ -302,7 +312,8 @@ mod tests {
         assert!(apart >= 2_000_000 + 1_000, "{apart}");
         // The task's busy time includes the call; it is not shared out a second time.
         let busy = 1_000 + (apart - 1_000);
-        s.finish(busy, v.iter_mut());
+        s.finish_turn(busy, v.iter_mut());
+        s.share_rest(busy, v.iter_mut());
         assert_eq!(v[0].nanos(), apart);
     }
 }
