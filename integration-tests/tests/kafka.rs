@@ -435,6 +435,7 @@ fn kafka_and_checkpoint_series_are_in_both_apis_once() {
     let (mut a, addr) = instance(dir.path(), &job, "a");
     let families = [
         "tidemark_checkpoints_completed_total",
+        "tidemark_checkpoints_failed_total",
         "tidemark_checkpoint_duration_seconds",
         "tidemark_kafka_lag_records",
         "tidemark_source_lag_seconds",

@@ -249,6 +249,29 @@ fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
     );
     assert!(windows_out(addr_a) > 0.0 && windows_out(addr_b) > 0.0);
 
+    // Each source subtask names the partition holding its watermark back as <topic>/<partition>:
+    // over both instances, every input partition and every exchange partition.
+    let holders = |source: &str| -> std::collections::BTreeSet<String> {
+        [addr_a, addr_b]
+            .iter()
+            .flat_map(|&addr| {
+                scrape(addr)
+                    .samples("tidemark_watermark_holder_info")
+                    .filter(|s| s.labels.get("operator_id") == Some(source))
+                    .map(|s| s.labels.get("input").unwrap_or("?").to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let all = |topic: &str| -> std::collections::BTreeSet<String> {
+        (0..4).map(|p| format!("{topic}/{p}")).collect()
+    };
+    assert_eq!(holders("events"), all("in"));
+    assert_eq!(
+        holders("per_key.exchange-in"),
+        all("tidemark-wmx-per_key-exchange")
+    );
+
     // Stopped, each instance fires what is open; together: every window once, complete.
     a.terminate();
     b.terminate();

@@ -409,6 +409,86 @@ fn the_live_view_in_headless_chromium() {
     );
 }
 
+/// A chain with one slow vertex feeding a window whose other input (standard input) never
+/// sends anything: the page names the bottleneck and says, in words, which input holds the
+/// window's event time back.
+const CHAIN_AND_HOLDER_JOB: &str = "name: chain-holder
+latency:
+  interval: 20ms
+sources:
+  clock:
+    type: generator
+    rate: 5000
+    keys: 8
+    watermarks: {interval: 50ms}
+  typed:
+    type: stdin
+    watermarks: {interval: 50ms}
+operators:
+  work: {type: map, input: clock, scale: 2}
+  slow: {type: delay, input: work, per_record: 150us}
+  win: {type: window, input: [slow, typed], time: event, size: 1s, aggregate: count}
+sinks:
+  out: {type: discard, input: win}
+";
+
+#[test]
+fn the_live_view_names_the_bottleneck_inside_a_chain_and_the_input_holding_event_time() {
+    require_tools();
+    let dir = TempDir::new("live-view-chain");
+    dir.write("job.yaml", CHAIN_AND_HOLDER_JOB);
+    let (mut proc, stdin) = Proc::spawn_with_stdin(
+        dir.path(),
+        ["run", "job.yaml", "--metrics-addr", "127.0.0.1:0"],
+    );
+    let addr = proc.metrics_addr();
+    let driver = Driver::start();
+    let session = Session::new(&driver, &dir.join("chromium-profile"));
+    session.goto(&format!("http://{addr}/"));
+    // `slow` (150 us of sleep per record, chained with the generator and `work`) is named, and
+    // `typed`, which has sent nothing, is said to hold `win` back.
+    session.wait_for(
+        "the bottleneck and the holder",
+        "const b = document.getElementById('bottleneck'); \
+         const h = document.querySelector('#eventtime .holder[data-vertex=\"win\"]'); \
+         return !!b && b.textContent.startsWith(' · bottleneck: slow (busy ') \
+           && !!h && h.dataset.input === 'typed' \
+           && h.textContent.startsWith('Event time at win is held back by typed');",
+    );
+    let headline = session.text(&session.find("#headline"));
+    assert!(
+        headline.contains("marker p99")
+            && headline.contains("record e2e p99")
+            && headline.contains("source lag"),
+        "{headline}"
+    );
+    // The vertex boxes show the vertex's own busy share: `slow` is the busiest of its chain.
+    let own_busy = |id: &str| -> f64 {
+        session
+            .js(&format!(
+                "return last.vertices.find(v => v.id === '{id}').own_busy_max;"
+            ))
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        own_busy("slow") > own_busy("work") && own_busy("slow") > own_busy("clock"),
+        "slow {} work {} clock {}",
+        own_busy("slow"),
+        own_busy("work"),
+        own_busy("clock")
+    );
+    let slow_box = session.text(&session.find("g[data-vertex=\"slow\"]"));
+    assert!(slow_box.contains("busy "), "{slow_box}");
+    let shot = screenshot_path().with_file_name("live-view-chain.png");
+    session.screenshot(&shot);
+    let errors = session.severe_logs();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    drop(stdin);
+    proc.terminate();
+    proc.wait();
+}
+
 /// Not a test but a measurement, run by hand (numbers, no thresholds): the page at W5's size
 /// (docs/examples/bench/w5.yaml: 12 vertices × 8 subtasks, 704 latency series, both cores
 /// saturated by the job). Prints how long the page's updates take and how long

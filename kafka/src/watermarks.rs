@@ -56,6 +56,8 @@ impl PartitionWatermarks {
             return i;
         }
         let split = self.tracker.add_split();
+        self.tracker
+            .name_split(split, &format!("{topic}/{partition}"));
         self.splits.push(((topic.to_owned(), partition), split));
         self.splits.len() - 1
     }
@@ -76,6 +78,8 @@ impl PartitionWatermarks {
         for key in held {
             if !self.splits.iter().any(|(k, _)| k == key) {
                 let split = self.tracker.add_split();
+                self.tracker
+                    .name_split(split, &format!("{}/{}", key.0, key.1));
                 self.splits.push((key.clone(), split));
             }
         }
@@ -415,6 +419,23 @@ mod tests {
         assert_eq!(w.watermark("a", 1, 10), Some(289));
         assert_eq!(w.watermark("b", 0, 10), Some(689));
         assert_eq!(w.watermark("b", 1, 10), None, "not held");
+    }
+
+    #[test]
+    fn each_partition_is_named_topic_slash_partition() {
+        let mut w = PartitionWatermarks::new();
+        w.follow(&held(&[("orders", 0)]), &[]);
+        // A partition seen in a record before the rebalance that gave it is named too.
+        w.observe("orders", 3, 100);
+        let names: Vec<Option<String>> = w
+            .splits
+            .iter()
+            .map(|(_, split)| w.tracker.name(*split).map(str::to_owned))
+            .collect();
+        assert_eq!(
+            names,
+            [Some("orders/0".to_owned()), Some("orders/3".to_owned())]
+        );
     }
 
     #[test]

@@ -387,10 +387,25 @@ impl KeyedAccs {
         }
     }
 
-    /// How many keys have state.
-    #[cfg(test)]
+    /// How many keys have state (a scan of the dense keys: not for the per-record path).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn len(&self) -> usize {
         self.dense_keys().count() + self.sparse_keys.len()
+    }
+
+    /// An estimate of the bytes this table takes: its vectors' capacities and the hash map's
+    /// slots (a key's own heap data, such as a long string, is not counted).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn estimated_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.dense.capacity() * size_of::<Acc>()
+            + self.dense_made.capacity()
+            + self.sparse.capacity() * (size_of::<Value>() + size_of::<u32>() + 1)
+            + self.sparse_keys.capacity() * size_of::<Value>()
+            + self.sparse_accs.capacity() * size_of::<Acc>()
+            + self.order.capacity() * size_of::<u32>()
     }
 
     /// The dense keys with state, ascending.

@@ -276,6 +276,11 @@ impl<S> AlignedWindows<S> {
         self.windows.values().map(|(w, s)| (*w, s))
     }
 
+    /// Every window kept and its state, in window order.
+    pub fn states(&self) -> impl Iterator<Item = &S> {
+        self.windows.values().map(|(_, slot)| &slot.state)
+    }
+
     /// Whether no window is kept.
     pub fn is_empty(&self) -> bool {
         self.windows.is_empty()
@@ -334,6 +339,11 @@ impl<S> Default for Sessions<S> {
 }
 
 impl<S> Sessions<S> {
+    /// How many sessions there are.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
     /// The sessions, in start order.
     pub fn iter(&self) -> impl Iterator<Item = (Window, &Slot<S>)> {
         self.list.iter().map(|(w, s)| (*w, s))
@@ -439,6 +449,13 @@ impl<K, S> Default for KeyedSessions<K, S> {
             keys: FxHashMap::default(),
             timers: BTreeMap::new(),
         }
+    }
+}
+
+impl<K, S> KeyedSessions<K, S> {
+    /// Every key's sessions.
+    pub fn sessions(&self) -> impl Iterator<Item = &Sessions<S>> {
+        self.keys.values().map(|(sessions, _)| sessions)
     }
 }
 

@@ -171,6 +171,33 @@ pub(crate) fn result_event(
 }
 
 impl WindowState {
+    /// How much state is kept: key entries (per window), windows not yet expired, and an
+    /// estimate of the bytes (a scan of the state: about once a second, not per record).
+    pub(crate) fn size(&self) -> tidemark_runtime::StateSize {
+        use std::mem::size_of;
+        let (mut keys, mut windows, mut bytes) = (0usize, 0usize, 0usize);
+        for keyed in self.aligned.states() {
+            windows += 1;
+            keys += keyed.len();
+            bytes += size_of::<KeyedAccs>() + keyed.estimated_bytes() + 64;
+        }
+        for sessions in self.sessions.sessions() {
+            keys += 1;
+            windows += sessions.len();
+            bytes += size_of::<Value>()
+                + 64
+                + sessions
+                    .iter()
+                    .map(|(_, slot)| 48 + slot.state.capacity() * size_of::<Acc>())
+                    .sum::<usize>();
+        }
+        tidemark_runtime::StateSize {
+            keys: keys as u64,
+            windows_open: windows as u64,
+            bytes: bytes as u64,
+        }
+    }
+
     pub(crate) fn new(kind: WindowKind, lateness: i64, computed: Computed) -> Self {
         WindowState {
             kind,

@@ -13,6 +13,7 @@ use crate::output::Output;
 use crate::partitioner::Router;
 use crate::record::Record;
 use crate::task::JobFlags;
+use crate::vertex_busy::{BusySampler, VertexBusy};
 use std::sync::Arc;
 use std::time::Instant;
 use tidemark_markers::{Clock, LatencyMarker, LatencyStats};
@@ -60,6 +61,8 @@ pub(crate) struct ChainNode {
     /// Restored from a checkpoint taken after this vertex subtask had ended: what it held
     /// was emitted then, so the end of input emits nothing.
     pub(crate) ended_before: bool,
+    /// The time this vertex's own code took, estimated by sampling.
+    busy: VertexBusy,
 }
 
 impl ChainNode {
@@ -84,6 +87,7 @@ impl ChainNode {
             dropped_output_closed: 0,
             sink_index: None,
             ended_before: false,
+            busy: VertexBusy::default(),
         }
     }
 }
@@ -103,6 +107,17 @@ pub(crate) struct Chain {
     pub(crate) checkpoints: Option<Arc<Checkpoints>>,
     /// The task's subtask index (every vertex of a chain has it).
     pub(crate) subtask: u32,
+    /// Which turns of the task's loop are timed, for per-vertex busy time.
+    pub(crate) sampler: BusySampler,
+    /// The busy time of the task's source, when it has one (timed by the task), and where it
+    /// is published.
+    pub(crate) source_busy: VertexBusy,
+    pub(crate) source_metrics: Option<Arc<SubtaskMetrics>>,
+    /// In a timed turn: what the last [`Chain::process_at`] to return took, for the one that
+    /// called it.
+    downstream_nanos: u64,
+    /// When the operators' state sizes are published next (batch clock, ns).
+    next_state_size: i64,
 }
 
 impl Chain {
@@ -121,12 +136,22 @@ impl Chain {
             current_vertex: usize::MAX,
             checkpoints: None,
             subtask: 0,
+            sampler: BusySampler::new(),
+            source_busy: VertexBusy::default(),
+            source_metrics: None,
+            downstream_nanos: 0,
+            next_state_size: i64::MIN,
         }
     }
 
-    /// Sets the wall clock used for end-to-end latency of the records that follow.
-    pub(crate) fn set_batch_time(&mut self, now_nanos: i64) {
+    /// Sets the wall clock used for end-to-end latency of the records that follow: a new turn
+    /// of the task's loop, timed or not (see [`BusySampler`]). `task_busy` gives the task's busy
+    /// time so far (ns; a clock read): called only around timed turns.
+    pub(crate) fn set_batch_time(&mut self, now_nanos: i64, task_busy: impl FnOnce() -> u64) {
         self.batch_now = now_nanos;
+        let vertices = std::iter::once(&mut self.source_busy)
+            .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
+        self.sampler.begin_turn(now_nanos, task_busy, vertices);
     }
 
     /// Pushes records into the head of the chain (or straight to the router if the chain has
@@ -141,15 +166,36 @@ impl Chain {
             return Ok(());
         }
         if self.nodes.is_empty() {
-            if let Some(r) = &mut self.router {
-                r.write(records, cx)?;
-            }
-            return Ok(());
+            return self.emit(cx, |r, cx| r.write(records, cx));
         }
         self.process_at(0, records, cx)
     }
 
+    /// Node `i` processes `input` and passes on what it emits. In a timed turn its busy time is
+    /// what the call took less what the nodes after it took and less any time blocked on a full
+    /// output: its own code, and the routing of its output when it is the last node.
     fn process_at(
+        &mut self,
+        i: usize,
+        input: &mut [Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let Some(started) = self.sampler.start() else {
+            return self.process_node(i, input, cx);
+        };
+        let backpressured = *cx.backpressured;
+        self.downstream_nanos = 0;
+        let result = self.process_node(i, input, cx);
+        let took = net_nanos(started, backpressured, *cx.backpressured);
+        let own = took.saturating_sub(self.downstream_nanos);
+        self.nodes[i].busy.add_in_turn(own);
+        // For the node before this one, which took this one's time too.
+        self.downstream_nanos = took;
+        result
+    }
+
+    /// The work of [`Chain::process_at`].
+    fn process_node(
         &mut self,
         i: usize,
         input: &mut [Record],
@@ -264,19 +310,34 @@ impl Chain {
         Ok(())
     }
 
-    /// Calls `f` on every chained vertex in order, forwarding what each emits downstream.
+    /// Calls `f` on every chained vertex in order, forwarding what each emits downstream; its
+    /// time counts as the vertex's busy time: in timed turns, or every time for rare calls
+    /// ([`Timing`]).
     fn each_node(
         &mut self,
         cx: &mut SendContext<'_>,
+        timing: Timing,
         mut f: impl FnMut(&mut ChainNode) -> Result<(), BoxError>,
     ) -> Result<(), ChainError> {
         for i in 0..self.nodes.len() {
             self.current_vertex = self.nodes[i].vertex;
-            f(&mut self.nodes[i]).map_err(|error| ChainError::User {
+            let apart = matches!(timing, Timing::Always) && !self.sampler.timing();
+            let started = if apart {
+                Some(Instant::now())
+            } else {
+                self.sampler.start()
+            };
+            let result = f(&mut self.nodes[i]);
+            let node = &mut self.nodes[i];
+            match started {
+                Some(t) if apart => self.sampler.count_apart(&mut node.busy, t),
+                Some(t) => node.busy.timed(t),
+                None => {}
+            }
+            result.map_err(|error| ChainError::User {
                 node: Some(i),
                 error,
             })?;
-            let node = &mut self.nodes[i];
             node.records_out += node.out.len() as u64;
             self.forward_from(i, cx)?;
         }
@@ -290,7 +351,7 @@ impl Chain {
         wm: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        self.each_node(cx, |node| {
+        self.each_node(cx, Timing::Always, |node| {
             node.metrics.set_watermark(wm);
             match &mut node.kind {
                 NodeKind::Operator(op) => op.on_watermark(wm, &mut node.out),
@@ -330,7 +391,7 @@ impl Chain {
         now_nanos: i64,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        self.each_node(cx, |node| match &mut node.kind {
+        self.each_node(cx, Timing::PerTurn, |node| match &mut node.kind {
             NodeKind::Operator(op) => op.on_time(now_nanos, &mut node.out),
             NodeKind::Sink(_) => Ok(()),
         })
@@ -347,7 +408,7 @@ impl Chain {
             .flags
             .suspend
             .load(std::sync::atomic::Ordering::Relaxed);
-        self.each_node(cx, |node| match &mut node.kind {
+        self.each_node(cx, Timing::Always, |node| match &mut node.kind {
             // Suspended, or restored from a checkpoint taken after it had ended already.
             NodeKind::Operator(_) if suspended || node.ended_before => Ok(()),
             NodeKind::Operator(op) => op.finish(now_nanos, &mut node.out),
@@ -390,7 +451,14 @@ impl Chain {
             match &mut node.kind {
                 NodeKind::Sink(sink) => {
                     if !node.output_closed {
-                        sink.flush().map_err(user)?;
+                        let started = Instant::now();
+                        let flushed = sink.flush();
+                        if self.sampler.timing() {
+                            node.busy.timed(started);
+                        } else {
+                            self.sampler.count_apart(&mut node.busy, started);
+                        }
+                        flushed.map_err(user)?;
                     }
                     if writes_state {
                         let position = match sink.resumable() {
@@ -503,11 +571,42 @@ impl Chain {
         Some(file)
     }
 
-    /// Publishes the per-batch counters; one relaxed store per counter per batch.
+    /// Publishes every operator's state size now.
+    pub(crate) fn publish_state_size(&self) {
+        for node in &self.nodes {
+            if let NodeKind::Operator(op) = &node.kind {
+                if let Some(size) = op.state_size() {
+                    node.metrics.set_state_size(size);
+                }
+            }
+        }
+    }
+
+    /// At the end of the task, whose busy time is `task_busy` (ns): what is left is shared out
+    /// by the last timed turn.
+    pub(crate) fn settle_busy(&mut self, task_busy: u64) {
+        let vertices = std::iter::once(&mut self.source_busy)
+            .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
+        self.sampler.finish_turn(task_busy, vertices);
+        let vertices = std::iter::once(&mut self.source_busy)
+            .chain(self.nodes.iter_mut().map(|n| &mut n.busy));
+        self.sampler.share_rest(task_busy, vertices);
+    }
+
+    /// Publishes the per-batch counters; one relaxed store per counter per batch. The
+    /// operators' state sizes, which may take a scan of the state, about once a second.
     pub(crate) fn publish(&mut self) {
+        if self.batch_now >= self.next_state_size {
+            self.next_state_size = self.batch_now.saturating_add(STATE_SIZE_INTERVAL_NANOS);
+            self.publish_state_size();
+        }
+        if let Some(m) = &self.source_metrics {
+            m.set_busy_nanos(self.source_busy.nanos());
+        }
         for node in &mut self.nodes {
             node.metrics.set_records_in(node.records_in);
             node.metrics.set_records_out(node.records_out);
+            node.metrics.set_busy_nanos(node.busy.nanos());
             match &node.kind {
                 NodeKind::Operator(op) => {
                     let late = op.records_dropped(DropReason::Late);
@@ -555,25 +654,62 @@ impl Chain {
         now: Instant,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        if let Some(r) = &mut self.router {
-            r.flush_expired(now, cx)?;
-        }
-        Ok(())
+        self.emit(cx, |r, cx| r.flush_expired(now, cx))
     }
 
     pub(crate) fn flush_all(&mut self, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
-        if let Some(r) = &mut self.router {
-            r.flush_all(cx)?;
-        }
-        Ok(())
+        self.emit(cx, |r, cx| r.flush_all(cx))
     }
 
     pub(crate) fn close(&mut self, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
-        if let Some(r) = &mut self.router {
-            r.close(cx)?;
-        }
-        Ok(())
+        self.emit(cx, |r, cx| r.close(cx))
     }
+
+    /// Sends through the router with `f`; in a timed turn the time it took, less any time
+    /// blocked on a full output, counts as the busy time of the vertex whose output it is (the
+    /// last node, or the source of a task without one).
+    fn emit(
+        &mut self,
+        cx: &mut SendContext<'_>,
+        f: impl FnOnce(&mut Router, &mut SendContext<'_>) -> Result<(), Aborted>,
+    ) -> Result<(), ChainError> {
+        let Some(r) = &mut self.router else {
+            return Ok(());
+        };
+        let started = self.sampler.start();
+        let backpressured = *cx.backpressured;
+        let result = f(r, cx);
+        if let Some(t) = started {
+            let took = net_nanos(t, backpressured, *cx.backpressured);
+            let emitter = match self.nodes.last_mut() {
+                Some(node) => &mut node.busy,
+                None => &mut self.source_busy,
+            };
+            emitter.add_in_turn(took);
+        }
+        result.map_err(ChainError::from)
+    }
+}
+
+/// Nanoseconds since `started`, less the time blocked on a full output meanwhile (the
+/// backpressured time went from `before` to `after`).
+fn net_nanos(started: Instant, before: std::time::Duration, after: std::time::Duration) -> u64 {
+    started
+        .elapsed()
+        .saturating_sub(after.saturating_sub(before))
+        .as_nanos() as u64
+}
+
+/// How often the operators' state sizes are published: 1 s of the batch clock.
+const STATE_SIZE_INTERVAL_NANOS: i64 = 1_000_000_000;
+
+/// How the calls of [`Chain::each_node`] are timed.
+#[derive(Clone, Copy)]
+enum Timing {
+    /// Every call (rare ones: watermarks, end of input): outside timed turns, counted apart.
+    Always,
+    /// In timed turns only (once-per-turn calls: timers).
+    PerTurn,
 }
 
 /// Gives the coordinator the state of `vertex`'s subtask `subtask` for checkpoint `n`.

@@ -235,6 +235,10 @@ pub(crate) struct ChannelReader {
     pub(crate) gauge: Arc<crate::metrics::SubtaskMetrics>,
     /// Records taken from the queue so far.
     pub(crate) taken: u64,
+    /// The upstream vertex id of each slot, to name the input holding the watermark back.
+    pub(crate) inputs: Vec<Arc<str>>,
+    /// Whether watermarks flow in this job, so that the holder is named from the start.
+    pub(crate) names_holder: bool,
 }
 
 impl ChannelReader {
@@ -242,6 +246,18 @@ impl ChannelReader {
     pub(crate) fn recycle(&self, slot: u32, mut batch: Batch) {
         batch.clear();
         let _ = self.returns[slot as usize].try_send(batch);
+    }
+
+    /// Names the input holding the head vertex's watermark back, if it changed (where
+    /// watermarks flow and there are several inputs).
+    pub(crate) fn publish_holder(&self, watermarks: &mut crate::event_time::InputWatermarks) {
+        if !self.names_holder || self.inputs.len() < 2 {
+            return;
+        }
+        if let Some(holder) = watermarks.holder_changed() {
+            self.gauge
+                .set_watermark_holder(holder.map(|slot| self.inputs[slot].clone()));
+        }
     }
 
     pub(crate) fn note_received(&mut self, records: usize) {

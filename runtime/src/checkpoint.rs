@@ -9,7 +9,8 @@
 //! delivered, so acknowledging `n` acknowledges every checkpoint before it too.
 //!
 //! [`Checkpoints`] is the job-wide coordinator the tasks share; it also keeps the series
-//! `tidemark_checkpoints_completed_total` and `tidemark_checkpoint_duration_seconds`, which it
+//! `tidemark_checkpoints_completed_total`, `tidemark_checkpoints_failed_total` and
+//! `tidemark_checkpoint_duration_seconds`, which it
 //! writes into the job's metrics registry as a [`SeriesSource`]. Control code reaches it
 //! through [`JobHandle::checkpoints`](crate::JobHandle::checkpoints), never through metrics.
 
@@ -107,8 +108,6 @@ struct Inner {
     last: Option<CompletedCheckpoint>,
     /// Per vertex id: how long barriers were aligned.
     alignment: BTreeMap<String, AlignmentHistogram>,
-    /// Per keyed vertex subtask (id, subtask index): keys with state at its last checkpoint.
-    keys: BTreeMap<(String, String), u64>,
 }
 
 impl Checkpoints {
@@ -184,12 +183,6 @@ impl Checkpoints {
         self.inner.lock().ok().and_then(|i| i.last.clone())
     }
 
-    /// Checkpoints that failed so far (not written: a write error, a subtask that ended
-    /// before it gave its state).
-    pub fn failed_total(&self) -> u64 {
-        self.inner.lock().map(|i| i.failed_total).unwrap_or(0)
-    }
-
     /// Whether checkpoint `n` has completed or failed.
     pub(crate) fn settled(&self, n: u64) -> bool {
         self.completed() >= n || self.failed.load(Ordering::Acquire) >= n
@@ -208,12 +201,6 @@ impl Checkpoints {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        if let Some(keyed) = &file.keyed {
-            inner.keys.insert(
-                (file.vertex.clone(), file.subtask.to_string()),
-                keyed.len() as u64,
-            );
-        }
         inner.parts.entry(n).or_default().push((vertex, file));
         self.settle(&mut inner, storage, n);
     }
@@ -365,6 +352,21 @@ impl Checkpoints {
         self.inner.lock().map(|i| i.completed_total).unwrap_or(0)
     }
 
+    /// Checkpoints that failed so far: not written (a write error, a subtask that ended before
+    /// it gave its state), or started and given up on (the job ended, failed or was stopped
+    /// hard before every sink acknowledged them).
+    pub fn failed_total(&self) -> u64 {
+        self.inner.lock().map(|i| i.failed_total).unwrap_or(0)
+    }
+
+    /// The job has ended: every checkpoint still pending will never complete, so it failed.
+    pub(crate) fn abandon_pending(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.failed_total += inner.started.len() as u64;
+            inner.started.clear();
+        }
+    }
+
     /// A source subtask sends barrier `n`; the first to do so starts the clock of `n`.
     pub(crate) fn triggered(&self, n: u64) {
         if let Ok(mut inner) = self.inner.lock() {
@@ -433,28 +435,22 @@ pub const COMPLETED: SeriesFamily = SeriesFamily::counter(
     "Checkpoints every sink acknowledged.",
 );
 
+/// `tidemark_checkpoints_failed_total`.
+pub const FAILED: SeriesFamily = SeriesFamily::counter(
+    "tidemark_checkpoints_failed_total",
+    "Checkpoints that failed: not written (a write error, a subtask that ended before giving its state), or started and never completed (the job ended, failed or was stopped hard before every sink acknowledged them).",
+);
+
 /// `tidemark_checkpoint_duration_seconds`, with the buckets [`DURATION_BUCKETS`].
 pub const DURATION: SeriesFamily = SeriesFamily::histogram(
     "tidemark_checkpoint_duration_seconds",
     "Time from a checkpoint's first barrier to the last sink acknowledgement.",
 );
 
-/// `tidemark_checkpoints_failed_total`.
-pub const FAILED: SeriesFamily = SeriesFamily::counter(
-    "tidemark_checkpoints_failed_total",
-    "Checkpoints that were not written (a write error, or a subtask that ended first).",
-);
-
 /// `tidemark_checkpoint_alignment_seconds`.
 pub const ALIGNMENT: SeriesFamily = SeriesFamily::histogram(
     "tidemark_checkpoint_alignment_seconds",
     "Time a vertex subtask held back inputs whose barrier had arrived until every open input delivered it (0 with one input).",
-);
-
-/// `tidemark_state_keys`.
-pub const STATE_KEYS: SeriesFamily = SeriesFamily::gauge(
-    "tidemark_state_keys",
-    "Keys with state in a keyed operator subtask, as of its last checkpoint.",
 );
 
 /// `tidemark_checkpoint_size_bytes`.
@@ -481,6 +477,7 @@ impl SeriesSource for Checkpoints {
             return;
         };
         out.number(&COMPLETED, &[], inner.completed_total as f64);
+        out.number(&FAILED, &[], inner.failed_total as f64);
         out.histogram(
             &DURATION,
             &[],
@@ -492,7 +489,6 @@ impl SeriesSource for Checkpoints {
         if self.storage.is_none() {
             return;
         }
-        out.number(&FAILED, &[], inner.failed_total as f64);
         for (vertex, (buckets, count, sum)) in &inner.alignment {
             out.histogram(
                 &ALIGNMENT,
@@ -501,16 +497,6 @@ impl SeriesSource for Checkpoints {
                 buckets,
                 *count,
                 *sum,
-            );
-        }
-        for ((vertex, subtask), keys) in &inner.keys {
-            out.number(
-                &STATE_KEYS,
-                &[
-                    ("operator_id", vertex.as_str()),
-                    ("operator_subtask_index", subtask.as_str()),
-                ],
-                *keys as f64,
             );
         }
         if let Some(last) = &inner.last {
@@ -629,6 +615,27 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_pending_when_the_job_ends_failed() {
+        let c = Checkpoints::new(Some(Duration::from_secs(1)), 1);
+        c.triggered(1);
+        c.acknowledge(0, 1);
+        c.triggered(2);
+        c.triggered(3);
+        assert_eq!((c.completed_total(), c.failed_total()), (1, 0));
+        c.abandon_pending();
+        assert_eq!((c.completed_total(), c.failed_total()), (1, 2));
+        // Counted once; and a late acknowledgement completes nothing given up on.
+        c.abandon_pending();
+        c.acknowledge(0, 3);
+        assert_eq!((c.completed_total(), c.failed_total()), (1, 2));
+        let failed = collect(&c)
+            .into_iter()
+            .find(|f| f.family.name == "tidemark_checkpoints_failed_total")
+            .unwrap();
+        assert_eq!(failed.series[0].value, SeriesValue::Number(2.0));
+    }
+
+    #[test]
     fn complete_when_every_sink_acknowledged() {
         let c = Checkpoints::new(Some(Duration::from_secs(1)), 2);
         c.triggered(1);
@@ -647,11 +654,13 @@ mod tests {
             names,
             [
                 "tidemark_checkpoints_completed_total",
+                "tidemark_checkpoints_failed_total",
                 "tidemark_checkpoint_duration_seconds"
             ]
         );
         assert_eq!(families[0].series[0].value, SeriesValue::Number(2.0));
-        let SeriesValue::Histogram { buckets, count, .. } = &families[1].series[0].value else {
+        assert_eq!(families[1].series[0].value, SeriesValue::Number(0.0));
+        let SeriesValue::Histogram { buckets, count, .. } = &families[2].series[0].value else {
             panic!("{families:?}");
         };
         assert_eq!(*count, 2);

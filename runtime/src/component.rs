@@ -318,6 +318,25 @@ pub trait Operator: Send {
     fn restore_keyed(&mut self, _state: crate::keyed_state::KeyedSnapshot) -> Result<(), BoxError> {
         Ok(())
     }
+
+    /// How much state this subtask keeps now, for `tidemark_state_keys`,
+    /// `tidemark_state_windows_open` and `tidemark_state_bytes`: `None` (the default) for a
+    /// stateless operator. Called about once a second by the task, never per record; it may
+    /// take time proportional to the state.
+    fn state_size(&self) -> Option<StateSize> {
+        None
+    }
+}
+
+/// The size of an operator subtask's state ([`Operator::state_size`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateSize {
+    /// Key entries with state (a key with state in two windows counts twice).
+    pub keys: u64,
+    /// Windows not yet expired (0 for an operator without windows).
+    pub windows_open: u64,
+    /// An estimate of the bytes the state takes in memory.
+    pub bytes: u64,
 }
 
 /// The error a sink returns when its output has gone away for good (standard output whose

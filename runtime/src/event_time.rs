@@ -234,6 +234,12 @@ pub struct SplitWatermarks {
     clamp_to: Option<i64>,
     /// The strategy's out-of-orderness (ns), once the runtime has looked.
     out_of_orderness: Option<i64>,
+    /// Each split's name, if the source gave one ([`SplitWatermarks::name_split`]).
+    names: Vec<Option<std::sync::Arc<str>>>,
+    /// The split holding the watermark back at the runtime's last look.
+    holder: Option<usize>,
+    /// The holder last given by [`SplitWatermarks::holder_changed`].
+    told_holder: Option<Option<usize>>,
 }
 
 /// What one split's watermark is, as the runtime last looked ([`SplitWatermarks::status`]).
@@ -264,6 +270,9 @@ impl Default for SplitWatermarks {
             valid: (i64::MIN, i64::MAX),
             clamp_to: None,
             out_of_orderness: None,
+            names: Vec::new(),
+            holder: None,
+            told_holder: None,
         }
     }
 }
@@ -287,10 +296,39 @@ impl SplitWatermarks {
         self.live += 1;
         if let Some(i) = self.splits.iter().position(|s| !s.live) {
             self.splits[i] = Split::NEW;
+            self.names[i] = None;
             return SplitId(i as u32);
         }
         self.splits.push(Split::NEW);
+        self.names.push(None);
         SplitId(self.splits.len() as u32 - 1)
+    }
+
+    /// Names `split` (a Kafka partition as `<topic>/<partition>`): the name
+    /// `tidemark_watermark_holder_info` gives it when it holds the subtask's watermark back.
+    pub fn name_split(&mut self, split: SplitId, name: &str) {
+        if let Some(n) = self.names.get_mut(split.0 as usize) {
+            *n = Some(std::sync::Arc::from(name));
+        }
+    }
+
+    /// The name given to `split`, if any.
+    pub fn name(&self, split: SplitId) -> Option<&str> {
+        self.names.get(split.0 as usize)?.as_deref()
+    }
+
+    /// The name of the split holding the watermark back at the runtime's last look (the lowest
+    /// among those not idle; one without a record yet is lowest), if it changed since the last
+    /// call; `Some(None)` when nothing is held back or the holder has no name.
+    pub(crate) fn holder_changed(&mut self) -> Option<Option<std::sync::Arc<str>>> {
+        if self.told_holder == Some(self.holder) {
+            return None;
+        }
+        self.told_holder = Some(self.holder);
+        Some(
+            self.holder
+                .and_then(|i| self.names.get(i).cloned().flatten()),
+        )
     }
 
     /// Removes a split: it no longer counts (a partition revoked in a rebalance).
@@ -399,7 +437,8 @@ impl SplitWatermarks {
         let idleness = strategy.idleness.map(duration_nanos);
         let mut min = i64::MAX;
         let mut any = false;
-        for s in self.splits.iter_mut().filter(|s| s.live) {
+        let mut holder = None;
+        for (i, s) in self.splits.iter_mut().enumerate().filter(|(_, s)| s.live) {
             if s.active {
                 s.last_input_at = now;
                 s.active = false;
@@ -413,10 +452,15 @@ impl SplitWatermarks {
                     || idleness.is_some_and(|i| now.saturating_sub(s.last_input_at) >= i);
             }
             if !s.idle {
+                let current = s.current(out_of_orderness);
+                if !any || current < min {
+                    holder = Some(i);
+                }
                 any = true;
-                min = min.min(s.current(out_of_orderness));
+                min = min.min(current);
             }
         }
+        self.holder = holder;
         match (any, min) {
             (false, _) => Candidate::Idle,
             (true, i64::MIN) => Candidate::Pending,
@@ -584,6 +628,8 @@ pub(crate) struct InputWatermarks {
     per_slot: Vec<i64>,
     idle: Vec<bool>,
     current: i64,
+    /// The holder last given by [`InputWatermarks::holder_changed`].
+    told_holder: Option<Option<usize>>,
 }
 
 impl InputWatermarks {
@@ -592,7 +638,33 @@ impl InputWatermarks {
             per_slot: vec![i64::MIN; slots],
             idle: vec![false; slots],
             current: i64::MIN,
+            told_holder: None,
         }
+    }
+
+    /// The slot holding the watermark back now: the one with the lowest watermark among those
+    /// neither idle nor ended (one that never sent a watermark is at the lowest); the first of
+    /// them on a tie. `None` when every slot is idle or ended.
+    pub(crate) fn holder(&self) -> Option<usize> {
+        let mut holder: Option<usize> = None;
+        for (slot, (&wm, &idle)) in self.per_slot.iter().zip(&self.idle).enumerate() {
+            if idle || wm == i64::MAX {
+                continue;
+            }
+            if holder.is_none_or(|h| wm < self.per_slot[h]) {
+                holder = Some(slot);
+            }
+        }
+        holder
+    }
+
+    /// The holder, if it changed since the last call (the first call always gives it).
+    pub(crate) fn holder_changed(&mut self) -> Option<Option<usize>> {
+        let holder = self.holder();
+        (self.told_holder != Some(holder)).then(|| {
+            self.told_holder = Some(holder);
+            holder
+        })
     }
 
     /// A watermark from `slot`; returns the new combined watermark if it advanced.
@@ -909,6 +981,80 @@ mod tests {
         assert_eq!(w.on_watermark(0, 300), Some(200));
         assert_eq!(w.on_end(0), None);
         assert_eq!(w.on_end(1), None, "all ended: nothing left to advance");
+    }
+
+    #[test]
+    fn the_split_holding_the_watermark_back_is_named() {
+        let strategy = WatermarkStrategy {
+            idleness: Some(Duration::from_secs(1)),
+            ..WatermarkStrategy::default()
+        };
+        let mut s = SplitWatermarks::new();
+        let p0 = s.add_split();
+        let p1 = s.add_split();
+        s.name_split(p0, "orders/0");
+        s.name_split(p1, "orders/1");
+        let sec = 1_000_000_000;
+        // Nothing read from orders/1 yet: it holds the watermark back.
+        s.observe(p0, 10 * sec);
+        s.combined(0, &strategy);
+        assert_eq!(s.holder_changed(), Some(Some("orders/1".into())));
+        assert_eq!(s.holder_changed(), None, "told once");
+        s.observe(p1, 20 * sec);
+        s.observe(p0, 30 * sec);
+        s.combined(sec / 2, &strategy);
+        assert_eq!(
+            s.holder_changed(),
+            None,
+            "orders/1, at 20 s, is still the lowest"
+        );
+        // orders/1 stops; orders/0 goes on: orders/1 (at 20 s) still holds it back.
+        s.observe(p0, 40 * sec);
+        s.combined(sec, &strategy);
+        assert_eq!(s.holder_changed(), None, "still orders/1");
+        // orders/1 quiet for the idle timeout: idle, it holds nothing back.
+        s.observe(p0, 50 * sec);
+        s.combined(2 * sec, &strategy);
+        assert_eq!(s.holder_changed(), Some(Some("orders/0".into())));
+        // Removed, then a new split in its slot: its name is not inherited.
+        s.remove_split(p1);
+        let p2 = s.add_split();
+        s.combined(3 * sec, &strategy);
+        assert_eq!(s.holder_changed(), Some(None), "the new split has no name");
+        s.name_split(p2, "orders/2");
+        s.observe(p2, 60 * sec);
+        s.observe(p0, 55 * sec);
+        s.combined(4 * sec, &strategy);
+        assert_eq!(s.holder_changed(), Some(Some("orders/0".into())));
+    }
+
+    #[test]
+    fn the_holder_is_the_lowest_input_that_is_neither_idle_nor_ended() {
+        let mut w = InputWatermarks::new(3);
+        // None has sent a watermark: each holds it back; the first is named.
+        assert_eq!(w.holder_changed(), Some(Some(0)));
+        assert_eq!(w.holder_changed(), None, "told once");
+        w.on_watermark(0, 100);
+        // Slot 1 never sent one: it holds the watermark back.
+        assert_eq!(w.holder_changed(), Some(Some(1)));
+        w.on_watermark(1, 50);
+        w.on_watermark(2, 70);
+        assert_eq!(w.holder(), Some(1));
+        // Slot 1 stops while the others go on: it still holds it back.
+        w.on_watermark(0, 500);
+        w.on_watermark(2, 600);
+        assert_eq!(w.holder_changed(), None, "still slot 1");
+        // Idle, it holds nothing back: the lowest of the others does.
+        w.on_idle(1);
+        assert_eq!(w.holder_changed(), Some(Some(0)));
+        w.on_end(0);
+        assert_eq!(w.holder(), Some(2));
+        w.on_end(2);
+        assert_eq!(
+            w.holder_changed(),
+            Some(None),
+            "idle or ended: nothing held"
+        );
     }
 
     #[test]

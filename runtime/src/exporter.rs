@@ -114,6 +114,8 @@ enum Labels {
     MarkerKey,
     /// `operator_id`, `operator_subtask_index`, `reason`.
     VertexReason,
+    /// `operator_id`, `operator_subtask_index`, `input`.
+    VertexInput,
 }
 
 impl Labels {
@@ -124,6 +126,7 @@ impl Labels {
             Labels::Task => &["task", "subtask_index"],
             Labels::Source => &["source_id", "source_subtask_index"],
             Labels::VertexReason => &["operator_id", "operator_subtask_index", "reason"],
+            Labels::VertexInput => &["operator_id", "operator_subtask_index", "input"],
             Labels::MarkerKey => match granularity {
                 Granularity::Single => &["operator_id", "operator_subtask_index"],
                 Granularity::Operator => &["source_id", "operator_id", "operator_subtask_index"],
@@ -194,6 +197,8 @@ specs! {
         "Records a vertex subtask emitted.";
     input_queue: INPUT_QUEUE = "tidemark_input_queue_records", GAUGE, Vertex,
         "Records waiting in the input channels of an operator or sink subtask.";
+    operator_busy: OPERATOR_BUSY = "tidemark_operator_busy_seconds_total", COUNTER, Vertex,
+        "Seconds a vertex subtask's own code took (a source's polls, an operator's processing, a sink's writes), estimated by timing one batch now and then and scaling; rate() is its busy fraction, and the vertices of a task add up to the task's busy time less the runtime's own share.";
     task_busy: TASK_BUSY = "tidemark_task_busy_seconds_total", COUNTER, Task,
         "Seconds a task (a chain of vertices, one thread per subtask) spent working.";
     task_backpressured: TASK_BACKPRESSURED = "tidemark_task_backpressured_seconds_total", COUNTER, Task,
@@ -210,6 +215,16 @@ specs! {
         "Records whose create timestamp was outside the allowed range (dropped or clamped).";
     watermark_lag: WATERMARK_LAG = "tidemark_watermark_lag_seconds", GAUGE, Vertex,
         "Wall clock minus the subtask's current event-time watermark, in seconds (only where watermarks flow).";
+    watermark: WATERMARK = "tidemark_watermark_seconds", GAUGE, Vertex,
+        "The subtask's current event-time watermark, in seconds since the Unix epoch (only where watermarks flow).";
+    watermark_holder: WATERMARK_HOLDER = "tidemark_watermark_holder_info", GAUGE, VertexInput,
+        "1 for the input holding the subtask's watermark back now (the minimum over its inputs): input is the upstream vertex id, or <topic>/<partition> for a Kafka partition; an input that never sent a watermark holds it back.";
+    state_keys: STATE_KEYS = "tidemark_state_keys", GAUGE, Vertex,
+        "Key entries with state in a stateful operator subtask (a key with state in two windows counts twice), as published about once a second.";
+    state_windows_open: STATE_WINDOWS_OPEN = "tidemark_state_windows_open", GAUGE, Vertex,
+        "Windows not yet expired in a window operator subtask (0 for other stateful operators).";
+    state_bytes: STATE_BYTES = "tidemark_state_bytes", GAUGE, Vertex,
+        "An estimate of the bytes a stateful operator subtask's state takes in memory.";
     late_dropped: LATE_DROPPED = "tidemark_late_records_dropped_total", COUNTER, Vertex,
         "Records a window operator subtask dropped as late.";
     records_dropped: RECORDS_DROPPED = "tidemark_records_dropped_total", COUNTER, VertexReason,
@@ -333,6 +348,8 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
                 .push(own.clone(), counter(metrics.records_in() as f64));
             f.records_out
                 .push(own.clone(), counter(metrics.records_out() as f64));
+            f.operator_busy
+                .push(own.clone(), counter(metrics.busy_seconds()));
             if is_source {
                 let source = labels(
                     job,
@@ -358,6 +375,25 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
             if watermark != i64::MIN {
                 let lag = now_nanos.saturating_sub(watermark) as f64 / NANOS_PER_SECOND;
                 f.watermark_lag.push(own.clone(), gauge(lag));
+                f.watermark
+                    .push(own.clone(), gauge(watermark as f64 / NANOS_PER_SECOND));
+            }
+            if let Some(holder) = metrics.watermark_holder() {
+                let l = labels(
+                    job,
+                    &[
+                        ("operator_id", &vertex.id),
+                        ("operator_subtask_index", &index),
+                        ("input", &holder),
+                    ],
+                );
+                f.watermark_holder.push(l, gauge(1.0));
+            }
+            if let Some(size) = metrics.state_size() {
+                f.state_keys.push(own.clone(), gauge(size.keys as f64));
+                f.state_windows_open
+                    .push(own.clone(), gauge(size.windows_open as f64));
+                f.state_bytes.push(own.clone(), gauge(size.bytes as f64));
             }
             if vertex.kind == VertexKind::Operator {
                 f.late_dropped
@@ -825,6 +861,18 @@ mod tests {
             .collect()
     }
 
+    /// The families the test job of [`run_job`] has no series of: the watermark families need
+    /// watermarks (see their own test), the state families a stateful operator
+    /// (operators/tests/runtime_metrics.rs).
+    const NOT_IN_THE_TEST_JOB: [&str; 6] = [
+        WATERMARK_LAG.name,
+        WATERMARK.name,
+        WATERMARK_HOLDER.name,
+        STATE_KEYS.name,
+        STATE_WINDOWS_OPEN.name,
+        STATE_BYTES.name,
+    ];
+
     fn named<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {
         samples.iter().filter(|s| s.name == name).collect()
     }
@@ -849,8 +897,10 @@ mod tests {
         // Every family appears (markers on, e2e on at sources and the sink), with HELP and TYPE,
         // in the documented order.
         let mut positions = Vec::new();
-        // The watermark lag needs watermarks (see its own test).
-        for name in FAMILY_NAMES.iter().filter(|n| **n != WATERMARK_LAG.name) {
+        for name in FAMILY_NAMES
+            .iter()
+            .filter(|n| !NOT_IN_THE_TEST_JOB.contains(n))
+        {
             let help = format!("# HELP {name} ");
             let pos = text
                 .find(&help)
@@ -1318,7 +1368,7 @@ mod tests {
         let expected: BTreeSet<&str> = FAMILY_NAMES
             .iter()
             .copied()
-            .filter(|n| *n != WATERMARK_LAG.name)
+            .filter(|n| !NOT_IN_THE_TEST_JOB.contains(n))
             .collect();
         assert_eq!(names, expected);
         let direct: usize = gather(&registry).iter().map(|f| f.get_metric().len()).sum();
@@ -1398,6 +1448,12 @@ mod tests {
         assert_eq!(ids, ["out", "src"].into_iter().collect());
         // The watermark trails the wall clock: the lag is positive.
         assert!(lag.iter().all(|s| s.value > 0.0), "{lag:?}");
+        // The watermark itself, in seconds since the epoch, is the registry's.
+        for s in named(&samples, "tidemark_watermark_seconds") {
+            let wm = registry.vertex(s.label("operator_id")).unwrap().subtasks[0].watermark();
+            assert_eq!(s.value, wm as f64 / 1e9, "{s:?}");
+        }
+        assert_eq!(named(&samples, "tidemark_watermark_seconds").len(), 2);
         // Without watermarks, no such series.
         let plain = run_job(Granularity::Single, Duration::ZERO);
         assert!(!render_text(&plain)
@@ -1420,6 +1476,9 @@ mod tests {
             "# HELP tidemark_checkpoints_completed_total Checkpoints every sink acknowledged.\n\
              # TYPE tidemark_checkpoints_completed_total counter\n\
              tidemark_checkpoints_completed_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
+             # HELP tidemark_checkpoints_failed_total Checkpoints that failed: not written (a write error, a subtask that ended before giving its state), or started and never completed (the job ended, failed or was stopped hard before every sink acknowledged them).\n\
+             # TYPE tidemark_checkpoints_failed_total counter\n\
+             tidemark_checkpoints_failed_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
              # HELP tidemark_checkpoint_duration_seconds Time from a checkpoint's first barrier to the last sink acknowledgement.\n\
              # TYPE tidemark_checkpoint_duration_seconds histogram\n",
         );

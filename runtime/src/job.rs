@@ -248,6 +248,8 @@ impl JobHandle {
             let _ = t.join();
         }
         let registry = self.shared.registry.clone();
+        // A checkpoint still pending now never completes.
+        self.shared.checkpoints.abandon_pending();
         registry.set_running(false);
         if self.shared.flags.abort.load(Ordering::Relaxed) {
             // Records still queued when the job stopped hard never reached their vertex.
@@ -347,6 +349,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         .iter()
         .map(|t| TaskMetricsGroup {
             name: t.name.clone(),
+            vertices: t.vertices.iter().map(|v| v.0).collect(),
             subtasks: (0..t.parallelism)
                 .map(|_| Arc::new(TaskMetrics::default()))
                 .collect(),
@@ -385,6 +388,12 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
     }
     let mut next_sink_index = 0usize;
 
+    // Where any source makes watermarks, vertices with several inputs name the one holding
+    // theirs back, from the start.
+    let watermarks_flow = graph
+        .vertices
+        .iter()
+        .any(|v| v.source_options.watermarks.is_some());
     // Queues: one per subtask of every task that has channel input.
     let mut queues: Vec<Vec<Option<(QueueSender, ChannelReader)>>> = plan
         .tasks
@@ -416,12 +425,17 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             open: 0,
                             gauge: gauge.clone(),
                             taken: 0,
+                            inputs: Vec::new(),
+                            names_holder: watermarks_flow,
                         },
                     )
                 });
                 let (pool_tx, pool_rx) = channel::pool(config.channel_capacity.max(1) + 2);
                 let slot = reader.returns.len() as u32;
                 reader.returns.push(pool_tx);
+                reader
+                    .inputs
+                    .push(Arc::from(graph.vertices[e.from.0].id.as_str()));
                 reader.open += 1;
                 writers.push(ChannelWriter::new(
                     tx.clone(),

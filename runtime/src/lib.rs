@@ -74,11 +74,12 @@ mod task;
 pub mod testing;
 mod text_encoder;
 pub mod value;
+mod vertex_busy;
 
 pub use batch::{Batch, Event};
 pub use component::{
     process_taken, BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts,
-    SourceLag, SourceStatus, SubtaskContext,
+    SourceLag, SourceStatus, StateSize, SubtaskContext,
 };
 pub use config::{IdleStrategy, JobConfig};
 pub use event_time::{

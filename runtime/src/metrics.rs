@@ -48,6 +48,11 @@ pub struct SubtaskMetrics {
     latency: Mutex<LatencyTracker>,
     e2e: Mutex<Option<LatencyStats>>,
     dropped: CachePadded<[AtomicU64; DropReason::COUNT]>,
+    /// The input holding the watermark back; set when it changes (at a watermark, not per
+    /// record).
+    watermark_holder: Mutex<Option<Arc<str>>>,
+    /// Keys, windows open and bytes of the operator's state; keys is -1 for a stateless one.
+    state: CachePadded<[AtomicI64; 3]>,
 }
 
 /// Why a record did not reach a sink (besides a filter or an aggregation consuming it by
@@ -115,6 +120,7 @@ struct OwnedCounters {
     invalid_timestamps: AtomicU64,
     late_dropped: AtomicU64,
     watermark: AtomicI64,
+    busy_nanos: AtomicU64,
 }
 
 macro_rules! counter_accessors {
@@ -154,6 +160,8 @@ impl SubtaskMetrics {
             )),
             e2e: Mutex::new(None),
             dropped: CachePadded::new(Default::default()),
+            watermark_holder: Mutex::new(None),
+            state: CachePadded::new([AtomicI64::new(-1), AtomicI64::new(0), AtomicI64::new(0)]),
         }
     }
 
@@ -176,6 +184,55 @@ impl SubtaskMetrics {
         late_records_dropped, set_late_records_dropped, late_dropped: u64;
         /// The current event-time watermark (ns), `i64::MIN` before the first.
         watermark, set_watermark, watermark: i64;
+        /// The time this vertex subtask's own code took (ns), estimated by sampling one batch
+        /// now and then (at least once per millisecond under load) and scaling: a source's
+        /// polls, an operator's processing, timers and watermarks, a sink's writes. Within a
+        /// task, the vertices' busy times add up to the task's busy time, less the runtime's own
+        /// share (routing, channels, metrics).
+        busy_nanos, set_busy_nanos, busy_nanos: u64;
+    }
+
+    /// [`SubtaskMetrics::busy_nanos`] in seconds.
+    pub fn busy_seconds(&self) -> f64 {
+        self.busy_nanos() as f64 / 1e9
+    }
+
+    /// The input holding this subtask's watermark back now, for a vertex whose watermark is the
+    /// minimum over several inputs (where watermarks flow): the upstream vertex id of a local
+    /// input, `<topic>/<partition>` of a Kafka partition. An input that has never sent a
+    /// watermark holds it back. `None` where not tracked, or when every input is idle or ended.
+    pub fn watermark_holder(&self) -> Option<Arc<str>> {
+        self.watermark_holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets the holder; called by the owning task when it changes.
+    pub(crate) fn set_watermark_holder(&self, holder: Option<Arc<str>>) {
+        *self
+            .watermark_holder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = holder;
+    }
+
+    /// The size of this (operator) subtask's state as last published (about once a second),
+    /// `None` for a stateless one ([`crate::Operator::state_size`]).
+    pub fn state_size(&self) -> Option<crate::StateSize> {
+        let keys = self.state[0].load(Ordering::Relaxed);
+        (keys >= 0).then(|| crate::StateSize {
+            keys: keys as u64,
+            windows_open: self.state[1].load(Ordering::Relaxed) as u64,
+            bytes: self.state[2].load(Ordering::Relaxed) as u64,
+        })
+    }
+
+    /// Publishes the state size; called by the owning task.
+    pub(crate) fn set_state_size(&self, size: crate::StateSize) {
+        let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
+        self.state[1].store(clamp(size.windows_open), Ordering::Relaxed);
+        self.state[2].store(clamp(size.bytes), Ordering::Relaxed);
+        self.state[0].store(clamp(size.keys), Ordering::Relaxed);
     }
 
     /// Records this subtask dropped for `reason` so far.
@@ -272,6 +329,8 @@ pub struct VertexMetrics {
 pub struct TaskMetricsGroup {
     /// Vertex ids joined with `+`.
     pub name: String,
+    /// The chained vertices, head first, as indices into [`MetricsRegistry::vertices`].
+    pub vertices: Vec<usize>,
     /// One entry per subtask.
     pub subtasks: Vec<Arc<TaskMetrics>>,
 }
@@ -384,6 +443,12 @@ impl MetricsRegistry {
     /// All tasks.
     pub fn tasks(&self) -> &[TaskMetricsGroup] {
         &self.tasks
+    }
+
+    /// The index (into [`MetricsRegistry::tasks`]) of the task that runs the vertex at index
+    /// `vertex`.
+    pub fn task_of(&self, vertex: usize) -> Option<usize> {
+        self.tasks.iter().position(|t| t.vertices.contains(&vertex))
     }
 
     /// The vertex with this id.

@@ -195,6 +195,10 @@ impl Task {
             Head::Source { metrics, .. } => metrics.clone(),
             Head::Channel(reader) => reader.gauge.clone(),
         };
+        let mut chain = chain;
+        if let Head::Source { metrics, .. } = &head {
+            chain.source_metrics = Some(metrics.clone());
+        }
         let holding = Arc::new(Holding {
             held: CachePadded::new(AtomicU64::new(0)),
             counted: AtomicU8::new(NOT_COUNTED),
@@ -225,7 +229,9 @@ impl Task {
             Head::Source { .. } => self.run_source(),
             Head::Channel(_) => self.run_channel(),
         };
-        self.times.publish();
+        let busy = self.times.publish();
+        self.chain.settle_busy(busy);
+        self.chain.publish_state_size();
         self.chain.publish();
         // Ended cleanly: the state after the end stands in for later checkpoints; otherwise
         // checkpoints this task gave no state for can no longer complete.
@@ -336,7 +342,10 @@ impl Task {
             if flags.stop.load(Ordering::Relaxed) {
                 break;
             }
-            self.chain.set_batch_time(now);
+            let (started, idle, backpressured) =
+                (self.times.started, self.times.idle, *cx.backpressured);
+            self.chain
+                .set_batch_time(now, || busy_nanos(started, idle, backpressured));
             self.chain.on_time(now, &mut cx)?;
             let ctx = PollContext {
                 now_nanos: now,
@@ -348,6 +357,7 @@ impl Task {
                 }
             }
             self.chain.current_vertex = self.head_vertex;
+            let started = self.chain.sampler.start();
             let status = source
                 .poll(&ctx, &mut out)
                 .map_err(|error| ChainError::User { node: None, error })?;
@@ -373,6 +383,9 @@ impl Task {
                         None => crate::chain::record_e2e(stats, now, out.records()),
                     }
                 }
+            }
+            if let Some(t) = started {
+                self.chain.source_busy.timed(t);
             }
             // Published before the push, so a push that fails or is aborted still leaves the
             // count of what this source emitted right.
@@ -410,6 +423,15 @@ impl Task {
                 };
                 if per_split && action != WatermarkAction::None {
                     source.watermarks_looked();
+                }
+                if per_split {
+                    // The split holding the watermark back, named (`<topic>/<partition>`).
+                    if let Some(holder) = source
+                        .split_watermarks()
+                        .and_then(|splits| splits.holder_changed())
+                    {
+                        metrics.set_watermark_holder(holder);
+                    }
                 }
                 match action {
                     WatermarkAction::Emit(wm) => {
@@ -498,7 +520,10 @@ impl Task {
             released: false,
             vertex: self.head_vertex,
             slots: reader.returns.len(),
+            holder_may_change: false,
         };
+        // Exported from the start: before any watermark, an input that sent none is named.
+        reader.publish_holder(&mut input.watermarks);
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -542,7 +567,10 @@ impl Task {
                 }
             };
             let now = self.clock.now_nanos();
-            self.chain.set_batch_time(now);
+            let (started, idle, backpressured) =
+                (self.times.started, self.times.idle, *cx.backpressured);
+            self.chain
+                .set_batch_time(now, || busy_nanos(started, idle, backpressured));
             let held = match message {
                 Some(Message::Data { slot, batch }) => {
                     reader.note_received(batch.records.len());
@@ -573,7 +601,10 @@ impl Task {
             backpressured: &mut self.times.backpressured,
         };
         let now = self.clock.now_nanos();
-        self.chain.set_batch_time(now);
+        let (started, idle, backpressured) =
+            (self.times.started, self.times.idle, *cx.backpressured);
+        self.chain
+            .set_batch_time(now, || busy_nanos(started, idle, backpressured));
         self.chain.finish(now, &mut cx)?;
         self.chain.close(&mut cx)?;
         self.chain.publish();
@@ -614,6 +645,8 @@ struct ChannelInput {
     vertex: usize,
     /// Input slots.
     slots: usize,
+    /// A watermark or idleness was taken since the holder was last published.
+    holder_may_change: bool,
 }
 
 impl ChannelInput {
@@ -671,6 +704,7 @@ impl ChannelInput {
                 if let Some(wm) = self.watermarks.on_end(slot as usize) {
                     chain.on_watermark(wm, cx)?;
                 }
+                reader.publish_holder(&mut self.watermarks);
                 return Ok(());
             }
             Held::Data {
@@ -684,6 +718,13 @@ impl ChannelInput {
             .held
             .store((batch.records.len() - record) as u64, Ordering::Relaxed);
         let mut start = record;
+        // Watermarks or idleness came: the input holding the watermark back may have changed.
+        if batch.events[event..]
+            .iter()
+            .any(|(_, e)| matches!(e, Event::Watermark(_) | Event::Idle))
+        {
+            self.holder_may_change = true;
+        }
         for j in event..batch.events.len() {
             let (pos, event) = batch.events[j];
             let pos = pos as usize;
@@ -725,6 +766,9 @@ impl ChannelInput {
         chain.push(&mut batch.records[start..], cx)?;
         reader.recycle(slot, batch);
         holding.held.store(0, Ordering::Relaxed);
+        if std::mem::take(&mut self.holder_may_change) {
+            reader.publish_holder(&mut self.watermarks);
+        }
         Ok(())
     }
 
@@ -753,16 +797,26 @@ pub(crate) struct TaskTimes {
 }
 
 impl TaskTimes {
-    /// Publishes the times; busy time is what is neither idle nor backpressured.
-    fn publish(&self) {
-        let total = self.started.elapsed();
-        let busy = total.saturating_sub(self.idle + self.backpressured);
+    /// Publishes the times; busy time is what is neither idle nor backpressured. Returns the
+    /// busy time (ns).
+    fn publish(&self) -> u64 {
+        let busy = busy_nanos(self.started, self.idle, self.backpressured);
         self.metrics.store(
-            busy.as_nanos() as u64,
+            busy,
             self.backpressured.as_nanos() as u64,
             self.idle.as_nanos() as u64,
         );
+        busy
     }
+}
+
+/// A task's busy time now (ns): the time since `started` that was neither idle nor
+/// backpressured. Reads the clock.
+fn busy_nanos(started: Instant, idle: Duration, backpressured: Duration) -> u64 {
+    started
+        .elapsed()
+        .saturating_sub(idle + backpressured)
+        .as_nanos() as u64
 }
 
 /// A source subtask's side of checkpointing: its barrier timer and what it has committed.

@@ -118,6 +118,13 @@ impl Operator for SumPerKey {
     fn restore_keyed(&mut self, state: KeyedSnapshot) -> Result<(), BoxError> {
         Ok(self.sums.restore(&state)?)
     }
+
+    fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
+        Some(tidemark_runtime::StateSize {
+            keys: self.sums.len() as u64,
+            ..Default::default()
+        })
+    }
 }
 
 type Written = Arc<Mutex<Vec<(u64, f64)>>>;

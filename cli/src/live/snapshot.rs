@@ -36,6 +36,8 @@ struct Reading {
 struct SubtaskCounters {
     records_in: u64,
     records_out: u64,
+    /// The vertex's own busy seconds (sampled; `tidemark_operator_busy_seconds_total`).
+    own_busy: f64,
     busy: f64,
     backpressured: f64,
     idle: f64,
@@ -118,6 +120,9 @@ pub struct Snapshot<'a> {
     #[serde(serialize_with = "number")]
     span_seconds: f64,
     granularity: &'static str,
+    /// The vertex whose busiest subtask has the highest own busy ratio over the span, if any
+    /// vertex was busy.
+    bottleneck: Option<Bottleneck>,
     vertices: Vec<VertexSnapshot>,
     latency: Vec<LatencyEntry>,
     /// The series of the components registered with the job's metrics registry
@@ -125,11 +130,39 @@ pub struct Snapshot<'a> {
     series: Vec<SeriesReport>,
 }
 
+/// The busiest vertex over the span.
+#[derive(Debug, Serialize)]
+struct Bottleneck {
+    vertex: String,
+    #[serde(serialize_with = "number")]
+    busy: f64,
+}
+
+/// The size of an operator subtask's state.
+#[derive(Debug, Serialize)]
+struct StateSnapshot {
+    keys: u64,
+    windows_open: u64,
+    bytes: u64,
+}
+
 #[derive(Debug, Serialize)]
 struct VertexSnapshot {
     id: String,
     kind: &'static str,
     terminal: bool,
+    /// True when its task runs other vertices too (no queue between them).
+    chained: bool,
+    /// The largest own busy ratio of its subtasks: the time the vertex's own code took over the
+    /// task's time (inside a chain, its share of the thread).
+    #[serde(serialize_with = "number")]
+    own_busy_max: f64,
+    /// True when every marker counted here came from a source chained with it: no queue
+    /// between them, so its marker latency says nothing about queueing.
+    marker_latency_chained: bool,
+    /// The input holding back the watermark of its subtask with the lowest watermark (or of the
+    /// first subtask that names one); `null` where none is named.
+    watermark_holder: Option<String>,
     records_in: u64,
     records_out: u64,
     #[serde(serialize_with = "number")]
@@ -174,12 +207,19 @@ struct SubtaskSnapshot {
     backpressured: f64,
     #[serde(serialize_with = "number")]
     idle: f64,
+    /// The vertex's own busy ratio (see [`VertexSnapshot::own_busy_max`]).
+    #[serde(serialize_with = "number")]
+    own_busy: f64,
     input_queue_records: i64,
     #[serde(serialize_with = "number")]
     input_queue_fill: f64,
     lag_records: Option<i64>,
     lag_bytes: Option<i64>,
     watermark_unix_ms: Option<i64>,
+    /// The input holding this subtask's watermark back (`tidemark_watermark_holder_info`).
+    watermark_holder: Option<String>,
+    /// The operator's state size, for a stateful operator.
+    state: Option<StateSnapshot>,
     #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
     marker_latency: Option<Quantiles>,
@@ -211,6 +251,7 @@ fn read_counters(job: &LiveJob, at: Instant) -> Reading {
                     SubtaskCounters {
                         records_in: s.records_in(),
                         records_out: s.records_out(),
+                        own_busy: s.busy_seconds(),
                         busy: times.map_or(0.0, |t| t.busy_seconds()),
                         backpressured: times.map_or(0.0, |t| t.backpressured_seconds()),
                         idle: times.map_or(0.0, |t| t.idle_seconds()),
@@ -220,6 +261,21 @@ fn read_counters(job: &LiveJob, at: Instant) -> Reading {
         })
         .collect();
     Reading { at, vertices }
+}
+
+/// The vertex's own busy time over the task's time between two readings of one subtask (its
+/// share of the thread), from 0 to 1.
+fn own_ratio(now: &SubtaskCounters, base: Option<&SubtaskCounters>) -> f64 {
+    let total = |c: &SubtaskCounters| c.busy + c.backpressured + c.idle;
+    let (own, time) = match base {
+        Some(b) if total(now) > total(b) => (now.own_busy - b.own_busy, total(now) - total(b)),
+        _ => (now.own_busy, total(now)),
+    };
+    if time > 0.0 {
+        (own / time).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
 }
 
 /// Ratios of busy, backpressured and idle time between two readings of one subtask.
@@ -308,6 +364,7 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
             let counters = &reading.vertices[v][i];
             let base_counters = base.as_ref().and_then(|b| b.vertices[v].get(i));
             let (busy, backpressured, idle) = ratios(counters, base_counters);
+            let own_busy = own_ratio(counters, base_counters);
             let rate = |now: u64, then: Option<u64>| match then {
                 _ if ended => 0.0,
                 Some(then) if span > 0.0 => now.saturating_sub(then) as f64 / span,
@@ -369,6 +426,7 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
                 busy,
                 backpressured,
                 idle,
+                own_busy,
                 input_queue_records: queued,
                 input_queue_fill: if capacity > 0 {
                     (queued as f64 / capacity as f64).min(1.0)
@@ -378,6 +436,12 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
                 lag_records: known(s.lag_records()),
                 lag_bytes: known(s.lag_bytes()),
                 watermark_unix_ms: watermark.map(|w| w.div_euclid(1_000_000)),
+                watermark_holder: s.watermark_holder().map(|h| h.to_string()),
+                state: s.state_size().map(|z| StateSnapshot {
+                    keys: z.keys,
+                    windows_open: z.windows_open,
+                    bytes: z.bytes,
+                }),
                 watermark_lag_seconds: watermark.map(|w| now_nanos.saturating_sub(w) as f64 / 1e9),
                 marker_latency: Quantiles::of(subtask_markers, subtask_marker_count),
                 e2e_latency: e2e,
@@ -388,10 +452,33 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
             (!known.is_empty()).then(|| known.iter().sum())
         };
         let max = |f: fn(&SubtaskSnapshot) -> f64| subtasks.iter().map(f).fold(0.0, f64::max);
+        let chained = job.task_of_vertex[v]
+            .and_then(|t| registry.tasks().get(t))
+            .is_some_and(|t| t.vertices.len() > 1);
+        let marker_latency_chained = {
+            let tracker_keys: Vec<LatencyKey> = vertex
+                .subtasks
+                .iter()
+                .flat_map(|s| s.latency().iter().map(|(k, _)| *k).collect::<Vec<_>>())
+                .collect();
+            !tracker_keys.is_empty()
+                && tracker_keys
+                    .iter()
+                    .all(|k| crate::report::markers_chained(registry, k, v))
+        };
+        let watermark_holder = subtasks
+            .iter()
+            .filter(|s| s.watermark_holder.is_some())
+            .min_by_key(|s| s.watermark_unix_ms.unwrap_or(i64::MIN))
+            .and_then(|s| s.watermark_holder.clone());
         vertices.push(VertexSnapshot {
             id: vertex.id.clone(),
             kind: vertex.kind.as_str(),
             terminal: vertex.terminal,
+            chained,
+            own_busy_max: max(|s| s.own_busy),
+            marker_latency_chained,
+            watermark_holder,
             records_in: subtasks.iter().map(|s| s.records_in).sum(),
             records_out: subtasks.iter().map(|s| s.records_out).sum(),
             records_in_per_second: subtasks.iter().map(|s| s.records_in_per_second).sum(),
@@ -415,6 +502,14 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
             subtasks,
         });
     }
+    let bottleneck = vertices
+        .iter()
+        .filter(|v| v.own_busy_max > 0.0)
+        .max_by(|a, b| a.own_busy_max.total_cmp(&b.own_busy_max))
+        .map(|v| Bottleneck {
+            vertex: v.id.clone(),
+            busy: v.own_busy_max,
+        });
     Snapshot {
         job: registry.job_name(),
         state,
@@ -423,6 +518,7 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
         uptime_seconds: uptime,
         span_seconds: span,
         granularity: granularity.as_str(),
+        bottleneck,
         vertices,
         latency,
         series: series_report(registry.component_series()),

@@ -2,13 +2,14 @@
 
 use super::format::rfc3339;
 use super::model::{
-    BucketReport, DroppedByReason, FailureReport, LatencyReport, MarkersEmitted, NotStarted,
-    RecordTotals, Report, RunSummary, SeriesReport, SeriesReportValue, SinkLatency, SubtaskReport,
-    VertexReport,
+    Bottleneck, BucketReport, DroppedByReason, FailureReport, LatencyReport, MarkersEmitted,
+    NotStarted, RecordTotals, Report, RunSummary, SeriesReport, SeriesReportValue, SinkLatency,
+    SubtaskReport, TaskReport, TaskSubtaskReport, VertexReport,
 };
 use crate::settings::Settings;
 use std::time::SystemTime;
 use tidemark_markers::{legacy_quantile, round_significant, LatencyHistogram, LatencyKey};
+use tidemark_runtime::metrics::VertexMetrics;
 use tidemark_runtime::metrics::{CollectedFamily, SeriesValue};
 use tidemark_runtime::{DropReason, JobOutcome, MetricsRegistry, SubtaskMetrics, VertexKind};
 
@@ -143,7 +144,8 @@ impl Report {
         let (mut emitted, mut received) = (0, 0);
         let mut dropped: DroppedByReason =
             DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
-        for v in registry.vertices() {
+        let elapsed = run.elapsed.as_secs_f64();
+        for (index, v) in registry.vertices().iter().enumerate() {
             let subtasks: Vec<SubtaskReport> = v
                 .subtasks
                 .iter()
@@ -153,8 +155,10 @@ impl Report {
                     records_in: s.records_in(),
                     records_out: s.records_out(),
                     dropped: dropped_of(s),
+                    busy_seconds: s.busy_seconds(),
                 })
                 .collect();
+            let task = registry.task_of(index).map(|t| &registry.tasks()[t]);
             let records_in = subtasks.iter().map(|s| s.records_in).sum();
             let records_out = subtasks.iter().map(|s| s.records_out).sum();
             let mut vertex_dropped = DroppedByReason::new();
@@ -170,6 +174,13 @@ impl Report {
             vertices.push(VertexReport {
                 id: v.id.clone(),
                 kind: v.kind.as_str(),
+                task: task.map(|t| t.name.clone()).unwrap_or_default(),
+                chained: task.is_some_and(|t| t.vertices.len() > 1),
+                busy_ratio: busy_ratio(v, elapsed),
+                lag_records: (v.kind == VertexKind::Source)
+                    .then(|| known_lag(v))
+                    .flatten(),
+                e2e_p99_ms: e2e_p99_ms(v),
                 records_in,
                 records_out,
                 dropped: vertex_dropped,
@@ -186,7 +197,9 @@ impl Report {
                 }
                 let tracker = s.latency();
                 for (key, stats) in tracker.iter() {
-                    latency.push(latency_report(registry, key, &v.id, v.kind, i, stats));
+                    let mut report = latency_report(registry, key, &v.id, v.kind, i, stats);
+                    report.chained = markers_chained(registry, key, index);
+                    latency.push(report);
                 }
             }
         }
@@ -215,8 +228,25 @@ impl Report {
             series: series_report(registry.component_series()),
             checkpoint: None,
             peak_rss_mb: peak_rss_mb(),
+            bottleneck: None,
+            tasks: tasks_report(registry),
             tasks_not_ended: run.tasks_not_ended.clone(),
         }
+        .with_bottleneck()
+    }
+
+    /// Sets [`Report::bottleneck`]: the vertex with the highest busy ratio, if any was busy.
+    fn with_bottleneck(mut self) -> Self {
+        self.bottleneck = self
+            .vertices
+            .iter()
+            .filter(|v| v.busy_ratio > 0.0)
+            .max_by(|a, b| a.busy_ratio.total_cmp(&b.busy_ratio))
+            .map(|v| Bottleneck {
+                vertex: v.id.clone(),
+                busy_ratio: v.busy_ratio,
+            });
+        self
     }
 
     /// The report of a run that failed before its job ran (an invalid job file, a component
@@ -248,6 +278,8 @@ impl Report {
             series: Vec::new(),
             checkpoint: None,
             peak_rss_mb: peak_rss_mb(),
+            bottleneck: None,
+            tasks: Vec::new(),
             tasks_not_ended: Vec::new(),
         }
     }
@@ -278,6 +310,87 @@ impl Report {
     }
 }
 
+/// The busy fraction of `v`'s busiest subtask over `elapsed` seconds (0 when nothing ran).
+fn busy_ratio(v: &VertexMetrics, elapsed: f64) -> f64 {
+    if elapsed <= 0.0 {
+        return 0.0;
+    }
+    v.subtasks
+        .iter()
+        .map(|s| (s.busy_seconds() / elapsed).min(1.0))
+        .fold(0.0, f64::max)
+}
+
+/// A source's lag in records summed over the subtasks that know theirs; `None` when none does.
+fn known_lag(v: &VertexMetrics) -> Option<i64> {
+    let known: Vec<i64> = v
+        .subtasks
+        .iter()
+        .map(|s| s.lag_records())
+        .filter(|&l| l >= 0)
+        .collect();
+    (!known.is_empty()).then(|| known.iter().sum())
+}
+
+/// Record end-to-end latency p99 of `v`'s subtasks' windows pooled, in ms.
+fn e2e_p99_ms(v: &VertexMetrics) -> Option<f64> {
+    let mut samples: Vec<f64> = Vec::new();
+    for s in &v.subtasks {
+        if let Some(stats) = s.e2e_latency().as_ref() {
+            samples.extend(stats.window().samples().map(|ns| ns as f64));
+        }
+    }
+    samples.sort_unstable_by(f64::total_cmp);
+    let p99 = legacy_quantile(&samples, 0.99);
+    p99.is_finite()
+        .then(|| round_significant(p99 / 1e6, DIGITS))
+}
+
+/// Whether the markers of `key`, recorded at the vertex at index `vertex`, came only from
+/// sources chained with it in one task: the key's source, or every source of the job when the
+/// key does not name one (single granularity). Markers from another process (a Kafka exchange)
+/// crossed a topic, so they are never chained.
+pub fn markers_chained(registry: &MetricsRegistry, key: &LatencyKey, vertex: usize) -> bool {
+    if key.origin != tidemark_markers::origin::LOCAL {
+        return false;
+    }
+    let Some(task) = registry.task_of(vertex) else {
+        return false;
+    };
+    let chained_with = |source: usize| registry.task_of(source) == Some(task);
+    match key.source_id {
+        Some(source) => chained_with(source as usize),
+        None => registry
+            .vertices()
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.kind == VertexKind::Source)
+            .all(|(i, _)| chained_with(i)),
+    }
+}
+
+/// Every task's busy, backpressured and idle seconds per subtask.
+fn tasks_report(registry: &MetricsRegistry) -> Vec<TaskReport> {
+    registry
+        .tasks()
+        .iter()
+        .map(|t| TaskReport {
+            name: t.name.clone(),
+            subtasks: t
+                .subtasks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| TaskSubtaskReport {
+                    subtask: i,
+                    busy_seconds: s.busy_seconds(),
+                    backpressured_seconds: s.backpressured_seconds(),
+                    idle_seconds: s.idle_seconds(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 fn latency_report(
     registry: &MetricsRegistry,
     key: &LatencyKey,
@@ -296,6 +409,7 @@ fn latency_report(
         operator_id: operator_id.to_string(),
         operator_subtask_index: subtask,
         operator_kind: kind.as_str(),
+        chained: false,
         count: stats.count(),
         min_ms: ms(w.min),
         max_ms: ms(w.max),

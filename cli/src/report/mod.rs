@@ -14,7 +14,7 @@ mod format;
 mod model;
 mod table;
 
-pub use collect::series_report;
+pub use collect::{markers_chained, series_report};
 pub use format::{ms, number, optional_number, plural, rfc3339};
 pub use model::{CheckpointReport, FailureReport, NotStarted, Report, RunSummary, SeriesReport};
 

@@ -63,6 +63,11 @@ pub struct Report {
     /// Peak resident set size of the process in MiB (`VmHWM` of `/proc/self/status`, read when
     /// the job ended); `null` where `/proc` is missing.
     pub peak_rss_mb: Option<f64>,
+    /// The vertex whose busiest subtask had the highest busy fraction over the run
+    /// ([`VertexReport::busy_ratio`]); `null` when nothing ran.
+    pub bottleneck: Option<Bottleneck>,
+    /// Per task (the vertices chained on one thread per subtask): its time accounting.
+    pub tasks: Vec<TaskReport>,
     /// Tasks that had not ended when a hard stop gave up waiting for them (user code that did
     /// not return). The batch each was working on is counted as `in_flight`; records in its
     /// partly filled output batches are not.
@@ -172,6 +177,42 @@ pub struct RecordTotals {
     pub dropped: DroppedByReason,
 }
 
+/// The busiest vertex of the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bottleneck {
+    /// Vertex id.
+    pub vertex: String,
+    /// Its busy fraction over the run (0 to 1), as [`VertexReport::busy_ratio`].
+    #[serde(serialize_with = "number")]
+    pub busy_ratio: f64,
+}
+
+/// One task's time, per subtask: the task's busy time is what its vertices' busy times add up
+/// to, plus the runtime's own share (routing, channels, metrics).
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskReport {
+    /// Vertex ids joined with `+` in chain order (the `task` label).
+    pub name: String,
+    /// Per subtask.
+    pub subtasks: Vec<TaskSubtaskReport>,
+}
+
+/// One task subtask's time.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskSubtaskReport {
+    /// Subtask index.
+    pub subtask: usize,
+    /// Seconds working.
+    #[serde(serialize_with = "number")]
+    pub busy_seconds: f64,
+    /// Seconds blocked on a full output channel.
+    #[serde(serialize_with = "number")]
+    pub backpressured_seconds: f64,
+    /// Seconds waiting for input.
+    #[serde(serialize_with = "number")]
+    pub idle_seconds: f64,
+}
+
 /// One vertex's counts.
 #[derive(Debug, Clone, Serialize)]
 pub struct VertexReport {
@@ -179,6 +220,21 @@ pub struct VertexReport {
     pub id: String,
     /// source, operator or sink.
     pub kind: &'static str,
+    /// The task that runs it: vertex ids joined with `+` (the `task` label).
+    pub task: String,
+    /// True when its task runs more than one vertex (no queue between them).
+    pub chained: bool,
+    /// The busy fraction of its busiest subtask over the run: the subtask's own busy time
+    /// (`tidemark_operator_busy_seconds_total`) over the run's elapsed time.
+    #[serde(serialize_with = "number")]
+    pub busy_ratio: f64,
+    /// For a source: records not yet read, summed over its subtasks where known; `null` when
+    /// unknown or not a source.
+    pub lag_records: Option<i64>,
+    /// Record end-to-end latency quantile 0.99 over its subtasks' windows pooled (sources and
+    /// terminal vertices), in ms; `null` where not recorded.
+    #[serde(serialize_with = "super::format::optional_number")]
+    pub e2e_p99_ms: Option<f64>,
     /// Sum over subtasks.
     pub records_in: u64,
     /// Sum over subtasks.
@@ -200,6 +256,9 @@ pub struct SubtaskReport {
     pub records_out: u64,
     /// Records dropped, per reason (only reasons with a count).
     pub dropped: DroppedByReason,
+    /// Seconds its own code took (`tidemark_operator_busy_seconds_total`).
+    #[serde(serialize_with = "number")]
+    pub busy_seconds: f64,
 }
 
 /// Marker latency of one key. Window statistics are over the last `history_size` markers;
@@ -222,6 +281,10 @@ pub struct LatencyReport {
     pub operator_subtask_index: usize,
     /// operator or sink (not a metric label: lets a reader pick the sinks).
     pub operator_kind: &'static str,
+    /// True when every marker counted here came from a source chained with this vertex in one
+    /// task: no queue lies between them, so the figure says nothing about queueing (the
+    /// source's lag and the record end-to-end latency do).
+    pub chained: bool,
     /// Markers recorded since start.
     pub count: u64,
     /// Window minimum.

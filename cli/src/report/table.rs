@@ -55,18 +55,19 @@ impl Report {
             .max("vertex".len());
         let _ = writeln!(
             s,
-            "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}  {:>9}",
-            "vertex", "kind", "par", "records in", "records out", "dropped"
+            "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}  {:>6}  {:>9}",
+            "vertex", "kind", "par", "records in", "records out", "busy", "dropped"
         );
         for v in &self.vertices {
             let dropped: u64 = v.dropped.values().sum();
             let line = format!(
-                "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}  {:>9}  {}",
+                "  {:<id_w$}  {:<8}  {:>3}  {:>12}  {:>12}  {:>6}  {:>9}  {}",
                 v.id,
                 v.kind,
                 v.subtasks.len(),
                 v.records_in,
                 v.records_out,
+                percent(v.busy_ratio),
                 dropped,
                 why(&v.dropped)
             );
@@ -96,19 +97,26 @@ impl Report {
                 .max("marker latency (ms)".len());
             let _ = writeln!(
                 s,
-                "  {:<key_w$}  {:>8}  {:>9}  {:>9}  {:>9}",
-                "marker latency (ms)", "count", "p50", "p99", "max"
+                "  {:<key_w$}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}",
+                "marker latency (ms)", "count", "p50", "p99", "max", "e2e p99"
             );
             for l in sinks.iter().take(MAX_LATENCY_ROWS) {
-                let _ = writeln!(
-                    s,
-                    "  {:<key_w$}  {:>8}  {:>9}  {:>9}  {:>9}",
+                let e2e = self
+                    .vertices
+                    .iter()
+                    .find(|v| v.id == l.operator_id)
+                    .and_then(|v| v.e2e_p99_ms);
+                let line = format!(
+                    "  {:<key_w$}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {}",
                     label(l),
                     l.count,
                     ms(l.p50_ms),
                     ms(l.p99_ms),
-                    ms(l.max_ms)
+                    ms(l.max_ms),
+                    ms(e2e.unwrap_or(f64::NAN)),
+                    if l.chained { CHAINED } else { "" }
                 );
+                let _ = writeln!(s, "{}", line.trim_end());
             }
             if sinks.len() > MAX_LATENCY_ROWS {
                 let _ = writeln!(
@@ -118,6 +126,61 @@ impl Report {
                 );
             }
         }
+        if let Some(line) = self.headline() {
+            let _ = writeln!(s, "  {line}");
+        }
+        if let Some(b) = &self.bottleneck {
+            let _ = writeln!(
+                s,
+                "bottleneck: {} (busy {})",
+                b.vertex,
+                percent(b.busy_ratio)
+            );
+        }
         s
+    }
+
+    /// The three lenses side by side: the sinks' marker p99 (marked when taken across chained
+    /// vertices only), their record end-to-end p99, and the sources' lag. `None` when the run
+    /// has none of them.
+    fn headline(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let sinks: Vec<&LatencyReport> = self
+            .latency
+            .iter()
+            .filter(|l| l.operator_kind == "sink")
+            .collect();
+        if let Some(p99) = self.sink_latency.marker_p99_ms {
+            let mut part = format!("marker p99 {} ms", ms(p99));
+            if !sinks.is_empty() && sinks.iter().all(|l| l.chained) {
+                let _ = write!(part, " ({CHAINED})");
+            }
+            parts.push(part);
+        }
+        if let Some(p99) = self.sink_latency.e2e_p99_ms {
+            parts.push(format!("record e2e p99 {} ms", ms(p99)));
+        }
+        let lags: Vec<String> = self
+            .vertices
+            .iter()
+            .filter_map(|v| Some(format!("{} {}", v.id, v.lag_records?)))
+            .collect();
+        if !lags.is_empty() {
+            parts.push(format!("source lag {} records", lags.join(", ")));
+        }
+        (!parts.is_empty()).then(|| format!("at sinks: {}", parts.join("; ")))
+    }
+}
+
+/// How a marker figure taken across chained vertices only is marked.
+pub(super) const CHAINED: &str = "chained: no queue between these vertices";
+
+/// A ratio as a whole percentage (`99%`), with one decimal below 10 % (`0.3%`).
+fn percent(ratio: f64) -> String {
+    let p = ratio * 100.0;
+    if p >= 9.95 {
+        format!("{p:.0}%")
+    } else {
+        format!("{p:.1}%")
     }
 }

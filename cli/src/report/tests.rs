@@ -571,11 +571,12 @@ fn the_report_lists_the_checkpoint_series_once_and_none_without_checkpoints() {
         names,
         [
             "tidemark_checkpoints_completed_total",
+            "tidemark_checkpoints_failed_total",
             "tidemark_checkpoint_duration_seconds"
         ]
     );
     assert_eq!(series[0]["value"].as_f64(), Some(completed as f64));
-    assert_eq!(series[1]["count"].as_u64(), Some(completed));
+    assert_eq!(series[2]["count"].as_u64(), Some(completed));
 
     // A job without checkpoints writes its report as before: no `series` key at all.
     let (registry, _) = finished_registry();

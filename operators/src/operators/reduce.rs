@@ -248,6 +248,17 @@ impl ReduceOperator {
 }
 
 impl Operator for ReduceOperator {
+    // Read about once a second: kept out of line, away from the per-record code.
+    #[cold]
+    #[inline(never)]
+    fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
+        Some(tidemark_runtime::StateSize {
+            keys: self.state.len() as u64,
+            windows_open: 0,
+            bytes: self.state.estimated_bytes() as u64,
+        })
+    }
+
     #[inline]
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         match self.form {

@@ -418,6 +418,13 @@ impl WindowOperator {
 }
 
 impl Operator for WindowOperator {
+    // Read about once a second: kept out of line, away from the per-record code.
+    #[cold]
+    #[inline(never)]
+    fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
+        Some(self.state.size())
+    }
+
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         let t = match self.time {
             WindowTime::Event => record.timestamp,
