@@ -617,3 +617,90 @@ fn sigterm_with_drain_fires_the_open_windows() {
         "--drain: the open windows (past {progress} ms) were not fired; last end {last_end} ms"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The README's "Stop and continue": docs/examples/state.yaml killed half way and restored.
+
+/// Per key: the summed counts and totals of every window in `text`, and whether any window
+/// (key, start) came twice.
+fn per_key(text: &str) -> (BTreeMap<i64, (u64, f64)>, bool) {
+    let mut keys: BTreeMap<i64, (u64, f64)> = BTreeMap::new();
+    let mut windows = std::collections::BTreeSet::new();
+    let mut twice = false;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = v["key"].as_i64().unwrap();
+        twice |= !windows.insert((key, v["window_start"].as_i64().unwrap()));
+        let e = keys.entry(key).or_default();
+        e.0 += v["n"].as_u64().unwrap();
+        e.1 += v["total"].as_f64().unwrap();
+    }
+    (keys, twice)
+}
+
+#[test]
+fn the_readme_example_killed_half_way_continues_exactly() {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/examples/state.yaml"
+    ))
+    .expect("docs/examples/state.yaml");
+    let args = [
+        "run",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--seed",
+        "7",
+        "state.yaml",
+    ];
+
+    // The reference: the same job and seed, never interrupted. (The schedule starts at the
+    // wall clock, so window bounds differ between runs; what a key counted and summed does not.)
+    let whole = TempDir::new("state-example-whole");
+    whole.write("state.yaml", &example);
+    let out = tidemark(whole.path(), args);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let (want, twice) = per_key(&whole.read("state-out.jsonl"));
+    assert!(!twice);
+    assert_eq!(want.values().map(|v| v.0).sum::<u64>(), 200_000);
+
+    // Killed once some windows are out and a checkpoint completed after them, then restored.
+    let dir = TempDir::new("state-example-kill");
+    dir.write("state.yaml", &example);
+    let mut proc = Proc::spawn(dir.path(), args);
+    let out_file = dir.join("state-out.jsonl");
+    wait_until("some window results", || {
+        std::fs::read_to_string(&out_file).is_ok_and(|t| t.lines().count() >= 100)
+    });
+    let ckpt = dir.join("checkpoints");
+    let seen = complete(&ckpt, "state-example").last().map_or(0, |c| c.0);
+    wait_until("a checkpoint after them", || {
+        complete(&ckpt, "state-example")
+            .last()
+            .is_some_and(|c| c.0 > seen)
+    });
+    let pid = libc::pid_t::try_from(proc.id()).unwrap();
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let _ = proc.wait();
+    let mut restore = args.to_vec();
+    restore.extend(["--restore", "latest"]);
+    let out = tidemark(dir.path(), restore);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("restoring checkpoint"),
+        "{}",
+        out.stderr
+    );
+    let (got, twice) = per_key(&dir.read("state-out.jsonl"));
+    assert!(!twice, "a window written twice");
+    assert_eq!(got.len(), want.len(), "keys");
+    for (key, (n, total)) in &want {
+        let (gn, gt) = got[key];
+        assert_eq!(gn, *n, "count of key {key}");
+        assert!(
+            (gt - total).abs() <= 1e-6 * total.abs().max(1.0),
+            "sum of key {key}: {gt} vs {total}"
+        );
+    }
+}
