@@ -514,25 +514,17 @@ impl SeriesSource for Checkpoints {
         if self.storage.is_none() {
             return;
         }
-        for (vertex, (buckets, count, sum)) in &inner.alignment {
-            out.histogram(
-                &ALIGNMENT,
-                &[("operator_id", vertex.as_str())],
-                &DURATION_BUCKETS,
-                buckets,
-                *count,
-                *sum,
-            );
-        }
-        for (vertex, (buckets, count, sum)) in &inner.sync {
-            out.histogram(
-                &SYNC,
-                &[("operator_id", vertex.as_str())],
-                &DURATION_BUCKETS,
-                buckets,
-                *count,
-                *sum,
-            );
+        for (family, per_vertex) in [(&ALIGNMENT, &inner.alignment), (&SYNC, &inner.sync)] {
+            for (vertex, (buckets, count, sum)) in per_vertex {
+                out.histogram(
+                    family,
+                    &[("operator_id", vertex.as_str())],
+                    &DURATION_BUCKETS,
+                    buckets,
+                    *count,
+                    *sum,
+                );
+            }
         }
         if let Some(last) = &inner.last {
             out.number(&SIZE, &[], last.size_bytes as f64);
