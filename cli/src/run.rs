@@ -166,6 +166,10 @@ fn run_job(
             last_id: restore::last_id(job_dir, restored.as_ref().map(|r| r.metadata.id)),
         });
     }
+    let restored_from = restored.as_ref().map(|r| crate::live::RestoredFrom {
+        id: r.metadata.id,
+        path: r.path.display().to_string(),
+    });
     config.restore = restored.map(|r| Arc::new(*r));
     let queue = QueueShape {
         channel_capacity: config.channel_capacity,
@@ -219,6 +223,9 @@ fn run_job(
         queue,
     ));
     live.set_checkpoints(prepared.checkpoints().clone());
+    if let Some(restored) = restored_from {
+        live.set_restored_from(restored);
+    }
     let server = MetricsServer::start(&settings.metrics_addr, live.clone())?;
     let handle = prepared
         .start()

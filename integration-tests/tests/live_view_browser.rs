@@ -379,6 +379,12 @@ fn the_live_view_in_headless_chromium() {
         "console errors while running: {errors:#?}"
     );
 
+    // No checkpoints to a directory: no checkpoint line.
+    assert_eq!(
+        session.js("return document.getElementById('checkpoint').textContent;"),
+        ""
+    );
+
     // The input closes: the job finishes and lingers; the page shows its final state.
     stop.store(true, Ordering::SeqCst);
     common::join(feeder, "the thread feeding the job's standard input");
@@ -407,6 +413,177 @@ fn the_live_view_in_headless_chromium() {
          && document.getElementById('banner').textContent.includes('process is gone') \
          && document.querySelectorAll('[data-vertex]').length === 12;",
     );
+}
+
+/// A keyed sum with checkpoints to a directory every 100 ms.
+const CHECKPOINT_JOB: &str = "name: ckpt-view
+parallelism: 2
+latency:
+  interval: 0
+checkpoint:
+  interval: 100ms
+  dir: ckpt
+sources:
+  gen: {type: generator, rate: 2000, keys: 100}
+operators:
+  sum: {type: reduce, input: gen, partition: hash, aggregate: sum}
+sinks:
+  out: {type: discard, input: sum}
+";
+
+/// `/api/v1/job` of the job at `addr`.
+fn job_api(addr: SocketAddr) -> Value {
+    let response = http(addr, "GET", "/api/v1/job");
+    assert_eq!(response.status, 200, "{}", response.body);
+    serde_json::from_str(&response.body).expect("/api/v1/job is JSON")
+}
+
+/// What the page's checkpoint line shows: its text and the ids in its data- attributes.
+fn checkpoint_line(session: &Session) -> Value {
+    session.js(
+        "const e = document.getElementById('checkpoint'); \
+         return {text: e.textContent, id: e.dataset.checkpointId, restored: e.dataset.restoredFrom, \
+                 state: document.getElementById('state').textContent};",
+    )
+}
+
+/// The page shows the last complete checkpoint `/api/v1/job` reports while a job with
+/// checkpoints to a directory runs (a later one than it first showed: it follows them) and once
+/// it has stopped (`--duration`; the same id as the API); after `--restore latest` it also names
+/// the checkpoint the run was restored from, the one the first run stopped with.
+#[test]
+fn the_live_view_shows_the_last_checkpoint_and_the_one_restored_from() {
+    require_tools();
+    let dir = TempDir::new("live-view-checkpoint");
+    dir.write("job.yaml", CHECKPOINT_JOB);
+    let args = |restore: bool| {
+        let mut a = vec![
+            "run",
+            "job.yaml",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--linger",
+            common::LINGER,
+            // Long enough for the page to see checkpoints come while the job runs; the stop
+            // takes a last checkpoint, and then the job lingers (a signal would end it).
+            "--duration",
+            "10s",
+        ];
+        if restore {
+            a.extend(["--restore", "latest"]);
+        }
+        a
+    };
+    let driver = Driver::start();
+    let session = Session::new(&driver, &dir.join("chromium-profile"));
+
+    // 1. A fresh run: the page follows the checkpoints while the job runs.
+    let mut first = Proc::spawn(dir.path(), args(false));
+    let addr = first.metrics_addr();
+    session.goto(&format!("http://{addr}/"));
+    let running_id = |session: &Session| -> Option<u64> {
+        let line = checkpoint_line(session);
+        if line["state"] != "running" {
+            return None;
+        }
+        line["id"].as_str().and_then(|id| id.parse().ok())
+    };
+    let deadline = Instant::now() + TIMEOUT;
+    let seen = loop {
+        if let Some(id) = running_id(&session) {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the page never showed a checkpoint while the job ran: {}",
+            checkpoint_line(&session)
+        );
+        thread::sleep(POLL);
+    };
+    let line = checkpoint_line(&session);
+    let text = line["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!("checkpoint {seen} · ")) && text.ends_with(" ago"),
+        "{text}"
+    );
+    assert!(!text.contains("restored"), "{text}");
+    // A later checkpoint replaces it without reloading the page.
+    session.wait_for(
+        "a later checkpoint while the job runs",
+        &format!(
+            "return document.getElementById('state').textContent === 'running' \
+             && +document.getElementById('checkpoint').dataset.checkpointId > {seen};"
+        ),
+    );
+    assert!(
+        job_api(addr)["checkpoint"]["id"].as_u64().unwrap() > seen,
+        "the API is behind the page"
+    );
+
+    // The stop takes a last checkpoint; the job lingers and the page shows the id the API
+    // reports.
+    first.wait_lingering();
+    let api = job_api(addr);
+    assert_eq!(api["state"], "stopped", "{api}");
+    assert_eq!(api["restored_from"], Value::Null, "{api}");
+    let last = api["checkpoint"]["id"].as_u64().expect("a last checkpoint");
+    assert!(
+        first
+            .stderr()
+            .contains(&format!("stopped with checkpoint {last} ")),
+        "{}",
+        first.stderr()
+    );
+    session.wait_for(
+        "the last checkpoint of the stopped job",
+        &format!(
+            "const e = document.getElementById('checkpoint'); \
+             return document.getElementById('state').textContent === 'stopped' \
+               && e.dataset.checkpointId === '{last}' \
+               && e.textContent.startsWith('checkpoint {last} · ');"
+        ),
+    );
+    first.end_lingering();
+
+    // 2. Restored from that checkpoint: the page names it and follows the new ones.
+    let mut second = Proc::spawn(dir.path(), args(true));
+    let addr = second.metrics_addr();
+    let api = job_api(addr);
+    assert_eq!(api["restored_from"]["id"].as_u64(), Some(last), "{api}");
+    assert!(
+        api["restored_from"]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("chk-{last}")),
+        "{api}"
+    );
+    session.goto(&format!("http://{addr}/"));
+    session.wait_for(
+        "the restored checkpoint and a new one",
+        &format!(
+            "const e = document.getElementById('checkpoint'); \
+             return e.dataset.restoredFrom === '{last}' \
+               && e.textContent.endsWith(' · restored from chk-{last}') \
+               && +e.dataset.checkpointId > {last};"
+        ),
+    );
+    second.wait_lingering();
+    let api = job_api(addr);
+    let final_id = api["checkpoint"]["id"].as_u64().expect("a last checkpoint");
+    assert!(final_id > last, "ids continue after a restore: {api}");
+    session.wait_for(
+        "the last checkpoint of the restored job",
+        &format!(
+            "const e = document.getElementById('checkpoint'); \
+             return document.getElementById('state').textContent === 'stopped' \
+               && e.dataset.checkpointId === '{final_id}' \
+               && e.textContent.startsWith('checkpoint {final_id} · ') \
+               && e.textContent.endsWith(' · restored from chk-{last}');"
+        ),
+    );
+    let errors = session.severe_logs();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    second.end_lingering();
 }
 
 /// A chain with one slow vertex feeding a window whose other input (standard input) never

@@ -85,7 +85,7 @@ pub struct CompletedCheckpoint {
     pub completed_at: f64,
 }
 
-/// Per vertex: the alignment histogram's buckets, count and sum.
+/// Per vertex: an alignment or sync histogram's buckets, count and sum.
 type AlignmentHistogram = ([u64; DURATION_BUCKETS.len()], u64, f64);
 
 #[derive(Debug, Default)]
@@ -108,6 +108,9 @@ struct Inner {
     last: Option<CompletedCheckpoint>,
     /// Per vertex id: how long barriers were aligned.
     alignment: BTreeMap<String, AlignmentHistogram>,
+    /// Per vertex id: how long a task took its chain's snapshot, once aligned (Flink's sync
+    /// duration).
+    sync: BTreeMap<String, AlignmentHistogram>,
 }
 
 impl Checkpoints {
@@ -318,13 +321,29 @@ impl Checkpoints {
     /// A subtask of `vertex` held inputs back `seconds` for barrier alignment (0 with one
     /// input).
     pub(crate) fn aligned(&self, vertex: usize, seconds: f64) {
+        self.observe(vertex, seconds, |inner| &mut inner.alignment);
+    }
+
+    /// A task whose first vertex is `vertex` spent `seconds` taking its chain's snapshot once
+    /// its inputs were aligned (copying state, flushing sinks): the time it stopped processing
+    /// for the checkpoint besides the alignment.
+    pub(crate) fn synced(&self, vertex: usize, seconds: f64) {
+        self.observe(vertex, seconds, |inner| &mut inner.sync);
+    }
+
+    /// Adds one observation of `vertex` to the per-vertex histogram `which` picks.
+    fn observe(
+        &self,
+        vertex: usize,
+        seconds: f64,
+        which: impl FnOnce(&mut Inner) -> &mut BTreeMap<String, AlignmentHistogram>,
+    ) {
         let Some(id) = self.vertex(vertex).map(|v| v.id.clone()) else {
             return;
         };
         if let Ok(mut inner) = self.inner.lock() {
             let (buckets, count, sum) =
-                inner
-                    .alignment
+                which(&mut inner)
                     .entry(id)
                     .or_insert(([0; DURATION_BUCKETS.len()], 0, 0.0));
             for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
@@ -453,6 +472,12 @@ pub const ALIGNMENT: SeriesFamily = SeriesFamily::histogram(
     "Time a vertex subtask held back inputs whose barrier had arrived until every open input delivered it (0 with one input).",
 );
 
+/// `tidemark_checkpoint_sync_seconds`.
+pub const SYNC: SeriesFamily = SeriesFamily::histogram(
+    "tidemark_checkpoint_sync_seconds",
+    "Time a task with inputs spent taking its snapshot once its barrier was aligned (copying its operators' state in memory, flushing its sinks), labelled with the task's first vertex; the task processes nothing meanwhile (Flink's sync duration).",
+);
+
 /// `tidemark_checkpoint_size_bytes`.
 pub const SIZE: SeriesFamily = SeriesFamily::gauge(
     "tidemark_checkpoint_size_bytes",
@@ -489,15 +514,17 @@ impl SeriesSource for Checkpoints {
         if self.storage.is_none() {
             return;
         }
-        for (vertex, (buckets, count, sum)) in &inner.alignment {
-            out.histogram(
-                &ALIGNMENT,
-                &[("operator_id", vertex.as_str())],
-                &DURATION_BUCKETS,
-                buckets,
-                *count,
-                *sum,
-            );
+        for (family, per_vertex) in [(&ALIGNMENT, &inner.alignment), (&SYNC, &inner.sync)] {
+            for (vertex, (buckets, count, sum)) in per_vertex {
+                out.histogram(
+                    family,
+                    &[("operator_id", vertex.as_str())],
+                    &DURATION_BUCKETS,
+                    buckets,
+                    *count,
+                    *sum,
+                );
+            }
         }
         if let Some(last) = &inner.last {
             out.number(&SIZE, &[], last.size_bytes as f64);

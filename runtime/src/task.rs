@@ -780,11 +780,19 @@ impl ChannelInput {
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
         let aligned = self.barriers.take_alignment();
-        if let Some(c) = &chain.checkpoints {
-            c.aligned(self.vertex, aligned.as_secs_f64());
-        }
+        let Some(c) = chain.checkpoints.clone() else {
+            self.released = true;
+            return chain.on_barrier(n, cx);
+        };
+        c.aligned(self.vertex, aligned.as_secs_f64());
         self.released = true;
-        chain.on_barrier(n, cx)
+        // Once per checkpoint, not per record: the time the snapshot stops the task.
+        let started = Instant::now();
+        let taken = chain.on_barrier(n, cx);
+        if c.writes_state() {
+            c.synced(self.vertex, started.elapsed().as_secs_f64());
+        }
+        taken
     }
 }
 

@@ -274,6 +274,23 @@ fn crashed_run(dir: &std::path::Path, sums: &Written, seen: &Written) -> u64 {
         text.contains("tidemark_checkpoint_alignment_seconds_count{job_name=\"restore-test\",operator_id=\"sum\"}"),
         "{text}"
     );
+    // The snapshot time is observed once per barrier a `sum` subtask forwarded, as the
+    // alignment is.
+    let count_of = |family: &str| -> f64 {
+        let prefix = format!("{family}_count{{job_name=\"restore-test\",operator_id=\"sum\"}}");
+        text.lines()
+            .find(|l| l.starts_with(&prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix}: {text}"))
+    };
+    let synced = count_of("tidemark_checkpoint_sync_seconds");
+    assert!(synced > 0.0, "{text}");
+    assert_eq!(
+        synced,
+        count_of("tidemark_checkpoint_alignment_seconds"),
+        "{text}"
+    );
     let keys: f64 = text
         .lines()
         .filter(|l| l.starts_with("tidemark_state_keys{") && l.contains("operator_id=\"sum\""))

@@ -96,6 +96,17 @@ struct JobJson<'a> {
     edges: &'a [EdgeInfo],
     /// The last complete checkpoint written to the checkpoint directory, or `null`.
     checkpoint: Option<crate::report::CheckpointReport>,
+    /// The checkpoint this run was restored from (`--restore`), or `null`.
+    restored_from: Option<&'a RestoredFrom>,
+}
+
+/// The checkpoint a run was restored from, in `/api/v1/job`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RestoredFrom {
+    /// Its id (`chk-<id>`).
+    pub id: u64,
+    /// Its folder.
+    pub path: String,
 }
 
 /// Everything the endpoint serves about one run.
@@ -111,6 +122,8 @@ pub struct LiveJob {
     history: Mutex<History>,
     /// The job's checkpoint coordinator, once known.
     checkpoints: Mutex<Option<Arc<tidemark_runtime::checkpoint::Checkpoints>>>,
+    /// The checkpoint the run was restored from, if it was.
+    restored_from: Mutex<Option<RestoredFrom>>,
 }
 
 impl LiveJob {
@@ -198,6 +211,7 @@ impl LiveJob {
             state: Mutex::new((JobState::Running, None)),
             history: Mutex::new(History::default()),
             checkpoints: Mutex::new(None),
+            restored_from: Mutex::new(None),
             registry,
         }
     }
@@ -213,6 +227,14 @@ impl LiveJob {
             .checkpoints
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(c);
+    }
+
+    /// The checkpoint the run was restored from: `/api/v1/job` names it (`restored_from`).
+    pub fn set_restored_from(&self, restored: RestoredFrom) {
+        *self
+            .restored_from
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(restored);
     }
 
     /// Records how the job ended; `/api/v1/job` and `/api/v1/metrics` report it from now on.
@@ -240,6 +262,11 @@ impl LiveJob {
     /// The body of `GET /api/v1/job`.
     pub fn job_json(&self) -> String {
         let (state, error) = self.state();
+        let restored_from = self
+            .restored_from
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let started = self.registry.started();
         let json = JobJson {
             name: self.registry.job_name(),
@@ -258,6 +285,7 @@ impl LiveJob {
                 .unwrap_or_else(PoisonError::into_inner)
                 .as_deref()
                 .and_then(crate::report::CheckpointReport::of),
+            restored_from: restored_from.as_ref(),
         };
         to_json(&json)
     }

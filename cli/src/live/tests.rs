@@ -116,6 +116,23 @@ fn job_json_describes_vertices_edges_and_settings() {
             {"from": "double", "to": "out", "partitioning": "rebalance", "exchange": "channel"},
         ])
     );
+    // No checkpoint directory and no restore: both are null, not left out.
+    assert_eq!(json["checkpoint"], Value::Null);
+    assert_eq!(json["restored_from"], Value::Null);
+}
+
+#[test]
+fn job_json_names_the_checkpoint_the_run_was_restored_from() {
+    let job = finished(10, Granularity::Operator);
+    job.set_restored_from(super::RestoredFrom {
+        id: 7,
+        path: "ckpt/live-test/chk-7".to_owned(),
+    });
+    let json = parse(&job.job_json());
+    assert_eq!(
+        json["restored_from"],
+        json!({"id": 7, "path": "ckpt/live-test/chk-7"})
+    );
 }
 
 #[test]
