@@ -185,6 +185,10 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
     // One flipped byte in a state file: refused naming the file.
     let state = newest.join("per_key.kg-0-128");
     let mut bytes = std::fs::read(&state).unwrap();
+    let (intact, metadata) = (
+        bytes.clone(),
+        std::fs::read(newest.join("_metadata")).unwrap(),
+    );
     let last = bytes.len() - 1;
     bytes[last] ^= 0x01;
     std::fs::write(&state, &bytes).unwrap();
@@ -209,6 +213,26 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
         dir.read("out.jsonl"),
         written,
         "the sink's file is untouched"
+    );
+
+    // The checkpoint mended: the renamed job runs with --allow-non-restored-state, dropping the
+    // state of the vertex it no longer has and saying so.
+    std::fs::write(&state, &intact).unwrap();
+    std::fs::write(newest.join("_metadata"), &metadata).unwrap();
+    let out = run(
+        &dir,
+        &[
+            "renamed.yaml",
+            "--restore",
+            &chk,
+            "--allow-non-restored-state",
+        ],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("\"per_key\" is not restored"),
+        "{}",
+        out.stderr
     );
 }
 
