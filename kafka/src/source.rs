@@ -993,6 +993,25 @@ impl Source for KafkaSource {
         }
     }
 
+    fn serve_while_finishing(&mut self) -> Result<(), BoxError> {
+        // Still a member of the group when the last checkpoint is committed: another member
+        // leaving meanwhile (a second instance stopped at the same moment) starts a
+        // rebalance that goes on only once this consumer has answered it, in a poll; a member
+        // that does not answer is dropped from the group and its commit refused
+        // (`UNKNOWN_MEMBER_ID`). Messages polled now are dropped: nothing more is emitted, the
+        // commit covers only what was, and the process leaves (no hand-over in it).
+        self.consumer
+            .context()
+            .closing
+            .store(true, Ordering::Relaxed);
+        for _ in 0..FINISHING_POLLS {
+            if self.consumer.poll(Duration::ZERO).is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn lag(&self, _now_nanos: i64) -> SourceLag {
         self.lag
     }
@@ -1185,6 +1204,10 @@ trait Settle {
     /// committed) until no partition is assigned or [`SETTLE_WITHIN`] passed. True if settled.
     fn unsubscribe_and_settle(&self, timeout: Duration) -> bool;
 }
+
+/// At most this many messages are polled (and dropped) per call while the last checkpoint is
+/// waited for, so the wait stays responsive to a hard stop.
+const FINISHING_POLLS: usize = 1024;
 
 /// How long a closing source waits for its partitions to be revoked.
 const SETTLE_WITHIN: Duration = Duration::from_secs(5);

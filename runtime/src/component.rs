@@ -94,6 +94,15 @@ pub trait Source: Send {
         Ok(())
     }
 
+    /// Called every few milliseconds while this subtask waits for its last checkpoint to be
+    /// acknowledged by every sink, after it emitted its last record: a source with a
+    /// connection to keep alive serves it here (a Kafka consumer takes part in its group's
+    /// rebalances, so that it is still a member when it commits that checkpoint). Nothing it
+    /// reads now is emitted. The default does nothing.
+    fn serve_while_finishing(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
     /// Counters a source keeps about its input (malformed lines skipped, invalid timestamps).
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts::default()

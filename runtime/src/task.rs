@@ -933,6 +933,9 @@ impl SourceCheckpoints {
             if abort.load(Ordering::Relaxed) {
                 return Err(ChainError::Aborted);
             }
+            source
+                .serve_while_finishing()
+                .map_err(|error| ChainError::User { node: None, error })?;
             std::thread::sleep(IDLE_TICK);
         }
         self.commit(source)

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{wait_or_fail, wait_until, DEADLINE};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -201,4 +201,106 @@ fn without_an_interval_there_are_no_barriers() {
     assert_eq!(shared.flushes.load(Ordering::SeqCst), 1);
     let text = tidemark_runtime::exporter::render_text(&result.metrics).unwrap();
     assert!(!text.contains("tidemark_checkpoint"));
+}
+
+/// Emits `total` records and finishes; counts the calls that keep its connections alive while
+/// its subtask waits for the last checkpoint.
+struct FinishingSource {
+    total: u64,
+    next: u64,
+    done: Arc<AtomicBool>,
+    served: Arc<AtomicU64>,
+}
+
+impl Source for FinishingSource {
+    fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
+        if self.next == self.total {
+            self.done.store(true, Ordering::SeqCst);
+            return Ok(SourceStatus::Finished);
+        }
+        for _ in 0..50 {
+            out.emit(Record::new(self.next, 1.0, ctx.now_nanos));
+            self.next += 1;
+        }
+        Ok(SourceStatus::Ready)
+    }
+
+    fn serve_while_finishing(&mut self) -> Result<(), BoxError> {
+        assert!(
+            self.done.load(Ordering::SeqCst),
+            "served before it finished"
+        );
+        self.served.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Acknowledges a barrier that arrives after its source finished only once that source has
+/// been served while it waits (so the last checkpoint cannot complete without it).
+struct PatientSink {
+    done: Arc<AtomicBool>,
+    served: Arc<AtomicU64>,
+}
+
+impl Sink for PatientSink {
+    fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), BoxError> {
+        if !self.done.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        while self.served.load(Ordering::SeqCst) == 0 {
+            if started.elapsed() > DEADLINE {
+                return Err(
+                    "the source was not served while it waited for its last checkpoint".into(),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_source_waiting_for_its_last_checkpoint_is_served_meanwhile() {
+    let (done, served) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut graph = JobGraph::new("finishing");
+    let (d, s) = (done.clone(), served.clone());
+    let src = graph
+        .add_source("numbers", 1, move |_| {
+            Ok(Box::new(FinishingSource {
+                total: 500,
+                next: 0,
+                done: d.clone(),
+                served: s.clone(),
+            }) as Box<dyn Source>)
+        })
+        .unwrap();
+    let (d, s) = (done.clone(), served.clone());
+    // Two sink subtasks: not chained to the source (a sink in the source's thread would wait
+    // for it in that thread).
+    let sink = graph
+        .add_sink("out", 2, move |_| {
+            Ok(Box::new(PatientSink {
+                done: d.clone(),
+                served: s.clone(),
+            }) as Box<dyn Sink>)
+        })
+        .unwrap();
+    graph.connect(src, sink, Partitioning::Rebalance).unwrap();
+    let config = JobConfig {
+        checkpoint_interval: Some(Duration::from_secs(3600)),
+        ..JobConfig::default()
+    };
+    let handle = start(graph, config).unwrap();
+    let result = wait_or_fail(handle, DEADLINE);
+    assert!(served.load(Ordering::SeqCst) > 0);
+    // The last checkpoint (the only one: the interval is an hour) completed.
+    assert_eq!(result.checkpoints.completed_total(), 1);
 }
