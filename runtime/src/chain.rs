@@ -487,7 +487,10 @@ impl Chain {
                     let max_parallelism = m.map_or(1, |m| m.max_parallelism);
                     let keyed = match op.has_keyed_state() {
                         true => {
-                            let mut state = KeyedSnapshot::new(max_parallelism);
+                            let mut state = match &self.checkpoints {
+                                Some(c) => c.keyed_snapshot(max_parallelism),
+                                None => KeyedSnapshot::new(max_parallelism),
+                            };
                             op.snapshot_keyed(n, &mut state).map_err(user)?;
                             Some(state)
                         }

@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::checkpoint_store::{write_checkpoint, Metadata, StateFile, VertexMeta};
+use crate::checkpoint_store::{write_checkpoint_with, Metadata, StateFile, VertexMeta};
+use crate::keyed_state::KeyedSnapshot;
 use crate::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
 
 /// Upper bounds (seconds) of the checkpoint duration histogram's buckets.
@@ -67,6 +68,9 @@ struct Storage {
     /// The newest checkpoint written whole.
     stored: AtomicU64,
     writer: Mutex<Option<mpsc::Sender<ToWrite>>>,
+    /// Keyed snapshots written, kept for the tasks' next checkpoints (their buffers already
+    /// in memory): at most one per vertex subtask.
+    spare: Mutex<Vec<KeyedSnapshot>>,
 }
 
 /// A checkpoint to write: its id and each vertex subtask's state (with its vertex index).
@@ -145,6 +149,7 @@ impl Checkpoints {
             vertices,
             subtasks,
             writer: Mutex::new(None),
+            spare: Mutex::new(Vec::new()),
         });
         self
     }
@@ -161,9 +166,11 @@ impl Checkpoints {
         let spawned = std::thread::Builder::new()
             .name("checkpoint-writer".into())
             .spawn(move || {
+                // Every file is encoded in this one buffer.
+                let mut buffer = Vec::new();
                 while let Ok((n, files)) = rx.recv() {
                     let Some(c) = weak.upgrade() else { return };
-                    c.write(n, files);
+                    c.write(n, files, &mut buffer);
                 }
             });
         if spawned.is_err() {
@@ -194,6 +201,22 @@ impl Checkpoints {
     /// The id, parallelism and number of key groups of vertex `v`.
     pub(crate) fn vertex(&self, v: usize) -> Option<&VertexMeta> {
         self.storage.as_ref().and_then(|s| s.vertices.get(v))
+    }
+
+    /// An empty snapshot of `max_parallelism` key groups for a task's checkpoint: one the
+    /// writer is done with when there is one (its buffers are reused), else a new one.
+    pub(crate) fn keyed_snapshot(&self, max_parallelism: u32) -> KeyedSnapshot {
+        let spare = self
+            .storage
+            .as_ref()
+            .and_then(|s| s.spare.lock().ok()?.pop());
+        match spare {
+            Some(mut snapshot) => {
+                snapshot.clear(max_parallelism);
+                snapshot
+            }
+            None => KeyedSnapshot::new(max_parallelism),
+        }
     }
 
     /// A subtask of `vertex` gives its state for checkpoint `n`.
@@ -281,8 +304,9 @@ impl Checkpoints {
         }
     }
 
-    /// Writes checkpoint `n` (on the writer thread).
-    fn write(&self, n: u64, files: Vec<(usize, StateFile)>) {
+    /// Writes checkpoint `n` (on the writer thread, encoding each file in `buffer`), then
+    /// keeps its keyed snapshots for the tasks' next checkpoints.
+    fn write(&self, n: u64, files: Vec<(usize, StateFile)>, buffer: &mut Vec<u8>) {
         let Some(storage) = &self.storage else {
             return;
         };
@@ -298,7 +322,21 @@ impl Checkpoints {
         };
         let mut files = files;
         files.sort_by_key(|a| (a.0, a.1.subtask));
-        match write_checkpoint(&storage.config.job_dir, meta, files, storage.config.retain) {
+        let written = write_checkpoint_with(
+            &storage.config.job_dir,
+            meta,
+            &files,
+            storage.config.retain,
+            buffer,
+        );
+        if let Ok(mut spare) = storage.spare.lock() {
+            for keyed in files.into_iter().filter_map(|(_, f)| f.keyed) {
+                if spare.len() < storage.subtasks {
+                    spare.push(keyed);
+                }
+            }
+        }
+        match written {
             Ok((path, size_bytes)) => {
                 if let Ok(mut inner) = self.inner.lock() {
                     inner.last = Some(CompletedCheckpoint {

@@ -11,11 +11,17 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic "TDMKCHK\0"
-//! 8       2     format version, little endian (1)
+//! 8       2     format version, little endian (2; 1 is still read)
 //! 10      8     payload length in bytes, little endian
 //! 18      4     CRC-32 (IEEE) of the payload, little endian
 //! 22      …     payload: a StateFile or, for _metadata, a Metadata (postcard)
 //! ```
+//!
+//! Version 2 changed only the keyed state in a [`StateFile`]: each key group is its number of
+//! entries and one byte string holding them (each a key and its value's bytes), the buffer the
+//! task filled at the checkpoint, instead of version 1's sequence of (key, value) pairs; so the
+//! writer copies it as it is. Version 1 files are read and turned into the same
+//! [`KeyedSnapshot`].
 //!
 //! A file whose magic, version, length or checksum is wrong is refused, naming the file, and so
 //! is a checkpoint one of whose files is missing: [`read_checkpoint`] reads and checks every
@@ -30,12 +36,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::key_group::KeyGroupRange;
 use crate::keyed_state::KeyedSnapshot;
-use crate::state_codec::{decode, encode};
+use crate::state_codec::{decode, encode_into};
 
 /// The first bytes of every checkpoint file.
 pub const MAGIC: [u8; 8] = *b"TDMKCHK\0";
-/// The version of the checkpoint format this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The version of the checkpoint format this build writes (it reads it and version 1).
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest version of the checkpoint format this build reads.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// The name of the file that makes a checkpoint folder complete.
 pub const METADATA: &str = "_metadata";
 /// The marker a finished job leaves in `<dir>/<job>/`.
@@ -149,21 +157,33 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
 pub fn encode_file<T: Serialize>(
     value: &T,
 ) -> Result<Vec<u8>, crate::state_codec::StateCodecError> {
-    let payload = encode(value)?;
-    let mut bytes = Vec::with_capacity(HEADER + payload.len());
-    bytes.extend_from_slice(&MAGIC);
-    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    bytes.extend_from_slice(&payload);
+    let mut bytes = Vec::new();
+    encode_file_into(value, &mut bytes)?;
     Ok(bytes)
 }
 
-/// Checks the header, length and checksum of a checkpoint file's `bytes` and decodes it.
-pub fn decode_file<T: for<'de> Deserialize<'de>>(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<T, StoreError> {
+/// [`encode_file`] into `bytes` (emptied first, its memory kept: the writer reuses one
+/// buffer for every file).
+pub fn encode_file_into<T: Serialize>(
+    value: &T,
+    bytes: &mut Vec<u8>,
+) -> Result<(), crate::state_codec::StateCodecError> {
+    bytes.clear();
+    bytes.extend_from_slice(&MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.resize(HEADER, 0);
+    encode_into(value, bytes)?;
+    let payload = &bytes[HEADER..];
+    let len = (payload.len() as u64).to_le_bytes();
+    let crc = crc32fast::hash(payload).to_le_bytes();
+    bytes[10..18].copy_from_slice(&len);
+    bytes[18..22].copy_from_slice(&crc);
+    Ok(())
+}
+
+/// Checks the header, length and checksum of a checkpoint file's `bytes`: its format version
+/// and its payload.
+fn checked_payload<'a>(path: &Path, bytes: &'a [u8]) -> Result<(u16, &'a [u8]), StoreError> {
     let corrupt = |problem: String| StoreError::Corrupt {
         path: path.to_path_buf(),
         problem,
@@ -175,9 +195,10 @@ pub fn decode_file<T: for<'de> Deserialize<'de>>(
         )));
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(corrupt(format!(
-            "checkpoint format version {version}, this build reads version {FORMAT_VERSION}"
+            "checkpoint format version {version}, this build reads versions \
+             {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}"
         )));
     }
     let len = u64::from_le_bytes(bytes[10..18].try_into().expect("8 bytes"));
@@ -195,7 +216,34 @@ pub fn decode_file<T: for<'de> Deserialize<'de>>(
             "checksum mismatch (CRC-32 {actual:08x}, the header says {crc:08x}): the file is damaged"
         )));
     }
-    decode(payload).map_err(|e| corrupt(e.to_string()))
+    Ok((version, payload))
+}
+
+/// Checks the header, length and checksum of a checkpoint file's `bytes` and decodes it (a
+/// `_metadata`, or anything whose payload the format versions share; a state file:
+/// [`decode_state_file`]).
+pub fn decode_file<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    let (_, payload) = checked_payload(path, bytes)?;
+    decode(payload).map_err(|e| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        problem: e.to_string(),
+    })
+}
+
+/// Checks and decodes a state file of either format version.
+pub fn decode_state_file(path: &Path, bytes: &[u8]) -> Result<StateFile, StoreError> {
+    let (version, payload) = checked_payload(path, bytes)?;
+    let decoded = match version {
+        1 => crate::checkpoint_v1::decode_state_file(payload),
+        _ => decode(payload).map_err(|e| e.to_string()),
+    };
+    decoded.map_err(|problem| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        problem,
+    })
 }
 
 /// `<dir>/<job>`: where a job's checkpoints are.
@@ -271,9 +319,21 @@ pub fn state_file_name(vertex: &str, subtask: u32, key_groups: Option<KeyGroupRa
 /// and the bytes written.
 pub fn write_checkpoint(
     job_dir: &Path,
-    mut meta: Metadata,
+    meta: Metadata,
     files: Vec<(usize, StateFile)>,
     retain: usize,
+) -> Result<(PathBuf, u64), StoreError> {
+    write_checkpoint_with(job_dir, meta, &files, retain, &mut Vec::new())
+}
+
+/// [`write_checkpoint`] with `buffer` to encode each file in (its memory kept for the next
+/// checkpoint), leaving `files` to the caller.
+pub fn write_checkpoint_with(
+    job_dir: &Path,
+    mut meta: Metadata,
+    files: &[(usize, StateFile)],
+    retain: usize,
+    buffer: &mut Vec<u8>,
 ) -> Result<(PathBuf, u64), StoreError> {
     let folder = job_dir.join(folder_name(meta.id));
     let result = (|| {
@@ -284,29 +344,29 @@ pub fn write_checkpoint(
                 .key_groups
                 .map(|(start, end)| KeyGroupRange { start, end });
             let name = state_file_name(&file.vertex, file.subtask, range);
-            let bytes = encode_file(&file).map_err(|e| StoreError::Corrupt {
+            encode_file_into(file, buffer).map_err(|e| StoreError::Corrupt {
                 path: folder.join(&name),
                 problem: e.to_string(),
             })?;
             let path = folder.join(&name);
-            write_synced(&path, &bytes)?;
-            size += bytes.len() as u64;
-            meta.vertices[v].files.push(FileMeta {
+            write_synced(&path, buffer)?;
+            size += buffer.len() as u64;
+            meta.vertices[*v].files.push(FileMeta {
                 name,
                 subtask: file.subtask,
-                len: bytes.len() as u64,
+                len: buffer.len() as u64,
             });
         }
-        let bytes = encode_file(&meta).map_err(|e| StoreError::Corrupt {
+        encode_file_into(&meta, buffer).map_err(|e| StoreError::Corrupt {
             path: folder.join(METADATA),
             problem: e.to_string(),
         })?;
         let tmp = folder.join("_metadata.inprogress");
-        write_synced(&tmp, &bytes)?;
+        write_synced(&tmp, buffer)?;
         let path = folder.join(METADATA);
         fs::rename(&tmp, &path).map_err(io_error(&path))?;
         sync_dir(&folder)?;
-        size += bytes.len() as u64;
+        size += buffer.len() as u64;
         Ok(size)
     })();
     let size = match result {
@@ -419,7 +479,7 @@ pub fn read_checkpoint(path: &Path) -> Result<LoadedCheckpoint, StoreError> {
                     ),
                 });
             }
-            let state: StateFile = decode_file(&file_path, &bytes)?;
+            let state = decode_state_file(&file_path, &bytes)?;
             let range_ok = match (v.keyed, state.key_groups, &state.keyed) {
                 (true, Some((start, end)), Some(keyed)) => {
                     keyed.max_parallelism() == v.max_parallelism
@@ -548,17 +608,11 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// The checkpoint of [`checkpoint`]`(4)` as this format version wrote it, kept in the
-    /// repository: a later build must read it (or change [`FORMAT_VERSION`] and say how old
-    /// checkpoints are read). `TIDEMARK_WRITE_FIXTURE=1` writes it again.
-    #[test]
-    fn reads_the_checkpoint_the_version_1_fixture_holds() {
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint-v1");
-        if std::env::var_os("TIDEMARK_WRITE_FIXTURE").is_some() {
-            let _ = fs::remove_dir_all(&fixture);
-            let (meta, files) = checkpoint(4);
-            write_checkpoint(&fixture, meta, files, 3).unwrap();
-        }
+    /// Reads the committed fixture `tests/fixtures/checkpoint-v<version>` (the checkpoint of
+    /// [`checkpoint`]`(4)` as that format version wrote it) and checks it holds that state.
+    fn reads_fixture(version: u16) {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/checkpoint-v{version}"));
         let loaded = read_checkpoint(&fixture.join("chk-4")).unwrap();
         let (meta, files) = checkpoint(4);
         assert_eq!(loaded.metadata.id, meta.id);
@@ -572,7 +626,115 @@ mod tests {
         );
         assert_eq!(keyed.shared::<i64>().unwrap(), [-7]);
         let header = fs::read(fixture.join("chk-4/win.kg-0-8")).unwrap();
-        assert_eq!(&header[..10], b"TDMKCHK\0\x01\x00", "magic and version 1");
+        assert_eq!(&header[..8], b"TDMKCHK\0", "magic");
+        assert_eq!(header[8..10], version.to_le_bytes(), "format version");
+    }
+
+    /// Version 1 (before the keyed state's key groups became byte strings) is still read: a
+    /// later build must read every fixture kept here (or say how old checkpoints are read).
+    #[test]
+    fn reads_the_checkpoint_the_version_1_fixture_holds() {
+        reads_fixture(1);
+    }
+
+    /// The version this build writes; `TIDEMARK_WRITE_FIXTURE=1` writes its fixture again
+    /// (never an older version's).
+    #[test]
+    fn reads_the_checkpoint_the_version_2_fixture_holds() {
+        assert_eq!(FORMAT_VERSION, 2, "a new version needs its own fixture");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint-v2");
+        if std::env::var_os("TIDEMARK_WRITE_FIXTURE").is_some() {
+            let _ = fs::remove_dir_all(&fixture);
+            let (meta, files) = checkpoint(4);
+            write_checkpoint(&fixture, meta, files, 3).unwrap();
+        }
+        reads_fixture(2);
+        // What this build writes is the fixture, byte for byte (but the completion time).
+        let (_, files) = checkpoint(4);
+        let written = encode_file(&files[1].1).unwrap();
+        assert_eq!(
+            fs::read(fixture.join("chk-4/win.kg-0-8")).unwrap(),
+            written
+        );
+    }
+
+    /// A version 1 file and the version 2 file of the same state decode equal, with many keys
+    /// in several key groups (the v1 layout written here by its own serde types).
+    #[test]
+    fn a_version_1_file_reads_as_the_same_state_as_version_2() {
+        #[derive(Serialize)]
+        struct KeyedV1 {
+            max_parallelism: u32,
+            groups: BTreeMap<u32, Vec<(crate::keyed_state::StateKey, Vec<u8>)>>,
+            shared: Vec<Vec<u8>>,
+        }
+        #[derive(Serialize)]
+        struct FileV1 {
+            vertex: String,
+            subtask: u32,
+            parallelism: u32,
+            key_groups: Option<(u32, u32)>,
+            keyed: Option<KeyedV1>,
+            local: Option<Vec<u8>>,
+            position: Option<Vec<u8>>,
+            max_timestamp: Option<i64>,
+            finished: bool,
+        }
+        let m = 16;
+        let mut snapshot = KeyedSnapshot::new(m);
+        let mut groups: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+        for k in 0..500i64 {
+            let key = match k % 3 {
+                0 => Value::Int(k),
+                1 => Value::from(format!("user-{k}").as_str()),
+                _ => Value::Double(k as f64 / 7.0),
+            };
+            // Some values are long enough for a two-byte length.
+            let value: Vec<u64> = (0..(k % 40) as u64).map(|i| i << 20).collect();
+            snapshot.put(&key, &value).unwrap();
+            groups
+                .entry(crate::key_group::key_group(key.routing_hash(), m))
+                .or_default()
+                .push((
+                    crate::keyed_state::StateKey::from(&key),
+                    crate::state_codec::encode(&value).unwrap(),
+                ));
+        }
+        snapshot.set_shared(&11u64).unwrap();
+        let v1 = FileV1 {
+            vertex: "win".into(),
+            subtask: 0,
+            parallelism: 1,
+            key_groups: Some((0, m)),
+            keyed: Some(KeyedV1 {
+                max_parallelism: m,
+                groups,
+                shared: vec![crate::state_codec::encode(&11u64).unwrap()],
+            }),
+            local: Some(vec![5]),
+            position: None,
+            max_timestamp: Some(-3),
+            finished: true,
+        };
+        let mut v1_bytes = encode_file(&v1).unwrap();
+        v1_bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+        let v2 = StateFile {
+            vertex: "win".into(),
+            subtask: 0,
+            parallelism: 1,
+            key_groups: Some((0, m)),
+            keyed: Some(snapshot),
+            local: Some(vec![5]),
+            position: None,
+            max_timestamp: Some(-3),
+            finished: true,
+        };
+        let path = Path::new("win.kg-0-16");
+        let from_v1 = decode_state_file(path, &v1_bytes).unwrap();
+        let from_v2 = decode_state_file(path, &encode_file(&v2).unwrap()).unwrap();
+        assert_eq!(from_v1, v2);
+        assert_eq!(from_v2, v2);
+        assert_eq!(from_v1.keyed.as_ref().unwrap().len(), 500);
     }
 
     #[test]

@@ -20,13 +20,13 @@
 //! [`Operator::restore_keyed`]: crate::Operator::restore_keyed
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::key_group::{KeyGroupRange, KeyGroups};
-use crate::state_codec::{decode, encode, StateCodecError};
+use crate::key_group::{KeyGroupRange, KeyGroups, MAX_KEY_GROUPS};
+use crate::state_codec::{append, decode, encode, StateCodecError};
 use crate::value::Value;
 
 /// A key as stored in a checkpoint: [`Value`] in a form every serde format reads back (its own
@@ -75,19 +75,145 @@ impl StateKey {
     }
 }
 
+/// The borrowed form of [`StateKey`] a snapshot encodes a key from: the same variants in the same
+/// order, so the same bytes, without copying the key's string.
+#[derive(Serialize)]
+enum StateKeyRef<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(u64),
+    String(&'a str),
+    Json(String),
+}
+
+impl<'a> From<&'a Value> for StateKeyRef<'a> {
+    fn from(v: &'a Value) -> Self {
+        match v {
+            Value::Null => StateKeyRef::Null,
+            Value::Bool(b) => StateKeyRef::Bool(*b),
+            Value::Int(i) => StateKeyRef::Int(*i),
+            Value::Double(d) => StateKeyRef::Double(d.to_bits()),
+            Value::String(s) => StateKeyRef::String(s),
+            other => StateKeyRef::Json(serde_json::Value::from(other).to_string()),
+        }
+    }
+}
+
+/// One key group of a snapshot: its entries back to back, each a key ([`StateKey`], postcard)
+/// and its value's bytes (postcard's byte string: a varint length, then the bytes).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Group {
+    /// How many entries `bytes` holds.
+    entries: u64,
+    bytes: Vec<u8>,
+}
+
+impl Group {
+    /// Appends `key` with `value` encoded; on an error the group is left as it was.
+    fn push<V: Serialize + ?Sized>(&mut self, key: &Value, value: &V) -> postcard::Result<()> {
+        let start = self.bytes.len();
+        let pushed = (|| {
+            append(&StateKeyRef::from(key), &mut self.bytes)?;
+            // The value goes after a one-byte length, which is then filled in; a value of 128
+            // bytes or more needs a longer varint, so its bytes move up.
+            let slot = self.bytes.len();
+            self.bytes.push(0);
+            append(value, &mut self.bytes)?;
+            let len = self.bytes.len() - slot - 1;
+            if len < 0x80 {
+                self.bytes[slot] = len as u8;
+            } else {
+                let mut varint = [0u8; 10];
+                let varint = postcard::to_slice(&(len as u64), &mut varint)?;
+                self.bytes.splice(slot..slot + 1, varint.iter().copied());
+            }
+            Ok(())
+        })();
+        match pushed {
+            Ok(()) => self.entries += 1,
+            Err(_) => self.bytes.truncate(start),
+        }
+        pushed
+    }
+
+    /// Appends `key` (in any form that encodes as a [`StateKey`]) with its value already
+    /// encoded.
+    fn push_encoded<K: Serialize + ?Sized>(&mut self, key: &K, bytes: &[u8]) -> postcard::Result<()> {
+        let start = self.bytes.len();
+        let pushed = append(key, &mut self.bytes)
+            .and_then(|()| append(serde_bytes::Bytes::new(bytes), &mut self.bytes));
+        match pushed {
+            Ok(()) => self.entries += 1,
+            Err(_) => self.bytes.truncate(start),
+        }
+        pushed
+    }
+
+    /// Every entry: its key and its value's bytes (an error where the bytes are not entries).
+    fn entries(&self) -> GroupEntries<'_> {
+        GroupEntries {
+            rest: &self.bytes,
+            left: self.entries,
+        }
+    }
+
+    /// Whether `bytes` is exactly `entries` entries.
+    fn is_well_formed(&self) -> bool {
+        let mut entries = self.entries();
+        entries.by_ref().all(|e| e.is_ok()) && entries.rest.is_empty()
+    }
+}
+
+/// The entries of a [`Group`], decoded one by one.
+struct GroupEntries<'a> {
+    rest: &'a [u8],
+    left: u64,
+}
+
+impl<'a> Iterator for GroupEntries<'a> {
+    type Item = Result<(StateKey, &'a [u8]), StateCodecError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let entry = postcard::take_from_bytes::<StateKey>(self.rest).and_then(|(key, rest)| {
+            let (value, rest) = postcard::take_from_bytes::<&[u8]>(rest)?;
+            Ok((key, value, rest))
+        });
+        Some(match entry {
+            Ok((key, value, rest)) => {
+                self.rest = rest;
+                Ok((key, value))
+            }
+            Err(e) => {
+                self.left = 0;
+                Err(e.into())
+            }
+        })
+    }
+}
+
 /// One keyed operator subtask's state at a checkpoint: per key group, each key with its
 /// encoded value, and the operator-wide values ([`KeyedSnapshot::set_shared`]).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+///
+/// A snapshot keeps each key group's entries encoded in one buffer, in the order they were
+/// put ([`KeyedSnapshot::put`] encodes a key and its value straight into it), so taking a
+/// snapshot allocates nothing per key, and writing it copies those buffers as they are (its
+/// serde form, the checkpoint file's, holds each key group as one byte string). A snapshot
+/// [`cleared`](KeyedSnapshot::clear) keeps its buffers for the next checkpoint.
+#[derive(Clone, Debug, Default)]
 pub struct KeyedSnapshot {
     /// The number of key groups the keys were grouped by.
     max_parallelism: u32,
-    /// Per key group, its keys and their values' bytes, in the order they were put.
-    groups: BTreeMap<u32, Vec<(StateKey, Vec<u8>)>>,
+    /// Indexed by key group (up to the highest one that has state).
+    groups: Vec<Group>,
     /// Operator-wide values: one per old subtask taken over (a snapshot being written has at
     /// most one).
     shared: Vec<Vec<u8>>,
     /// The key-group function of `max_parallelism`, made once.
-    #[serde(skip)]
     key_groups: Option<KeyGroups>,
 }
 
@@ -95,8 +221,93 @@ pub struct KeyedSnapshot {
 impl PartialEq for KeyedSnapshot {
     fn eq(&self, other: &Self) -> bool {
         self.max_parallelism == other.max_parallelism
-            && self.groups == other.groups
+            && self.filled().eq(other.filled())
             && self.shared == other.shared
+    }
+}
+
+/// The serde form of a snapshot (the checkpoint file's, format version 2): each key group that
+/// has state with its number of entries and its entries as one byte string.
+#[derive(Serialize)]
+struct SnapshotForm<'a> {
+    max_parallelism: u32,
+    groups: Vec<GroupForm<'a>>,
+    shared: &'a [Vec<u8>],
+}
+
+#[derive(Serialize)]
+struct GroupForm<'a> {
+    group: u32,
+    entries: u64,
+    bytes: &'a serde_bytes::Bytes,
+}
+
+#[derive(Deserialize)]
+struct SnapshotRead {
+    max_parallelism: u32,
+    groups: Vec<GroupRead>,
+    shared: Vec<Vec<u8>>,
+}
+
+#[derive(Deserialize)]
+struct GroupRead {
+    group: u32,
+    entries: u64,
+    bytes: serde_bytes::ByteBuf,
+}
+
+impl Serialize for KeyedSnapshot {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        SnapshotForm {
+            max_parallelism: self.max_parallelism,
+            groups: self
+                .filled()
+                .map(|(group, g)| GroupForm {
+                    group,
+                    entries: g.entries,
+                    bytes: serde_bytes::Bytes::new(&g.bytes),
+                })
+                .collect(),
+            shared: &self.shared,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Checks what it reads: the number of key groups, each key group once, in order and below
+/// it, and each one's bytes exactly its entries.
+impl<'de> Deserialize<'de> for KeyedSnapshot {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let read = SnapshotRead::deserialize(deserializer)?;
+        if !(1..=MAX_KEY_GROUPS).contains(&read.max_parallelism) {
+            return Err(D::Error::custom(format!(
+                "keyed state of {} key groups: expected 1 to {MAX_KEY_GROUPS}",
+                read.max_parallelism
+            )));
+        }
+        let mut snapshot = KeyedSnapshot::new(read.max_parallelism);
+        snapshot.shared = read.shared;
+        for g in read.groups {
+            if g.group >= read.max_parallelism || (g.group as usize) < snapshot.groups.len() {
+                return Err(D::Error::custom(format!(
+                    "key group {} out of order or not below {}",
+                    g.group, read.max_parallelism
+                )));
+            }
+            let group = Group {
+                entries: g.entries,
+                bytes: g.bytes.into_vec(),
+            };
+            if !group.is_well_formed() {
+                return Err(D::Error::custom(format!(
+                    "key group {}: its bytes are not {} entries",
+                    g.group, g.entries
+                )));
+            }
+            *snapshot.group_at(g.group) = group;
+        }
+        Ok(snapshot)
     }
 }
 
@@ -109,9 +320,52 @@ impl KeyedSnapshot {
         }
     }
 
+    /// Empties the snapshot for `max_parallelism` key groups, keeping its buffers (the next
+    /// checkpoint's snapshot then writes into memory already in use).
+    pub fn clear(&mut self, max_parallelism: u32) {
+        let max_parallelism = max_parallelism.max(1);
+        if max_parallelism != self.max_parallelism {
+            self.max_parallelism = max_parallelism;
+            self.key_groups = None;
+            self.groups.truncate(max_parallelism as usize);
+        }
+        for g in &mut self.groups {
+            g.entries = 0;
+            g.bytes.clear();
+        }
+        self.shared.clear();
+    }
+
     /// The number of key groups.
     pub fn max_parallelism(&self) -> u32 {
         self.max_parallelism
+    }
+
+    /// The key groups that have state, with their number.
+    fn filled(&self) -> impl Iterator<Item = (u32, &Group)> {
+        self.groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.entries > 0)
+            .map(|(i, g)| (i as u32, g))
+    }
+
+    /// Key group `group` (below `max_parallelism`), made empty if it was not there.
+    fn group_at(&mut self, group: u32) -> &mut Group {
+        let i = group as usize;
+        if i >= self.groups.len() {
+            self.groups.resize_with(i + 1, Group::default);
+        }
+        &mut self.groups[i]
+    }
+
+    /// The key group of `key`.
+    #[inline]
+    fn group_of(&mut self, key: &Value) -> u32 {
+        let max = self.max_parallelism;
+        self.key_groups
+            .get_or_insert_with(|| KeyGroups::new(max))
+            .of(key.routing_hash())
     }
 
     /// Puts `key`'s value, encoded with the checkpoint codec, into its key group.
@@ -120,22 +374,25 @@ impl KeyedSnapshot {
         key: &Value,
         value: &V,
     ) -> Result<(), StateCodecError> {
-        let bytes = encode(value)?;
-        self.put_encoded(key, bytes);
-        Ok(())
+        let group = self.group_of(key);
+        Ok(self.group_at(group).push(key, value)?)
     }
 
     /// Puts `key`'s value already encoded.
     pub fn put_encoded(&mut self, key: &Value, bytes: Vec<u8>) {
-        let max = self.max_parallelism;
-        let group = self
-            .key_groups
-            .get_or_insert_with(|| KeyGroups::new(max))
-            .of(key.routing_hash());
-        self.groups
-            .entry(group)
-            .or_default()
-            .push((StateKey::from(key), bytes));
+        let group = self.group_of(key);
+        self.group_at(group)
+            .push_encoded(&StateKeyRef::from(key), &bytes)
+            .expect("a key and a byte string always encode");
+    }
+
+    /// Puts a key already in its stored form, with its value's bytes, into key group `group`
+    /// (reading an older format); `None` when the group is not below `max_parallelism`.
+    pub(crate) fn put_stored(&mut self, group: u32, key: &StateKey, bytes: &[u8]) -> Option<()> {
+        if group >= self.max_parallelism {
+            return None;
+        }
+        self.group_at(group).push_encoded(key, bytes).ok()
     }
 
     /// Sets the operator-wide value (replacing one set before).
@@ -144,28 +401,44 @@ impl KeyedSnapshot {
         Ok(())
     }
 
+    /// Adds an operator-wide value already encoded (reading an older format).
+    pub(crate) fn push_shared(&mut self, bytes: Vec<u8>) {
+        self.shared.push(bytes);
+    }
+
     /// The operator-wide values, decoded: one per old subtask this state came from.
     pub fn shared<V: DeserializeOwned>(&self) -> Result<Vec<V>, StateCodecError> {
         self.shared.iter().map(|b| decode(b)).collect()
     }
 
-    /// Every key and its encoded value, key group by key group.
-    pub fn entries(&self) -> impl Iterator<Item = (u32, &StateKey, &[u8])> {
-        self.groups
-            .iter()
-            .flat_map(|(g, entries)| entries.iter().map(move |(k, v)| (*g, k, v.as_slice())))
+    /// Every key and its encoded value, key group by key group (each key decoded from the
+    /// group's bytes).
+    pub fn entries(&self) -> impl Iterator<Item = (u32, StateKey, &[u8])> {
+        self.filled().flat_map(|(g, group)| {
+            group
+                .entries()
+                // A snapshot's groups are entries by construction: `put` writes them and
+                // reading one checks them.
+                .map_while(Result::ok)
+                .map(move |(k, v)| (g, k, v))
+        })
     }
 
     /// Every key and its value, decoded.
     pub fn decoded<V: DeserializeOwned>(&self) -> Result<Vec<(Value, V)>, StateCodecError> {
-        self.entries()
-            .map(|(_, k, v)| Ok((k.to_value()?, decode(v)?)))
-            .collect()
+        let mut out = Vec::with_capacity(self.len());
+        for (_, group) in self.filled() {
+            for entry in group.entries() {
+                let (k, v) = entry?;
+                out.push((k.to_value()?, decode(v)?));
+            }
+        }
+        Ok(out)
     }
 
     /// How many keys.
     pub fn len(&self) -> usize {
-        self.groups.values().map(Vec::len).sum()
+        self.groups.iter().map(|g| g.entries as usize).sum()
     }
 
     /// True when no key has state.
@@ -175,18 +448,23 @@ impl KeyedSnapshot {
 
     /// The key groups that hold state.
     pub fn key_groups(&self) -> impl Iterator<Item = u32> + '_ {
-        self.groups.keys().copied()
+        self.filled().map(|(g, _)| g)
+    }
+
+    /// The bytes the entries take (what a checkpoint file holds of them).
+    pub fn encoded_len(&self) -> usize {
+        self.groups.iter().map(|g| g.bytes.len()).sum()
     }
 
     /// The part of this snapshot in `range`: its key groups there, and its shared values.
     pub fn part(&self, range: KeyGroupRange) -> KeyedSnapshot {
+        let end = (range.end as usize).min(self.groups.len());
+        let start = (range.start as usize).min(end);
+        let mut groups = vec![Group::default(); start];
+        groups.extend_from_slice(&self.groups[start..end]);
         KeyedSnapshot {
             max_parallelism: self.max_parallelism,
-            groups: self
-                .groups
-                .range(range.start..range.end)
-                .map(|(g, e)| (*g, e.clone()))
-                .collect(),
+            groups,
             shared: self.shared.clone(),
             key_groups: None,
         }
@@ -194,8 +472,17 @@ impl KeyedSnapshot {
 
     /// Adds the key groups and shared values of `other` (another old subtask's part).
     pub fn merge(&mut self, other: KeyedSnapshot) {
-        for (g, mut entries) in other.groups {
-            self.groups.entry(g).or_default().append(&mut entries);
+        for (i, g) in other.groups.into_iter().enumerate() {
+            if g.entries == 0 {
+                continue;
+            }
+            let into = self.group_at(i as u32);
+            if into.entries == 0 {
+                *into = g;
+            } else {
+                into.bytes.extend_from_slice(&g.bytes);
+                into.entries += g.entries;
+            }
         }
         self.shared.extend(other.shared);
     }
@@ -204,11 +491,13 @@ impl KeyedSnapshot {
     /// group its hash gives (what a restore checks of a state file).
     pub fn fits(&self, range: KeyGroupRange) -> bool {
         let groups = KeyGroups::new(self.max_parallelism);
-        self.groups.iter().all(|(g, entries)| {
-            range.contains(*g)
-                && entries.iter().all(|(k, _)| {
-                    k.to_value()
-                        .is_ok_and(|v| groups.of(v.routing_hash()) == *g)
+        self.filled().all(|(g, group)| {
+            range.contains(g)
+                && group.entries().all(|e| {
+                    e.is_ok_and(|(k, _)| {
+                        k.to_value()
+                            .is_ok_and(|v| groups.of(v.routing_hash()) == g)
+                    })
                 })
         })
     }
@@ -394,6 +683,97 @@ mod tests {
                 prop_assert_eq!(got.2, v.2);
             }
         }
+    }
+
+    proptest! {
+        /// The borrowed key a snapshot encodes is byte for byte the [`StateKey`] it reads.
+        #[test]
+        fn a_borrowed_key_encodes_as_its_state_key(k in key()) {
+            prop_assert_eq!(
+                encode(&StateKeyRef::from(&k)).unwrap(),
+                encode(&StateKey::from(&k)).unwrap()
+            );
+        }
+
+        /// Values of any length (a length of 128 bytes or more takes a longer varint) come
+        /// back, through the codec, in the order they were put; a cleared snapshot reused
+        /// holds the same as a new one.
+        #[test]
+        fn values_of_any_length_come_back_and_a_cleared_snapshot_is_new(
+            lens in prop::collection::vec(0usize..400, 1..40),
+        ) {
+            let mut reused = KeyedSnapshot::new(4);
+            for k in 0..50i64 {
+                reused.put(&Value::Int(k), &vec![k as u8; 300]).unwrap();
+            }
+            reused.set_shared(&1u8).unwrap();
+            reused.clear(8);
+            let mut fresh = KeyedSnapshot::new(8);
+            for (k, len) in lens.iter().enumerate() {
+                let value = vec![k as u8; *len];
+                let key = Value::from(format!("k{k}").as_str());
+                reused.put(&key, &value).unwrap();
+                fresh.put(&key, &value).unwrap();
+            }
+            prop_assert_eq!(&reused, &fresh);
+            let back: KeyedSnapshot = decode(&encode(&reused).unwrap()).unwrap();
+            prop_assert_eq!(back.len(), lens.len());
+            prop_assert_eq!(back.max_parallelism(), 8);
+            prop_assert!(back.shared::<u8>().unwrap().is_empty());
+            let mut got: Vec<(Value, Vec<u8>)> = back.decoded().unwrap();
+            got.sort_by_key(|(k, _)| k.to_string());
+            let mut want: Vec<(Value, Vec<u8>)> = lens
+                .iter()
+                .enumerate()
+                .map(|(k, len)| (Value::from(format!("k{k}").as_str()), vec![k as u8; *len]))
+                .collect();
+            want.sort_by_key(|(k, _)| k.to_string());
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    /// A snapshot's serde form is checked when read: entries that do not add up, a key group
+    /// beyond the number of key groups or out of order, or a bad number of key groups are
+    /// errors, not a snapshot that fails later.
+    #[test]
+    fn a_damaged_snapshot_is_an_error_when_read() {
+        #[derive(Serialize)]
+        struct Form {
+            max_parallelism: u32,
+            groups: Vec<(u32, u64, serde_bytes::ByteBuf)>,
+            shared: Vec<Vec<u8>>,
+        }
+        let mut one = KeyedSnapshot::new(8);
+        one.put(&Value::Int(3), &5u64).unwrap();
+        let group = one.key_groups().next().unwrap();
+        let bytes = serde_bytes::ByteBuf::from(one.groups[group as usize].bytes.clone());
+        let read = |max_parallelism, groups: Vec<(u32, u64, serde_bytes::ByteBuf)>| {
+            decode::<KeyedSnapshot>(
+                &encode(&Form {
+                    max_parallelism,
+                    groups,
+                    shared: vec![],
+                })
+                .unwrap(),
+            )
+        };
+        let good = read(8, vec![(group, 1, bytes.clone())]).unwrap();
+        assert_eq!(good, one);
+        assert!(good.fits(KeyGroupRange { start: 0, end: 8 }));
+        for bad in [
+            read(8, vec![(group, 2, bytes.clone())]),
+            read(8, vec![(group, 0, bytes.clone())]),
+            read(8, vec![(group, 1, serde_bytes::ByteBuf::from(vec![2u8, 6, 1]))]),
+            read(8, vec![(8, 1, bytes.clone())]),
+            read(8, vec![(group, 1, bytes.clone()), (group, 1, bytes.clone())]),
+            read(0, vec![]),
+            read(MAX_KEY_GROUPS + 1, vec![]),
+        ] {
+            assert!(bad.is_err());
+        }
+        // In range but the key is not of that key group: read, and refused by `fits`.
+        let other = read(8, vec![((group + 1) % 8, 1, bytes)]).unwrap();
+        assert!(!other.fits(KeyGroupRange { start: 0, end: 8 }));
     }
 
     #[test]

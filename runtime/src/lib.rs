@@ -54,6 +54,7 @@ mod chain;
 mod channel;
 pub mod checkpoint;
 pub mod checkpoint_store;
+mod checkpoint_v1;
 pub mod component;
 pub mod config;
 pub mod event_json;

@@ -17,6 +17,44 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StateCodecErr
     Ok(postcard::to_stdvec(value)?)
 }
 
+/// Appends `value`, encoded as checkpoint state, to `out` (without allocating beyond what
+/// `out` grows by: a checkpoint encodes many values into one buffer).
+pub fn encode_into<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), StateCodecError> {
+    Ok(append(value, out)?)
+}
+
+/// [`encode_into`] with postcard's error.
+#[inline]
+pub(crate) fn append<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> postcard::Result<()> {
+    postcard::serialize_with_flavor(value, AppendTo(out))
+}
+
+/// A postcard output that appends to a `Vec` it borrows.
+struct AppendTo<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for AppendTo<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    #[inline]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
 /// Decodes checkpoint state [`encode`] made; bytes left over are an error.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateCodecError> {
     let (value, rest) = postcard::take_from_bytes(bytes)?;
