@@ -26,7 +26,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::key_group::{KeyGroupRange, KeyGroups, MAX_KEY_GROUPS};
-use crate::state_codec::{append, decode, encode, StateCodecError};
+use crate::state_codec::{
+    append, decode, encode, encode_varint, encode_varint_signed, StateCodecError,
+};
 use crate::value::Value;
 
 /// A key as stored in a checkpoint: [`Value`] in a form every serde format reads back (its own
@@ -75,29 +77,29 @@ impl StateKey {
     }
 }
 
-/// The borrowed form of [`StateKey`] a snapshot encodes a key from: the same variants in the same
-/// order, so the same bytes, without copying the key's string.
-#[derive(Serialize)]
-enum StateKeyRef<'a> {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Double(u64),
-    String(&'a str),
-    Json(String),
-}
-
-impl<'a> From<&'a Value> for StateKeyRef<'a> {
-    fn from(v: &'a Value) -> Self {
-        match v {
-            Value::Null => StateKeyRef::Null,
-            Value::Bool(b) => StateKeyRef::Bool(*b),
-            Value::Int(i) => StateKeyRef::Int(*i),
-            Value::Double(d) => StateKeyRef::Double(d.to_bits()),
-            Value::String(s) => StateKeyRef::String(s),
-            other => StateKeyRef::Json(serde_json::Value::from(other).to_string()),
+/// Appends `key` encoded as its [`StateKey`] (the same bytes, written without making one:
+/// the enum's variant as a varint, then its field).
+#[inline]
+fn encode_key(key: &Value, out: &mut Vec<u8>) -> postcard::Result<()> {
+    match key {
+        Value::Null => out.push(0),
+        Value::Bool(b) => out.extend_from_slice(&[1, *b as u8]),
+        Value::Int(i) => {
+            out.push(2);
+            encode_varint_signed(*i, out);
         }
+        Value::Double(d) => {
+            out.push(3);
+            encode_varint(d.to_bits(), out);
+        }
+        Value::String(s) => {
+            out.push(4);
+            encode_varint(s.len() as u64, out);
+            out.extend_from_slice(s.as_bytes());
+        }
+        other => append(&StateKey::from(other), out)?,
     }
+    Ok(())
 }
 
 /// One key group of a snapshot: its entries back to back, each a key ([`StateKey`], postcard)
@@ -110,23 +112,28 @@ struct Group {
 }
 
 impl Group {
-    /// Appends `key` with `value` encoded; on an error the group is left as it was.
-    fn push<V: Serialize + ?Sized>(&mut self, key: &Value, value: &V) -> postcard::Result<()> {
+    /// Appends `key` with the value `write` encodes; on an error the group is left as it was.
+    #[inline]
+    fn push_with(
+        &mut self,
+        key: &Value,
+        write: impl FnOnce(&mut Vec<u8>) -> postcard::Result<()>,
+    ) -> postcard::Result<()> {
         let start = self.bytes.len();
         let pushed = (|| {
-            append(&StateKeyRef::from(key), &mut self.bytes)?;
+            encode_key(key, &mut self.bytes)?;
             // The value goes after a one-byte length, which is then filled in; a value of 128
             // bytes or more needs a longer varint, so its bytes move up.
             let slot = self.bytes.len();
             self.bytes.push(0);
-            append(value, &mut self.bytes)?;
+            write(&mut self.bytes)?;
             let len = self.bytes.len() - slot - 1;
             if len < 0x80 {
                 self.bytes[slot] = len as u8;
             } else {
-                let mut varint = [0u8; 10];
-                let varint = postcard::to_slice(&(len as u64), &mut varint)?;
-                self.bytes.splice(slot..slot + 1, varint.iter().copied());
+                let mut varint = Vec::with_capacity(10);
+                encode_varint(len as u64, &mut varint);
+                self.bytes.splice(slot..slot + 1, varint);
             }
             Ok(())
         })();
@@ -137,9 +144,8 @@ impl Group {
         pushed
     }
 
-    /// Appends `key` (in any form that encodes as a [`StateKey`]) with its value already
-    /// encoded.
-    fn push_encoded<K: Serialize + ?Sized>(&mut self, key: &K, bytes: &[u8]) -> postcard::Result<()> {
+    /// Appends `key` (a stored key: reading an older format) with its value already encoded.
+    fn push_stored(&mut self, key: &StateKey, bytes: &[u8]) -> postcard::Result<()> {
         let start = self.bytes.len();
         let pushed = append(key, &mut self.bytes)
             .and_then(|()| append(serde_bytes::Bytes::new(bytes), &mut self.bytes));
@@ -375,15 +381,31 @@ impl KeyedSnapshot {
         value: &V,
     ) -> Result<(), StateCodecError> {
         let group = self.group_of(key);
-        Ok(self.group_at(group).push(key, value)?)
+        Ok(self
+            .group_at(group)
+            .push_with(key, |out| append(value, out))?)
     }
 
     /// Puts `key`'s value already encoded.
     pub fn put_encoded(&mut self, key: &Value, bytes: Vec<u8>) {
+        self.put_encoded_with(key, |out| out.extend_from_slice(&bytes));
+    }
+
+    /// Puts `key`'s value, which `write` appends to the buffer it is given, encoded as the
+    /// checkpoint codec encodes it (what [`decode`] reads back on a restore: for an operator
+    /// that writes its state's encoding by hand, with
+    /// [`encode_varint`](crate::state_codec::encode_varint) and
+    /// [`encode_varint_signed`](crate::state_codec::encode_varint_signed), on its checkpoint
+    /// path). Allocates nothing once the key group's buffer has room.
+    #[inline]
+    pub fn put_encoded_with(&mut self, key: &Value, write: impl FnOnce(&mut Vec<u8>)) {
         let group = self.group_of(key);
         self.group_at(group)
-            .push_encoded(&StateKeyRef::from(key), &bytes)
-            .expect("a key and a byte string always encode");
+            .push_with(key, |out| {
+                write(out);
+                Ok(())
+            })
+            .expect("a key and a written value always encode");
     }
 
     /// Puts a key already in its stored form, with its value's bytes, into key group `group`
@@ -392,7 +414,7 @@ impl KeyedSnapshot {
         if group >= self.max_parallelism {
             return None;
         }
-        self.group_at(group).push_encoded(key, bytes).ok()
+        self.group_at(group).push_stored(key, bytes).ok()
     }
 
     /// Sets the operator-wide value (replacing one set before).
@@ -495,8 +517,7 @@ impl KeyedSnapshot {
             range.contains(g)
                 && group.entries().all(|e| {
                     e.is_ok_and(|(k, _)| {
-                        k.to_value()
-                            .is_ok_and(|v| groups.of(v.routing_hash()) == g)
+                        k.to_value().is_ok_and(|v| groups.of(v.routing_hash()) == g)
                     })
                 })
         })
@@ -686,13 +707,12 @@ mod tests {
     }
 
     proptest! {
-        /// The borrowed key a snapshot encodes is byte for byte the [`StateKey`] it reads.
+        /// A key a snapshot writes is byte for byte the [`StateKey`] it reads.
         #[test]
-        fn a_borrowed_key_encodes_as_its_state_key(k in key()) {
-            prop_assert_eq!(
-                encode(&StateKeyRef::from(&k)).unwrap(),
-                encode(&StateKey::from(&k)).unwrap()
-            );
+        fn a_key_encodes_as_its_state_key(k in key()) {
+            let mut out = Vec::new();
+            encode_key(&k, &mut out).unwrap();
+            prop_assert_eq!(out, encode(&StateKey::from(&k)).unwrap());
         }
 
         /// Values of any length (a length of 128 bytes or more takes a longer varint) come
@@ -763,9 +783,15 @@ mod tests {
         for bad in [
             read(8, vec![(group, 2, bytes.clone())]),
             read(8, vec![(group, 0, bytes.clone())]),
-            read(8, vec![(group, 1, serde_bytes::ByteBuf::from(vec![2u8, 6, 1]))]),
+            read(
+                8,
+                vec![(group, 1, serde_bytes::ByteBuf::from(vec![2u8, 6, 1]))],
+            ),
             read(8, vec![(8, 1, bytes.clone())]),
-            read(8, vec![(group, 1, bytes.clone()), (group, 1, bytes.clone())]),
+            read(
+                8,
+                vec![(group, 1, bytes.clone()), (group, 1, bytes.clone())],
+            ),
             read(0, vec![]),
             read(MAX_KEY_GROUPS + 1, vec![]),
         ] {
