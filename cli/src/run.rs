@@ -244,8 +244,10 @@ fn run_job(
         &signals,
         args.duration,
         args.drain_timeout,
-        // With a checkpoint directory a stop keeps state for a restore, unless --drain.
-        job_dir.is_some() && !args.drain,
+        // With a checkpoint directory a stop keeps state for a restore, unless --drain; so
+        // does one whose keyed state moves with its Kafka exchange's partitions (the other
+        // instances take the partitions over from the state topic).
+        (job_dir.is_some() || crate::exchange::any_keeps_state(&job)) && !args.drain,
         Progress::new(registry.clone()),
     );
     let result = match ending.hard {
