@@ -292,22 +292,7 @@ fn an_event_time_window_after_a_kafka_exchange_fires_at_two_instances() {
 
 /// The group's committed offset of each partition of `topic` and the partition's end.
 fn committed_and_end(bootstrap: &str, topic: &str) -> Vec<(i64, i64)> {
-    use rdkafka::consumer::Consumer;
-    use rdkafka::topic_partition_list::Offset;
-    let (consumer, committed) = testing::committed_offsets(bootstrap, "wmx", topic, 4);
-    (0..)
-        .zip(committed)
-        .map(|(p, offset)| {
-            let offset = match offset {
-                Offset::Offset(o) => o,
-                _ => -1,
-            };
-            let (_, end) = consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .unwrap();
-            (offset, end)
-        })
-        .collect()
+    testing::committed_and_end(bootstrap, "wmx", topic, 4)
 }
 
 /// Messages of `topic`/`partition` from `from` to `end` that are records (not control messages).

@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{scrape, Proc, TempDir};
+use common::{partitions_held, scrape, sigkill, Proc, TempDir};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::BaseRecord;
@@ -105,36 +105,22 @@ sinks:
 }
 
 fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
-    let mut p = Proc::spawn(
-        dir,
-        [
-            "run",
-            job.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--instance-id",
-            id,
-        ],
-    );
+    instance_with(dir, job, id, &[])
+}
+
+fn instance_with(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, SocketAddr) {
+    let mut args = vec![
+        "run",
+        job.to_str().unwrap(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--instance-id",
+        id,
+    ];
+    args.extend_from_slice(extra);
+    let mut p = Proc::spawn(dir, args);
     let addr = p.metrics_addr();
     (p, addr)
-}
-
-fn kill(p: &mut Proc) {
-    // SAFETY: kill(2) on our own child.
-    assert_eq!(
-        unsafe { libc::kill(p.id() as libc::pid_t, libc::SIGKILL) },
-        0
-    );
-    p.wait();
-}
-
-/// Partitions of `source_id` the instance at `addr` holds (its lag series).
-fn held(addr: SocketAddr, source_id: &str) -> usize {
-    scrape(addr)
-        .samples("tidemark_kafka_lag_records")
-        .filter(|s| s.labels.get("source_id") == Some(source_id))
-        .count()
 }
 
 /// Exchange partitions whose state the instance at `addr` restored.
@@ -268,20 +254,7 @@ fn last_records_in_exchange(bootstrap: &str) -> Vec<i64> {
 
 /// The group's committed offsets of `topic` (-1: none) and the partitions' ends.
 fn committed_and_end(bootstrap: &str, topic: &str, n: i32) -> Vec<(i64, i64)> {
-    let (consumer, committed) = testing::committed_offsets(bootstrap, JOB, topic, n);
-    (0..)
-        .zip(committed)
-        .map(|(p, offset)| {
-            let offset = match offset {
-                Offset::Offset(o) => o,
-                _ => -1,
-            };
-            let (_, end) = consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .unwrap();
-            (offset, end)
-        })
-        .collect()
+    testing::committed_and_end(bootstrap, JOB, topic, n)
 }
 
 /// The forced point: every input record has gone through the exchange, and every record in
@@ -359,7 +332,7 @@ fn assert_output_is_the_reference(bootstrap: &str) {
 }
 
 fn spread(addrs: &[SocketAddr], source: &str, total: usize) -> bool {
-    let counts: Vec<usize> = addrs.iter().map(|a| held(*a, source)).collect();
+    let counts: Vec<usize> = addrs.iter().map(|a| partitions_held(*a, source)).collect();
     counts.iter().all(|c| *c >= 1) && counts.iter().sum::<usize>() == total
 }
 
@@ -380,9 +353,9 @@ fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance() {
     wait_for_first_half_committed(&bootstrap);
     let restored_before = restored_partitions(addr_b);
     // The forced point: a dies with windows open, their counts only in the state topic.
-    kill(&mut a);
+    sigkill(&mut a);
     wait_until("b to hold every exchange partition", || {
-        held(addr_b, READER) == 8 && held(addr_b, "events") == 4
+        partitions_held(addr_b, READER) == 8 && partitions_held(addr_b, "events") == 4
     });
     assert!(
         restored_partitions(addr_b) > restored_before,
@@ -392,6 +365,18 @@ fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance() {
         l.get("operator_id") == Some(OPERATOR)
     });
     assert!(restored > 0.0, "the survivor read no state message");
+    // The live view's job document names the restores.
+    let job_json: serde_json::Value =
+        serde_json::from_str(&common::http(addr_b, "GET", "/api/v1/job").body).unwrap();
+    assert_eq!(job_json["keeps_state"], true, "{job_json}");
+    let partitions = job_json["state_restores"]["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), restored_partitions(addr_b), "{job_json}");
+    assert!(
+        job_json["state_restores"]["records"][OPERATOR]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     // A new instance: some partitions move on from the survivor, with their state.
     let (mut c, addr_c) = instance(dir.path(), &job, "c");
     wait_until("the exchange spread over b and c", || {
@@ -415,11 +400,17 @@ fn a_joining_instance_and_a_leaving_one_hand_state_over_without_firing_open_wind
     let job = job(&dir, &bootstrap);
     let (mut a, addr_a) = instance(dir.path(), &job, "a");
     wait_until("a to hold every partition", || {
-        held(addr_a, READER) == 8 && held(addr_a, "events") == 4
+        partitions_held(addr_a, READER) == 8 && partitions_held(addr_a, "events") == 4
     });
     produce(&bootstrap, (0..EVENTS / 2).map(event));
     wait_for_first_half_committed(&bootstrap);
-    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    let report = dir.join("report-b.json");
+    let (mut b, addr_b) = instance_with(
+        dir.path(),
+        &job,
+        "b",
+        &["--report-file", report.to_str().unwrap()],
+    );
     wait_until("the exchange spread over a and b", || {
         spread(&[addr_a, addr_b], READER, 8)
     });
@@ -430,13 +421,19 @@ fn a_joining_instance_and_a_leaving_one_hand_state_over_without_firing_open_wind
     a.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     wait_until("b to hold every exchange partition", || {
-        held(addr_b, READER) == 8
+        partitions_held(addr_b, READER) == 8
     });
     produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
     produce_flush(&bootstrap);
     assert_output_is_the_reference(&bootstrap);
     b.terminate();
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    // The report names the restores: b took every partition, some at the join, the rest when
+    // a left.
+    let report = common::read_report(&report);
+    let restored = report["state_restores"]["partitions"].as_array().unwrap();
+    assert_eq!(restored.len(), 8, "{report}");
+    assert!(restored.iter().all(|p| p["operator_id"] == OPERATOR));
 }
 
 #[test]

@@ -547,7 +547,20 @@ impl Chain {
             if let NodeKind::Operator(op) = &mut node.kind {
                 if op.has_keyed_state() {
                     let result = match m {
-                        StateMove::Restore(state) => op.restore_keyed(state),
+                        StateMove::Restore {
+                            state,
+                            forget_first,
+                        } => {
+                            let groups = state.max_parallelism();
+                            match forget_first.is_empty() {
+                                true => Ok(()),
+                                false => op.forget_keyed(&crate::state_move::in_groups(
+                                    groups,
+                                    &forget_first,
+                                )),
+                            }
+                            .and_then(|()| op.restore_keyed(state))
+                        }
                         StateMove::Forget {
                             max_parallelism,
                             groups,

@@ -20,8 +20,15 @@ use crate::value::Value;
 #[derive(Debug)]
 pub enum StateMove {
     /// Key groups given to this subtask: their keys and values, added to what it holds
-    /// ([`Operator::restore_keyed`](crate::Operator::restore_keyed)).
-    Restore(KeyedSnapshot),
+    /// ([`Operator::restore_keyed`](crate::Operator::restore_keyed)), after the keys of
+    /// `forget_first` are forgotten (key groups taken away and given back before the move
+    /// that took them away was applied).
+    Restore {
+        /// The keys and values.
+        state: KeyedSnapshot,
+        /// Key groups (of the snapshot's `max_parallelism`) whose keys go first.
+        forget_first: Vec<u32>,
+    },
     /// Key groups taken away: their keys are forgotten without emitting anything
     /// ([`Operator::forget_keyed`](crate::Operator::forget_keyed)).
     Forget {
@@ -35,7 +42,7 @@ pub enum StateMove {
 impl StateMove {
     /// Whether the move comes before the records of the poll that made it.
     pub fn before_records(&self) -> bool {
-        matches!(self, StateMove::Restore(_))
+        matches!(self, StateMove::Restore { .. })
     }
 }
 
@@ -57,7 +64,11 @@ mod tests {
         let g = groups.of(key.routing_hash());
         assert!(in_groups(8, &[g])(&key));
         assert!(!in_groups(8, &[(g + 1) % 8])(&key));
-        assert!(StateMove::Restore(KeyedSnapshot::new(8)).before_records());
+        let restore = StateMove::Restore {
+            state: KeyedSnapshot::new(8),
+            forget_first: Vec::new(),
+        };
+        assert!(restore.before_records());
         let forget = StateMove::Forget {
             max_parallelism: 8,
             groups: vec![g],

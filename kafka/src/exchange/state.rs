@@ -25,7 +25,7 @@
 //! the committed one; the topic's `min.compaction.lag.ms` (1 h) keeps compaction from acting
 //! before the next owner has rewritten the committed value.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -443,8 +443,14 @@ impl StateStore {
         self.held.remove(&partition);
     }
 
-    /// Barrier `checkpoint`: the changed keys of each held partition, tombstones for keys gone.
-    pub(crate) fn save(&mut self, checkpoint: u64, state: &KeyedSnapshot) -> Result<(), BoxError> {
+    /// Barrier `checkpoint`: the changed keys of each held partition, tombstones for keys gone
+    /// (not for the partitions of `unapplied`: restored, but not in `state` yet).
+    pub(crate) fn save(
+        &mut self,
+        checkpoint: u64,
+        state: &KeyedSnapshot,
+        unapplied: &BTreeSet<i32>,
+    ) -> Result<(), BoxError> {
         let mut current: BTreeMap<i32, HashMap<Vec<u8>, &[u8]>> = BTreeMap::new();
         for (group, key, value) in state.entries() {
             let partition = group as i32;
@@ -455,7 +461,12 @@ impl StateStore {
                     .insert(encode(key)?, value);
             }
         }
-        let partitions: Vec<i32> = self.held.keys().copied().collect();
+        let partitions: Vec<i32> = self
+            .held
+            .keys()
+            .copied()
+            .filter(|p| !unapplied.contains(p))
+            .collect();
         for partition in partitions {
             let now = current.remove(&partition).unwrap_or_default();
             let held = &self.held[&partition];
@@ -538,7 +549,9 @@ impl StateStore {
 /// keyed operator behind ([`tidemark_runtime::state_move`]).
 pub(crate) struct KeptState {
     store: Mutex<StateStore>,
-    moves: Mutex<Vec<StateMove>>,
+    /// Moves not yet taken by the runtime, and the partitions restored by them (whose keys
+    /// the operator does not have yet: a barrier meanwhile writes nothing for them).
+    moves: Mutex<(Vec<StateMove>, BTreeSet<i32>)>,
     failure: Mutex<Option<String>>,
     /// The exchange topic (the consumer reads no other).
     pub(crate) exchange_topic: String,
@@ -564,7 +577,7 @@ impl KeptState {
     ) -> Self {
         KeptState {
             store: Mutex::new(store),
-            moves: Mutex::new(Vec::new()),
+            moves: Mutex::new((Vec::new(), BTreeSet::new())),
             failure: Mutex::new(None),
             exchange_topic,
             operator_id,
@@ -594,10 +607,23 @@ impl KeptState {
                     restore.seconds,
                     restore.records,
                 );
-                self.moves
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(StateMove::Restore(restore.state));
+                let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
+                // Taken away and given back before the runtime looked: the keys it still has
+                // of the partition go before the restored ones come, not after.
+                let mut forget_first = Vec::new();
+                for m in moves.0.iter_mut() {
+                    if let StateMove::Forget { groups, .. } = m {
+                        if groups.contains(&(partition as u32)) {
+                            groups.retain(|g| *g != partition as u32);
+                            forget_first.push(partition as u32);
+                        }
+                    }
+                }
+                moves.0.push(StateMove::Restore {
+                    state: restore.state,
+                    forget_first,
+                });
+                moves.1.insert(partition);
                 restore.position
             }
             Err(e) => {
@@ -620,22 +646,24 @@ impl KeptState {
         }
         let max_parallelism = store.partitions();
         drop(store);
-        self.moves
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(StateMove::Forget {
-                max_parallelism,
-                groups: partitions.iter().map(|p| *p as u32).collect(),
-            });
+        let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
+        for p in partitions {
+            moves.1.remove(p);
+        }
+        moves.0.push(StateMove::Forget {
+            max_parallelism,
+            groups: partitions.iter().map(|p| *p as u32).collect(),
+        });
     }
 
     /// The moves since the last call.
     pub(crate) fn take_moves(&self) -> Vec<StateMove> {
         let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
-        if moves.is_empty() {
+        if moves.0.is_empty() {
             return Vec::new();
         }
-        std::mem::take(&mut *moves)
+        moves.1.clear();
+        std::mem::take(&mut moves.0)
     }
 
     /// Why a restore failed, if one did.
@@ -648,7 +676,13 @@ impl KeptState {
 
     /// See [`StateStore::save`].
     pub(crate) fn save(&self, checkpoint: u64, state: &KeyedSnapshot) -> Result<(), BoxError> {
-        self.store().save(checkpoint, state)
+        let unapplied = self
+            .moves
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone();
+        self.store().save(checkpoint, state, &unapplied)
     }
 
     /// See [`StateStore::commit`]: `positions` of every partition the checkpoint covers.
@@ -771,13 +805,15 @@ mod tests {
             .take(3)
             .collect();
         let (k0, k1, k2) = (keys[0].as_str(), keys[1].as_str(), keys[2].as_str());
+        let none = BTreeSet::new();
         // The first owner commits checkpoint 1 at offset 100, then writes checkpoint 2 and
         // loses the partition before it completes.
         let mut old = store("old owner");
         assert!(old.restore(2).unwrap().state.is_empty());
-        old.save(1, &snapshot_of(&[(k0, 1), (k1, 1)])).unwrap();
+        old.save(1, &snapshot_of(&[(k0, 1), (k1, 1)]), &none)
+            .unwrap();
         old.commit(1, &BTreeMap::from([(2, 100)])).unwrap();
-        old.save(2, &snapshot_of(&[(k0, 2)])).unwrap();
+        old.save(2, &snapshot_of(&[(k0, 2)]), &none).unwrap();
         // The next owner restores checkpoint 1, not the uncommitted checkpoint 2.
         let mut new = store("new owner");
         let restored = new.restore(2).unwrap();
@@ -788,12 +824,13 @@ mod tests {
         );
         // The old owner, a zombie now, completes checkpoint 2 and goes on writing.
         old.commit(2, &BTreeMap::from([(2, 200)])).unwrap();
-        old.save(3, &snapshot_of(&[(k2, 9)])).unwrap();
+        old.save(3, &snapshot_of(&[(k2, 9)]), &none).unwrap();
         old.commit(3, &BTreeMap::from([(2, 300)])).unwrap();
         // The new owner commits its own checkpoint.
-        new.save(7, &snapshot_of(&[(k0, 5), (k1, 1)])).unwrap();
+        new.save(7, &snapshot_of(&[(k0, 5), (k1, 1)]), &none)
+            .unwrap();
         new.commit(7, &BTreeMap::from([(2, 150)])).unwrap();
-        old.save(8, &snapshot_of(&[(k1, 99)])).unwrap();
+        old.save(8, &snapshot_of(&[(k1, 99)]), &none).unwrap();
         old.commit(8, &BTreeMap::from([(2, 900)])).unwrap();
         // Whoever restores next sees the new owner's state; the zombie's writes are ignored.
         let restored = store("third owner").restore(2).unwrap();
@@ -804,6 +841,71 @@ mod tests {
         );
         // The other partitions are untouched.
         assert!(store("fourth owner").restore(1).unwrap().state.is_empty());
+    }
+
+    #[test]
+    fn a_partition_given_back_before_the_runtime_looked_is_replaced_not_forgotten() {
+        use crate::dev_cluster::{DevCluster, DevClusterOptions};
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![("state".into(), 4)],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
+        let store = StateStore::new(
+            "state".into(),
+            4,
+            "reader".into(),
+            &brokers,
+            &Properties::new(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let kept = KeptState::new(
+            store,
+            "exchange".into(),
+            "w".into(),
+            Arc::new(KafkaMetrics::default()),
+        );
+        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
+        let key = (0..100)
+            .map(|i| format!("user-{i}"))
+            .find(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 1)
+            .unwrap();
+        assert_eq!(kept.assigned(1), None);
+        assert_eq!(kept.take_moves().len(), 1);
+        kept.save(1, &snapshot_of(&[(&key, 7)])).unwrap();
+        kept.commit(1, &BTreeMap::from([(("exchange".into(), 1), 40)]))
+            .unwrap();
+        kept.revoked(&[1, 3]);
+        assert_eq!(kept.assigned(1), Some(40));
+        // A barrier before the runtime applied the restore writes nothing for partition 1
+        // (the operator's snapshot does not have its keys yet), and so deletes nothing.
+        kept.save(2, &KeyedSnapshot::new(4)).unwrap();
+        kept.commit(2, &BTreeMap::new()).unwrap();
+        let mut other = StateStore::new(
+            "state".into(),
+            4,
+            "other".into(),
+            &brokers,
+            &Properties::new(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let restored = other.restore(1).unwrap();
+        assert_eq!(counts(&restored.state), BTreeMap::from([(key.clone(), 7)]));
+        let moves = kept.take_moves();
+        assert_eq!(moves.len(), 2, "{moves:?}");
+        match (&moves[0], &moves[1]) {
+            (StateMove::Forget { groups, .. }, StateMove::Restore { forget_first, .. }) => {
+                assert_eq!(groups, &[3]);
+                assert_eq!(forget_first, &[1]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(moves[1].before_records() && !moves[0].before_records());
+        assert_eq!(kept.partitions(), 4);
+        assert!(kept.failure().is_none());
     }
 
     #[test]
