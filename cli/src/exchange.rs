@@ -16,6 +16,23 @@ pub(crate) const WRITER_TYPE: &str = "kafka-exchange-writer";
 /// See [`WRITER_TYPE`].
 pub(crate) const READER_TYPE: &str = "kafka-exchange-reader";
 
+/// The vertex types whose keyed state moves with an exchange's partitions.
+pub(crate) const KEYED_TYPES: &[&str] = &["window", "reduce"];
+
+/// Whether `v`'s keyed state moves with the partitions of its exchange: a keyed vertex
+/// (`window`, `reduce`) behind `exchange: {kafka: …}` in a job that takes checkpoints.
+pub(crate) fn keeps_state(job: &JobFile, v: &VertexSpec) -> bool {
+    v.exchange.is_some()
+        && KEYED_TYPES.contains(&v.type_name.as_str())
+        && job.checkpoint_interval.is_some()
+}
+
+/// Whether any vertex of `job` keeps its state with its exchange's partitions: then a stop
+/// (SIGTERM) hands the partitions over with a last checkpoint instead of firing open windows.
+pub(crate) fn any_keeps_state(job: &JobFile) -> bool {
+    job.vertices.iter().any(|v| keeps_state(job, v))
+}
+
 /// The exchanges built so far, by downstream vertex id: its reader (`None` when its settings
 /// failed, already reported).
 pub(crate) struct Exchanges {
@@ -190,6 +207,9 @@ fn build(
             return None;
         }
     };
+    if keeps_state(job, v) {
+        exchange.keep_state();
+    }
     let name = reader_id(&v.id);
     if let Err(e) = taken(job, v, &name) {
         errors.push(*e);

@@ -223,6 +223,11 @@ fn run_job(
         queue,
     ));
     live.set_checkpoints(prepared.checkpoints().clone());
+    #[cfg(feature = "kafka")]
+    if crate::exchange::any_keeps_state(&job) {
+        let metrics = kafka.metrics().clone();
+        live.set_state_restores(Arc::new(move || state_restores(&metrics)));
+    }
     if let Some(restored) = restored_from {
         live.set_restored_from(restored);
     }
@@ -244,8 +249,10 @@ fn run_job(
         &signals,
         args.duration,
         args.drain_timeout,
-        // With a checkpoint directory a stop keeps state for a restore, unless --drain.
-        job_dir.is_some() && !args.drain,
+        // With a checkpoint directory a stop keeps state for a restore, unless --drain; so
+        // does one whose keyed state moves with its Kafka exchange's partitions (the other
+        // instances take the partitions over from the state topic).
+        (job_dir.is_some() || crate::exchange::any_keeps_state(&job)) && !args.drain,
         Progress::new(registry.clone()),
     );
     let result = match ending.hard {
@@ -344,6 +351,10 @@ fn run_job(
         },
     );
     report.checkpoint = crate::report::CheckpointReport::of(&result.checkpoints);
+    #[cfg(feature = "kafka")]
+    {
+        report.state_restores = state_restores(kafka.metrics());
+    }
     if args.summary || std::io::stderr().is_terminal() {
         eprint!("{}", report.table());
     }
@@ -512,4 +523,30 @@ fn wait(
         p.finish();
     }
     ending
+}
+
+/// The restores of keyed state from Kafka state topics so far, for the report and the live
+/// view; `None` when there were none.
+#[cfg(feature = "kafka")]
+fn state_restores(
+    metrics: &tidemark_kafka::KafkaMetrics,
+) -> Option<crate::report::StateRestoresReport> {
+    let restores = metrics.state_restores();
+    if restores.last_seconds.is_empty() {
+        return None;
+    }
+    Some(crate::report::StateRestoresReport {
+        partitions: restores
+            .last_seconds
+            .into_iter()
+            .map(
+                |(operator_id, partition, seconds)| crate::report::PartitionRestore {
+                    operator_id,
+                    partition,
+                    seconds,
+                },
+            )
+            .collect(),
+        records: restores.records,
+    })
 }

@@ -21,6 +21,19 @@ struct State {
     commits: BTreeMap<String, u64>,
     /// (source_id, topic, partition) → (now − the partition's watermark in seconds, idle).
     partition_watermark: BTreeMap<(String, String, i32), (f64, bool)>,
+    /// (operator_id, partition) → seconds the last restore of its state took.
+    state_restore_seconds: BTreeMap<(String, i32), f64>,
+    /// operator_id → state messages read by restores.
+    state_restored_records: BTreeMap<String, u64>,
+}
+
+/// Restores of exchange partitions' keyed state ([`KafkaMetrics::state_restores`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StateRestores {
+    /// (operator_id, partition, seconds the last restore of it took).
+    pub last_seconds: Vec<(String, i32, f64)>,
+    /// operator_id → state messages read by its restores.
+    pub records: BTreeMap<String, u64>,
 }
 
 /// The Kafka series of one job.
@@ -109,6 +122,34 @@ impl KafkaMetrics {
         })
     }
 
+    /// A restore of exchange partition `partition`'s state for `operator_id` took `seconds`
+    /// and read `records` state messages (`docs/kafka.md`, "State that moves with its
+    /// partitions").
+    pub fn state_restored(&self, operator_id: &str, partition: i32, seconds: f64, records: u64) {
+        if let Ok(mut s) = self.state.lock() {
+            s.state_restore_seconds
+                .insert((operator_id.to_owned(), partition), seconds);
+            *s.state_restored_records
+                .entry(operator_id.to_owned())
+                .or_insert(0) += records;
+        }
+    }
+
+    /// Restores of partitions' state so far, for the live view and the report.
+    pub fn state_restores(&self) -> StateRestores {
+        match self.state.lock() {
+            Ok(s) => StateRestores {
+                last_seconds: s
+                    .state_restore_seconds
+                    .iter()
+                    .map(|((o, p), t)| (o.clone(), *p, *t))
+                    .collect(),
+                records: s.state_restored_records.clone(),
+            },
+            Err(_) => StateRestores::default(),
+        }
+    }
+
     /// Commits made by a source's subtasks.
     pub fn commits(&self, source_id: &str) -> u64 {
         self.state
@@ -146,6 +187,18 @@ pub const PARTITION_IDLE: SeriesFamily = SeriesFamily::gauge(
 pub const COMMITS: SeriesFamily = SeriesFamily::counter(
     "tidemark_kafka_commits_total",
     "Offset commits made to Kafka.",
+);
+
+/// `tidemark_state_restore_seconds{operator_id, partition}`.
+pub const STATE_RESTORE_SECONDS: SeriesFamily = SeriesFamily::gauge(
+    "tidemark_state_restore_seconds",
+    "Seconds the last restore of an exchange partition's keyed state took (read from the state topic, rewritten), before its records were read.",
+);
+
+/// `tidemark_state_restored_records_total{operator_id}`.
+pub const STATE_RESTORED_RECORDS: SeriesFamily = SeriesFamily::counter(
+    "tidemark_state_restored_records_total",
+    "State-topic messages read while restoring exchange partitions' keyed state.",
 );
 
 /// The Kafka series, each labelled as its family's documentation says (after `job_name` and
@@ -193,6 +246,21 @@ impl SeriesSource for KafkaMetrics {
         }
         for (source, n) in &s.commits {
             out.number(&COMMITS, &[("source_id", source)], *n as f64);
+        }
+        for ((operator, partition), seconds) in &s.state_restore_seconds {
+            let partition = partition.to_string();
+            let labels = [
+                ("operator_id", operator.as_str()),
+                ("partition", partition.as_str()),
+            ];
+            out.number(&STATE_RESTORE_SECONDS, &labels, *seconds);
+        }
+        for (operator, n) in &s.state_restored_records {
+            out.number(
+                &STATE_RESTORED_RECORDS,
+                &[("operator_id", operator)],
+                *n as f64,
+            );
         }
     }
 }

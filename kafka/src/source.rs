@@ -223,9 +223,24 @@ pub struct SourceContext {
     /// The source is closing: it has stored and committed its positions itself, and the
     /// consumer's read position may lie past them (messages polled while leaving are dropped).
     closing: AtomicBool,
+    /// The reader of an exchange whose keyed vertex keeps its state per partition
+    /// ([`crate::exchange::state`]): set before the first poll.
+    pub(crate) state: std::sync::OnceLock<crate::exchange::state::KeptState>,
 }
 
 impl SourceContext {
+    /// The kept state of `keys` is forgotten ([`crate::exchange::state`]).
+    fn state_revoked(&self, keys: &[PartitionKey]) {
+        if let Some(kept) = self.state.get() {
+            let ours: Vec<i32> = keys
+                .iter()
+                .filter(|k| k.0 == kept.exchange_topic)
+                .map(|k| k.1)
+                .collect();
+            kept.revoked(&ours);
+        }
+    }
+
     /// Leaves the position of each of `keys` for the next owner in this process: the offset
     /// after the last message handed to the job (the first one stashed, if any was).
     fn hand_over(&self, consumer: &BaseConsumer<Self>, keys: &[PartitionKey]) {
@@ -331,6 +346,18 @@ impl ConsumerContext for SourceContext {
                         let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(at));
                     }
                 }
+                // State kept per partition: restored before anything is read, then read from
+                // its commit record's position (else the group's commit, never a local
+                // hand-over: the restored state is the commit record's).
+                if let Some(kept) = self.state.get() {
+                    for key in keys.iter().filter(|k| k.0 == kept.exchange_topic) {
+                        let at = match kept.assigned(key.1) {
+                            Some(at) => Offset::Offset(at),
+                            None => Offset::Invalid,
+                        };
+                        let _ = tpl.set_partition_offset(&key.0, key.1, at);
+                    }
+                }
                 let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
                 for e in tpl.elements() {
                     if let Offset::Offset(at) = e.offset() {
@@ -361,6 +388,7 @@ impl ConsumerContext for SourceContext {
                     starts.remove(key);
                 }
                 drop(starts);
+                self.state_revoked(&keys);
                 if self.auto_commit.load(Ordering::Relaxed) {
                     // Hand over at the position reached, so the next owner does not repeat it.
                     // The source stores its positions once per poll, and this callback runs
@@ -392,6 +420,7 @@ impl ConsumerContext for SourceContext {
                 // A failed rebalance: give up what we hold; the group will assign again.
                 let mut a = self.assignment.lock().expect("assignment lock");
                 let all: Vec<_> = std::mem::take(&mut a.partitions).into_iter().collect();
+                self.state_revoked(&all);
                 a.revoked.extend(all);
                 drop(a);
                 let _ = if cooperative {
@@ -507,6 +536,7 @@ impl KafkaSource {
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
             closing: AtomicBool::new(false),
+            state: std::sync::OnceLock::new(),
         };
         let what = format!("kafka source \"{}\"", ctx.vertex_id);
         let consumer: BaseConsumer<SourceContext> = client
@@ -931,6 +961,15 @@ impl Source for KafkaSource {
             }
         }
         self.forget_revoked();
+        if let Some(failure) = self
+            .consumer
+            .context()
+            .state
+            .get()
+            .and_then(|k| k.failure())
+        {
+            return Err(failure.into());
+        }
         let mut emitted = 0usize;
         // Messages that arrived while a commit waited for a rebalance come first.
         if !self.stash.is_empty() {
@@ -1033,6 +1072,29 @@ impl Source for KafkaSource {
 
     fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), BoxError> {
         self.commit_checkpoint(checkpoint)
+    }
+
+    fn keyed_state_groups(&self) -> Option<u32> {
+        self.consumer.context().state.get().map(|k| k.partitions())
+    }
+
+    /// Writes the changed keys of every held partition to the state topic.
+    fn save_keyed(
+        &mut self,
+        checkpoint: u64,
+        state: &tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        match self.consumer.context().state.get() {
+            Some(kept) => kept.save(checkpoint, state),
+            None => Ok(()),
+        }
+    }
+
+    fn take_state_moves(&mut self) -> Vec<tidemark_runtime::state_move::StateMove> {
+        match self.consumer.context().state.get() {
+            Some(kept) => kept.take_moves(),
+            None => Vec::new(),
+        }
     }
 
     fn input_errors(&self) -> SourceErrorCounts {
@@ -1230,6 +1292,11 @@ impl Settle for BaseConsumer<SourceContext> {
 }
 
 impl KafkaSource {
+    /// This subtask reads an exchange whose keyed vertex keeps its state per partition.
+    pub(crate) fn keep_state(&mut self, kept: crate::exchange::state::KeptState) {
+        let _ = self.consumer.context().state.set(kept);
+    }
+
     /// Records the positions checkpoint `n` covers (called as barrier `n` leaves).
     pub fn snapshot_positions(&mut self, n: u64) {
         self.forget_revoked();
@@ -1243,6 +1310,11 @@ impl KafkaSource {
             return Ok(());
         };
         self.pending_checkpoints.retain(|k, _| *k > n);
+        // The state's commit records first: a crash between them leaves the group's commit
+        // behind the state's, and the next owner reads from the state's.
+        if let Some(kept) = self.consumer.context().state.get() {
+            kept.commit(n, &positions)?;
+        }
         self.commit(&positions)
     }
 }

@@ -183,3 +183,27 @@ pub fn committed_offsets(
         .collect();
     (consumer, offsets)
 }
+
+/// The committed offset of `group` (-1: none) and the end (high watermark) of each partition
+/// `0..partitions` of `topic`, in order.
+pub fn committed_and_end(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> Vec<(i64, i64)> {
+    let (consumer, committed) = committed_offsets(bootstrap, group, topic, partitions);
+    (0..)
+        .zip(committed)
+        .map(|(p, offset)| {
+            let offset = match offset {
+                Offset::Offset(o) => o,
+                _ => -1,
+            };
+            let (_, end) = consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap();
+            (offset, end)
+        })
+        .collect()
+}

@@ -486,6 +486,22 @@ impl KeyedAccs {
         Ok(())
     }
 
+    /// Forgets the accumulators of every key `forget` is true of (their key groups moved to
+    /// another owner). Rare (a rebalance): rebuilt through a snapshot.
+    pub(crate) fn forget(
+        &mut self,
+        forget: &dyn Fn(&Value) -> bool,
+    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
+        let mut kept = tidemark_runtime::keyed_state::KeyedSnapshot::new(1);
+        for (key, accs) in self.iter() {
+            if !forget(&key) {
+                kept.put(&key, accs)?;
+            }
+        }
+        self.clear();
+        self.restore(&kept)
+    }
+
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
         self.dense.fill(Acc::default());

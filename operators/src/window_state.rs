@@ -409,6 +409,26 @@ impl WindowState {
         Ok(())
     }
 
+    /// Forgets the windows of every key `forget` is true of, firing nothing (their key groups
+    /// moved to another owner); the progress stays. Rare (a rebalance): rebuilt through a
+    /// snapshot.
+    pub(crate) fn forget(
+        &mut self,
+        forget: &dyn Fn(&Value) -> bool,
+    ) -> Result<(), StateCodecError> {
+        let mut all = KeyedSnapshot::new(1);
+        self.snapshot(&mut all)?;
+        let mut kept = KeyedSnapshot::new(1);
+        for (key, windows) in all.decoded::<Vec<SavedWindow>>()? {
+            if !forget(&key) {
+                kept.put(&key, &windows)?;
+            }
+        }
+        self.aligned = AlignedWindows::default();
+        self.sessions = KeyedSessions::default();
+        self.restore(&kept)
+    }
+
     /// The end of input: every window that has not fired fires, and all are forgotten.
     pub(crate) fn finish(&mut self, mut emit: impl FnMut(Record)) {
         let computed = &self.computed;
@@ -511,6 +531,28 @@ mod tests {
 
     fn line(key: &str, start: i64, end: i64, n: i64, s: i64) -> String {
         format!(r#"{{"key":"{key}","window_start":{start},"window_end":{end},"n":{n},"s":{s}}}"#)
+    }
+
+    #[test]
+    fn forgotten_keys_fire_nothing_and_the_others_fire_as_before() {
+        for kind in 0..3 {
+            let mut h = Harness::new(kind_of(kind), 0);
+            let mut kept = Harness::new(kind_of(kind), 0);
+            for (key, t, v) in [("a", 10, 1), ("b", 20, 2), ("a", 30, 3), ("c", 40, 4)] {
+                assert!(h.add(key, t, v).is_empty());
+                if key != "b" {
+                    assert!(kept.add(key, t, v).is_empty());
+                }
+            }
+            h.state.forget(&|k: &Value| k == &Value::from("b")).unwrap();
+            assert_eq!(h.state.progress(), kept.state.progress());
+            let (mut got, mut want) = (h.advance(5_000), kept.advance(5_000));
+            got.sort();
+            want.sort();
+            assert!(!want.is_empty());
+            assert_eq!(got, want, "kind {kind}");
+            assert!(got.iter().all(|l| !l.contains(r#""key":"b""#)), "{got:?}");
+        }
     }
 
     use proptest::prelude::*;

@@ -12,6 +12,7 @@ use crate::metrics::{DropReason, SubtaskMetrics};
 use crate::output::Output;
 use crate::partitioner::Router;
 use crate::record::Record;
+use crate::state_move::StateMove;
 use crate::task::JobFlags;
 use crate::vertex_busy::{BusySampler, VertexBusy};
 use std::sync::Arc;
@@ -514,6 +515,68 @@ impl Chain {
             r.broadcast_event(Event::Barrier(n));
             // The barrier waits for nothing: send it with what is pending.
             r.flush_all(cx)?;
+        }
+        Ok(())
+    }
+
+    /// The keyed state of the first operator of the chain that keeps keyed state, grouped by
+    /// `max_parallelism` key groups, at checkpoint `n` (for a source that keeps it,
+    /// [`crate::state_move`]); `None` when no operator keeps keyed state.
+    pub(crate) fn keyed_snapshot(
+        &mut self,
+        n: u64,
+        max_parallelism: u32,
+    ) -> Result<Option<KeyedSnapshot>, ChainError> {
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if let NodeKind::Operator(op) = &mut node.kind {
+                if op.has_keyed_state() {
+                    let mut state = KeyedSnapshot::new(max_parallelism);
+                    op.snapshot_keyed(n, &mut state)
+                        .map_err(|error| ChainError::User {
+                            node: Some(i),
+                            error,
+                        })?;
+                    return Ok(Some(state));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Applies a move of keyed state to the first operator of the chain that keeps keyed
+    /// state ([`crate::state_move`]).
+    pub(crate) fn apply_state_move(&mut self, m: StateMove) -> Result<(), ChainError> {
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if let NodeKind::Operator(op) = &mut node.kind {
+                if op.has_keyed_state() {
+                    let result = match m {
+                        StateMove::Restore {
+                            state,
+                            forget_first,
+                        } => {
+                            let groups = state.max_parallelism();
+                            match forget_first.is_empty() {
+                                true => Ok(()),
+                                false => op.forget_keyed(&crate::state_move::in_groups(
+                                    groups,
+                                    &forget_first,
+                                )),
+                            }
+                            .and_then(|()| op.restore_keyed(state))
+                        }
+                        StateMove::Forget {
+                            max_parallelism,
+                            groups,
+                        } => {
+                            op.forget_keyed(&crate::state_move::in_groups(max_parallelism, &groups))
+                        }
+                    };
+                    return result.map_err(|error| ChainError::User {
+                        node: Some(i),
+                        error,
+                    });
+                }
+            }
         }
         Ok(())
     }

@@ -71,6 +71,7 @@ mod partitioner;
 pub mod plan;
 pub mod record;
 pub mod state_codec;
+pub mod state_move;
 mod task;
 pub mod testing;
 mod text_encoder;

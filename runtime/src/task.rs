@@ -324,6 +324,7 @@ impl Task {
         let per_split = watermarks.is_some() && source.split_watermarks().is_some();
         // The reader of a Kafka exchange hands on markers made elsewhere, and makes none.
         let relays_markers = source.relays_markers();
+        let keeps_keyed_state = source.keyed_state_groups().is_some();
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -387,6 +388,17 @@ impl Task {
             if let Some(t) = started {
                 self.chain.source_busy.timed(t);
             }
+            // Keyed state given to this subtask comes before the records that need it; state
+            // taken away goes after the records read before it was ([`crate::state_move`]).
+            let mut forgets = Vec::new();
+            if keeps_keyed_state {
+                for m in source.take_state_moves() {
+                    match m.before_records() {
+                        true => self.chain.apply_state_move(m)?,
+                        false => forgets.push(m),
+                    }
+                }
+            }
             // Published before the push, so a push that fails or is aborted still leaves the
             // count of what this source emitted right.
             metrics.set_records_out(records_out);
@@ -416,6 +428,9 @@ impl Task {
             }
             self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
+            for m in forgets {
+                self.chain.apply_state_move(m)?;
+            }
             if let Some(w) = watermarks.as_mut() {
                 let action = match source.split_watermarks() {
                     Some(splits) if per_split => w.poll_splits(splits, now),
@@ -901,6 +916,13 @@ impl SourceCheckpoints {
                     ..StateFile::default()
                 };
                 self.coordinator.submit(n, self.vertex, file);
+            }
+        }
+        if let Some(groups) = source.keyed_state_groups() {
+            if let Some(state) = chain.keyed_snapshot(n, groups)? {
+                source
+                    .save_keyed(n, &state)
+                    .map_err(|error| ChainError::User { node: None, error })?;
             }
         }
         self.sent = n;

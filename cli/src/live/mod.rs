@@ -98,6 +98,23 @@ struct JobJson<'a> {
     checkpoint: Option<crate::report::CheckpointReport>,
     /// The checkpoint this run was restored from (`--restore`), or `null`.
     restored_from: Option<&'a RestoredFrom>,
+    /// Whether a keyed vertex's state moves with its Kafka exchange's partitions.
+    keeps_state: bool,
+    /// The restores of that state so far, or `null` when there were none.
+    state_restores: Option<crate::report::StateRestoresReport>,
+}
+
+/// What reads the restores of keyed state so far ([`LiveJob::set_state_restores`]).
+pub type StateRestores = Arc<dyn Fn() -> Option<crate::report::StateRestoresReport> + Send + Sync>;
+
+/// [`StateRestores`], once known.
+#[derive(Default)]
+struct RestoresSource(Option<StateRestores>);
+
+impl std::fmt::Debug for RestoresSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
 }
 
 /// The checkpoint a run was restored from, in `/api/v1/job`.
@@ -124,6 +141,8 @@ pub struct LiveJob {
     checkpoints: Mutex<Option<Arc<tidemark_runtime::checkpoint::Checkpoints>>>,
     /// The checkpoint the run was restored from, if it was.
     restored_from: Mutex<Option<RestoredFrom>>,
+    /// The restores of keyed state that moves with Kafka partitions.
+    state_restores: Mutex<RestoresSource>,
 }
 
 impl LiveJob {
@@ -212,6 +231,7 @@ impl LiveJob {
             history: Mutex::new(History::default()),
             checkpoints: Mutex::new(None),
             restored_from: Mutex::new(None),
+            state_restores: Mutex::new(RestoresSource::default()),
             registry,
         }
     }
@@ -235,6 +255,15 @@ impl LiveJob {
             .restored_from
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(restored);
+    }
+
+    /// The job's keyed state moves with its Kafka exchanges' partitions: `/api/v1/job` shows
+    /// the restores `restores` reads (`keeps_state`, `state_restores`).
+    pub fn set_state_restores(&self, restores: StateRestores) {
+        self.state_restores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0 = Some(restores);
     }
 
     /// Records how the job ended; `/api/v1/job` and `/api/v1/metrics` report it from now on.
@@ -267,6 +296,12 @@ impl LiveJob {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
+        let restores = self
+            .state_restores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .clone();
         let started = self.registry.started();
         let json = JobJson {
             name: self.registry.job_name(),
@@ -286,6 +321,8 @@ impl LiveJob {
                 .as_deref()
                 .and_then(crate::report::CheckpointReport::of),
             restored_from: restored_from.as_ref(),
+            keeps_state: restores.is_some(),
+            state_restores: restores.and_then(|r| r()),
         };
         to_json(&json)
     }

@@ -16,7 +16,10 @@ mod table;
 
 pub use collect::{markers_chained, series_report};
 pub use format::{ms, number, optional_number, plural, rfc3339};
-pub use model::{CheckpointReport, FailureReport, NotStarted, Report, RunSummary, SeriesReport};
+pub use model::{
+    CheckpointReport, FailureReport, NotStarted, PartitionRestore, Report, RunSummary,
+    SeriesReport, StateRestoresReport,
+};
 
 #[cfg(test)]
 mod tests;

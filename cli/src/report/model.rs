@@ -60,6 +60,10 @@ pub struct Report {
     /// The last complete checkpoint written to the checkpoint directory; left out without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointReport>,
+    /// Restores of keyed state that moves with Kafka exchange partitions (`docs/kafka.md`,
+    /// "State that moves with its partitions"); left out when there were none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_restores: Option<StateRestoresReport>,
     /// Peak resident set size of the process in MiB (`VmHWM` of `/proc/self/status`, read when
     /// the job ended); `null` where `/proc` is missing.
     pub peak_rss_mb: Option<f64>,
@@ -366,6 +370,27 @@ impl CheckpointReport {
             completed_unix_ms: (c.completed_at * 1000.0) as u64,
         })
     }
+}
+
+/// Restores of exchange partitions' keyed state from the state topic, in the report and
+/// `/api/v1/job`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateRestoresReport {
+    /// Every partition restored, with how long its last restore took.
+    pub partitions: Vec<PartitionRestore>,
+    /// State-topic messages read by the restores, per keyed vertex.
+    pub records: std::collections::BTreeMap<String, u64>,
+}
+
+/// One exchange partition's last restore.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionRestore {
+    /// The keyed vertex.
+    pub operator_id: String,
+    /// The exchange partition.
+    pub partition: i32,
+    /// Seconds the restore took (reading the state partition and rewriting it).
+    pub seconds: f64,
 }
 
 /// Why a job never ran (or never got a registry), for [`Report::not_started`].

@@ -448,6 +448,25 @@ fn find_url_addr(text: &str, prefix: &str) -> Option<SocketAddr> {
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
+/// Kills `p` with SIGKILL (no clean-up of any kind, as `kill -9`) and waits for it.
+#[cfg(unix)]
+pub fn sigkill(p: &mut Proc) {
+    // SAFETY: kill(2) on our own child.
+    assert_eq!(
+        unsafe { libc::kill(p.id() as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    p.wait();
+}
+
+/// Kafka partitions of `source_id` the instance at `addr` holds (its lag series).
+pub fn partitions_held(addr: SocketAddr, source_id: &str) -> usize {
+    scrape(addr)
+        .samples("tidemark_kafka_lag_records")
+        .filter(|s| s.labels.get("source_id") == Some(source_id))
+        .count()
+}
+
 /// An HTTP response.
 #[derive(Debug)]
 pub struct Response {

@@ -82,6 +82,15 @@ pub struct Exchange {
     /// Reader subtask → (partitions held, read to their end after every writer flushed).
     pub(super) readers: Mutex<BTreeMap<usize, (BTreeSet<i32>, bool)>>,
     pub(super) ended: AtomicBool,
+    /// The keyed state of the vertex behind is kept per partition in [`Exchange::state_topic`]
+    /// ([`super::state`]).
+    pub(super) keeps_state: AtomicBool,
+    /// `tidemark-<job>-<vertex>-state`.
+    pub(super) state_topic: String,
+    /// The vertex behind.
+    pub(super) vertex: String,
+    /// The state topic's partition count once it exists and matches the exchange's.
+    pub(super) state_ready: OnceLock<Result<i32, String>>,
     /// The job's Kafka context: instance name, clock offsets, series, timeout.
     pub(super) kafka: Arc<KafkaJob>,
 }
@@ -113,6 +122,10 @@ impl Exchange {
         Ok(Arc::new(Exchange {
             config,
             topic: topic_name(job, vertex),
+            keeps_state: AtomicBool::new(false),
+            state_topic: super::state::state_topic_name(job, vertex),
+            vertex: vertex.to_owned(),
+            state_ready: OnceLock::new(),
             writers: AtomicUsize::new(0),
             writers_done: AtomicUsize::new(0),
             topic_ready: OnceLock::new(),
@@ -130,6 +143,50 @@ impl Exchange {
     /// The settings.
     pub fn config(&self) -> &ExchangeConfig {
         &self.config
+    }
+
+    /// The vertex behind keeps keyed state (a `window` or a `reduce`) and the job takes
+    /// checkpoints: its state moves with the exchange's partitions through the state topic
+    /// ([`super::state`]). Called while the job is built, before any subtask is made.
+    pub fn keep_state(&self) {
+        self.keeps_state.store(true, Ordering::SeqCst);
+    }
+
+    /// The state topic, `tidemark-<job>-<vertex>-state`.
+    pub fn state_topic(&self) -> &str {
+        &self.state_topic
+    }
+
+    /// Whether the state of the vertex behind moves with the partitions.
+    pub fn keeps_state(&self) -> bool {
+        self.keeps_state.load(Ordering::SeqCst)
+    }
+
+    /// Makes sure the state topic exists with the exchange topic's partition count (creating
+    /// it compacted, [`super::state::STATE_TOPIC_CONFIG`]); one with another count is an error.
+    pub(super) fn state_ready(&self, what: &str) -> Result<i32, String> {
+        let partitions = self.ready(what)?;
+        self.state_ready
+            .get_or_init(|| {
+                let n = self.ensure_topic(
+                    what,
+                    &self.state_topic,
+                    partitions,
+                    super::state::STATE_TOPIC_CONFIG,
+                )?;
+                if n != partitions {
+                    return Err(format!(
+                        "{what}: the state topic {} has {n} partitions, but the exchange topic {} \
+                         has {partitions}: each exchange partition keeps its state in the state \
+                         partition of the same number. Create {} with {partitions} partitions \
+                         (cleanup.policy=compact, min.compaction.lag.ms=3600000), or delete it \
+                         so that Tidemark creates it",
+                        self.state_topic, self.topic, self.state_topic
+                    ));
+                }
+                Ok(n)
+            })
+            .clone()
     }
 
     /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
@@ -163,6 +220,23 @@ impl Exchange {
             let what = format!("kafka exchange reader \"{}\"", ctx.vertex_id);
             exchange.ready(&what)?;
             let mut source = factory.make(ctx)?;
+            if exchange.keeps_state() {
+                let partitions = exchange.state_ready(&what)?;
+                let store = super::state::StateStore::new(
+                    exchange.state_topic.clone(),
+                    partitions as u32,
+                    what.clone(),
+                    &exchange.config.brokers,
+                    &exchange.config.properties,
+                    exchange.kafka.timeout(),
+                )?;
+                source.keep_state(super::state::KeptState::new(
+                    store,
+                    exchange.topic.clone(),
+                    exchange.vertex.clone(),
+                    exchange.kafka.metrics().clone(),
+                ));
+            }
             source.relay = Some(Relay {
                 exchange: exchange.clone(),
                 subtask: ctx.subtask,
@@ -180,11 +254,22 @@ impl Exchange {
     /// allow) and returns its partition count.
     pub(super) fn ready(&self, what: &str) -> Result<i32, String> {
         self.topic_ready
-            .get_or_init(|| self.create_topic(what))
+            .get_or_init(|| {
+                let n = self.ensure_topic(what, &self.topic, self.config.partitions as i32, &[])?;
+                Ok(self.checked_count(what, n))
+            })
             .clone()
     }
 
-    fn create_topic(&self, what: &str) -> Result<i32, String> {
+    /// Makes sure `topic` exists (creating it with `partitions` and `configs`, replication as
+    /// the brokers allow) and returns its partition count.
+    fn ensure_topic(
+        &self,
+        what: &str,
+        topic: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> Result<i32, String> {
         let timeout = self.kafka.timeout();
         let mut config = client_config(&self.config.brokers, &self.config.properties);
         // Asking for the topic's metadata must not create it with the broker's defaults.
@@ -218,15 +303,14 @@ impl Exchange {
         let admin: AdminClient<DefaultClientContext> = config
             .create()
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
-        if let Some(n) = self.partitions_in(&metadata) {
-            return Ok(self.checked_count(what, n));
+        if let Some(n) = partitions_in(&metadata, topic) {
+            return Ok(n);
         }
         let replication = metadata.brokers().len().clamp(1, 3) as i32;
-        let new = NewTopic::new(
-            &self.topic,
-            self.config.partitions as i32,
-            TopicReplication::Fixed(replication),
-        );
+        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+        for (k, v) in configs {
+            new = new.set(k, v);
+        }
         let wait = timeout.min(CREATE_TIMEOUT);
         let options = AdminOptions::new()
             .request_timeout(Some(wait))
@@ -247,37 +331,26 @@ impl Exchange {
                 use rdkafka::producer::Producer as _;
                 let _ = producer
                     .client()
-                    .fetch_metadata(Some(&self.topic), Duration::from_millis(500));
+                    .fetch_metadata(Some(topic), Duration::from_millis(500));
             }
         }
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let metadata = admin
                 .inner()
-                .fetch_metadata(Some(&self.topic), Duration::from_millis(500));
-            if let Some(n) = metadata.ok().and_then(|m| self.partitions_in(&m)) {
-                return Ok(self.checked_count(what, n));
+                .fetch_metadata(Some(topic), Duration::from_millis(500));
+            if let Some(n) = metadata.ok().and_then(|m| partitions_in(&m, topic)) {
+                return Ok(n);
             }
             if std::time::Instant::now() >= deadline {
                 return Err(format!(
-                    "{what}: cannot create the exchange topic {} at {}: {}",
-                    self.topic,
+                    "{what}: cannot create the topic {topic} at {}: {}",
                     self.config.brokers.to_bootstrap(),
                     refusal.unwrap_or_else(|| "it does not appear in the metadata".into())
                 ));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-
-    /// The topic's partition count in `metadata`, if it exists there.
-    fn partitions_in(&self, metadata: &rdkafka::metadata::Metadata) -> Option<i32> {
-        metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == self.topic && t.error().is_none())
-            .map(|t| t.partitions().len() as i32)
-            .filter(|n| *n > 0)
     }
 
     /// `n`, with a warning when it is not what the job file asks for.
@@ -328,6 +401,16 @@ impl Exchange {
         }
         ended
     }
+}
+
+/// `topic`'s partition count in `metadata`, if it exists there.
+fn partitions_in(metadata: &rdkafka::metadata::Metadata, topic: &str) -> Option<i32> {
+    metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map(|t| t.partitions().len() as i32)
+        .filter(|n| *n > 0)
 }
 
 /// Runs a future to completion on this thread (the admin client's futures need no runtime).

@@ -58,10 +58,12 @@
 //! | `coordination` | the settings, the topic's creation, and when the edge has ended in this process |
 //! | `writer` | the writer sink: records, markers, watermarks and input reports as messages |
 //! | `reader` | the reader: messages back into records, markers and watermarks |
+//! | [`state`] | the keyed state behind the exchange, per partition, in the state topic: written at checkpoints, restored when a partition changes hands |
 
 mod coordination;
 mod naming;
 mod reader;
+pub mod state;
 mod writer;
 
 pub use coordination::{Exchange, ExchangeConfig, FIELDS, MAX_PARTITIONS};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, ThreadedProducer};
+use tidemark_runtime::key_group::KeyGroups;
 use tidemark_runtime::markers::{origin, LatencyMarker};
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
 
@@ -20,6 +21,9 @@ pub struct ExchangeWriter {
     context: DeliveryContext,
     what: String,
     partitions: i32,
+    /// A record goes to the partition of its key's key group, one per partition: the state
+    /// behind the exchange is kept per partition ([`super::state`]).
+    key_groups: KeyGroups,
     /// xorshift state for the marker's random partition.
     random: u64,
     key: Vec<u8>,
@@ -73,6 +77,7 @@ impl ExchangeWriter {
             context,
             what,
             partitions,
+            key_groups: KeyGroups::new(partitions.max(1) as u32),
             random: ctx.seed | 1,
             key: Vec::with_capacity(24),
             value: Vec::with_capacity(128),
@@ -182,7 +187,9 @@ impl ExchangeWriter {
                 key: HEADER_TIMESTAMP_TYPE,
                 value: Some(record.timestamp_type.as_str()),
             });
+        let partition = self.key_groups.of(key.routing_hash()) as i32;
         let mut pending = BaseRecord::to(&self.exchange.topic)
+            .partition(partition)
             .payload(&self.value[..])
             .timestamp(record.timestamp.div_euclid(1_000_000))
             .headers(headers);

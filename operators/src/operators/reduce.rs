@@ -328,6 +328,13 @@ impl Operator for ReduceOperator {
         Ok(self.state.restore(&state)?)
     }
 
+    fn forget_keyed(
+        &mut self,
+        forget: &dyn Fn(&tidemark_runtime::Value) -> bool,
+    ) -> Result<(), BoxError> {
+        Ok(self.state.forget(forget)?)
+    }
+
     /// The length of the `on_error` dead-letter file ([`OnError::snapshot`]).
     fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
         match &mut self.form {

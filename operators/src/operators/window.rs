@@ -534,6 +534,13 @@ impl Operator for WindowOperator {
         Ok(self.state.restore(&state)?)
     }
 
+    fn forget_keyed(
+        &mut self,
+        forget: &dyn Fn(&tidemark_runtime::Value) -> bool,
+    ) -> Result<(), BoxError> {
+        Ok(self.state.forget(forget)?)
+    }
+
     fn records_dropped(&self, reason: tidemark_runtime::DropReason) -> u64 {
         match reason {
             tidemark_runtime::DropReason::Late => self.late_dropped,

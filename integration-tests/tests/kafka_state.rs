@@ -1,0 +1,458 @@
+//! State that moves with its Kafka partitions (`docs/kafka.md`, "State that moves with its
+//! partitions"; the spec's Kafka worked cases in `state.md`): real `tidemark run` processes on
+//! a mock cluster the test starts itself, kills and rebalances forced by the test at points it
+//! picks, the output topic compared with a reference the test computes.
+//!
+//! The job: kafka (4 partitions) → hash exchange (8 partitions) → 1 s tumbling event-time
+//! count and sum per user → kafka, `checkpoint: {interval: 500ms}`, two subtasks per instance.
+//! 200,000 events are written in two halves; windows still open at the end of the first half
+//! hold counts of the first half that only the state topic carries across the move.
+//!
+//! - SIGKILL of one of two instances once every record of the first half is covered by a
+//!   state commit, a new instance started, then the second half: the output, with repeats
+//!   dropped by (key, window), equals the reference, every repeat equals its first copy, and
+//!   the survivor restored state;
+//! - a second instance joining after the first half, the first leaving with SIGTERM: the same,
+//!   and the leaving instance fires no open window (SIGTERM hands its partitions over);
+//! - a state topic with another partition count than the exchange's fails the job, naming
+//!   both topics and the counts.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{partitions_held, scrape, sigkill, Proc, TempDir};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::BaseRecord;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
+
+/// How long a test waits for something before it fails (not a timing assertion).
+const DEADLINE: Duration = Duration::from_secs(240);
+const GROUP: &str = "{session.timeout.ms: 6000, heartbeat.interval.ms: 500}";
+const JOB: &str = "kstate";
+const EXCHANGE: &str = "tidemark-kstate-per_user-exchange";
+const STATE: &str = "tidemark-kstate-per_user-state";
+const OPERATOR: &str = "per_user";
+const READER: &str = "per_user.exchange-in";
+
+const EVENTS: u64 = 200_000;
+const USERS: u64 = 500;
+const BASE_MS: i64 = 1_700_000_000_000;
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < DEADLINE, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn cluster(state_partitions: i32) -> DevCluster {
+    DevCluster::start(DevClusterOptions {
+        topics: vec![
+            ("in".into(), 4),
+            ("out".into(), 4),
+            (EXCHANGE.into(), 8),
+            (STATE.into(), state_partitions),
+        ],
+        ..DevClusterOptions::default()
+    })
+    .unwrap()
+}
+
+fn job(dir: &TempDir, bootstrap: &str) -> PathBuf {
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: {JOB}
+parallelism: 2
+checkpoint: {{interval: 500ms}}
+sources:
+  events:
+    type: kafka
+    brokers: \"{bootstrap}\"
+    topics: [in]
+    start: earliest
+    key: user
+    timestamp: ts
+    properties: {GROUP}
+    watermarks: {{max_out_of_orderness: 1s, interval: 50ms}}
+operators:
+  {OPERATOR}:
+    type: window
+    input: events
+    key: user
+    size: 1s
+    time: event
+    aggregates: {{n: count, total: {{sum: amount}}}}
+    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 8, properties: {GROUP}}}}}
+sinks:
+  out:
+    type: kafka
+    input: {OPERATOR}
+    brokers: \"{bootstrap}\"
+    topic: out
+"
+        ),
+    )
+}
+
+fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
+    instance_with(dir, job, id, &[])
+}
+
+fn instance_with(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, SocketAddr) {
+    let mut args = vec![
+        "run",
+        job.to_str().unwrap(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--instance-id",
+        id,
+    ];
+    args.extend_from_slice(extra);
+    let mut p = Proc::spawn(dir, args);
+    let addr = p.metrics_addr();
+    (p, addr)
+}
+
+/// Exchange partitions whose state the instance at `addr` restored.
+fn restored_partitions(addr: SocketAddr) -> usize {
+    scrape(addr)
+        .samples("tidemark_state_restore_seconds")
+        .filter(|s| s.labels.get("operator_id") == Some(OPERATOR))
+        .count()
+}
+
+/// Event `i`: (partition, user, ts ms, amount). 50,000 per partition, 1 ms of event time
+/// apart, starting half a window in: the first half ends in the middle of a window.
+fn event(i: u64) -> (i32, String, i64, u64) {
+    let partition = (i % 4) as i32;
+    let user = format!("u{}", (i * 7 + i / 13) % USERS);
+    (partition, user, BASE_MS + 500 + (i / 4) as i64, i % 97)
+}
+
+fn produce(bootstrap: &str, events: impl Iterator<Item = (i32, String, i64, u64)>) {
+    let producer = testing::producer(bootstrap);
+    for (p, user, ts, amount) in events {
+        let value = format!("{{\"user\":\"{user}\",\"ts\":{ts},\"amount\":{amount}}}");
+        let record = BaseRecord::to("in").partition(p).payload(&value).key(&user);
+        testing::send_retrying(&producer, record, Duration::from_millis(1));
+    }
+    testing::flush(&producer);
+}
+
+/// After the second half: one event per partition a minute of event time later, so that every
+/// window of the 200,000 events fires (its own windows never do).
+fn produce_flush(bootstrap: &str) {
+    produce(
+        bootstrap,
+        (0..4).map(|p| (p, "zz-flush".to_owned(), BASE_MS + 120_000, 0)),
+    );
+}
+
+/// (user, window start ms) → (count, sum).
+type Windows = BTreeMap<(String, i64), (u64, u64)>;
+
+/// The windows of the 200,000 events, computed here from them.
+fn reference() -> Windows {
+    let mut out = BTreeMap::new();
+    for i in 0..EVENTS {
+        let (_, user, ts, amount) = event(i);
+        let w = out
+            .entry((user, ts - ts.rem_euclid(1_000)))
+            .or_insert((0, 0));
+        w.0 += 1;
+        w.1 += amount;
+    }
+    out
+}
+
+/// A consumer of `topic` with no group, for reading partitions to their ends.
+fn plain_consumer(bootstrap: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "kstate-test-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap()
+}
+
+/// Every message of `topic` (partitions `0..n`) up to the ends they have now:
+/// (partition, offset, headers as (name, value), value).
+type Read = (i32, i64, Vec<(String, String)>, Option<Vec<u8>>);
+
+fn read_all(bootstrap: &str, topic: &str, n: i32) -> Vec<Read> {
+    let consumer = plain_consumer(bootstrap);
+    let mut ends = Vec::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .unwrap();
+        ends.push(high);
+        if high > low {
+            tpl.add_partition_offset(topic, p, Offset::Offset(low))
+                .unwrap();
+        }
+    }
+    let mut out = Vec::new();
+    let mut next: Vec<i64> = vec![0; n as usize];
+    consumer.assign(&tpl).unwrap();
+    let started = Instant::now();
+    while (0..n as usize)
+        .any(|p| next[p] < ends[p] && tpl.elements().iter().any(|e| e.partition() == p as i32))
+    {
+        assert!(started.elapsed() < DEADLINE, "gave up reading {topic}");
+        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = m.unwrap();
+        next[m.partition() as usize] = m.offset() + 1;
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| {
+                        (
+                            h.key.to_owned(),
+                            String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if m.offset() < ends[m.partition() as usize] {
+            out.push((
+                m.partition(),
+                m.offset(),
+                headers,
+                m.payload().map(<[u8]>::to_vec),
+            ));
+        }
+    }
+    out
+}
+
+/// The offset of the last record (not a control message) in each exchange partition.
+fn last_records_in_exchange(bootstrap: &str) -> Vec<i64> {
+    let mut last = vec![-1; 8];
+    for (p, offset, headers, _) in read_all(bootstrap, EXCHANGE, 8) {
+        if !headers.iter().any(|(k, _)| k == "tidemark-control") {
+            last[p as usize] = last[p as usize].max(offset);
+        }
+    }
+    last
+}
+
+/// The group's committed offsets of `topic` (-1: none) and the partitions' ends.
+fn committed_and_end(bootstrap: &str, topic: &str, n: i32) -> Vec<(i64, i64)> {
+    testing::committed_and_end(bootstrap, JOB, topic, n)
+}
+
+/// The forced point: every input record has gone through the exchange, and every record in
+/// the exchange is covered by a complete checkpoint (its state committed before its offset).
+fn wait_for_first_half_committed(bootstrap: &str) {
+    wait_until("the input committed to its end", || {
+        committed_and_end(bootstrap, "in", 4)
+            .iter()
+            .all(|(c, e)| c == e)
+    });
+    let last = last_records_in_exchange(bootstrap);
+    wait_until("every exchange record committed", || {
+        committed_and_end(bootstrap, EXCHANGE, 8)
+            .iter()
+            .zip(&last)
+            .all(|((c, _), l)| c > l)
+    });
+}
+
+/// The window results in the output topic: each (user, window start) with its first copy,
+/// failing on a repeat that differs from it. Also returns how many repeats there were.
+fn results(bootstrap: &str) -> (Windows, usize) {
+    let mut out = BTreeMap::new();
+    let mut repeats = 0;
+    for (_, _, _, value) in read_all(bootstrap, "out", 4) {
+        let w: serde_json::Value = serde_json::from_slice(&value.unwrap()).unwrap();
+        let key = (
+            w["key"].as_str().unwrap().to_owned(),
+            w["window_start"].as_i64().unwrap(),
+        );
+        let got = (
+            w["n"].as_u64().unwrap(),
+            w["total"].as_f64().unwrap() as u64,
+        );
+        match out.get(&key) {
+            None => {
+                out.insert(key, got);
+            }
+            Some(first) => {
+                assert_eq!(
+                    first, &got,
+                    "a repeat of window {key:?} differs from its first copy"
+                );
+                repeats += 1;
+            }
+        }
+    }
+    (out, repeats)
+}
+
+/// Waits until the output topic holds every window of the reference, then compares.
+fn assert_output_is_the_reference(bootstrap: &str) {
+    let expected = reference();
+    wait_until("every window in the output topic", || {
+        let (got, _) = results(bootstrap);
+        expected.keys().all(|k| got.contains_key(k))
+    });
+    let (got, repeats) = results(bootstrap);
+    eprintln!("{} windows, {repeats} repeats", got.len());
+    let mut wrong = Vec::new();
+    for (k, want) in &expected {
+        if got.get(k) != Some(want) {
+            wrong.push((k.clone(), *want, got.get(k).copied()));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} windows wrong, e.g. {:?}",
+        wrong.len(),
+        expected.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
+    assert!(extra.is_empty(), "windows not in the reference: {extra:?}");
+}
+
+fn spread(addrs: &[SocketAddr], source: &str, total: usize) -> bool {
+    let counts: Vec<usize> = addrs.iter().map(|a| partitions_held(*a, source)).collect();
+    counts.iter().all(|c| *c >= 1) && counts.iter().sum::<usize>() == total
+}
+
+#[test]
+fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance() {
+    let cluster = cluster(8);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("kafka-state-kill");
+    let job = job(&dir, &bootstrap);
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    for (source, n) in [("events", 4), (READER, 8)] {
+        wait_until(&format!("{source} spread over both instances"), || {
+            spread(&[addr_a, addr_b], source, n)
+        });
+    }
+    produce(&bootstrap, (0..EVENTS / 2).map(event));
+    wait_for_first_half_committed(&bootstrap);
+    let restored_before = restored_partitions(addr_b);
+    // The forced point: a dies with windows open, their counts only in the state topic.
+    sigkill(&mut a);
+    wait_until("b to hold every exchange partition", || {
+        partitions_held(addr_b, READER) == 8 && partitions_held(addr_b, "events") == 4
+    });
+    assert!(
+        restored_partitions(addr_b) > restored_before,
+        "the survivor restored no partition's state"
+    );
+    let restored = scrape(addr_b).sum("tidemark_state_restored_records_total", |l| {
+        l.get("operator_id") == Some(OPERATOR)
+    });
+    assert!(restored > 0.0, "the survivor read no state message");
+    // The live view's job document names the restores.
+    let job_json: serde_json::Value =
+        serde_json::from_str(&common::http(addr_b, "GET", "/api/v1/job").body).unwrap();
+    assert_eq!(job_json["keeps_state"], true, "{job_json}");
+    let partitions = job_json["state_restores"]["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), restored_partitions(addr_b), "{job_json}");
+    assert!(
+        job_json["state_restores"]["records"][OPERATOR]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    // A new instance: some partitions move on from the survivor, with their state.
+    let (mut c, addr_c) = instance(dir.path(), &job, "c");
+    wait_until("the exchange spread over b and c", || {
+        spread(&[addr_b, addr_c], READER, 8)
+    });
+    assert!(restored_partitions(addr_c) >= 1, "c restored no state");
+    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
+    produce_flush(&bootstrap);
+    assert_output_is_the_reference(&bootstrap);
+    for p in [&mut b, &mut c] {
+        p.terminate();
+        assert_eq!(p.wait_code(), 0, "{}", p.stderr());
+    }
+}
+
+#[test]
+fn a_joining_instance_and_a_leaving_one_hand_state_over_without_firing_open_windows() {
+    let cluster = cluster(8);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("kafka-state-leave");
+    let job = job(&dir, &bootstrap);
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    wait_until("a to hold every partition", || {
+        partitions_held(addr_a, READER) == 8 && partitions_held(addr_a, "events") == 4
+    });
+    produce(&bootstrap, (0..EVENTS / 2).map(event));
+    wait_for_first_half_committed(&bootstrap);
+    let report = dir.join("report-b.json");
+    let (mut b, addr_b) = instance_with(
+        dir.path(),
+        &job,
+        "b",
+        &["--report-file", report.to_str().unwrap()],
+    );
+    wait_until("the exchange spread over a and b", || {
+        spread(&[addr_a, addr_b], READER, 8)
+    });
+    assert!(restored_partitions(addr_b) >= 1, "b restored no state");
+    // a leaves: its open windows go over to b through the state topic, unfired (a window
+    // fired now would hold only the first half's events: a repeat differing from b's later
+    // result, or a wrong first copy).
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    wait_until("b to hold every exchange partition", || {
+        partitions_held(addr_b, READER) == 8
+    });
+    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
+    produce_flush(&bootstrap);
+    assert_output_is_the_reference(&bootstrap);
+    b.terminate();
+    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    // The report names the restores: b took every partition, some at the join, the rest when
+    // a left.
+    let report = common::read_report(&report);
+    let restored = report["state_restores"]["partitions"].as_array().unwrap();
+    assert_eq!(restored.len(), 8, "{report}");
+    assert!(restored.iter().all(|p| p["operator_id"] == OPERATOR));
+}
+
+#[test]
+fn a_state_topic_with_another_partition_count_fails_the_job() {
+    let cluster = cluster(3);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("kafka-state-count");
+    let job = job(&dir, &bootstrap);
+    let mut a = Proc::spawn(
+        dir.path(),
+        ["run", job.to_str().unwrap(), "--instance-id", "a"],
+    );
+    let code = a.wait_code();
+    let stderr = a.stderr();
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the state topic {STATE} has 3 partitions, but the exchange topic {EXCHANGE} has 8"
+        )),
+        "{stderr}"
+    );
+}

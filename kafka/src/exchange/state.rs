@@ -1,0 +1,923 @@
+//! State that moves with its exchange partitions (`docs/kafka.md`, "State that moves with its
+//! partitions"; Kafka Streams' changelog topics).
+//!
+//! The keyed vertex behind an exchange keeps its state per exchange partition: the writer
+//! routes a key to partition `key_group(key)` of the exchange's partition count, so one
+//! partition is one key group of the keyed state ([`tidemark_runtime::keyed_state`]). Each
+//! reader subtask keeps the state of the partitions it holds in the compacted topic
+//! `tidemark-<job>-<vertex>-state` (one state partition per exchange partition):
+//!
+//! - at each checkpoint barrier, the changed keys of each held partition (a deleted key as a
+//!   tombstone), keyed `v` + generation + key, headers [`HEADER_CHECKPOINT`] and
+//!   [`HEADER_GENERATION`];
+//! - once the checkpoint is complete, one **commit record** per held partition, keyed `c` +
+//!   generation: the checkpoint, the reader's position in the exchange partition, and the
+//!   operator-wide values (the window's event-time progress).
+//!
+//! A partition's state is what its newest generation that wrote a commit record wrote up to
+//! its last commit record. A new owner restores that, writes it again under a generation one
+//! past every generation in the partition (every key, then a commit record), then tombstones
+//! the older generations' keys, and only then reads the exchange partition, from the position
+//! in the commit record. Because the generation is part of every message key, compaction
+//! keeps the newest value of a key *per generation*: a zombie's late writes (an older
+//! generation) can neither replace a newer generation's values nor be taken for them.
+//! Within a generation, a value written after the last commit record may be compacted over
+//! the committed one; the topic's `min.compaction.lag.ms` (1 h) keeps compaction from acting
+//! before the next owner has rewritten the committed value.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use tidemark_runtime::key_group::KeyGroupRange;
+use tidemark_runtime::keyed_state::{KeyedSnapshot, StateKey};
+use tidemark_runtime::state_codec::{decode, encode};
+use tidemark_runtime::state_move::StateMove;
+use tidemark_runtime::BoxError;
+
+use crate::client::{client_config, Brokers, Properties};
+use crate::metrics::{KafkaMetrics, PartitionKey};
+use crate::sink::{flush_producer, produce, DeliveryContext};
+
+/// Header of a state message: the checkpoint it was written at, as decimal text.
+pub const HEADER_CHECKPOINT: &str = "tidemark-checkpoint";
+/// Header of a state message: the writer's generation for the partition, as decimal text.
+pub const HEADER_GENERATION: &str = "tidemark-generation";
+
+/// The state topic of the keyed vertex `vertex` of job `job`: `tidemark-<job>-<vertex>-state`.
+pub fn state_topic_name(job: &str, vertex: &str) -> String {
+    format!("tidemark-{job}-{vertex}-state")
+}
+
+/// The topic configuration Tidemark creates the state topic with.
+pub const STATE_TOPIC_CONFIG: &[(&str, &str)] = &[
+    ("cleanup.policy", "compact"),
+    ("min.compaction.lag.ms", "3600000"),
+];
+
+/// What a commit record holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct CommitRecord {
+    checkpoint: u64,
+    generation: u64,
+    /// The offset of the first exchange message not covered by the state (`None`: the
+    /// partition had not been read when the state was taken; the group's commit applies).
+    position: Option<i64>,
+    /// The operator-wide values: a [`KeyedSnapshot`] without keys, encoded.
+    shared: Vec<u8>,
+}
+
+const VALUE: u8 = b'v';
+const COMMIT: u8 = b'c';
+
+fn message_key(kind: u8, generation: u64, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + key.len());
+    out.push(kind);
+    out.extend_from_slice(&generation.to_be_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// The kind, generation and key of a state message's key.
+fn parse_key(bytes: &[u8]) -> Option<(u8, u64, &[u8])> {
+    let (&kind, rest) = bytes.split_first()?;
+    if rest.len() < 8 || (kind != VALUE && kind != COMMIT) {
+        return None;
+    }
+    let generation = u64::from_be_bytes(rest[..8].try_into().ok()?);
+    Some((kind, generation, &rest[8..]))
+}
+
+/// One message of a state partition.
+#[derive(Debug)]
+struct StateMessage {
+    /// [`VALUE`] or [`COMMIT`].
+    kind: u8,
+    generation: u64,
+    /// The encoded state key (empty for a commit record).
+    key: Vec<u8>,
+    /// `None`: a tombstone.
+    value: Option<Vec<u8>>,
+}
+
+/// A partition's state as its messages give it: the restore rule, apart from any broker.
+#[derive(Debug, Default)]
+pub(crate) struct PartitionLog {
+    /// In offset order.
+    messages: Vec<StateMessage>,
+}
+
+/// What a partition's log restores to.
+#[derive(Debug)]
+pub(crate) struct RestoredPartition {
+    /// Encoded key → encoded value.
+    pub(crate) values: BTreeMap<Vec<u8>, Vec<u8>>,
+    commit: Option<CommitRecord>,
+    /// The highest generation that wrote anything.
+    pub(crate) newest_generation: u64,
+    /// Every (kind, generation, key) of a generation older than the restored one's successor:
+    /// tombstoned once the rewrite is written.
+    stale: HashSet<Vec<u8>>,
+}
+
+impl PartitionLog {
+    /// Adds one message of the partition, in offset order; `false` for a key that is not a
+    /// state message's.
+    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        match parse_key(key) {
+            Some((kind, generation, k)) => {
+                self.messages.push(StateMessage {
+                    kind,
+                    generation,
+                    key: k.to_vec(),
+                    value: value.map(<[u8]>::to_vec),
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The state: the newest generation with a commit record, its values up to its last one.
+    pub(crate) fn restore(&self) -> Result<RestoredPartition, String> {
+        let newest_generation = self
+            .messages
+            .iter()
+            .map(|m| m.generation)
+            .max()
+            .unwrap_or(0);
+        let committed = self
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.kind == COMMIT && m.value.is_some())
+            .max_by_key(|(i, m)| (m.generation, *i));
+        let mut values = BTreeMap::new();
+        let mut commit = None;
+        if let Some((last, c)) = committed {
+            let record: CommitRecord = decode(c.value.as_deref().unwrap_or_default())
+                .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
+            for m in &self.messages[..last] {
+                if m.kind != VALUE || m.generation != c.generation {
+                    continue;
+                }
+                match &m.value {
+                    Some(v) => values.insert(m.key.clone(), v.clone()),
+                    None => values.remove(&m.key),
+                };
+            }
+            commit = Some(record);
+        }
+        // The message keys whose last message is not a tombstone.
+        let mut live: HashMap<Vec<u8>, bool> = HashMap::new();
+        for m in &self.messages {
+            live.insert(message_key(m.kind, m.generation, &m.key), m.value.is_some());
+        }
+        let stale = live
+            .into_iter()
+            .filter_map(|(k, live)| live.then_some(k))
+            .collect();
+        Ok(RestoredPartition {
+            values,
+            commit,
+            newest_generation,
+            stale,
+        })
+    }
+}
+
+/// A held partition's bookkeeping.
+#[derive(Debug, Default)]
+struct Held {
+    generation: u64,
+    /// What was last written per encoded key: only changes are written again.
+    written: HashMap<Vec<u8>, Vec<u8>>,
+    /// The position of the last commit record (carried while nothing is read).
+    position: Option<i64>,
+}
+
+/// What a restore gave: the keys for the operator, and where to read the exchange from.
+#[derive(Debug)]
+pub(crate) struct Restore {
+    pub(crate) state: KeyedSnapshot,
+    pub(crate) position: Option<i64>,
+    pub(crate) records: u64,
+    pub(crate) seconds: f64,
+}
+
+/// The state topic as one reader subtask writes and restores it.
+pub(crate) struct StateStore {
+    topic: String,
+    /// Exchange partitions = state partitions = key groups.
+    partitions: u32,
+    what: String,
+    producer: ThreadedProducer<DeliveryContext>,
+    context: DeliveryContext,
+    brokers: Brokers,
+    properties: Properties,
+    timeout: Duration,
+    held: BTreeMap<i32, Held>,
+    /// Checkpoint → its operator-wide values, until it completes.
+    pending: BTreeMap<u64, Vec<u8>>,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl StateStore {
+    /// The store of topic `topic` with `partitions` partitions (checked to exist already).
+    pub(crate) fn new(
+        topic: String,
+        partitions: u32,
+        what: String,
+        brokers: &Brokers,
+        properties: &Properties,
+        timeout: Duration,
+    ) -> Result<Self, BoxError> {
+        let mut config = client_config(brokers, properties);
+        config
+            .set("linger.ms", "5")
+            .set("enable.idempotence", "true");
+        let context = DeliveryContext::default();
+        let producer: ThreadedProducer<DeliveryContext> = config
+            .create_with_context(context.clone())
+            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
+        Ok(StateStore {
+            topic,
+            partitions,
+            what,
+            producer,
+            context,
+            brokers: brokers.clone(),
+            properties: properties.clone(),
+            timeout,
+            held: BTreeMap::new(),
+            pending: BTreeMap::new(),
+        })
+    }
+
+    /// The number of key groups (the exchange's partitions).
+    pub(crate) fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn headers(checkpoint: u64, generation: u64) -> OwnedHeaders {
+        let (c, g) = (checkpoint.to_string(), generation.to_string());
+        OwnedHeaders::new_with_capacity(2)
+            .insert(Header {
+                key: HEADER_CHECKPOINT,
+                value: Some(c.as_str()),
+            })
+            .insert(Header {
+                key: HEADER_GENERATION,
+                value: Some(g.as_str()),
+            })
+    }
+
+    fn send(
+        &self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+        headers: OwnedHeaders,
+    ) -> Result<(), BoxError> {
+        let mut pending: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.topic)
+            .partition(partition)
+            .key(key)
+            .headers(headers);
+        if let Some(v) = value {
+            pending = pending.payload(v);
+        }
+        produce(&self.producer, &self.context, &self.what, pending)
+    }
+
+    fn flush(&self) -> Result<(), BoxError> {
+        flush_producer(&self.producer, &self.context, &self.what, self.timeout)
+    }
+
+    /// Reads partition `partition` of the state topic to its end.
+    fn read_partition(&self, partition: i32) -> Result<(PartitionLog, u64), BoxError> {
+        let mut config = client_config(&self.brokers, &self.properties);
+        config
+            .set("group.id", format!("{}-restore", self.topic))
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false");
+        let consumer: BaseConsumer = config
+            .create()
+            .map_err(|e| format!("{}: invalid Kafka settings: {e}", self.what))?;
+        let (low, high) = consumer
+            .fetch_watermarks(&self.topic, partition, self.timeout)
+            .map_err(|e| {
+                format!(
+                    "{}: cannot read the state topic {} partition {partition}: {e}",
+                    self.what, self.topic
+                )
+            })?;
+        let mut log = PartitionLog::default();
+        let mut records = 0u64;
+        if high <= low {
+            return Ok((log, records));
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, partition, Offset::Offset(low))?;
+        consumer.assign(&tpl)?;
+        let deadline = Instant::now() + self.timeout;
+        let mut next = low;
+        while next < high {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{}: the state topic {} partition {partition} was not read to its end \
+                     ({high}) within {:?} (at {next})",
+                    self.what, self.topic, self.timeout
+                )
+                .into());
+            }
+            let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+                continue;
+            };
+            let message = message.map_err(|e| {
+                format!(
+                    "{}: cannot read the state topic {}: {e}",
+                    self.what, self.topic
+                )
+            })?;
+            next = message.offset() + 1;
+            records += 1;
+            let key = message.key().unwrap_or_default();
+            if !log.push(key, message.payload()) {
+                return Err(format!(
+                    "{}: the state topic {} holds a message that Tidemark did not write \
+                     (partition {partition}, offset {})",
+                    self.what,
+                    self.topic,
+                    message.offset()
+                )
+                .into());
+            }
+        }
+        Ok((log, records))
+    }
+
+    /// Partition `partition` was given to this subtask: its committed state, rewritten under a
+    /// new generation (every key and a commit record), older generations tombstoned.
+    pub(crate) fn restore(&mut self, partition: i32) -> Result<Restore, BoxError> {
+        let started = Instant::now();
+        let (log, records) = self.read_partition(partition)?;
+        let restored = log.restore().map_err(|e| {
+            format!(
+                "{}: the state topic {} partition {partition}: {e}",
+                self.what, self.topic
+            )
+        })?;
+        let generation = restored.newest_generation + 1;
+        let (checkpoint, position, shared) = match &restored.commit {
+            Some(c) => (c.checkpoint, c.position, c.shared.clone()),
+            None => (0, None, Vec::new()),
+        };
+        let mut state = match shared.is_empty() {
+            true => KeyedSnapshot::new(self.partitions),
+            false => decode::<KeyedSnapshot>(&shared)
+                .map_err(|e| format!("{}: a commit record's values: {e}", self.what))?,
+        };
+        let headers = Self::headers(checkpoint, generation);
+        let mut written = HashMap::with_capacity(restored.values.len());
+        for (key, value) in &restored.values {
+            let state_key: StateKey = decode(key)
+                .map_err(|e| format!("{}: a state key that cannot be read: {e}", self.what))?;
+            let v = state_key
+                .to_value()
+                .map_err(|e| format!("{}: a state key that cannot be read: {e}", self.what))?;
+            state.put_encoded(&v, value.clone());
+            self.send(
+                partition,
+                &message_key(VALUE, generation, key),
+                Some(value),
+                headers.clone(),
+            )?;
+            written.insert(key.clone(), value.clone());
+        }
+        let commit = CommitRecord {
+            checkpoint,
+            generation,
+            position,
+            shared: encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?,
+        };
+        self.send(
+            partition,
+            &message_key(COMMIT, generation, &[]),
+            Some(&encode(&commit)?),
+            headers.clone(),
+        )?;
+        for stale in &restored.stale {
+            self.send(partition, stale, None, headers.clone())?;
+        }
+        self.flush()?;
+        self.held.insert(
+            partition,
+            Held {
+                generation,
+                written,
+                position,
+            },
+        );
+        Ok(Restore {
+            state,
+            position,
+            records,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Partition `partition` was taken away: nothing more is written for it.
+    pub(crate) fn forget(&mut self, partition: i32) {
+        self.held.remove(&partition);
+    }
+
+    /// Barrier `checkpoint`: the changed keys of each held partition, tombstones for keys gone
+    /// (not for the partitions of `unapplied`: restored, but not in `state` yet).
+    pub(crate) fn save(
+        &mut self,
+        checkpoint: u64,
+        state: &KeyedSnapshot,
+        unapplied: &BTreeSet<i32>,
+    ) -> Result<(), BoxError> {
+        let mut current: BTreeMap<i32, HashMap<Vec<u8>, &[u8]>> = BTreeMap::new();
+        for (group, key, value) in state.entries() {
+            let partition = group as i32;
+            if self.held.contains_key(&partition) {
+                current
+                    .entry(partition)
+                    .or_default()
+                    .insert(encode(key)?, value);
+            }
+        }
+        let partitions: Vec<i32> = self
+            .held
+            .keys()
+            .copied()
+            .filter(|p| !unapplied.contains(p))
+            .collect();
+        for partition in partitions {
+            let now = current.remove(&partition).unwrap_or_default();
+            let held = &self.held[&partition];
+            let headers = Self::headers(checkpoint, held.generation);
+            let generation = held.generation;
+            let mut changed = Vec::new();
+            for (key, value) in &now {
+                if held.written.get(key).map(Vec::as_slice) != Some(*value) {
+                    changed.push((key.clone(), value.to_vec()));
+                }
+            }
+            let gone: Vec<Vec<u8>> = held
+                .written
+                .keys()
+                .filter(|k| !now.contains_key(*k))
+                .cloned()
+                .collect();
+            for (key, value) in &changed {
+                self.send(
+                    partition,
+                    &message_key(VALUE, generation, key),
+                    Some(value),
+                    headers.clone(),
+                )?;
+            }
+            for key in &gone {
+                self.send(
+                    partition,
+                    &message_key(VALUE, generation, key),
+                    None,
+                    headers.clone(),
+                )?;
+            }
+            let held = self.held.get_mut(&partition).expect("held partition");
+            for key in gone {
+                held.written.remove(&key);
+            }
+            held.written.extend(changed);
+        }
+        let shared = encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?;
+        self.pending.insert(checkpoint, shared);
+        Ok(())
+    }
+
+    /// Checkpoint `checkpoint` is complete: a commit record per held partition, with the
+    /// reader's position there (`positions`: exchange partition → next offset).
+    pub(crate) fn commit(
+        &mut self,
+        checkpoint: u64,
+        positions: &BTreeMap<i32, i64>,
+    ) -> Result<(), BoxError> {
+        let Some(shared) = self.pending.remove(&checkpoint) else {
+            return Ok(());
+        };
+        self.pending.retain(|n, _| *n > checkpoint);
+        // The values first: a commit record never stands before a value it covers.
+        self.flush()?;
+        let partitions: Vec<i32> = self.held.keys().copied().collect();
+        for partition in partitions {
+            let held = self.held.get_mut(&partition).expect("held partition");
+            if let Some(p) = positions.get(&partition) {
+                held.position = Some(*p);
+            }
+            let record = CommitRecord {
+                checkpoint,
+                generation: held.generation,
+                position: held.position,
+                shared: shared.clone(),
+            };
+            let headers = Self::headers(checkpoint, held.generation);
+            let key = message_key(COMMIT, held.generation, &[]);
+            self.send(partition, &key, Some(&encode(&record)?), headers)?;
+        }
+        self.flush()
+    }
+}
+
+/// The state kept by one reader subtask, as its consumer's rebalances move partitions: what
+/// the rebalance callback restores and forgets, and the moves the runtime applies to the
+/// keyed operator behind ([`tidemark_runtime::state_move`]).
+pub(crate) struct KeptState {
+    store: Mutex<StateStore>,
+    /// Moves not yet taken by the runtime, and the partitions restored by them (whose keys
+    /// the operator does not have yet: a barrier meanwhile writes nothing for them).
+    moves: Mutex<(Vec<StateMove>, BTreeSet<i32>)>,
+    failure: Mutex<Option<String>>,
+    /// The exchange topic (the consumer reads no other).
+    pub(crate) exchange_topic: String,
+    /// The keyed vertex, for the series.
+    operator_id: String,
+    metrics: Arc<KafkaMetrics>,
+}
+
+impl std::fmt::Debug for KeptState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptState")
+            .field("exchange_topic", &self.exchange_topic)
+            .finish()
+    }
+}
+
+impl KeptState {
+    pub(crate) fn new(
+        store: StateStore,
+        exchange_topic: String,
+        operator_id: String,
+        metrics: Arc<KafkaMetrics>,
+    ) -> Self {
+        KeptState {
+            store: Mutex::new(store),
+            moves: Mutex::new((Vec::new(), BTreeSet::new())),
+            failure: Mutex::new(None),
+            exchange_topic,
+            operator_id,
+            metrics,
+        }
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, StateStore> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The number of key groups: the exchange's partitions.
+    pub(crate) fn partitions(&self) -> u32 {
+        self.store().partitions()
+    }
+
+    /// Exchange partition `partition` was given to this subtask: restores its state (queued
+    /// for the operator, before any of its records) and returns where to read from: `Some`
+    /// offset from its commit record, `None` for the group's commit. A failure is kept for
+    /// the next poll, which fails the job.
+    pub(crate) fn assigned(&self, partition: i32) -> Option<i64> {
+        match self.store().restore(partition) {
+            Ok(restore) => {
+                self.metrics.state_restored(
+                    &self.operator_id,
+                    partition,
+                    restore.seconds,
+                    restore.records,
+                );
+                let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
+                // Taken away and given back before the runtime looked: the keys it still has
+                // of the partition go before the restored ones come, not after.
+                let mut forget_first = Vec::new();
+                for m in moves.0.iter_mut() {
+                    if let StateMove::Forget { groups, .. } = m {
+                        if groups.contains(&(partition as u32)) {
+                            groups.retain(|g| *g != partition as u32);
+                            forget_first.push(partition as u32);
+                        }
+                    }
+                }
+                moves.0.push(StateMove::Restore {
+                    state: restore.state,
+                    forget_first,
+                });
+                moves.1.insert(partition);
+                restore.position
+            }
+            Err(e) => {
+                let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+                failure.get_or_insert(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Exchange partitions taken away: forgotten by the operator (after the records read from
+    /// them so far), never written again by this subtask.
+    pub(crate) fn revoked(&self, partitions: &[i32]) {
+        if partitions.is_empty() {
+            return;
+        }
+        let mut store = self.store();
+        for p in partitions {
+            store.forget(*p);
+        }
+        let max_parallelism = store.partitions();
+        drop(store);
+        let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
+        for p in partitions {
+            moves.1.remove(p);
+        }
+        moves.0.push(StateMove::Forget {
+            max_parallelism,
+            groups: partitions.iter().map(|p| *p as u32).collect(),
+        });
+    }
+
+    /// The moves since the last call.
+    pub(crate) fn take_moves(&self) -> Vec<StateMove> {
+        let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
+        if moves.0.is_empty() {
+            return Vec::new();
+        }
+        moves.1.clear();
+        std::mem::take(&mut moves.0)
+    }
+
+    /// Why a restore failed, if one did.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// See [`StateStore::save`].
+    pub(crate) fn save(&self, checkpoint: u64, state: &KeyedSnapshot) -> Result<(), BoxError> {
+        let unapplied = self
+            .moves
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone();
+        self.store().save(checkpoint, state, &unapplied)
+    }
+
+    /// See [`StateStore::commit`]: `positions` of every partition the checkpoint covers.
+    pub(crate) fn commit(
+        &self,
+        checkpoint: u64,
+        positions: &BTreeMap<PartitionKey, i64>,
+    ) -> Result<(), BoxError> {
+        let ours: BTreeMap<i32, i64> = positions
+            .iter()
+            .filter(|((t, _), _)| *t == self.exchange_topic)
+            .map(|((_, p), o)| (*p, *o))
+            .collect();
+        self.store().commit(checkpoint, &ours)
+    }
+}
+
+/// The generation a state message was written under, from its headers (for tools and tests).
+pub fn generation_of<M: Message>(message: &M) -> Option<u64> {
+    let headers = message.headers()?;
+    let h = headers.iter().find(|h| h.key == HEADER_GENERATION)?;
+    std::str::from_utf8(h.value?).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(k: &str) -> Vec<u8> {
+        encode(&StateKey::String(k.into())).unwrap()
+    }
+
+    fn commit(generation: u64, checkpoint: u64, position: i64) -> Vec<u8> {
+        encode(&CommitRecord {
+            checkpoint,
+            generation,
+            position: Some(position),
+            shared: Vec::new(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_partition_is_its_newest_committed_generation_up_to_its_last_commit() {
+        let mut log = PartitionLog::default();
+        let v = |g, k: &str| message_key(VALUE, g, &key(k));
+        let c = |g| message_key(COMMIT, g, &[]);
+        assert!(log.push(&v(1, "a"), Some(b"1")));
+        assert!(log.push(&v(1, "b"), Some(b"1")));
+        assert!(log.push(&c(1), Some(&commit(1, 3, 10))));
+        // Generation 2 takes over: rewrites, commits, changes a, deletes b, commits.
+        assert!(log.push(&v(2, "a"), Some(b"1")));
+        assert!(log.push(&v(2, "b"), Some(b"1")));
+        assert!(log.push(&c(2), Some(&commit(2, 3, 10))));
+        assert!(log.push(&v(2, "a"), Some(b"2")));
+        assert!(log.push(&v(2, "b"), None));
+        assert!(log.push(&c(2), Some(&commit(2, 4, 20))));
+        // Uncommitted at generation 2: ignored.
+        assert!(log.push(&v(2, "a"), Some(b"3")));
+        // A zombie of generation 1 writes late, commit record too: ignored.
+        assert!(log.push(&v(1, "a"), Some(b"99")));
+        assert!(log.push(&v(1, "z"), Some(b"99")));
+        assert!(log.push(&c(1), Some(&commit(1, 9, 90))));
+        // Generation 3 started rewriting but never committed: ignored.
+        assert!(log.push(&v(3, "a"), Some(b"2")));
+        assert!(!log.push(b"x", Some(b"?")));
+        let r = log.restore().unwrap();
+        assert_eq!(r.values, BTreeMap::from([(key("a"), b"2".to_vec())]));
+        let commit = r.commit.unwrap();
+        assert_eq!((commit.generation, commit.checkpoint), (2, 4));
+        assert_eq!(commit.position, Some(20));
+        assert_eq!(r.newest_generation, 3);
+        // Every live message key is tombstoned once the next generation has rewritten.
+        assert!(r.stale.contains(&v(1, "z")) && r.stale.contains(&c(2)));
+        assert!(!r.stale.contains(&v(2, "b")));
+    }
+
+    /// One key's count in a snapshot of 4 key groups.
+    fn snapshot_of(pairs: &[(&str, u64)]) -> KeyedSnapshot {
+        let mut s = KeyedSnapshot::new(4);
+        for (k, v) in pairs {
+            s.put(&tidemark_runtime::Value::from(*k), v).unwrap();
+        }
+        s
+    }
+
+    fn counts(s: &KeyedSnapshot) -> BTreeMap<String, u64> {
+        s.decoded::<u64>()
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| (k.as_str().unwrap().to_owned(), v))
+            .collect()
+    }
+
+    #[test]
+    fn a_zombie_owners_late_writes_are_ignored_on_the_mock_cluster() {
+        use crate::dev_cluster::{DevCluster, DevClusterOptions};
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![("state".into(), 4)],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
+        let store = |who: &str| {
+            StateStore::new(
+                "state".into(),
+                4,
+                who.into(),
+                &brokers,
+                &Properties::new(),
+                Duration::from_secs(30),
+            )
+            .unwrap()
+        };
+        // Keys of one key group, so that they live in one partition.
+        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("user-{i}"))
+            .filter(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 2)
+            .take(3)
+            .collect();
+        let (k0, k1, k2) = (keys[0].as_str(), keys[1].as_str(), keys[2].as_str());
+        let none = BTreeSet::new();
+        // The first owner commits checkpoint 1 at offset 100, then writes checkpoint 2 and
+        // loses the partition before it completes.
+        let mut old = store("old owner");
+        assert!(old.restore(2).unwrap().state.is_empty());
+        old.save(1, &snapshot_of(&[(k0, 1), (k1, 1)]), &none)
+            .unwrap();
+        old.commit(1, &BTreeMap::from([(2, 100)])).unwrap();
+        old.save(2, &snapshot_of(&[(k0, 2)]), &none).unwrap();
+        // The next owner restores checkpoint 1, not the uncommitted checkpoint 2.
+        let mut new = store("new owner");
+        let restored = new.restore(2).unwrap();
+        assert_eq!(restored.position, Some(100));
+        assert_eq!(
+            counts(&restored.state),
+            BTreeMap::from([(k0.into(), 1), (k1.into(), 1)])
+        );
+        // The old owner, a zombie now, completes checkpoint 2 and goes on writing.
+        old.commit(2, &BTreeMap::from([(2, 200)])).unwrap();
+        old.save(3, &snapshot_of(&[(k2, 9)]), &none).unwrap();
+        old.commit(3, &BTreeMap::from([(2, 300)])).unwrap();
+        // The new owner commits its own checkpoint.
+        new.save(7, &snapshot_of(&[(k0, 5), (k1, 1)]), &none)
+            .unwrap();
+        new.commit(7, &BTreeMap::from([(2, 150)])).unwrap();
+        old.save(8, &snapshot_of(&[(k1, 99)]), &none).unwrap();
+        old.commit(8, &BTreeMap::from([(2, 900)])).unwrap();
+        // Whoever restores next sees the new owner's state; the zombie's writes are ignored.
+        let restored = store("third owner").restore(2).unwrap();
+        assert_eq!(restored.position, Some(150));
+        assert_eq!(
+            counts(&restored.state),
+            BTreeMap::from([(k0.into(), 5), (k1.into(), 1)])
+        );
+        // The other partitions are untouched.
+        assert!(store("fourth owner").restore(1).unwrap().state.is_empty());
+    }
+
+    #[test]
+    fn a_partition_given_back_before_the_runtime_looked_is_replaced_not_forgotten() {
+        use crate::dev_cluster::{DevCluster, DevClusterOptions};
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![("state".into(), 4)],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
+        let store = StateStore::new(
+            "state".into(),
+            4,
+            "reader".into(),
+            &brokers,
+            &Properties::new(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let kept = KeptState::new(
+            store,
+            "exchange".into(),
+            "w".into(),
+            Arc::new(KafkaMetrics::default()),
+        );
+        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
+        let key = (0..100)
+            .map(|i| format!("user-{i}"))
+            .find(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 1)
+            .unwrap();
+        assert_eq!(kept.assigned(1), None);
+        assert_eq!(kept.take_moves().len(), 1);
+        kept.save(1, &snapshot_of(&[(&key, 7)])).unwrap();
+        kept.commit(1, &BTreeMap::from([(("exchange".into(), 1), 40)]))
+            .unwrap();
+        kept.revoked(&[1, 3]);
+        assert_eq!(kept.assigned(1), Some(40));
+        // A barrier before the runtime applied the restore writes nothing for partition 1
+        // (the operator's snapshot does not have its keys yet), and so deletes nothing.
+        kept.save(2, &KeyedSnapshot::new(4)).unwrap();
+        kept.commit(2, &BTreeMap::new()).unwrap();
+        let mut other = StateStore::new(
+            "state".into(),
+            4,
+            "other".into(),
+            &brokers,
+            &Properties::new(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let restored = other.restore(1).unwrap();
+        assert_eq!(counts(&restored.state), BTreeMap::from([(key.clone(), 7)]));
+        let moves = kept.take_moves();
+        assert_eq!(moves.len(), 2, "{moves:?}");
+        match (&moves[0], &moves[1]) {
+            (StateMove::Forget { groups, .. }, StateMove::Restore { forget_first, .. }) => {
+                assert_eq!(groups, &[3]);
+                assert_eq!(forget_first, &[1]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(moves[1].before_records() && !moves[0].before_records());
+        assert_eq!(kept.partitions(), 4);
+        assert!(kept.failure().is_none());
+    }
+
+    #[test]
+    fn a_partition_without_a_commit_record_restores_empty() {
+        let mut log = PartitionLog::default();
+        log.push(&message_key(VALUE, 1, &key("a")), Some(b"1"));
+        let r = log.restore().unwrap();
+        assert!(r.values.is_empty() && r.commit.is_none());
+        assert_eq!(r.newest_generation, 1);
+        assert_eq!(
+            state_topic_name("job", "per_user"),
+            "tidemark-job-per_user-state"
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! Keyed state that moves while a job runs: the reader of a Kafka exchange owns the state of
+//! the keyed operator chained behind it per exchange partition (one key group per partition),
+//! and when the group gives it a partition or takes one away, the operator must take in that
+//! partition's restored keys before the reader's next records, or forget them without firing
+//! anything (`docs/kafka.md`, "State that moves with its partitions").
+//!
+//! The source says so through [`Source::take_state_moves`](crate::Source::take_state_moves),
+//! asked after every poll; the task applies [`StateMove::Restore`] before it pushes the poll's
+//! records down the chain and [`StateMove::Forget`] after (records the source took before the
+//! partition was revoked still belong to its state until then). At each checkpoint barrier the
+//! task gives such a source the operator's [`KeyedSnapshot`] grouped by
+//! [`Source::keyed_state_groups`](crate::Source::keyed_state_groups) key groups
+//! ([`Source::save_keyed`](crate::Source::save_keyed)).
+
+use crate::key_group::KeyGroups;
+use crate::keyed_state::KeyedSnapshot;
+use crate::value::Value;
+
+/// A change of the key groups whose state a keyed operator subtask holds, while it runs.
+#[derive(Debug)]
+pub enum StateMove {
+    /// Key groups given to this subtask: their keys and values, added to what it holds
+    /// ([`Operator::restore_keyed`](crate::Operator::restore_keyed)), after the keys of
+    /// `forget_first` are forgotten (key groups taken away and given back before the move
+    /// that took them away was applied).
+    Restore {
+        /// The keys and values.
+        state: KeyedSnapshot,
+        /// Key groups (of the snapshot's `max_parallelism`) whose keys go first.
+        forget_first: Vec<u32>,
+    },
+    /// Key groups taken away: their keys are forgotten without emitting anything
+    /// ([`Operator::forget_keyed`](crate::Operator::forget_keyed)).
+    Forget {
+        /// The number of key groups keys are grouped by.
+        max_parallelism: u32,
+        /// The key groups to forget.
+        groups: Vec<u32>,
+    },
+}
+
+impl StateMove {
+    /// Whether the move comes before the records of the poll that made it.
+    pub fn before_records(&self) -> bool {
+        matches!(self, StateMove::Restore { .. })
+    }
+}
+
+/// A test of a key: true for the keys of `groups` (of `max_parallelism` key groups), by the
+/// hash a hash edge routes by.
+pub fn in_groups(max_parallelism: u32, groups: &[u32]) -> impl Fn(&Value) -> bool + '_ {
+    let key_groups = KeyGroups::new(max_parallelism);
+    move |key: &Value| groups.contains(&key_groups.of(key.routing_hash()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_in_the_group_its_hash_gives() {
+        let groups = KeyGroups::new(8);
+        let key = Value::from("user-17");
+        let g = groups.of(key.routing_hash());
+        assert!(in_groups(8, &[g])(&key));
+        assert!(!in_groups(8, &[(g + 1) % 8])(&key));
+        let restore = StateMove::Restore {
+            state: KeyedSnapshot::new(8),
+            forget_first: Vec::new(),
+        };
+        assert!(restore.before_records());
+        let forget = StateMove::Forget {
+            max_parallelism: 8,
+            groups: vec![g],
+        };
+        assert!(!forget.before_records());
+    }
+}
