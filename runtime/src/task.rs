@@ -580,10 +580,10 @@ impl Task {
                                 }
                             }
                         }
-                        // A batch that comes within a few microseconds is taken without
-                        // sleeping; otherwise blocks until a batch comes, a hard stop, or the
-                        // operators' next look at the time.
-                        IdleStrategy::Park => match spin_recv(&reader.rx) {
+                        // A batch that comes while the task yields its core a few times is
+                        // taken without sleeping; otherwise blocks until a batch comes, a hard
+                        // stop, or the operators' next look at the time.
+                        IdleStrategy::Park => match reader.recv_yielding() {
                             Ok(m) => Some(m),
                             Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
                             Err(TryRecvError::Empty) => crossbeam_channel::select! {
@@ -643,24 +643,6 @@ impl Task {
         self.chain.close(&mut cx)?;
         self.chain.publish();
         Ok(())
-    }
-}
-
-/// Takes a message from `rx` if one comes while backing off for a few microseconds (spinning,
-/// then yielding the core), as a blocking `recv` of the queue does before it sleeps (a
-/// `select!` sleeps at once).
-///
-/// A channel task that went to sleep the moment its queue ran dry was woken (a futex wake-up
-/// and two context switches) for nearly every batch of a busy hash edge: W1 at P=2 made ten
-/// times the context switches and took 2.5 times the CPU of waiting this way first
-/// (docs/performance.md, "W1 at P=2"). When nothing comes it costs a few microseconds per wait.
-fn spin_recv(rx: &Receiver<Message>) -> Result<Message, TryRecvError> {
-    let backoff = crossbeam_utils::Backoff::new();
-    loop {
-        match rx.try_recv() {
-            Err(TryRecvError::Empty) if !backoff.is_completed() => backoff.snooze(),
-            result => return result,
-        }
     }
 }
 
