@@ -211,11 +211,17 @@ impl ChannelWriter {
     /// The sleeping wait is a `select!`, which does not spin first as `send_timeout` does: a
     /// spinning sender holds a core its receiver may need (W1 at P=2, docs/performance.md).
     fn blocking_send(&self, msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
-        let mut msg = match self.tx.try_send(msg) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Full(msg)) => msg,
-            Err(TrySendError::Disconnected(_)) => return Err(Aborted),
-        };
+        match self.tx.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(msg)) => self.send_when_room(msg, cx),
+            Err(TrySendError::Disconnected(_)) => Err(Aborted),
+        }
+    }
+
+    /// The waiting part of [`Self::blocking_send`], out of line: the queue was full.
+    #[cold]
+    #[inline(never)]
+    fn send_when_room(&self, mut msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
         let started = Instant::now();
         let result = 'sent: {
             for _ in 0..YIELDS {
