@@ -553,6 +553,9 @@ impl Task {
         };
         // Exported from the start: before any watermark, an input that sent none is named.
         reader.publish_holder(&mut input.watermarks);
+        // The last batch taken was full: its writer is sending as fast as it can, so the next
+        // one is likely a few microseconds away.
+        let mut streaming = false;
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -580,10 +583,15 @@ impl Task {
                                 }
                             }
                         }
-                        // A batch that comes while the task yields its core a few times is
-                        // taken without sleeping; otherwise blocks until a batch comes, a hard
-                        // stop, or the operators' next look at the time.
-                        IdleStrategy::Park => match reader.recv_yielding() {
+                        // While full batches come, one that comes while the task yields its
+                        // core a few times is taken without sleeping. Otherwise (and at once
+                        // after a partly filled batch: a yield under load can hand the core
+                        // away for milliseconds, which a marker would wait) blocks until a
+                        // batch comes, a hard stop, or the operators' next look at the time.
+                        IdleStrategy::Park => match streaming
+                            .then(|| reader.recv_yielding())
+                            .unwrap_or(Err(TryRecvError::Empty))
+                        {
                             Ok(m) => Some(m),
                             Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
                             Err(TryRecvError::Empty) => crossbeam_channel::select! {
@@ -608,6 +616,7 @@ impl Task {
             let held = match message {
                 Some(Message::Data { slot, batch }) => {
                     reader.note_received(batch.records.len());
+                    streaming = batch.records.len() >= self.batch_size;
                     Some(Held::Data {
                         slot,
                         batch,
