@@ -588,21 +588,26 @@ impl Task {
                         // after a partly filled batch: a yield under load can hand the core
                         // away for milliseconds, which a marker would wait) blocks until a
                         // batch comes, a hard stop, or the operators' next look at the time.
-                        IdleStrategy::Park => match streaming
-                            .then(|| reader.recv_yielding())
-                            .unwrap_or(Err(TryRecvError::Empty))
-                        {
-                            Ok(m) => Some(m),
-                            Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
-                            Err(TryRecvError::Empty) => crossbeam_channel::select! {
-                                recv(reader.rx) -> m => match m {
-                                    Ok(m) => Some(m),
-                                    Err(_) => return Err(ChainError::Aborted),
+                        IdleStrategy::Park => {
+                            let soon = match streaming {
+                                true => reader.recv_yielding(),
+                                false => Err(TryRecvError::Empty),
+                            };
+                            match soon {
+                                Ok(m) => Some(m),
+                                Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
+                                Err(TryRecvError::Empty) => crossbeam_channel::select! {
+                                    recv(reader.rx) -> m => match m {
+                                        Ok(m) => Some(m),
+                                        Err(_) => return Err(ChainError::Aborted),
+                                    },
+                                    recv(self.wakes.aborted) -> _ => {
+                                        return Err(ChainError::Aborted)
+                                    }
+                                    default(self.waiting.channel_wait()) => None,
                                 },
-                                recv(self.wakes.aborted) -> _ => return Err(ChainError::Aborted),
-                                default(self.waiting.channel_wait()) => None,
-                            },
-                        },
+                            }
+                        }
                     };
                     self.times.idle += t.elapsed();
                     m
