@@ -8,7 +8,7 @@
 
 use crate::batch::{Batch, Event};
 use crate::record::Record;
-use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -204,27 +204,59 @@ impl ChannelWriter {
         self.blocking_send(Message::End { slot: self.slot }, cx)
     }
 
+    /// Sends `msg`, waiting while the queue is full: first by yielding the core a few times
+    /// (to the receiver, when tasks outnumber cores), then asleep until there is room, looking
+    /// at the abort flag every [`ABORT_POLL`].
+    ///
+    /// The sleeping wait is a `select!`, which does not spin first as `send_timeout` does: a
+    /// spinning sender holds a core its receiver may need (W1 at P=2, docs/performance.md).
     fn blocking_send(&self, msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
-        let mut msg = match self.tx.try_send(msg) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Full(msg)) => msg,
-            Err(TrySendError::Disconnected(_)) => return Err(Aborted),
-        };
+        match self.tx.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(msg)) => self.send_when_room(msg, cx),
+            Err(TrySendError::Disconnected(_)) => Err(Aborted),
+        }
+    }
+
+    /// The waiting part of [`Self::blocking_send`], out of line: the queue was full.
+    #[cold]
+    #[inline(never)]
+    fn send_when_room(&self, mut msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
         let started = Instant::now();
-        let result = loop {
-            if cx.abort.load(Ordering::Relaxed) {
-                break Err(Aborted);
+        let result = 'sent: {
+            for _ in 0..YIELDS {
+                std::thread::yield_now();
+                msg = match self.tx.try_send(msg) {
+                    Ok(()) => break 'sent Ok(()),
+                    Err(TrySendError::Full(msg)) => msg,
+                    Err(TrySendError::Disconnected(_)) => break 'sent Err(Aborted),
+                };
             }
-            match self.tx.send_timeout(msg, ABORT_POLL) {
-                Ok(()) => break Ok(()),
-                Err(SendTimeoutError::Timeout(m)) => msg = m,
-                Err(SendTimeoutError::Disconnected(_)) => break Err(Aborted),
+            loop {
+                if cx.abort.load(Ordering::Relaxed) {
+                    break Err(Aborted);
+                }
+                crossbeam_channel::select! {
+                    send(self.tx, msg) -> sent => break sent.map_err(|_| Aborted),
+                    default(ABORT_POLL) => {}
+                }
             }
         };
         *cx.backpressured += started.elapsed();
         result
     }
 }
+
+/// How many times a task yields its core, looking again after each, before it sleeps on a
+/// full queue (a sender) or an empty one (a channel task): a few microseconds, and the core
+/// goes to whichever thread can run meanwhile.
+///
+/// Spinning instead (as a blocking `recv`/`send` of the queue does before it sleeps) takes a
+/// core from the thread that would fill or drain the queue when tasks outnumber cores; sleeping
+/// at once costs a futex wake-up and two context switches per batch on a busy hash edge. W1 at
+/// P=2 (docs/performance.md, "W1 at P=2") took 2.5 times the CPU sleeping at once, and 7% more
+/// spinning.
+const YIELDS: usize = 8;
 
 /// A downstream subtask's receiving side: the queue, the buffer return paths per slot, and the
 /// number of writers that have not ended yet.
@@ -260,6 +292,18 @@ impl ChannelReader {
         }
     }
 
+    /// Takes a message if one comes while the task yields its core [`YIELDS`] times; does not
+    /// sleep.
+    pub(crate) fn recv_yielding(&self) -> Result<Message, TryRecvError> {
+        for _ in 0..YIELDS {
+            match self.rx.try_recv() {
+                Err(TryRecvError::Empty) => std::thread::yield_now(),
+                result => return result,
+            }
+        }
+        self.rx.try_recv()
+    }
+
     pub(crate) fn note_received(&mut self, records: usize) {
         self.taken += records as u64;
         self.gauge
@@ -276,4 +320,99 @@ pub(crate) fn queue(capacity: usize) -> (Sender<Message>, Receiver<Message>) {
 /// Makes the buffer-return path of one (writer, reader) pair.
 pub(crate) fn pool(capacity: usize) -> (Sender<Batch>, Receiver<Batch>) {
     crossbeam_channel::bounded(capacity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::SubtaskMetrics;
+    use std::num::NonZeroUsize;
+    use tidemark_markers::{Buckets, Granularity};
+
+    /// A writer of batches of one record into a queue of one batch, and the queue's other end.
+    fn one_batch_queue() -> (ChannelWriter, Receiver<Message>) {
+        let metrics = Arc::new(SubtaskMetrics::new(
+            Granularity::Single,
+            NonZeroUsize::new(1).unwrap(),
+            Buckets::marker_latency(),
+        ));
+        let (tx, rx) = queue(1);
+        let (_returns, pool_rx) = pool(1);
+        (ChannelWriter::new(tx, pool_rx, 3, metrics, 1), rx)
+    }
+
+    fn keys(rx: &Receiver<Message>) -> Vec<i64> {
+        rx.try_iter()
+            .flat_map(|m| match m {
+                Message::Data { slot, batch } => {
+                    assert_eq!(slot, 3);
+                    batch
+                        .records
+                        .iter()
+                        .map(|r| r.int_key().unwrap())
+                        .collect::<Vec<_>>()
+                }
+                Message::End { .. } => vec![-1],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_send_into_a_full_queue_waits_for_room_and_delivers_in_order() {
+        let (mut writer, rx) = one_batch_queue();
+        let abort = AtomicBool::new(false);
+        let reader = std::thread::spawn(move || {
+            // Takes each message as it comes, so the writer finds the queue full for most.
+            let mut got = Vec::new();
+            while let Ok(m) = rx.recv() {
+                let end = matches!(m, Message::End { .. });
+                got.push(m);
+                if end {
+                    break;
+                }
+            }
+            let (tx, rx) = crossbeam_channel::unbounded();
+            for m in got {
+                tx.send(m).unwrap();
+            }
+            keys(&rx)
+        });
+        let mut backpressured = Duration::ZERO;
+        let mut cx = SendContext {
+            abort: &abort,
+            backpressured: &mut backpressured,
+        };
+        for k in 0..200u64 {
+            assert!(writer.push(Record::new(k, 0.0, 0), &mut cx).is_ok());
+        }
+        assert!(writer.close(&mut cx).is_ok());
+        assert_eq!(writer.sent, 200);
+        let mut expected: Vec<i64> = (0..200).collect();
+        expected.push(-1);
+        assert_eq!(reader.join().unwrap(), expected);
+    }
+
+    #[test]
+    fn a_send_into_a_full_queue_gives_up_at_an_abort_or_when_the_reader_is_gone() {
+        let (mut writer, rx) = one_batch_queue();
+        let abort = AtomicBool::new(false);
+        let mut backpressured = Duration::ZERO;
+        let mut cx = SendContext {
+            abort: &abort,
+            backpressured: &mut backpressured,
+        };
+        assert!(writer.push(Record::new(1, 0.0, 0), &mut cx).is_ok());
+        // The queue is full and nobody reads it: only the abort flag ends the wait.
+        abort.store(true, Ordering::Relaxed);
+        assert!(writer.push(Record::new(2, 0.0, 0), &mut cx).is_err());
+        assert_eq!(writer.sent, 1, "the second batch was not sent");
+        assert_eq!(keys(&rx), vec![1], "and it is not in the queue");
+        // Full again, not aborted: the reader going away ends the wait.
+        abort.store(false, Ordering::Relaxed);
+        assert!(writer.push(Record::new(3, 0.0, 0), &mut cx).is_ok());
+        let reader_gone = std::thread::spawn(move || drop(rx));
+        assert!(writer.push(Record::new(4, 0.0, 0), &mut cx).is_err());
+        reader_gone.join().unwrap();
+        assert_eq!(writer.sent, 2);
+    }
 }

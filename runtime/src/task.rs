@@ -27,60 +27,87 @@ const IDLE_TICK: Duration = Duration::from_millis(2);
 /// Flags shared by all tasks of a job, and the wake-ups that go with them.
 ///
 /// Set them with [`JobFlags::request_stop`] and [`JobFlags::request_abort`]: besides the flag,
-/// each drops the sending end of a channel nothing is ever sent on, so every task waiting on
-/// its receiving end ([`JobFlags::wait_for_stop`], a channel task's blocking receive) wakes at
-/// once rather than at its next timed look.
+/// each drops the sending ends of channels nothing is ever sent on, so every task waiting on
+/// its receiving end ([`Wakes`]: a source's wait for its next record, a channel task's
+/// blocking receive) wakes at once rather than at its next timed look.
 pub(crate) struct JobFlags {
     pub stop: AtomicBool,
     pub abort: AtomicBool,
     /// Stop keeping state: operators do not emit what they hold at the end (open windows stay
     /// in the last checkpoint for a restore).
     pub suspend: AtomicBool,
-    /// Dropped at a stop or an abort: wakes sources waiting for their next record.
-    stop_wake: Mutex<Option<Sender<()>>>,
+    /// One per task, dropped at a stop or an abort (then `None`): wakes sources waiting for
+    /// their next record.
+    stop_wakes: Mutex<Option<Vec<Sender<()>>>>,
+    /// One per task, dropped at an abort: wakes channel tasks blocked on their input.
+    abort_wakes: Mutex<Option<Vec<Sender<()>>>>,
+}
+
+/// One task's ends of the [`JobFlags`] wake-ups.
+///
+/// Each task has its own channels: waiting in a `select!` registers with, then leaves, the
+/// channel's waker list under its lock, and one list shared by every task was contended on each
+/// wait (a channel task waits once per batch on a busy hash edge; W1 at P=2 spent much of its
+/// context switches in `SyncWaker::unregister`, docs/performance.md "W1 at P=2").
+pub(crate) struct Wakes {
+    /// Disconnected at a stop or an abort.
     stopped: Receiver<()>,
-    /// Dropped at an abort: wakes channel tasks blocked on their input.
-    abort_wake: Mutex<Option<Sender<()>>>,
+    /// Disconnected at an abort.
     aborted: Receiver<()>,
 }
 
 impl JobFlags {
     pub(crate) fn new() -> Self {
-        // Capacity 1, not 0: waiting in a `select!` on a zero-capacity channel allocates.
-        let (stop_wake, stopped) = crossbeam_channel::bounded(1);
-        let (abort_wake, aborted) = crossbeam_channel::bounded(1);
         JobFlags {
             stop: AtomicBool::new(false),
             abort: AtomicBool::new(false),
             suspend: AtomicBool::new(false),
-            stop_wake: Mutex::new(Some(stop_wake)),
-            stopped,
-            abort_wake: Mutex::new(Some(abort_wake)),
-            aborted,
+            stop_wakes: Mutex::new(Some(Vec::new())),
+            abort_wakes: Mutex::new(Some(Vec::new())),
+        }
+    }
+
+    /// A task's own wake-ups; disconnected already if the stop or abort was requested before.
+    pub(crate) fn wakes(&self) -> Wakes {
+        Wakes {
+            stopped: wake(&self.stop_wakes),
+            aborted: wake(&self.abort_wakes),
         }
     }
 
     /// Asks the sources to stop, and wakes those that wait.
     pub(crate) fn request_stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        drop(take(&self.stop_wake));
+        drop(take(&self.stop_wakes));
     }
 
     /// Asks every task to end at once, and wakes those that wait.
     pub(crate) fn request_abort(&self) {
         self.abort.store(true, Ordering::Relaxed);
-        drop(take(&self.stop_wake));
-        drop(take(&self.abort_wake));
+        drop(take(&self.stop_wakes));
+        drop(take(&self.abort_wakes));
     }
+}
 
+impl Wakes {
     /// Sleeps for `wait`, or less if a stop or an abort is requested meanwhile.
     fn wait_for_stop(&self, wait: Duration) {
         let _ = self.stopped.recv_timeout(wait);
     }
 }
 
-fn take(wake: &Mutex<Option<Sender<()>>>) -> Option<Sender<()>> {
-    wake.lock().unwrap_or_else(|e| e.into_inner()).take()
+/// A new wake-up channel whose sender `wakes` keeps (or drops at once, if it fired already).
+fn wake(wakes: &Mutex<Option<Vec<Sender<()>>>>) -> Receiver<()> {
+    // Capacity 1, not 0: waiting in a `select!` on a zero-capacity channel allocates.
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    if let Some(senders) = wakes.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        senders.push(tx);
+    }
+    rx
+}
+
+fn take(wakes: &Mutex<Option<Vec<Sender<()>>>>) -> Option<Vec<Sender<()>>> {
+    wakes.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
 /// How a task waits when it has nothing to do: the job's [`IdleStrategy`] and buffer timeout.
@@ -167,6 +194,7 @@ pub(crate) struct Task {
     pub head: Head,
     pub chain: Chain,
     pub flags: Arc<JobFlags>,
+    wakes: Wakes,
     pub clock: Arc<dyn Clock>,
     pub batch_size: usize,
     waiting: Waiting,
@@ -207,6 +235,7 @@ impl Task {
         Task {
             head,
             chain,
+            wakes: flags.wakes(),
             flags,
             clock,
             batch_size,
@@ -495,7 +524,7 @@ impl Task {
                             // Waits of microseconds: a channel's receive would spin through
                             // them before it parks.
                             IdleStrategy::Spin => std::thread::sleep(wait),
-                            IdleStrategy::Park => flags.wait_for_stop(wait),
+                            IdleStrategy::Park => self.wakes.wait_for_stop(wait),
                         }
                         self.times.idle += t.elapsed();
                     }
@@ -539,6 +568,9 @@ impl Task {
         };
         // Exported from the start: before any watermark, an input that sent none is named.
         reader.publish_holder(&mut input.watermarks);
+        // The last batch taken was full: its writer is sending as fast as it can, so the next
+        // one is likely a few microseconds away.
+        let mut streaming = false;
         while reader.open > 0 {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -566,16 +598,31 @@ impl Task {
                                 }
                             }
                         }
-                        // Blocks until a batch comes, a hard stop, or the operators' next look
-                        // at the time.
-                        IdleStrategy::Park => crossbeam_channel::select! {
-                            recv(reader.rx) -> m => match m {
+                        // While full batches come, one that comes while the task yields its
+                        // core a few times is taken without sleeping. Otherwise (and at once
+                        // after a partly filled batch: a yield under load can hand the core
+                        // away for milliseconds, which a marker would wait) blocks until a
+                        // batch comes, a hard stop, or the operators' next look at the time.
+                        IdleStrategy::Park => {
+                            let soon = match streaming {
+                                true => reader.recv_yielding(),
+                                false => Err(TryRecvError::Empty),
+                            };
+                            match soon {
                                 Ok(m) => Some(m),
-                                Err(_) => return Err(ChainError::Aborted),
-                            },
-                            recv(flags.aborted) -> _ => return Err(ChainError::Aborted),
-                            default(self.waiting.channel_wait()) => None,
-                        },
+                                Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
+                                Err(TryRecvError::Empty) => crossbeam_channel::select! {
+                                    recv(reader.rx) -> m => match m {
+                                        Ok(m) => Some(m),
+                                        Err(_) => return Err(ChainError::Aborted),
+                                    },
+                                    recv(self.wakes.aborted) -> _ => {
+                                        return Err(ChainError::Aborted)
+                                    }
+                                    default(self.waiting.channel_wait()) => None,
+                                },
+                            }
+                        }
                     };
                     self.times.idle += t.elapsed();
                     m
@@ -589,6 +636,7 @@ impl Task {
             let held = match message {
                 Some(Message::Data { slot, batch }) => {
                     reader.note_received(batch.records.len());
+                    streaming = batch.records.len() >= self.batch_size;
                     Some(Held::Data {
                         slot,
                         batch,
@@ -1038,18 +1086,29 @@ mod tests {
     #[test]
     fn a_stop_or_an_abort_wakes_a_waiting_source_and_an_abort_a_channel_task() {
         let flags = JobFlags::new();
-        assert!(flags.stopped.try_recv().is_err());
+        let (first, second) = (flags.wakes(), flags.wakes());
+        for w in [&first, &second] {
+            assert_eq!(w.stopped.try_recv(), Err(TryRecvError::Empty));
+        }
         flags.request_stop();
         assert!(flags.stop.load(Ordering::Relaxed));
-        assert_eq!(
-            flags.stopped.try_recv(),
-            Err(TryRecvError::Disconnected),
-            "a source's wait returns at once"
-        );
-        assert_eq!(flags.aborted.try_recv(), Err(TryRecvError::Empty));
+        for w in [&first, &second] {
+            assert_eq!(
+                w.stopped.try_recv(),
+                Err(TryRecvError::Disconnected),
+                "every source's wait returns at once"
+            );
+            assert_eq!(w.aborted.try_recv(), Err(TryRecvError::Empty));
+        }
+        // A task made after the stop is stopped too, not yet aborted.
+        let late = flags.wakes();
+        assert_eq!(late.stopped.try_recv(), Err(TryRecvError::Disconnected));
+        assert_eq!(late.aborted.try_recv(), Err(TryRecvError::Empty));
         flags.request_abort();
         assert!(flags.abort.load(Ordering::Relaxed));
-        assert_eq!(flags.aborted.try_recv(), Err(TryRecvError::Disconnected));
+        for w in [&first, &second, &late, &flags.wakes()] {
+            assert_eq!(w.aborted.try_recv(), Err(TryRecvError::Disconnected));
+        }
         // Asking twice is harmless.
         flags.request_abort();
         flags.request_stop();
