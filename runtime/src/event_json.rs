@@ -163,6 +163,11 @@ impl FieldIndex {
         self.complete
     }
 
+    /// Whether the index holds no field (a complete index of `{}`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The top-level field `name` of `text` (the text this index was made from): as
     /// [`EventParser::parse`] reads it, its last value when the name repeats.
     pub fn find(&self, text: &[u8], name: &str) -> Option<Value> {

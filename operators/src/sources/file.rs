@@ -532,6 +532,91 @@ mod tests {
     }
 
     #[test]
+    fn events_are_kept_as_text_and_every_malformed_line_is_caught_at_the_source() {
+        // Good lines, and lines a full parse refuses for every kind of reason: each must be
+        // refused when read, with its line number, though the good ones are only checked.
+        let lines: [&[u8]; 14] = [
+            br#"{"user":"u1","amount":12.5,"status":"paid","ts":1000}"#,
+            br#"{"user":"u2","amount":1e400,"ts":1000}"#,
+            br#"{"user":"u3","ts":1000} trailing"#,
+            br#"{"user":"\q","ts":1000}"#,
+            b"{\"user\":\"\xFF\xFE\",\"ts\":1000}",
+            b"{\"user\":\"a\tb\",\"ts\":1000}",
+            br#"{"user":"u7","tags":[1,],"ts":1000}"#,
+            br#"{"user":"u8","ts":1000"#,
+            br#"{"user":"\ud800","ts":1000}"#,
+            br#"{"user": "u10", "n": {"deep": [true, null, -0.5e-3]}, "ts": 1001}"#,
+            br#""just a string""#,
+            br#"{"user":"u12","amount":-7,"ts":1002}"#,
+            br#"{"user":"u13","amount":01,"ts":1000}"#,
+            br#"{"user":"u14","ts":"not a time"}"#,
+        ];
+        let mut body = Vec::new();
+        for l in lines {
+            body.extend_from_slice(l);
+            body.push(b'\n');
+        }
+        let dir = TempDir::new("file-source-text-events");
+        std::fs::write(dir.path().join("in.jsonl"), &body).unwrap();
+        let config: FileSourceConfig = config::parse(
+            "file",
+            json!({"path": "in.jsonl", "timestamp": "ts", "key": "user",
+                   "on_error": {"dead_letter": "bad.jsonl"}}),
+        )
+        .unwrap();
+        let config = config.resolve(dir.path()).unwrap();
+        let on_error = OnErrorFactory::new(config.on_error.clone(), dir.path());
+        let mut s = FileSource::open_with(&config, &ctx(0, 1, 0), &on_error).unwrap();
+        let records = read_all(&mut s, 0).unwrap();
+
+        // The reference, independently: serde_json's own parse of each line, and the `ts`
+        // setting's demand of a number or an RFC 3339 time.
+        let good: Vec<(usize, serde_json::Value)> = lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let v: serde_json::Value = serde_json::from_slice(l).ok()?;
+                (v.is_object() && v["ts"].is_number()).then_some((i + 1, v))
+            })
+            .collect();
+        assert_eq!(
+            good.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            [1, 10, 12]
+        );
+        assert_eq!(records.len(), good.len());
+        for (r, (_, expected)) in records.iter().zip(&good) {
+            assert!(r.is_text() && !r.event_made(), "kept as text: {r:?}");
+            assert_eq!(r.key().as_str(), expected["user"].as_str());
+            assert_eq!(r.timestamp, expected["ts"].as_i64().unwrap() * MS);
+            // Key and timestamp were read from the text; the event is still unmade.
+            assert!(!r.event_made());
+            let written: serde_json::Value = serde_json::from_str(&r.event_json()).unwrap();
+            assert_eq!(&written, expected);
+        }
+        let dead: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("bad.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let path = dir.path().join("in.jsonl").display().to_string();
+        let bad: Vec<usize> = (1..=lines.len())
+            .filter(|n| !good.iter().any(|(g, _)| g == n))
+            .collect();
+        assert_eq!(s.input_errors().malformed, bad.len() as u64);
+        assert_eq!(dead.len(), bad.len());
+        for (entry, n) in dead.iter().zip(&bad) {
+            let error = entry["error"].as_str().unwrap();
+            assert!(
+                error.starts_with(&format!("{path}: line {n}")),
+                "line {n}: {error}"
+            );
+            assert!(error.contains("malformed line"), "{error}");
+            let line = String::from_utf8_lossy(lines[n - 1]);
+            assert_eq!(entry["record"], json!(line), "line {n}");
+        }
+    }
+
+    #[test]
     fn subtasks_split_the_lines() {
         let dir = TempDir::new("file-source-split");
         let body: String = (1..=10).map(|k| format!("{{\"key\":{k}}}\n")).collect();
