@@ -57,6 +57,7 @@ pub mod checkpoint_store;
 pub mod component;
 pub mod config;
 pub mod event_json;
+mod event_text;
 pub mod event_time;
 pub mod exporter;
 pub mod graph;

@@ -7,6 +7,7 @@ use std::mem::ManuallyDrop;
 use std::sync::{Arc, OnceLock};
 
 use crate::event_json::{self, EventError, FieldIndex};
+use crate::event_text::{AddedFields, EventText};
 use crate::name::Name;
 use crate::value::{Map, Value};
 
@@ -97,13 +98,14 @@ struct General {
     /// The event's JSON text as it was read ([`Record::from_json_object`]), while the event is
     /// unchanged: one line holding one JSON object that [`event_json::check_object`]
     /// accepted. At least one of `event` and `raw` is set.
-    raw: Option<Box<[u8]>>,
+    raw: Option<EventText>,
     /// Where the fields lie in `raw`.
     index: FieldIndex,
     /// Fields set on an event kept as text while its fields are not made
     /// ([`Record::set_field`]): none of them is in `raw`, and the event is `raw`'s fields
-    /// followed by these. Empty for every other record (no allocation).
-    added: Map,
+    /// followed by these, in the order set. Empty for every other record; the first two are
+    /// held inline (no allocation).
+    added: AddedFields,
 }
 
 impl General {
@@ -113,7 +115,7 @@ impl General {
             event: OnceLock::from(event),
             raw: None,
             index: FieldIndex::default(),
-            added: Map::new(),
+            added: AddedFields::default(),
         }
     }
 
@@ -124,7 +126,7 @@ impl General {
             Some(raw) => {
                 let mut event = event_json::parse_checked(raw);
                 for (name, value) in self.added.iter() {
-                    event.insert(name, value.clone());
+                    event.insert(name.clone(), value.clone());
                 }
                 event
             }
@@ -141,7 +143,7 @@ impl General {
     fn map_mut(&mut self) -> &mut Map {
         self.map();
         self.raw = None;
-        self.added = Map::new();
+        self.added = AddedFields::default();
         self.event.get_mut().expect("made by `map` just above")
     }
 
@@ -169,7 +171,7 @@ impl General {
                 w.write_all(b",")?;
             }
             first = false;
-            serde_json::to_writer(&mut w, name).map_err(io::Error::from)?;
+            serde_json::to_writer(&mut w, name.as_str()).map_err(io::Error::from)?;
             w.write_all(b":")?;
             value.write_json(&mut w)?;
         }
@@ -371,9 +373,9 @@ impl Record {
             General {
                 key: key.into(),
                 event: OnceLock::new(),
-                raw: Some(json.into()),
+                raw: Some(EventText::new(json)),
                 index,
-                added: Map::new(),
+                added: AddedFields::default(),
             }
         };
         Ok(Record {
@@ -678,7 +680,7 @@ impl Record {
         let g = self.general_keep_event();
         g.event = OnceLock::from(event.into());
         g.raw = None;
-        g.added = Map::new();
+        g.added = AddedFields::default();
     }
 
     /// The event's fields for changing (made from the text if need be, which is dropped).

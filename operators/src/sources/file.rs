@@ -45,7 +45,7 @@
 //!   stamped with the ingestion time get the time they are read again.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -223,6 +223,33 @@ impl FileSource {
     }
 }
 
+/// Reads past one line (up to and with its line break, or to the end of the input) without
+/// copying it; returns its length in bytes, 0 at the end.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<usize> {
+    let mut n = 0;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(n + i + 1);
+            }
+            None => {
+                let len = buf.len();
+                reader.consume(len);
+                n += len;
+            }
+        }
+    }
+}
+
 impl Source for FileSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         if self.finished {
@@ -230,8 +257,15 @@ impl Source for FileSource {
         }
         let mut emitted = 0;
         while emitted < ctx.max_records {
-            self.line.clear();
-            let n = self.reader.read_until(b'\n', &mut self.line).map_err(|e| {
+            // Another subtask's line is only passed over, not copied.
+            let mine = self.lines_read % self.parallelism == self.subtask;
+            let read = if mine {
+                self.line.clear();
+                self.reader.read_until(b'\n', &mut self.line)
+            } else {
+                skip_line(&mut self.reader)
+            };
+            let n = read.map_err(|e| {
                 format!(
                     "{}: line {}: cannot read: {e}",
                     self.name,
@@ -245,7 +279,7 @@ impl Source for FileSource {
             }
             self.consumed += n as u64;
             self.lines_read += 1;
-            if (self.lines_read - 1) % self.parallelism != self.subtask {
+            if !mine {
                 continue;
             }
             match self.lines.parse(&self.line, self.lines_read) {
@@ -614,6 +648,25 @@ mod tests {
             let line = String::from_utf8_lossy(lines[n - 1]);
             assert_eq!(entry["record"], json!(line), "line {n}");
         }
+    }
+
+    #[test]
+    fn skipping_a_line_passes_exactly_over_it_across_buffer_refills() {
+        let text = b"first line\n\nthird, longer than the buffer\nlast without break";
+        let mut r = BufReader::with_capacity(4, &text[..]);
+        let lens: Vec<usize> = (0..5).map(|_| skip_line(&mut r).unwrap()).collect();
+        let mut expected: Vec<usize> = text
+            .split_inclusive(|&b| b == b'\n')
+            .map(<[u8]>::len)
+            .collect();
+        expected.push(0);
+        assert_eq!(lens, expected);
+        let mut r = BufReader::with_capacity(4, &text[..]);
+        skip_line(&mut r).unwrap();
+        skip_line(&mut r).unwrap();
+        let mut rest = String::new();
+        r.read_line(&mut rest).unwrap();
+        assert_eq!(rest, "third, longer than the buffer\n");
     }
 
     #[test]
