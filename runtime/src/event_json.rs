@@ -36,6 +36,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+mod scan;
+
 use crate::name::{intern, Name as FieldName};
 use crate::{Map, Value};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -140,7 +142,7 @@ pub const INDEXED: usize = 8;
 /// It holds every field when the object has at most [`INDEXED`], none of their names has an
 /// escape and the text is under 64 KiB; otherwise a field is looked for by reading the text
 /// ([`find_field`]).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FieldIndex {
     /// Whether `spans` holds every top-level field.
     complete: bool,
@@ -149,7 +151,7 @@ pub struct FieldIndex {
 }
 
 /// One field: its name's text (without the quotes) and its value's, as byte ranges.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Span {
     name: u16,
     name_end: u16,
@@ -235,8 +237,21 @@ impl FieldIndex {
     }
 }
 
-/// [`check_object`], also finding where the top-level fields lie.
+/// [`check_object`], also finding where the top-level fields lie: a quick scan settles most
+/// events ([`scan`]); serde_json checks the others, and says what is wrong with a bad one.
 pub fn check_indexed(bytes: &[u8]) -> Result<FieldIndex, EventError> {
+    // UTF-8 is checked once for the whole text (outside strings only ASCII is valid anyway),
+    // so that strings are then read without checking each again.
+    if std::str::from_utf8(bytes).is_ok() {
+        if let Some(index) = scan::object_index(bytes) {
+            return Ok(index);
+        }
+    }
+    check_indexed_by_serde(bytes)
+}
+
+/// [`check_indexed`] by serde_json alone.
+fn check_indexed_by_serde(bytes: &[u8]) -> Result<FieldIndex, EventError> {
     let mut index = FieldIndex {
         complete: bytes.len() <= u16::MAX as usize,
         ..FieldIndex::default()
