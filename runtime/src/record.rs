@@ -1014,12 +1014,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn fields_added_to_an_event_kept_as_text_stay_beside_the_text() {
-        let text = br#"{"a": 1, "b": "x"}"#;
-        let original = Record::from_json_object(Value::Null, text, 0).unwrap();
+    const AB: &[u8] = br#"{"a": 1, "b": "x"}"#;
+
+    /// The event `AB` kept as text, and a copy of it with `c` set to 2.
+    fn ab_and_c() -> (Record, Record) {
+        let original = Record::from_json_object(Value::Null, AB, 0).unwrap();
         let mut r = original.clone();
         r.set("c", 2);
+        (original, r)
+    }
+
+    #[test]
+    fn fields_added_to_an_event_kept_as_text_stay_beside_the_text() {
+        let (original, mut r) = ab_and_c();
+        let text = AB;
         r.set_field(Name::from("d"), Value::Double(0.5));
         r.set("c", 3);
         // Still text, unmade: the added fields are read beside it.
@@ -1063,11 +1071,9 @@ mod tests {
 
     #[test]
     fn a_changed_event_drops_its_text() {
-        let text = br#"{"a": 1, "b": "x"}"#;
-        let original = Record::from_json_object(Value::Null, text, 0).unwrap();
+        let text = AB;
         // Setting a field the text has makes the event.
-        let mut r = original.clone();
-        r.set("c", 2);
+        let (original, mut r) = ab_and_c();
         r.set("a", 5);
         assert!(!r.is_text());
         assert_eq!(r.raw_json(), None);

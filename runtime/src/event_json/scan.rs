@@ -30,40 +30,32 @@ pub(super) fn object_index(text: &[u8]) -> Option<FieldIndex> {
         ..FieldIndex::default()
     };
     s.ws();
-    s.eat(b'{')?;
-    s.ws();
-    if !s.eat_if(b'}') {
-        loop {
-            s.eat(b'"')?;
-            let name = s.at;
-            s.string_body(false)?;
-            let name_end = s.at - 1;
-            s.ws();
-            s.eat(b':')?;
-            s.ws();
-            let value = s.at;
-            s.value(1)?;
-            let value_end = s.at;
-            let len = index.len as usize;
-            if len == INDEXED {
-                return None;
-            }
-            index.spans[len] = Span {
-                name: name as u16,
-                name_end: name_end as u16,
-                value: value as u16,
-                value_end: value_end as u16,
-            };
-            index.len += 1;
-            s.ws();
-            if s.eat_if(b',') {
-                s.ws();
-                continue;
-            }
-            s.eat(b'}')?;
-            break;
-        }
+    if s.peek() != Some(b'{') {
+        return None;
     }
+    s.sequence(b'}', |s| {
+        s.eat(b'"')?;
+        let name = s.at;
+        s.string_body(false)?;
+        let name_end = s.at - 1;
+        s.ws();
+        s.eat(b':')?;
+        s.ws();
+        let value = s.at;
+        s.value(1)?;
+        let len = index.len as usize;
+        if len == INDEXED {
+            return None;
+        }
+        index.spans[len] = Span {
+            name: name as u16,
+            name_end: name_end as u16,
+            value: value as u16,
+            value_end: s.at as u16,
+        };
+        index.len += 1;
+        Some(())
+    })?;
     s.ws();
     (s.at == text.len()).then_some(index)
 }
@@ -157,6 +149,24 @@ impl Scan<'_> {
         (self.text.get(self.at..end)? == word).then(|| self.at = end)
     }
 
+    /// At an opening bracket: `item`s separated by commas, up to and past `close`.
+    fn sequence(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.at += 1;
+        self.ws();
+        if self.eat_if(close) {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            self.ws();
+            if self.eat_if(b',') {
+                self.ws();
+                continue;
+            }
+            return self.eat(close);
+        }
+    }
+
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => {
@@ -167,43 +177,15 @@ impl Scan<'_> {
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
-            b'[' if depth < MAX_DEPTH => {
-                self.at += 1;
-                self.ws();
-                if self.eat_if(b']') {
-                    return Some(());
-                }
-                loop {
-                    self.value(depth + 1)?;
-                    self.ws();
-                    if self.eat_if(b',') {
-                        self.ws();
-                        continue;
-                    }
-                    return self.eat(b']');
-                }
-            }
-            b'{' if depth < MAX_DEPTH => {
-                self.at += 1;
-                self.ws();
-                if self.eat_if(b'}') {
-                    return Some(());
-                }
-                loop {
-                    self.eat(b'"')?;
-                    self.string_body(true)?;
-                    self.ws();
-                    self.eat(b':')?;
-                    self.ws();
-                    self.value(depth + 1)?;
-                    self.ws();
-                    if self.eat_if(b',') {
-                        self.ws();
-                        continue;
-                    }
-                    return self.eat(b'}');
-                }
-            }
+            b'[' if depth < MAX_DEPTH => self.sequence(b']', |s| s.value(depth + 1)),
+            b'{' if depth < MAX_DEPTH => self.sequence(b'}', |s| {
+                s.eat(b'"')?;
+                s.string_body(true)?;
+                s.ws();
+                s.eat(b':')?;
+                s.ws();
+                s.value(depth + 1)
+            }),
             _ => None,
         }
     }
