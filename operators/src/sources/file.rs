@@ -236,7 +236,7 @@ fn skip_line(reader: &mut impl BufRead) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(n);
         }
-        match buf.iter().position(|&b| b == b'\n') {
+        match memchr::memchr(b'\n', buf) {
             Some(i) => {
                 reader.consume(i + 1);
                 return Ok(n + i + 1);
