@@ -165,6 +165,18 @@ impl FieldIndex {
         self.complete
     }
 
+    /// Whether a top-level name of `text` (the text this index was made from) appears more
+    /// than once; `false` when the index does not hold every field.
+    pub fn has_repeated_name(&self, text: &[u8]) -> bool {
+        let names = &self.spans[..self.len as usize];
+        let name = |s: &Span| text.get(s.name as usize..s.name_end as usize);
+        self.complete
+            && names
+                .iter()
+                .enumerate()
+                .any(|(i, a)| names[i + 1..].iter().any(|b| name(a) == name(b)))
+    }
+
     /// Whether the index holds no field (a complete index of `{}`).
     pub fn is_empty(&self) -> bool {
         self.len == 0

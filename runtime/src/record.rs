@@ -657,13 +657,15 @@ impl Record {
     }
 
     /// Whether the event is kept as text, unmade, with a complete index that has no field
-    /// `name`: what lets a field be added or removed beside the text.
+    /// `name` and no name twice: what lets a field be added or removed beside the text. (A
+    /// text with a repeated name is made first, so that a changed event is written with each
+    /// name once, as a made event is.)
     #[inline]
     fn not_in_text(&self, name: &str) -> bool {
         match self.body() {
-            BodyRef::General(g) => g
-                .text_only()
-                .is_some_and(|raw| g.index.value_text(raw, name).is_none()),
+            BodyRef::General(g) => g.text_only().is_some_and(|raw| {
+                g.index.value_text(raw, name).is_none() && !g.index.has_repeated_name(raw)
+            }),
             BodyRef::Numeric { .. } => false,
         }
     }
@@ -1061,6 +1063,11 @@ mod tests {
         r.set("d", 0.5);
         assert_eq!(*r.event_map(), expected);
         assert_eq!(r.event_json(), r#"{"a": 1, "b": "x","c":3,"d":0.5}"#);
+        // A text with a repeated name is made first: each name is written once.
+        let mut twice = Record::from_json_object(Value::Null, br#"{"a": 1, "a": 2}"#, 0).unwrap();
+        twice.set("b", 3);
+        assert!(!twice.is_text());
+        assert_eq!(twice.event_json(), r#"{"a":2,"b":3}"#);
         // An empty object, and the clone the record was made from, untouched.
         let mut empty = Record::from_json_object(Value::Null, b"{ }", 0).unwrap();
         empty.set("k", "v");
