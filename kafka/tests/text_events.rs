@@ -1,6 +1,8 @@
 //! Events kept as the text they were read as (`Record::from_json_object`), through a real job
-//! on the mock cluster: an unchanged event leaves byte for byte as it came in, a changed one
-//! as compact JSON, and a malformed message still follows `on_error` at the source.
+//! on the mock cluster: an unchanged event leaves byte for byte as it came in, one a `map`
+//! added a field to as its text with the field after its own, one whose text cannot take it
+//! (a repeated name, several lines) as compact JSON, and a malformed message still follows
+//! `on_error` at the source.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -139,12 +141,13 @@ fn unchanged_events_leave_as_they_came_and_changed_ones_as_compact_json() {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     assert_eq!(paid, expected_paid);
-    // Changed by `map`: parsed, changed, written compact (a repeated name once, its last
-    // value in its first place).
+    // A field added by `map`: the text, then the field (spacing and number spelling as read);
+    // with a repeated name parsed, changed and written compact (the name once, its last value
+    // in its first place); over two lines, parsed when read.
     let expected_flagged: BTreeMap<String, String> = [
         (
             "a",
-            r#"{"id":1,"status":"paid","amount":150.0,"flag":false}"#,
+            r#"{ "id": 1, "status": "paid", "amount": 1.50e2 ,"flag":false}"#,
         ),
         ("b", r#"{"id":2,"status":"open","amount":7,"flag":false}"#),
         ("c", r#"{"id":4,"status":"paid","note":"café","flag":true}"#),
@@ -154,6 +157,13 @@ fn unchanged_events_leave_as_they_came_and_changed_ones_as_compact_json() {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     assert_eq!(flagged, expected_flagged);
+    // The same JSON object the made event writes.
+    let made: serde_json::Value =
+        serde_json::from_str(r#"{"id":1,"status":"paid","amount":150.0,"flag":false}"#).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&flagged["a"]).unwrap(),
+        made
+    );
     // The two malformed messages were counted and skipped at the source.
     assert_eq!(malformed, 2);
 }

@@ -22,6 +22,7 @@
 //! The record's key and timestamp are outside the event and not written, unless the sink's
 //! `timestamp_field: NAME` asks for the timestamp (whole milliseconds) as field `NAME`.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ use serde::Deserialize;
 use tidemark_runtime::{Map, Record, TimestampType, Value};
 
 use crate::config::Timestamps;
-use crate::event_json::{EventError, EventParser};
+use crate::event_json::EventError;
 use crate::expr::{CompileError, Evaluator, EventRef, Expr, Scope};
 use crate::on_error::{DeadLetterWriter, ErrorPolicy, OnErrorFactory};
 use crate::positions::FileLength;
@@ -51,8 +52,9 @@ pub enum Format {
 /// A record as read from a line, before its timestamp is settled.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct LineRecord {
-    pub key: Value,
-    pub event: Map,
+    /// The event and the key; a JSON line's event is kept as the line's text
+    /// ([`Record::from_json_object`]). Its timestamp is set by [`Stamping::stamp`].
+    pub record: Record,
     /// The line's timestamp, in nanoseconds since the Unix epoch.
     pub timestamp: Option<i64>,
 }
@@ -128,6 +130,29 @@ impl Extract {
         Extract::compile(source).map_err(|e| e.into_config_error(type_name, path))
     }
 
+    /// The value for `record`'s event, with its key and timestamp as `record.key` and
+    /// `record.timestamp` in an expression; a plain field of an event kept as text is read
+    /// from the text ([`Record::field`]), and an expression reads the fields it names from it
+    /// too. Otherwise as [`Extract::value`].
+    pub fn value_of(&self, record: &Record, eval: &mut Option<Evaluator>) -> Result<Value, String> {
+        match self {
+            Extract::Field(name) => record.field(name).map(Cow::into_owned).ok_or_else(|| {
+                format!(
+                    "no field `{name}` in the event{}",
+                    field_list(&record.event_map())
+                )
+            }),
+            Extract::Expr(expr) => {
+                let eval = eval.get_or_insert_with(Evaluator::new);
+                crate::expr::with_record(record, |scope| {
+                    eval.eval(expr, scope).map_err(|e| {
+                        format!("expression `{}` failed: {}", expr.source(), e.message)
+                    })
+                })
+            }
+        }
+    }
+
     /// The value for `event`, with `record.key` = `key` and `record.timestamp` =
     /// `timestamp_ms` in an expression. `eval` is made on first use. The error says what is
     /// wrong (a missing field, with the fields there are; a failed expression).
@@ -192,19 +217,23 @@ impl Field {
         extract.map_or(Field::Default(default), Field::Set)
     }
 
-    /// The value; `Ok(None)` when the default field is absent (or `null`).
+    /// The value in `record`'s event (read from its text if it is kept as text); `Ok(None)`
+    /// when the default field is absent (or `null`).
     fn get(
         &self,
-        event: &Map,
+        record: &Record,
         eval: &mut Option<Evaluator>,
         what: &str,
     ) -> Result<Option<Value>, LineError> {
         match self {
             Field::Set(extract) => extract
-                .value(event, &Value::Null, 0, eval)
+                .value_of(record, eval)
                 .map(Some)
                 .map_err(|m| LineError::new(format!("{what}: {m}"))),
-            Field::Default(name) => Ok(event.get(name).filter(|v| !v.is_null()).cloned()),
+            Field::Default(name) => Ok(record
+                .field(name)
+                .filter(|v| !v.is_null())
+                .map(Cow::into_owned)),
         }
     }
 }
@@ -226,8 +255,6 @@ pub(crate) struct LineReader {
     timestamp: Field,
     /// Made when the first expression is evaluated.
     eval: Option<Evaluator>,
-    /// Parses JSON lines, sharing names and repeated strings between them.
-    parser: EventParser,
 }
 
 impl LineReader {
@@ -239,7 +266,6 @@ impl LineReader {
             key: Field::new(key, "key"),
             timestamp: Field::new(timestamp, "timestamp"),
             eval: None,
-            parser: EventParser::new(),
         }
     }
 
@@ -262,9 +288,9 @@ impl LineReader {
         if number == 1 {
             line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         }
-        let event = match self.format {
-            Format::Json => match parse_object(&mut self.parser, line)? {
-                Some(event) => event,
+        let mut record = match self.format {
+            Format::Json => match json_record(line)? {
+                Some(record) => record,
                 None => return Ok(None),
             },
             Format::Text => {
@@ -278,29 +304,28 @@ impl LineReader {
                 })?;
                 let mut m = Map::with_capacity(1);
                 m.push_unchecked(arcstr::literal!("message"), text);
-                m
+                Record::with_event(Value::Null, m, 0)
             }
         };
-        let key = self
-            .key
-            .get(&event, &mut self.eval, "key")?
-            .unwrap_or(Value::Null);
-        let timestamp = match self.timestamp.get(&event, &mut self.eval, "timestamp")? {
+        // Both read with `record.key` null and `record.timestamp` 0, before either is set.
+        let key = self.key.get(&record, &mut self.eval, "key")?;
+        let timestamp = match self.timestamp.get(&record, &mut self.eval, "timestamp")? {
             Some(v) => {
                 Some(timestamp_nanos(&v).map_err(|m| LineError::new(format!("timestamp: {m}")))?)
             }
             None => None,
         };
-        Ok(Some(LineRecord {
-            key,
-            event,
-            timestamp,
-        }))
+        if let Some(key) = key.filter(|k| !k.is_null()) {
+            record.set_key(key);
+        }
+        Ok(Some(LineRecord { record, timestamp }))
     }
 }
 
-/// Parses one JSON object with `parser`; `Ok(None)` for a blank line.
-fn parse_object(parser: &mut EventParser, line: &[u8]) -> Result<Option<Map>, LineError> {
+/// The record of one JSON object, its event kept as the line's text (checked, not parsed:
+/// [`Record::from_json_object`]), without a key; `Ok(None)` for a blank line. A line that is
+/// not one JSON object is malformed here, with the error a full parse gives.
+fn json_record(line: &[u8]) -> Result<Option<Record>, LineError> {
     let end = line
         .iter()
         .rposition(|b| !b.is_ascii_whitespace())
@@ -309,8 +334,8 @@ fn parse_object(parser: &mut EventParser, line: &[u8]) -> Result<Option<Map>, Li
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    match parser.parse(line) {
-        Ok(m) => Ok(Some(m)),
+    match Record::from_json_object(Value::Null, line, 0) {
+        Ok(record) => Ok(Some(record)),
         Err(EventError::NotAnObject(type_name)) => Err(LineError::new(format!(
             "expected a JSON object, found {} {type_name}",
             article(type_name),
@@ -494,7 +519,8 @@ impl Stamping {
             (Timestamps::Create, Some(ts)) => (ts, TimestampType::Create),
             _ => (now, TimestampType::Ingestion),
         };
-        let mut record = Record::with_event(line.key, line.event, timestamp);
+        let mut record = line.record;
+        record.timestamp = timestamp;
         record.timestamp_type = timestamp_type;
         record
     }
@@ -521,10 +547,10 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        assert_eq!(r.key, Value::Int(7));
+        assert_eq!(*r.record.key(), Value::Int(7));
         assert_eq!(r.timestamp, Some(1_700_000_000_000_000_000));
         assert_eq!(
-            r.event,
+            *r.record.event_map(),
             event(r#"{"key":7,"value":1.5,"timestamp":1700000000000}"#)
         );
         let r = json()
@@ -534,10 +560,10 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        assert_eq!(r.key, Value::Null);
+        assert_eq!(*r.record.key(), Value::Null);
         assert_eq!(r.timestamp, None);
         // null stays null: it does not become NaN.
-        assert_eq!(r.event.get("value"), Some(&Value::Null));
+        assert_eq!(r.record.get("value"), Some(Value::Null));
         assert_eq!(json().parse(b"  \r\n", 2), Ok(None));
         assert_eq!(json().parse(b"", 2), Ok(None));
     }
@@ -549,7 +575,7 @@ mod tests {
             .parse(br#"{"k":"a","ts":"2026-11-30T12:00:00.250Z","v":1}"#, 1)
             .unwrap()
             .unwrap();
-        assert_eq!(r.key, Value::from("a"));
+        assert_eq!(*r.record.key(), Value::from("a"));
         assert_eq!(r.timestamp, Some(1_796_040_000_250_000_000));
         let e = reader.parse(br#"{"ts":1,"v":1}"#, 1).unwrap_err();
         assert_eq!(e.message, "key: no field `k` in the event (it has ts, v)");
@@ -593,7 +619,7 @@ mod tests {
             .parse(br#"{"user":"u1","n":2,"secs":1700000000}"#, 1)
             .unwrap()
             .unwrap();
-        assert_eq!(r.key, Value::from("u1/2"));
+        assert_eq!(*r.record.key(), Value::from("u1/2"));
         assert_eq!(r.timestamp, Some(1_700_000_000_000 * NANOS_PER_MILLI));
         let e = reader.parse(br#"{"n":2,"secs":1}"#, 2).unwrap_err();
         assert!(
@@ -630,11 +656,14 @@ mod tests {
     #[test]
     fn a_byte_order_mark_on_the_first_line_is_ignored() {
         let line = b"\xEF\xBB\xBF{\"key\":1}";
-        assert_eq!(json().parse(line, 1).unwrap().unwrap().key, Value::Int(1));
+        assert_eq!(
+            *json().parse(line, 1).unwrap().unwrap().record.key(),
+            Value::Int(1)
+        );
         assert!(json().parse(line, 2).is_err());
         let mut text = LineReader::with_fields(Format::Text, None, None);
         let r = text.parse(b"\xEF\xBB\xBFhello\r\n", 1).unwrap().unwrap();
-        assert_eq!(Value::from(r.event).to_string(), r#"{"message":"hello"}"#);
+        assert_eq!(r.record.event_json(), r#"{"message":"hello"}"#);
     }
 
     #[test]
@@ -642,12 +671,15 @@ mod tests {
         let mut text = LineReader::with_fields(Format::Text, None, None);
         let r = text.parse(b"  a \"quoted\" line\n", 4).unwrap().unwrap();
         assert_eq!(
-            Value::from(r.event).to_string(),
+            r.record.event_json(),
             r#"{"message":"  a \"quoted\" line"}"#
         );
-        assert_eq!((r.key, r.timestamp), (Value::Null, None));
+        assert_eq!(
+            (r.record.key().into_owned(), r.timestamp),
+            (Value::Null, None)
+        );
         let r = text.parse(b"\n", 5).unwrap().unwrap();
-        assert_eq!(Value::from(r.event).to_string(), r#"{"message":""}"#);
+        assert_eq!(r.record.event_json(), r#"{"message":""}"#);
         let e = text.parse(b"ab\xFFc\n", 6).unwrap_err();
         assert_eq!(e.message, "not UTF-8 text (invalid byte at column 3)");
     }
@@ -680,8 +712,7 @@ mod tests {
     #[test]
     fn stamping_takes_the_line_timestamp_or_the_ingestion_time() {
         let line = |ts: Option<i64>| LineRecord {
-            key: Value::Int(1),
-            event: Map::new(),
+            record: Record::with_event(1, Map::new(), 0),
             timestamp: ts,
         };
         let now = 1_000_000_000_000;

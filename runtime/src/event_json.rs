@@ -36,6 +36,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+mod scan;
+
 use crate::name::{intern, Name as FieldName};
 use crate::{Map, Value};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -140,7 +142,7 @@ pub const INDEXED: usize = 8;
 /// It holds every field when the object has at most [`INDEXED`], none of their names has an
 /// escape and the text is under 64 KiB; otherwise a field is looked for by reading the text
 /// ([`find_field`]).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FieldIndex {
     /// Whether `spans` holds every top-level field.
     complete: bool,
@@ -149,7 +151,7 @@ pub struct FieldIndex {
 }
 
 /// One field: its name's text (without the quotes) and its value's, as byte ranges.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Span {
     name: u16,
     name_end: u16,
@@ -161,6 +163,23 @@ impl FieldIndex {
     /// Whether the index holds every top-level field of its text.
     pub fn is_complete(&self) -> bool {
         self.complete
+    }
+
+    /// Whether a top-level name of `text` (the text this index was made from) appears more
+    /// than once; `false` when the index does not hold every field.
+    pub fn has_repeated_name(&self, text: &[u8]) -> bool {
+        let names = &self.spans[..self.len as usize];
+        let name = |s: &Span| text.get(s.name as usize..s.name_end as usize);
+        self.complete
+            && names
+                .iter()
+                .enumerate()
+                .any(|(i, a)| names[i + 1..].iter().any(|b| name(a) == name(b)))
+    }
+
+    /// Whether the index holds no field (a complete index of `{}`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The top-level field `name` of `text` (the text this index was made from): as
@@ -230,8 +249,21 @@ impl FieldIndex {
     }
 }
 
-/// [`check_object`], also finding where the top-level fields lie.
+/// [`check_object`], also finding where the top-level fields lie: a quick scan settles most
+/// events ([`scan`]); serde_json checks the others, and says what is wrong with a bad one.
 pub fn check_indexed(bytes: &[u8]) -> Result<FieldIndex, EventError> {
+    // UTF-8 is checked once for the whole text (outside strings only ASCII is valid anyway),
+    // so that strings are then read without checking each again.
+    if std::str::from_utf8(bytes).is_ok() {
+        if let Some(index) = scan::object_index(bytes) {
+            return Ok(index);
+        }
+    }
+    check_indexed_by_serde(bytes)
+}
+
+/// [`check_indexed`] by serde_json alone.
+fn check_indexed_by_serde(bytes: &[u8]) -> Result<FieldIndex, EventError> {
     let mut index = FieldIndex {
         complete: bytes.len() <= u16::MAX as usize,
         ..FieldIndex::default()
@@ -340,7 +372,21 @@ thread_local! {
 /// thread's parser reads a value there: a short string seen there recently is shared, not
 /// allocated.
 fn parse_value_at(bytes: &[u8], at: usize) -> Option<Value> {
+    if let Some(number) = plain_number(bytes) {
+        return Some(number);
+    }
     let parse = |recent: &mut Vec<Recent>| {
+        // A string without escapes is the text between its quotes (checked UTF-8).
+        if let Some(inner) = bytes
+            .strip_prefix(b"\"")
+            .and_then(|b| b.strip_suffix(b"\""))
+        {
+            if !inner.contains(&b'\\') {
+                if let Ok(text) = std::str::from_utf8(inner) {
+                    return Some(shared_string(recent, at, text));
+                }
+            }
+        }
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let value = FieldSeed { recent, at }.deserialize(&mut de).ok()?;
         de.end().ok().map(|()| value)
@@ -353,6 +399,70 @@ fn parse_value_at(bytes: &[u8], at: usize) -> Option<Value> {
     // The value's text was checked with the whole event's: it always parses.
     debug_assert!(value.is_some(), "a checked field value did not parse");
     value
+}
+
+/// Powers of ten a double holds exactly.
+const EXACT_POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// A checked JSON number of the common, short kinds read without serde_json, exactly as it
+/// reads them: an int of at most 18 digits, or a decimal without exponent of at most 15
+/// digits (its digits as an integer, exact in a double, divided by an exact power of ten:
+/// the one rounding serde_json's parse does too, so the double is the same to the bit).
+/// `None` for anything else (serde_json then reads it).
+#[inline]
+fn plain_number(bytes: &[u8]) -> Option<Value> {
+    let (negative, digits) = match bytes.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, bytes),
+    };
+    let mut significand: u64 = 0;
+    let mut count = 0;
+    let mut fraction: Option<usize> = None;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' => {
+                significand = significand * 10 + u64::from(b - b'0');
+                count += 1;
+                if let Some(f) = &mut fraction {
+                    *f += 1;
+                }
+            }
+            b'.' if fraction.is_none() => fraction = Some(0),
+            _ => return None,
+        }
+        if count > 18 {
+            return None;
+        }
+    }
+    match fraction {
+        // serde_json reads `-0` as the double -0.0.
+        None if count > 0 && !(negative && significand == 0) => {
+            // At most 18 digits: fits an i64.
+            let v = significand as i64;
+            Some(Value::Int(if negative { -v } else { v }))
+        }
+        Some(f) if f > 0 && count <= 15 => {
+            let v = significand as f64 / EXACT_POW10[f];
+            Some(Value::Double(if negative { -v } else { v }))
+        }
+        _ => None,
+    }
+}
+
+/// `text`, a string value at top-level position `at`, as the parser keeps it: a short one
+/// seen there recently shared.
+#[inline]
+fn shared_string(recent: &mut Vec<Recent>, at: usize, text: &str) -> Value {
+    if at >= MAX_NAMES || text.len() > MAX_RECENT_LEN {
+        return Value::from(text);
+    }
+    if recent.len() <= at {
+        recent.resize_with(at + 1, Recent::default);
+    }
+    Value::String(recent[at].share(text))
 }
 
 /// Parses `bytes`, a JSON object that [`check_object`] accepted, with this thread's parser.
@@ -609,13 +719,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_> {
     }
     #[inline]
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        if self.at >= MAX_NAMES || v.len() > MAX_RECENT_LEN {
-            return Ok(Value::from(v));
-        }
-        if self.recent.len() <= self.at {
-            self.recent.resize_with(self.at + 1, Recent::default);
-        }
-        Ok(Value::String(self.recent[self.at].share(v)))
+        Ok(shared_string(self.recent, self.at, v))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
         Value::deserialize(de::value::SeqAccessDeserializer::new(seq))
@@ -633,6 +737,73 @@ mod tests {
         match m.get(name) {
             Some(Value::String(s)) => Arc::clone(s),
             other => panic!("{name} is {other:?}"),
+        }
+    }
+
+    /// serde_json's own reading of a number, through the parser's field seed.
+    fn serde_number(text: &str) -> Value {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let v = FieldSeed {
+            recent: &mut Vec::new(),
+            at: 0,
+        }
+        .deserialize(&mut de)
+        .unwrap();
+        de.end().unwrap();
+        v
+    }
+
+    #[test]
+    fn plain_numbers_read_as_serde_json_reads_them_to_the_bit() {
+        let same = |text: &str| {
+            let expected = serde_number(text);
+            match plain_number(text.as_bytes()) {
+                Some(Value::Double(d)) => {
+                    let Value::Double(e) = expected else {
+                        panic!("{text}: {expected:?}")
+                    };
+                    assert_eq!(d.to_bits(), e.to_bits(), "{text}");
+                }
+                Some(v) => assert_eq!(v, expected, "{text}"),
+                // Left to serde_json: only the long and the exponent forms, and `-0`.
+                None => assert!(
+                    text.contains(['e', 'E'])
+                        || text.trim_start_matches('-').len() > 15
+                        || text == "-0",
+                    "{text}"
+                ),
+            }
+        };
+        for text in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "0.0",
+            "-0.0",
+            "636.74",
+            "999.99",
+            "1.00",
+            "0.1",
+            "0.3",
+            "123456789012345678",
+            "-123456789012345678",
+            "1234567890123456789",
+            "9223372036854775807",
+            "123456789.012345",
+            "1234567890.1234567",
+            "1e2",
+            "1.5E-3",
+            "0.000000000000000000001",
+            "1790000000000",
+        ] {
+            same(text);
+        }
+        // Every amount of W6's form, and a spread of other decimals.
+        for cents in (0..100_000u64).chain((0..2_000).map(|i| i * 7_919_113)) {
+            same(&format!("{}.{:02}", cents / 100, cents % 100));
+            same(&format!("-{}.{:03}", cents / 1000, cents % 1000));
+            same(&format!("{}.{:06}", cents, cents % 1_000_000));
         }
     }
 

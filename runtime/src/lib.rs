@@ -58,6 +58,7 @@ mod checkpoint_v1;
 pub mod component;
 pub mod config;
 pub mod event_json;
+mod event_text;
 pub mod event_time;
 pub mod exporter;
 pub mod graph;

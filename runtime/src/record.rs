@@ -7,6 +7,8 @@ use std::mem::ManuallyDrop;
 use std::sync::{Arc, OnceLock};
 
 use crate::event_json::{self, EventError, FieldIndex};
+use crate::event_text::{AddedFields, EventText};
+use crate::name::Name;
 use crate::value::{Map, Value};
 
 /// Where a record's timestamp came from (Kafka KIP-32).
@@ -96,9 +98,14 @@ struct General {
     /// The event's JSON text as it was read ([`Record::from_json_object`]), while the event is
     /// unchanged: one line holding one JSON object that [`event_json::check_object`]
     /// accepted. At least one of `event` and `raw` is set.
-    raw: Option<Box<[u8]>>,
+    raw: Option<EventText>,
     /// Where the fields lie in `raw`.
     index: FieldIndex,
+    /// Fields set on an event kept as text while its fields are not made
+    /// ([`Record::set_field`]): none of them is in `raw`, and the event is `raw`'s fields
+    /// followed by these, in the order set. Empty for every other record; the first two are
+    /// held inline (no allocation).
+    added: AddedFields,
 }
 
 impl General {
@@ -108,14 +115,21 @@ impl General {
             event: OnceLock::from(event),
             raw: None,
             index: FieldIndex::default(),
+            added: AddedFields::default(),
         }
     }
 
-    /// The event's fields, made from its text on the first read.
+    /// The event's fields, made from its text (and the fields added to it) on the first read.
     #[inline]
     fn map(&self) -> &Map {
         self.event.get_or_init(|| match &self.raw {
-            Some(raw) => event_json::parse_checked(raw),
+            Some(raw) => {
+                let mut event = event_json::parse_checked(raw);
+                for (name, value) in self.added.iter() {
+                    event.insert(name.clone(), value.clone());
+                }
+                event
+            }
             None => {
                 // Every constructor sets the fields or the text.
                 debug_assert!(false, "a record with neither fields nor text");
@@ -125,11 +139,43 @@ impl General {
     }
 
     /// The event's fields for changing: made first if need be; the text no longer says what
-    /// the event is, so it is dropped.
+    /// the event is, so it is dropped (with the fields added to it, now in the map).
     fn map_mut(&mut self) -> &mut Map {
         self.map();
         self.raw = None;
+        self.added = AddedFields::default();
         self.event.get_mut().expect("made by `map` just above")
+    }
+
+    /// Whether the event is text whose index holds every field and whose fields are not made:
+    /// a field can then be read, or added, without making the event.
+    #[inline]
+    fn text_only(&self) -> Option<&[u8]> {
+        match (&self.raw, self.event.get()) {
+            (Some(raw), None) if self.index.is_complete() => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// Writes the event kept as text with its added fields: the text without its closing
+    /// brace, then each added field, then the brace.
+    fn write_text_with_added<W: io::Write>(&self, raw: &[u8], mut w: W) -> io::Result<()> {
+        let Some(open) = raw.strip_suffix(b"}") else {
+            // A checked object's text always ends with its brace (it is trimmed).
+            return serde_json::to_writer(w, self.map()).map_err(io::Error::from);
+        };
+        w.write_all(open)?;
+        let mut first = self.index.is_empty();
+        for (name, value) in self.added.iter() {
+            if !first {
+                w.write_all(b",")?;
+            }
+            first = false;
+            serde_json::to_writer(&mut w, name.as_str()).map_err(io::Error::from)?;
+            w.write_all(b":")?;
+            value.write_json(&mut w)?;
+        }
+        w.write_all(b"}")
     }
 }
 
@@ -327,8 +373,9 @@ impl Record {
             General {
                 key: key.into(),
                 event: OnceLock::new(),
-                raw: Some(json.into()),
+                raw: Some(EventText::new(json)),
                 index,
+                added: AddedFields::default(),
             }
         };
         Ok(Record {
@@ -347,6 +394,7 @@ impl Record {
     pub fn field_text(&self, name: &str) -> Option<&[u8]> {
         match self.body() {
             BodyRef::General(g) => match (g.event.get(), &g.raw) {
+                // An added field is never in the text (so the text's answer is the field's).
                 (None, Some(raw)) => g.index.value_text(raw, name),
                 _ => None,
             },
@@ -364,11 +412,23 @@ impl Record {
     }
 
     /// The event's JSON text as it was read, while the event is unchanged
-    /// ([`Record::from_json_object`]); `None` for a record made from fields or changed since.
+    /// ([`Record::from_json_object`]); `None` for a record made from fields or changed since
+    /// (fields added to the text included: [`Record::set_field`]).
     pub fn raw_json(&self) -> Option<&[u8]> {
         match self.body() {
-            BodyRef::General(g) => g.raw.as_deref(),
-            BodyRef::Numeric { .. } => None,
+            BodyRef::General(g) if g.added.is_empty() => g.raw.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the record keeps its event as the JSON text it was read as
+    /// ([`Record::from_json_object`]), maybe with fields added beside it
+    /// ([`Record::set_field`]): its fields are then best read one by one ([`Record::field`]).
+    #[inline]
+    pub fn is_text(&self) -> bool {
+        match self.body() {
+            BodyRef::General(g) => g.raw.is_some(),
+            BodyRef::Numeric { .. } => false,
         }
     }
 
@@ -509,7 +569,7 @@ impl Record {
                 "value" => Some(Value::Double(value)),
                 _ => None,
             },
-            BodyRef::General(g) => g.map().get(name).cloned(),
+            BodyRef::General(_) => self.field(name).map(Cow::into_owned),
         }
     }
 
@@ -529,9 +589,10 @@ impl Record {
                 // Through the index only: without one (more fields than it holds, an escaped
                 // name), each read would scan the whole text, and a few reads would cost more
                 // than making the event once.
-                (None, Some(raw)) if g.index.is_complete() => {
-                    g.index.find(raw, name).map(Cow::Owned)
-                }
+                (None, Some(raw)) if g.index.is_complete() => match g.added.get(name) {
+                    Some(added) => Some(Cow::Borrowed(added)),
+                    None => g.index.find(raw, name).map(Cow::Owned),
+                },
                 _ => g.map().get(name).map(Cow::Borrowed),
             },
         }
@@ -564,6 +625,20 @@ impl Record {
             n.value = *d;
             return;
         }
+        self.set_field(Name::from(name), value);
+    }
+
+    /// Sets the event's field `name` as [`Record::set`] does, taking a name made once (an
+    /// interned one is shared without allocating). On an event kept as text whose fields are
+    /// not made, a field the text does not have is kept beside the text rather than making the
+    /// event: reads see it ([`Record::field`]), and the event is written as the text with the
+    /// added fields after its own ([`Record::write_event_json`]). Setting a field the text has
+    /// makes the event first.
+    pub fn set_field(&mut self, name: Name, value: Value) {
+        if self.not_in_text(&name) {
+            self.general_keep_event().added.insert(name, value);
+            return;
+        }
         self.event_mut().insert(name, value);
     }
 
@@ -572,7 +647,27 @@ impl Record {
         if self.is_numeric() && name != "key" && name != "value" {
             return None;
         }
+        if self.not_in_text(name) {
+            // An added field, or none: the event stays text.
+            return self.general_keep_event().added.remove(name);
+        }
+        // A shared event is not copied to remove nothing.
+        self.field(name)?;
         self.event_mut().remove(name)
+    }
+
+    /// Whether the event is kept as text, unmade, with a complete index that has no field
+    /// `name` and no name twice: what lets a field be added or removed beside the text. (A
+    /// text with a repeated name is made first, so that a changed event is written with each
+    /// name once, as a made event is.)
+    #[inline]
+    fn not_in_text(&self, name: &str) -> bool {
+        match self.body() {
+            BodyRef::General(g) => g.text_only().is_some_and(|raw| {
+                g.index.value_text(raw, name).is_none() && !g.index.has_repeated_name(raw)
+            }),
+            BodyRef::Numeric { .. } => false,
+        }
     }
 
     /// The event's fields for changing (a numeric record takes the general form; a shared
@@ -587,6 +682,7 @@ impl Record {
         let g = self.general_keep_event();
         g.event = OnceLock::from(event.into());
         g.raw = None;
+        g.added = AddedFields::default();
     }
 
     /// The event's fields for changing (made from the text if need be, which is dropped).
@@ -615,7 +711,8 @@ impl Record {
                 w.write_all(b"}")
             }
             BodyRef::General(g) => match &g.raw {
-                Some(raw) => w.write_all(raw),
+                Some(raw) if g.added.is_empty() => w.write_all(raw),
+                Some(raw) => g.write_text_with_added(raw, w),
                 None => serde_json::to_writer(w, g.map()).map_err(io::Error::from),
             },
         }
@@ -919,14 +1016,75 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_changed_event_drops_its_text() {
-        let text = br#"{"a": 1, "b": "x"}"#;
-        let original = Record::from_json_object(Value::Null, text, 0).unwrap();
+    const AB: &[u8] = br#"{"a": 1, "b": "x"}"#;
+
+    /// The event `AB` kept as text, and a copy of it with `c` set to 2.
+    fn ab_and_c() -> (Record, Record) {
+        let original = Record::from_json_object(Value::Null, AB, 0).unwrap();
         let mut r = original.clone();
         r.set("c", 2);
+        (original, r)
+    }
+
+    #[test]
+    fn fields_added_to_an_event_kept_as_text_stay_beside_the_text() {
+        let (original, mut r) = ab_and_c();
+        let text = AB;
+        r.set_field(Name::from("d"), Value::Double(0.5));
+        r.set("c", 3);
+        // Still text, unmade: the added fields are read beside it.
+        assert!(r.is_text() && !made(&r));
+        assert_eq!(r.raw_json(), None, "the text alone is no longer the event");
+        assert_eq!(r.field("c").as_deref(), Some(&Value::Int(3)));
+        assert_eq!(r.field("b").as_deref(), Some(&Value::from("x")));
+        assert_eq!(r.get("d"), Some(Value::Double(0.5)));
+        assert_eq!(r.field_text("c"), None);
+        // Written as the text with the added fields after its own, as the made event would be.
+        let written = r.event_json();
+        assert_eq!(written, r#"{"a": 1, "b": "x","c":3,"d":0.5}"#);
+        let expected: Map = [
+            ("a", Value::Int(1)),
+            ("b", Value::from("x")),
+            ("c", Value::Int(3)),
+            ("d", Value::Double(0.5)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            Value::from_json(written.as_bytes()).unwrap(),
+            Value::from(expected.clone())
+        );
+        // Removing an added field, or one the event has not, keeps the text.
+        assert_eq!(r.remove("d"), Some(Value::Double(0.5)));
+        assert_eq!(r.remove("nope"), None);
+        assert!(!made(&r));
+        assert_eq!(r.event_json(), r#"{"a": 1, "b": "x","c":3}"#);
+        // Making the whole event gives the same fields, in the same order.
+        r.set("d", 0.5);
+        assert_eq!(*r.event_map(), expected);
+        assert_eq!(r.event_json(), r#"{"a": 1, "b": "x","c":3,"d":0.5}"#);
+        // A text with a repeated name is made first: each name is written once.
+        let mut twice = Record::from_json_object(Value::Null, br#"{"a": 1, "a": 2}"#, 0).unwrap();
+        twice.set("b", 3);
+        assert!(!twice.is_text());
+        assert_eq!(twice.event_json(), r#"{"a":2,"b":3}"#);
+        // An empty object, and the clone the record was made from, untouched.
+        let mut empty = Record::from_json_object(Value::Null, b"{ }", 0).unwrap();
+        empty.set("k", "v");
+        assert_eq!(empty.event_json(), r#"{ "k":"v"}"#);
+        assert_eq!(original.event_json().as_bytes(), text);
+        assert!(!made(&original));
+    }
+
+    #[test]
+    fn a_changed_event_drops_its_text() {
+        let text = AB;
+        // Setting a field the text has makes the event.
+        let (original, mut r) = ab_and_c();
+        r.set("a", 5);
+        assert!(!r.is_text());
         assert_eq!(r.raw_json(), None);
-        assert_eq!(r.event_json(), r#"{"a":1,"b":"x","c":2}"#);
+        assert_eq!(r.event_json(), r#"{"a":5,"b":"x","c":2}"#);
         // The record it was cloned from is untouched.
         assert_eq!(original.event_json().as_bytes(), text);
         let mut r = original.clone();

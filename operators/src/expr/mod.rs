@@ -499,7 +499,7 @@ pub fn with_record<T>(record: &tidemark_runtime::Record, f: impl FnOnce(&Scope<'
             timestamp_ms,
         }),
         // Kept as text: read field by field.
-        None if record.raw_json().is_some() => f(&Scope {
+        None if record.is_text() => f(&Scope {
             event: EventRef::Record(record),
             key: &key,
             timestamp_ms,

@@ -194,14 +194,13 @@ impl Operator for SetMap {
         if !ok {
             return Ok(());
         }
-        if !self.set.is_empty() || self.remove.iter().any(|f| record.get(f).is_some()) {
-            let event = record.event_mut();
-            for ((field, _), value) in self.set.iter().zip(self.values.drain(..)) {
-                event.insert(field.clone(), value);
-            }
-            for field in &self.remove {
-                event.remove(field);
-            }
+        // Field by field: an event kept as text keeps its text, the new fields beside it
+        // (`Record::set_field`), unless a field it has is set or removed.
+        for ((field, _), value) in self.set.iter().zip(self.values.drain(..)) {
+            record.set_field(field.clone(), value);
+        }
+        for field in &self.remove {
+            record.remove(field);
         }
         out.emit(record);
         Ok(())

@@ -45,7 +45,7 @@
 //!   stamped with the ingestion time get the time they are read again.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -223,6 +223,33 @@ impl FileSource {
     }
 }
 
+/// Reads past one line (up to and with its line break, or to the end of the input) without
+/// copying it; returns its length in bytes, 0 at the end.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<usize> {
+    let mut n = 0;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        match memchr::memchr(b'\n', buf) {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(n + i + 1);
+            }
+            None => {
+                let len = buf.len();
+                reader.consume(len);
+                n += len;
+            }
+        }
+    }
+}
+
 impl Source for FileSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         if self.finished {
@@ -230,8 +257,15 @@ impl Source for FileSource {
         }
         let mut emitted = 0;
         while emitted < ctx.max_records {
-            self.line.clear();
-            let n = self.reader.read_until(b'\n', &mut self.line).map_err(|e| {
+            // Another subtask's line is only passed over, not copied.
+            let mine = self.lines_read % self.parallelism == self.subtask;
+            let read = if mine {
+                self.line.clear();
+                self.reader.read_until(b'\n', &mut self.line)
+            } else {
+                skip_line(&mut self.reader)
+            };
+            let n = read.map_err(|e| {
                 format!(
                     "{}: line {}: cannot read: {e}",
                     self.name,
@@ -245,7 +279,7 @@ impl Source for FileSource {
             }
             self.consumed += n as u64;
             self.lines_read += 1;
-            if (self.lines_read - 1) % self.parallelism != self.subtask {
+            if !mine {
                 continue;
             }
             match self.lines.parse(&self.line, self.lines_read) {
@@ -529,6 +563,110 @@ mod tests {
                      expected one JSON object per line")}),
             ]
         );
+    }
+
+    #[test]
+    fn events_are_kept_as_text_and_every_malformed_line_is_caught_at_the_source() {
+        // Good lines, and lines a full parse refuses for every kind of reason: each must be
+        // refused when read, with its line number, though the good ones are only checked.
+        let lines: [&[u8]; 14] = [
+            br#"{"user":"u1","amount":12.5,"status":"paid","ts":1000}"#,
+            br#"{"user":"u2","amount":1e400,"ts":1000}"#,
+            br#"{"user":"u3","ts":1000} trailing"#,
+            br#"{"user":"\q","ts":1000}"#,
+            b"{\"user\":\"\xFF\xFE\",\"ts\":1000}",
+            b"{\"user\":\"a\tb\",\"ts\":1000}",
+            br#"{"user":"u7","tags":[1,],"ts":1000}"#,
+            br#"{"user":"u8","ts":1000"#,
+            br#"{"user":"\ud800","ts":1000}"#,
+            br#"{"user": "u10", "n": {"deep": [true, null, -0.5e-3]}, "ts": 1001}"#,
+            br#""just a string""#,
+            br#"{"user":"u12","amount":-7,"ts":1002}"#,
+            br#"{"user":"u13","amount":01,"ts":1000}"#,
+            br#"{"user":"u14","ts":"not a time"}"#,
+        ];
+        let mut body = Vec::new();
+        for l in lines {
+            body.extend_from_slice(l);
+            body.push(b'\n');
+        }
+        let dir = TempDir::new("file-source-text-events");
+        std::fs::write(dir.path().join("in.jsonl"), &body).unwrap();
+        let config: FileSourceConfig = config::parse(
+            "file",
+            json!({"path": "in.jsonl", "timestamp": "ts", "key": "user",
+                   "on_error": {"dead_letter": "bad.jsonl"}}),
+        )
+        .unwrap();
+        let config = config.resolve(dir.path()).unwrap();
+        let on_error = OnErrorFactory::new(config.on_error.clone(), dir.path());
+        let mut s = FileSource::open_with(&config, &ctx(0, 1, 0), &on_error).unwrap();
+        let records = read_all(&mut s, 0).unwrap();
+
+        // The reference, independently: serde_json's own parse of each line, and the `ts`
+        // setting's demand of a number or an RFC 3339 time.
+        let good: Vec<(usize, serde_json::Value)> = lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let v: serde_json::Value = serde_json::from_slice(l).ok()?;
+                (v.is_object() && v["ts"].is_number()).then_some((i + 1, v))
+            })
+            .collect();
+        assert_eq!(
+            good.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            [1, 10, 12]
+        );
+        assert_eq!(records.len(), good.len());
+        for (r, (_, expected)) in records.iter().zip(&good) {
+            assert!(r.is_text() && !r.event_made(), "kept as text: {r:?}");
+            assert_eq!(r.key().as_str(), expected["user"].as_str());
+            assert_eq!(r.timestamp, expected["ts"].as_i64().unwrap() * MS);
+            // Key and timestamp were read from the text; the event is still unmade.
+            assert!(!r.event_made());
+            let written: serde_json::Value = serde_json::from_str(&r.event_json()).unwrap();
+            assert_eq!(&written, expected);
+        }
+        let dead: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("bad.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let path = dir.path().join("in.jsonl").display().to_string();
+        let bad: Vec<usize> = (1..=lines.len())
+            .filter(|n| !good.iter().any(|(g, _)| g == n))
+            .collect();
+        assert_eq!(s.input_errors().malformed, bad.len() as u64);
+        assert_eq!(dead.len(), bad.len());
+        for (entry, n) in dead.iter().zip(&bad) {
+            let error = entry["error"].as_str().unwrap();
+            assert!(
+                error.starts_with(&format!("{path}: line {n}")),
+                "line {n}: {error}"
+            );
+            assert!(error.contains("malformed line"), "{error}");
+            let line = String::from_utf8_lossy(lines[n - 1]);
+            assert_eq!(entry["record"], json!(line), "line {n}");
+        }
+    }
+
+    #[test]
+    fn skipping_a_line_passes_exactly_over_it_across_buffer_refills() {
+        let text = b"first line\n\nthird, longer than the buffer\nlast without break";
+        let mut r = BufReader::with_capacity(4, &text[..]);
+        let lens: Vec<usize> = (0..5).map(|_| skip_line(&mut r).unwrap()).collect();
+        let mut expected: Vec<usize> = text
+            .split_inclusive(|&b| b == b'\n')
+            .map(<[u8]>::len)
+            .collect();
+        expected.push(0);
+        assert_eq!(lens, expected);
+        let mut r = BufReader::with_capacity(4, &text[..]);
+        skip_line(&mut r).unwrap();
+        skip_line(&mut r).unwrap();
+        let mut rest = String::new();
+        r.read_line(&mut rest).unwrap();
+        assert_eq!(rest, "third, longer than the buffer\n");
     }
 
     #[test]
