@@ -458,7 +458,7 @@ impl StateStore {
                 current
                     .entry(partition)
                     .or_default()
-                    .insert(encode(key)?, value);
+                    .insert(encode(&key)?, value);
             }
         }
         let partitions: Vec<i32> = self
