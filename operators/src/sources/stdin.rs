@@ -425,6 +425,8 @@ mod tests {
         loop {
             let (status, records) = poll_until_records(&mut s, 1);
             assert!(records.len() <= 100);
+            // Kept as the lines' text, the key read from it.
+            assert!(records.iter().all(|r| r.is_text() && !r.event_made()));
             keys.extend(records.iter().map(|r| r.key().as_i64().unwrap()));
             if status == SourceStatus::Finished {
                 break;
