@@ -489,6 +489,11 @@ mod tests {
         }
     }
 
+    /// Up to 80 records `(key k0..k6, t_ms, v)`.
+    fn records() -> impl Strategy<Value = Vec<(u8, i64, i64)>> {
+        prop::collection::vec((0u8..7, 0i64..6000, -50i64..50), 0..80)
+    }
+
     /// Adds `(key, t_ms, v)` and moves the progress to 400 ms behind the newest time seen;
     /// the results, in order.
     fn feed(h: &mut Harness, seen: &mut i64, key: &str, t: i64, v: i64) -> Vec<String> {
@@ -505,7 +510,7 @@ mod tests {
         #[test]
         fn a_restored_window_state_continues_as_the_uninterrupted_one(
             kind in 0usize..3,
-            records in prop::collection::vec((0u8..7, 0i64..6000, -50i64..50), 0..80),
+            records in records(),
             cut in 0usize..80,
             p in 1usize..4,
             lateness in prop::sample::select(vec![0i64, 700]),
@@ -613,7 +618,7 @@ mod tests {
         #[test]
         fn written_windows_are_the_codecs_encoding_of_each_keys_windows(
             kind in 0usize..3,
-            records in prop::collection::vec((0u8..7, 0i64..6000, -50i64..50), 0..80),
+            records in records(),
             lateness in prop::sample::select(vec![0i64, 700]),
         ) {
             let m = 16;
