@@ -224,6 +224,32 @@ enum Place {
     Sparse(usize),
 }
 
+/// A key of a [`KeyedAccs`] as it holds it, without a clone: an int by value (a dense key
+/// has no [`Value`] of its own), any other key borrowed. Equal keys are equal `KeyRef`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum KeyRef<'a> {
+    Int(i64),
+    Other(&'a Value),
+}
+
+impl<'a> KeyRef<'a> {
+    /// The key `key`.
+    pub(crate) fn of(key: &'a Value) -> Self {
+        match key {
+            Value::Int(i) => KeyRef::Int(*i),
+            other => KeyRef::Other(other),
+        }
+    }
+
+    /// The key as a value (an int made, any other borrowed).
+    pub(crate) fn to_cow(self) -> Cow<'a, Value> {
+        match self {
+            KeyRef::Int(i) => Cow::Owned(Value::Int(i)),
+            KeyRef::Other(v) => Cow::Borrowed(v),
+        }
+    }
+}
+
 /// The order keys are emitted in by the old single aggregate's windows: null, bools, ints
 /// ascending, then doubles, strings and the rest, each ascending (by their JSON text beyond
 /// strings).
@@ -417,18 +443,20 @@ impl KeyedAccs {
     /// of their first records (so all of them in that order when made
     /// [`KeyedAccs::hashed`]).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Cow<'_, Value>, &[Acc])> {
+        self.keys().map(|(key, accs)| (key.to_cow(), accs))
+    }
+
+    /// [`KeyedAccs::iter`] without making a value of a dense key.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = (KeyRef<'_>, &[Acc])> {
         let w = self.width;
-        let dense = self.dense_keys().map(move |k| {
-            (
-                Cow::Owned(Value::Int(k as i64)),
-                &self.dense[k * w..(k + 1) * w],
-            )
-        });
+        let dense = self
+            .dense_keys()
+            .map(move |k| (KeyRef::Int(k as i64), &self.dense[k * w..(k + 1) * w]));
         let sparse = self
             .sparse_keys
             .iter()
             .enumerate()
-            .map(|(slot, key)| (Cow::Borrowed(key), self.sparse_accs(slot)));
+            .map(|(slot, key)| (KeyRef::of(key), self.sparse_accs(slot)));
         dense.chain(sparse)
     }
 

@@ -98,6 +98,7 @@ pub mod sources;
 #[cfg(test)]
 mod test_util;
 pub mod window_assigner;
+mod window_snapshot;
 mod window_state;
 
 pub use config::parse_settings;

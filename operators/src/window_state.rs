@@ -15,8 +15,6 @@
 //! clones the key (an `Arc` for strings) and may grow the window's tables, which are reused
 //! for later windows.
 
-use std::collections::HashMap;
-
 use tidemark_runtime::keyed_state::KeyedSnapshot;
 use tidemark_runtime::state_codec::StateCodecError;
 use tidemark_runtime::value::{Map, Value};
@@ -27,6 +25,7 @@ use crate::aggregates::{Acc, Aggregates};
 use crate::config::Aggregate;
 use crate::expr::Number;
 use crate::window_assigner::{AlignedWindows, KeyedSessions, Slot, Window, WindowKind};
+use crate::window_snapshot::{self, SavedWindow};
 
 /// Window tables kept for reuse, so steady state does not allocate.
 const SPARE: usize = 8;
@@ -111,16 +110,6 @@ impl Computed {
             }
         }
     }
-}
-
-/// One window of one key as a checkpoint keeps it: its bounds, whether it fired with them, and
-/// the key's accumulators in it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-struct SavedWindow {
-    start: i64,
-    end: i64,
-    fired: bool,
-    accs: Vec<Acc>,
 }
 
 /// Why a record was not added: all its windows have expired.
@@ -342,37 +331,12 @@ impl WindowState {
     }
 
     /// Writes every key's windows into `out` (through the keyed-state API, each key into its
-    /// key group), and the progress as the operator-wide value.
+    /// key group, all its windows in one entry encoded by hand: [`window_snapshot`]), and the
+    /// progress as the operator-wide value.
     pub(crate) fn snapshot(&self, out: &mut KeyedSnapshot) -> Result<(), StateCodecError> {
         out.set_shared(&self.progress)?;
-        let mut per_key: HashMap<Value, Vec<SavedWindow>> = HashMap::new();
-        for (window, slot) in self.aligned.iter() {
-            for (key, accs) in slot.state.iter() {
-                per_key
-                    .entry(key.into_owned())
-                    .or_default()
-                    .push(SavedWindow {
-                        start: window.start,
-                        end: window.end,
-                        fired: slot.fired,
-                        accs: accs.to_vec(),
-                    });
-            }
-        }
-        for (key, sessions) in self.sessions.iter() {
-            let saved = per_key.entry(key.clone()).or_default();
-            for (window, slot) in sessions.iter() {
-                saved.push(SavedWindow {
-                    start: window.start,
-                    end: window.end,
-                    fired: slot.fired,
-                    accs: slot.state.clone(),
-                });
-            }
-        }
-        for (key, windows) in &per_key {
-            out.put(key, windows)?;
-        }
+        window_snapshot::write_aligned(&self.aligned, out);
+        window_snapshot::write_sessions(&self.sessions, out);
         Ok(())
     }
 
@@ -567,6 +531,11 @@ mod tests {
         }
     }
 
+    /// Up to 80 records `(key k0..k6, t_ms, v)`.
+    fn records() -> impl Strategy<Value = Vec<(u8, i64, i64)>> {
+        prop::collection::vec((0u8..7, 0i64..6000, -50i64..50), 0..80)
+    }
+
     /// Adds `(key, t_ms, v)` and moves the progress to 400 ms behind the newest time seen;
     /// the results, in order.
     fn feed(h: &mut Harness, seen: &mut i64, key: &str, t: i64, v: i64) -> Vec<String> {
@@ -583,7 +552,7 @@ mod tests {
         #[test]
         fn a_restored_window_state_continues_as_the_uninterrupted_one(
             kind in 0usize..3,
-            records in prop::collection::vec((0u8..7, 0i64..6000, -50i64..50), 0..80),
+            records in records(),
             cut in 0usize..80,
             p in 1usize..4,
             lateness in prop::sample::select(vec![0i64, 700]),
@@ -635,6 +604,95 @@ mod tests {
             expected_late.sort();
             late.sort();
             prop_assert_eq!(late, expected_late);
+        }
+    }
+
+    /// The snapshot's entries as `WindowState::snapshot` wrote them through serde before it
+    /// wrote them by hand: each key's windows gathered in a map, then `put` (a reference
+    /// computed independently of `window_snapshot`), sorted.
+    fn entries_through_serde(state: &WindowState, m: u32) -> Vec<(u32, String, Vec<u8>)> {
+        let mut per_key: std::collections::HashMap<Value, Vec<SavedWindow>> =
+            std::collections::HashMap::new();
+        for (window, slot) in state.aligned.iter() {
+            for (key, accs) in slot.state.iter() {
+                per_key
+                    .entry(key.into_owned())
+                    .or_default()
+                    .push(SavedWindow {
+                        start: window.start,
+                        end: window.end,
+                        fired: slot.fired,
+                        accs: accs.to_vec(),
+                    });
+            }
+        }
+        for (key, sessions) in state.sessions.iter() {
+            let saved = per_key.entry(key.clone()).or_default();
+            for (window, slot) in sessions.iter() {
+                saved.push(SavedWindow {
+                    start: window.start,
+                    end: window.end,
+                    fired: slot.fired,
+                    accs: slot.state.clone(),
+                });
+            }
+        }
+        let mut out = KeyedSnapshot::new(m);
+        out.set_shared(&state.progress).unwrap();
+        for (key, windows) in &per_key {
+            out.put(key, windows).unwrap();
+        }
+        sorted_entries(&out)
+    }
+
+    fn sorted_entries(snapshot: &KeyedSnapshot) -> Vec<(u32, String, Vec<u8>)> {
+        let mut entries: Vec<_> = snapshot
+            .entries()
+            .map(|(g, key, bytes)| (g, format!("{key:?}"), bytes.to_vec()))
+            .collect();
+        entries.sort();
+        entries
+    }
+
+    proptest! {
+        /// The entries written by hand are, key by key, the serde encoding of the key's
+        /// windows (`Vec<SavedWindow>`), for every kind of window.
+        #[test]
+        fn written_windows_are_the_codecs_encoding_of_each_keys_windows(
+            kind in 0usize..3,
+            records in records(),
+            lateness in prop::sample::select(vec![0i64, 700]),
+        ) {
+            let m = 16;
+            let mut h = Harness::new(kind_of(kind), lateness);
+            let mut seen = i64::MIN / 2;
+            for &(k, t, v) in &records {
+                feed(&mut h, &mut seen, &format!("k{k}"), t, v);
+            }
+            let mut snapshot = KeyedSnapshot::new(m);
+            h.state.snapshot(&mut snapshot).unwrap();
+            prop_assert_eq!(sorted_entries(&snapshot), entries_through_serde(&h.state, m));
+            prop_assert_eq!(snapshot.shared::<i64>().unwrap(), vec![h.state.progress]);
+        }
+
+        /// The same for the old single aggregate's windows, whose small int keys are dense
+        /// (no value of their own) and the others (here negative) hashed.
+        #[test]
+        fn written_windows_of_int_keys_are_the_codecs_encoding(
+            records in prop::collection::vec((-3i64..7, 0i64..6000, -50i64..50), 0..80),
+        ) {
+            let m = 16;
+            let kind = WindowKind::tumbling(1000 * MS).unwrap();
+            let mut state = WindowState::new(kind, 0, Computed::Value(Aggregate::Sum));
+            let mut seen = i64::MIN / 2;
+            for &(k, t, v) in &records {
+                let _ = state.add(&Value::Int(k), t * MS, Input::Value(v as f64), |_| {});
+                seen = seen.max(t);
+                state.advance((seen - 400) * MS, |_| {});
+            }
+            let mut snapshot = KeyedSnapshot::new(m);
+            state.snapshot(&mut snapshot).unwrap();
+            prop_assert_eq!(sorted_entries(&snapshot), entries_through_serde(&state, m));
         }
     }
 

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::key_group::{KeyGroupRange, KeyGroups, MAX_KEY_GROUPS};
 use crate::state_codec::{
-    append, decode, encode, encode_varint, encode_varint_signed, StateCodecError,
+    append, decode, encode, encode_varint, encode_varint_signed, varint_bytes, StateCodecError,
 };
 use crate::value::Value;
 
@@ -131,9 +131,9 @@ impl Group {
             if len < 0x80 {
                 self.bytes[slot] = len as u8;
             } else {
-                let mut varint = Vec::with_capacity(10);
-                encode_varint(len as u64, &mut varint);
-                self.bytes.splice(slot..slot + 1, varint);
+                let (varint, n) = varint_bytes(len as u64);
+                self.bytes
+                    .splice(slot..slot + 1, varint[..n].iter().copied());
             }
             Ok(())
         })();

@@ -62,12 +62,23 @@ impl postcard::ser_flavors::Flavor for AppendTo<'_> {
 /// ([`KeyedSnapshot::put_encoded_with`](crate::keyed_state::KeyedSnapshot::put_encoded_with));
 /// postcard does not export its own.
 #[inline]
-pub fn encode_varint(mut n: u64, out: &mut Vec<u8>) {
+pub fn encode_varint(n: u64, out: &mut Vec<u8>) {
+    let (bytes, len) = varint_bytes(n);
+    out.extend_from_slice(&bytes[..len]);
+}
+
+/// The bytes [`encode_varint`] appends for `n`: the first `.1` of `.0` (at most 10).
+#[inline]
+pub fn varint_bytes(mut n: u64) -> ([u8; 10], usize) {
+    let mut bytes = [0u8; 10];
+    let mut len = 0;
     while n >= 0x80 {
-        out.push(n as u8 | 0x80);
+        bytes[len] = n as u8 | 0x80;
         n >>= 7;
+        len += 1;
     }
-    out.push(n as u8);
+    bytes[len] = n as u8;
+    (bytes, len + 1)
 }
 
 /// Appends `n` as the codec encodes a signed integer (`i16` to `i64`): zigzag (0, -1, 1, -2,
