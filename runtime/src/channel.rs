@@ -387,6 +387,9 @@ mod tests {
         }
         assert!(writer.close(&mut cx).is_ok());
         assert_eq!(writer.sent, 200);
+        // The writer's queue end goes away here, so a reader still waiting (a batch or the end
+        // was lost) stops, and the comparison below fails rather than hangs.
+        drop(writer);
         let mut expected: Vec<i64> = (0..200).collect();
         expected.push(-1);
         assert_eq!(reader.join().unwrap(), expected);
