@@ -79,25 +79,7 @@ fn a_stopped_subtask_leaves_the_group_only_with_the_others_after_their_last_comm
     let (mut a, mut b): (KafkaSource, KafkaSource) = (make(0), make(1));
 
     // Both read until every message is in, each from a partition of its own.
-    let mut out = Output::with_capacity(64);
-    let mut read = [0u64; 2];
-    let started = Instant::now();
-    while read.iter().sum::<u64>() < N || read.contains(&0) {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "gave up waiting for the messages: {read:?}"
-        );
-        for (i, source) in [&mut a, &mut b].into_iter().enumerate() {
-            let ctx = PollContext {
-                now_nanos: now_nanos(),
-                max_records: 64,
-            };
-            source.poll(&ctx, &mut out).unwrap();
-            read[i] += out.len() as u64;
-            out.clear();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let read = read_until_both_have_read_all(&mut a, &mut b);
     assert_eq!(read.iter().sum::<u64>(), N);
 
     cluster.track_requests().unwrap();
@@ -164,25 +146,7 @@ fn a_subtask_waiting_for_its_last_checkpoint_still_answers_its_groups_rebalance(
         source
     };
     let (mut a, mut b): (KafkaSource, KafkaSource) = (make(&here), make(&there));
-    let mut out = Output::with_capacity(64);
-    let mut read = [0u64; 2];
-    let started = Instant::now();
-    while read.iter().sum::<u64>() < N || read.contains(&0) {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "gave up waiting for the messages: {read:?}"
-        );
-        for (i, source) in [&mut a, &mut b].into_iter().enumerate() {
-            let ctx = PollContext {
-                now_nanos: now_nanos(),
-                max_records: 64,
-            };
-            source.poll(&ctx, &mut out).unwrap();
-            read[i] += out.len() as u64;
-            out.clear();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let read = read_until_both_have_read_all(&mut a, &mut b);
     let held = a.assigned();
     assert_eq!(held.len(), 1, "{held:?}");
     let mine = held[0].1 as usize;
@@ -224,4 +188,29 @@ fn a_subtask_waiting_for_its_last_checkpoint_still_answers_its_groups_rebalance(
     assert_eq!(committed[mine], read[0] as i64, "{committed:?}");
     assert_eq!(committed[1 - mine], -1, "{committed:?}");
     drop(a);
+}
+
+/// Polls `a` and `b` in turn until together they have read all `N` messages and each has read
+/// some (so each holds a partition); what each read.
+fn read_until_both_have_read_all(a: &mut KafkaSource, b: &mut KafkaSource) -> [u64; 2] {
+    let mut out = Output::with_capacity(64);
+    let mut read = [0u64; 2];
+    let started = Instant::now();
+    while read.iter().sum::<u64>() < N || read.contains(&0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "gave up waiting for the messages: {read:?}"
+        );
+        for (i, source) in [&mut *a, &mut *b].into_iter().enumerate() {
+            let ctx = PollContext {
+                now_nanos: now_nanos(),
+                max_records: 64,
+            };
+            source.poll(&ctx, &mut out).unwrap();
+            read[i] += out.len() as u64;
+            out.clear();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    read
 }
