@@ -31,6 +31,10 @@ pub fn run(args: DevKafkaArgs) -> anyhow::Result<u8> {
         "mock Kafka cluster with {} broker(s) running; Ctrl-C stops it",
         args.brokers
     );
+    eprintln!(
+        "tidemark: note: librdkafka's mock cluster keeps at most 5 MB per partition (older \
+         messages are deleted) and never compacts; see docs/kafka.md, \"Limits of the mock cluster\""
+    );
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
     let _ = signals.forever().next();

@@ -619,3 +619,48 @@ sinks:
         out.stderr
     );
 }
+
+/// librdkafka's mock cluster keeps at most 5 MB per partition: a reader that falls that far
+/// behind finds its oldest messages deleted. Forced here by filling partition 0 of the
+/// exchange topic past 5 MB before the job starts: the reader must stop the job naming the
+/// partition and the offsets lost, not read on from what is left.
+#[test]
+fn an_exchange_partition_whose_messages_the_broker_deleted_stops_the_job() {
+    let topic = "tidemark-exch-trim-sum-exchange";
+    let cluster = cluster(&[(topic, 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    let filler = vec![b'x'; 1024];
+    for _ in 0..7 * 1024 {
+        loop {
+            match producer.send(BaseRecord::<(), _>::to(topic).partition(0).payload(&filler)) {
+                Ok(()) => break,
+                Err((_, _)) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let probe: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "probe")
+        .create()
+        .unwrap();
+    let (low, _) = probe
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .unwrap();
+    assert!(low > 0, "the mock cluster kept the whole partition");
+
+    let dir = TempDir::new("exchange-trimmed");
+    let job = finite_job(&dir, "exch-trim", &bootstrap, true);
+    let (mut a, _) = instance(dir.path(), &job, "a", &[]);
+    assert_eq!(a.wait_code(), 1, "{}", a.stderr());
+    let expected = format!(
+        "exchange partition {topic}/0: the messages at offsets 0 to {} were deleted by the broker before they were read",
+        low - 1
+    );
+    assert!(a.stderr().contains(&expected), "{}", a.stderr());
+}

@@ -819,6 +819,25 @@ fn store_read_positions(consumer: &BaseConsumer<SourceContext>) {
     }
 }
 
+/// The error of an exchange reader that finds messages `expected..found` of a partition deleted
+/// before it read them.
+fn lost_exchange_messages(
+    what: &str,
+    topic: &str,
+    partition: i32,
+    expected: i64,
+    found: i64,
+) -> String {
+    format!(
+        "{what}: exchange partition {topic}/{partition}: the messages at offsets {expected} to {} \
+         were deleted by the broker before they were read (its retention; librdkafka's mock \
+         cluster, `tidemark dev-kafka`, keeps at most 5 MB per partition), so every result after \
+         them would lack their records; give the exchange more partitions, or use a broker that \
+         keeps them (docs/kafka.md, \"Limits of the mock cluster\")",
+        found - 1
+    )
+}
+
 /// The partition's high watermark as the latest fetch response gave it (no request is made).
 fn cached_high_watermark(
     consumer: &BaseConsumer<SourceContext>,
@@ -849,6 +868,9 @@ impl KafkaSource {
         out: &mut Output,
     ) -> Result<bool, BoxError> {
         let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
+        if self.relay.is_some() {
+            self.check_exchange_continuity(topic, partition, offset)?;
+        }
         let emitted = if let Some(relay) = self.relay.as_mut() {
             relay.take(message, out, &mut self.watermarks)?
         } else {
@@ -868,6 +890,71 @@ impl KafkaSource {
             }
         }
         Ok(emitted)
+    }
+
+    /// For the reader of an exchange: fails when the broker deleted messages of the partition
+    /// before they were read (an exchange topic is never compacted and Tidemark's writers leave
+    /// no gaps, so a message past the next expected offset means the ones between are gone:
+    /// retention, or librdkafka's mock cluster, which keeps at most 5 MB per partition). Every
+    /// result after them would lack their records, so the job stops rather than go on wrong.
+    fn check_exchange_continuity(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<(), BoxError> {
+        // A few partitions per subtask: a linear look-up, no allocation per message.
+        let position = self
+            .positions
+            .iter()
+            .find(|((t, p), _)| *p == partition && t == topic)
+            .map(|(_, position)| *position);
+        if position.is_some_and(|p| offset <= p) {
+            return Ok(());
+        }
+        // The first message since the partition was assigned, or one past the position: once
+        // per assignment or gap. A partition taken away and given back within one poll still
+        // has its old position; it is where it was assigned that counts then.
+        match self.exchange_start(topic, partition) {
+            Some(start) if offset > start => Err(lost_exchange_messages(
+                &self
+                    .relay
+                    .as_ref()
+                    .map(|r| r.what.clone())
+                    .unwrap_or_default(),
+                topic,
+                partition,
+                position.map_or(start, |p| p.max(start)),
+                offset,
+            )
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Where this subtask's reading of exchange partition `topic`/`partition` must begin: the
+    /// offset the source chose when it was assigned (handed over, restored, or from a commit
+    /// record), else the group's committed offset, else 0 (nobody in the group has read it, and
+    /// an exchange is read from its beginning). `None` when the group coordinator does not
+    /// answer within `--kafka-timeout` (nothing to compare with).
+    fn exchange_start(&self, topic: &str, partition: i32) -> Option<i64> {
+        let key = (topic.to_owned(), partition);
+        let context = self.consumer.context();
+        if let Some(at) = context
+            .starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Some(*at);
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, partition);
+        let committed = self.consumer.committed_offsets(tpl, self.timeout).ok()?;
+        match committed.find_partition(topic, partition)?.offset() {
+            Offset::Offset(at) => Some(at),
+            _ => Some(0),
+        }
     }
 
     /// Decodes one message of the source's `format` into `out`.

@@ -323,6 +323,23 @@ impl StateStore {
                     self.what, self.topic
                 )
             })?;
+        // The topic is compacted only (never `delete`), so its log starts at offset 0 for good:
+        // a later start means the broker deleted state messages, possibly the only copy of a
+        // committed value (retention set on the topic by hand, or librdkafka's mock cluster,
+        // which keeps at most 5 MB per partition and never compacts). Restoring what is left
+        // would start keys from nothing or from old values without a word.
+        if low > 0 {
+            return Err(format!(
+                "{}: the state topic {} partition {partition} begins at offset {low}, not 0: \
+                 the broker deleted state messages (retention on the topic, or librdkafka's mock \
+                 cluster, `tidemark dev-kafka`, which keeps at most 5 MB per partition and does \
+                 not compact), so the state cannot be restored exactly; give the exchange more \
+                 partitions or use a broker that compacts (docs/kafka.md, \"Limits of the mock \
+                 cluster\")",
+                self.what, self.topic
+            )
+            .into());
+        }
         let mut log = PartitionLog::default();
         let mut records = 0u64;
         if high <= low {
@@ -906,6 +923,70 @@ mod tests {
         assert!(moves[1].before_records() && !moves[0].before_records());
         assert_eq!(kept.partitions(), 4);
         assert!(kept.failure().is_none());
+    }
+
+    /// librdkafka's mock cluster keeps at most 5 MB per partition and never compacts: once a
+    /// state partition outgrows that, its oldest messages are gone, and a restore must refuse
+    /// rather than give back what is left.
+    #[test]
+    fn a_state_partition_whose_beginning_the_broker_deleted_is_refused() {
+        use crate::dev_cluster::{DevCluster, DevClusterOptions};
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![("state".into(), 4)],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
+        let store = |who: &str| {
+            StateStore::new(
+                "state".into(),
+                4,
+                who.into(),
+                &brokers,
+                &Properties::new(),
+                Duration::from_secs(30),
+            )
+            .unwrap()
+        };
+        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
+        let keys: Vec<String> = (0..40_000)
+            .map(|i| format!("a-long-user-name-to-fill-the-partition-{i}"))
+            .filter(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 3)
+            .collect();
+        let none = BTreeSet::new();
+        let mut owner = store("owner");
+        assert!(owner.restore(3).unwrap().state.is_empty());
+        let mut checkpoint = 0u64;
+        let mut written = 0usize;
+        // Every key changes at every checkpoint, as in a busy window: ~10,000 messages of
+        // ~100 bytes each time, until the partition holds well over 5 MB.
+        while written < 8 * 1024 * 1024 {
+            checkpoint += 1;
+            let mut snapshot = KeyedSnapshot::new(4);
+            for k in &keys {
+                snapshot
+                    .put(&tidemark_runtime::Value::from(k.as_str()), &checkpoint)
+                    .unwrap();
+                written += k.len() + 60;
+            }
+            owner.save(checkpoint, &snapshot, &none).unwrap();
+            owner
+                .commit(checkpoint, &BTreeMap::from([(3, checkpoint as i64)]))
+                .unwrap();
+            if checkpoint == 1 {
+                // Still whole: restored exactly.
+                let restored = store("early reader").restore(3).unwrap();
+                assert_eq!(restored.state.decoded::<u64>().unwrap().len(), keys.len());
+            }
+        }
+        let e = store("next owner").restore(3).unwrap_err().to_string();
+        assert!(
+            e.contains("the state topic state partition 3 begins at offset")
+                && e.contains("the broker deleted state messages"),
+            "{e}"
+        );
+        // The partitions that stayed small restore as before.
+        assert!(store("next owner").restore(1).unwrap().state.is_empty());
     }
 
     #[test]
