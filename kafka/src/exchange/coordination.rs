@@ -219,9 +219,14 @@ impl Exchange {
             let factory = factory.clone()?;
             let what = format!("kafka exchange reader \"{}\"", ctx.vertex_id);
             exchange.ready(&what)?;
+            // Checked before the consumer joins the group: a subtask that fails after joining
+            // leaves a member behind that the group waits for.
+            let state_partitions = match exchange.keeps_state() {
+                true => Some(exchange.state_ready(&what)?),
+                false => None,
+            };
             let mut source = factory.make(ctx)?;
-            if exchange.keeps_state() {
-                let partitions = exchange.state_ready(&what)?;
+            if let Some(partitions) = state_partitions {
                 let store = super::state::StateStore::new(
                     exchange.state_topic.clone(),
                     partitions as u32,
