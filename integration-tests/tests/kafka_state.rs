@@ -10,8 +10,8 @@
 //!
 //! - SIGKILL of one of two instances once every record of the first half is covered by a
 //!   state commit, a new instance started, then the second half: the output, with repeats
-//!   dropped by (key, window), equals the reference, every repeat equals its first copy, and
-//!   the survivor restored state;
+//!   dropped by their result id (the header `tidemark-result-id`), equals the reference,
+//!   every repeat equals its first copy (value and headers), and the survivor restored state;
 //! - a second instance joining after the first half, the first leaving with SIGTERM: the same,
 //!   and the leaving instance fires no open window (SIGTERM hands its partitions over);
 //! - a state topic with another partition count than the exchange's fails the job, naming
@@ -274,33 +274,56 @@ fn wait_for_first_half_committed(bootstrap: &str) {
     });
 }
 
-/// The window results in the output topic: each (user, window start) with its first copy,
-/// failing on a repeat that differs from it. Also returns how many repeats there were.
+/// The window results in the output topic, repeats dropped by their header
+/// `tidemark-result-id`: each (user, window start) from its first copy, failing on a repeat
+/// that differs from it (value or headers), on a message without an id, on an id that does
+/// not name its window, and on two ids for one window. Also returns how many repeats there
+/// were.
 fn results(bootstrap: &str) -> (Windows, usize) {
     let mut out = BTreeMap::new();
+    let mut first: BTreeMap<String, (Vec<(String, String)>, Vec<u8>)> = BTreeMap::new();
     let mut repeats = 0;
-    for (_, _, _, value) in read_all(bootstrap, "out", 4) {
-        let w: serde_json::Value = serde_json::from_slice(&value.unwrap()).unwrap();
+    for (_, _, headers, value) in read_all(bootstrap, "out", 4) {
+        let value = value.unwrap();
+        let id = headers
+            .iter()
+            .find(|(k, _)| k == "tidemark-result-id")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("an output message without a result id: {headers:?}"));
+        if let Some(copy) = first.get(&id) {
+            assert_eq!(
+                copy,
+                &(headers, value),
+                "a repeat of result {id} differs from its first copy"
+            );
+            repeats += 1;
+            continue;
+        }
+        let w: serde_json::Value = serde_json::from_slice(&value).unwrap();
         let key = (
             w["key"].as_str().unwrap().to_owned(),
             w["window_start"].as_i64().unwrap(),
+        );
+        // On time (firing 0): no lateness is allowed.
+        let start_ns = key.1 * 1_000_000;
+        assert_eq!(
+            id,
+            format!(
+                "window/{OPERATOR}/{start_ns}/{}/0/\"{}\"",
+                start_ns + 1_000_000_000,
+                key.0
+            ),
+            "the id does not name its window"
         );
         let got = (
             w["n"].as_u64().unwrap(),
             w["total"].as_f64().unwrap() as u64,
         );
-        match out.get(&key) {
-            None => {
-                out.insert(key, got);
-            }
-            Some(first) => {
-                assert_eq!(
-                    first, &got,
-                    "a repeat of window {key:?} differs from its first copy"
-                );
-                repeats += 1;
-            }
-        }
+        assert!(
+            out.insert(key.clone(), got).is_none(),
+            "two result ids for window {key:?}"
+        );
+        first.insert(id, (headers, value));
     }
     (out, repeats)
 }

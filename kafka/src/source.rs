@@ -54,6 +54,8 @@ use rdkafka::types::RDKafkaRespErr;
 use serde::{Deserialize, Serialize};
 use tidemark_operators::config::OnError;
 use tidemark_operators::{ConfigError, Extract};
+use tidemark_runtime::name::{name_of, Name};
+use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::{
     state_codec, BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
     SplitWatermarks, SubtaskContext,
@@ -472,6 +474,9 @@ pub struct KafkaSource {
     partition_counts: Vec<(String, i32)>,
     /// This thread's task was told it has a `kafka` source at its head.
     announced: bool,
+    /// The topics' names, interned once: each record's origin names its topic without a
+    /// reference count or a look-up in the process's table.
+    topic_names: Vec<Name>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -614,6 +619,7 @@ impl KafkaSource {
             ),
             partition_counts,
             announced: false,
+            topic_names: config.topics.iter().map(|t| name_of(t)).collect(),
         })
     }
 
@@ -884,7 +890,17 @@ impl KafkaSource {
             message.timestamp(),
             now_nanos,
         ) {
-            Ok(record) => {
+            Ok(mut record) => {
+                let topic_name = match self.topic_names.iter().find(|n| n.as_str() == topic) {
+                    Some(name) => name.clone(),
+                    None => name_of(topic),
+                };
+                record.set_origin(Origin {
+                    topic: topic_name,
+                    partition,
+                    offset,
+                    seq: 0,
+                });
                 self.last_timestamp = Some(record.timestamp);
                 self.watermarks.observe(topic, partition, record.timestamp);
                 out.emit(record);
