@@ -279,18 +279,28 @@ impl KafkaSink {
         let key = has_key.then_some(&self.key[..]);
         self.result_id.clear();
         let result_id = write_result_id(record, &mut self.result_id).then_some(&self.result_id[..]);
-        self.topic_handle.produce(
-            &self.producer,
-            &self.context,
-            &self.what,
-            &self.value,
+        let message = OutMessage {
+            value: &self.value,
             key,
-            ms,
+            timestamp_ms: ms,
             result_id,
-        )?;
+        };
+        self.topic_handle
+            .produce(&self.producer, &self.context, &self.what, &message)?;
         self.written += 1;
         Ok(())
     }
+}
+
+/// One message of the sink, borrowing the sink's buffers.
+#[derive(Clone, Copy)]
+struct OutMessage<'a> {
+    value: &'a [u8],
+    /// `None`: no key.
+    key: Option<&'a [u8]>,
+    timestamp_ms: i64,
+    /// The header [`HEADER_RESULT_ID`], for a result.
+    result_id: Option<&'a [u8]>,
 }
 
 /// The producer's handle of the sink's topic, made once. A [`BaseRecord`] names its topic,
@@ -330,11 +340,14 @@ impl TopicHandle {
         producer: &ThreadedProducer<DeliveryContext>,
         context: &DeliveryContext,
         what: &str,
-        value: &[u8],
-        key: Option<&[u8]>,
-        timestamp_ms: i64,
-        result_id: Option<&[u8]>,
+        message: &OutMessage<'_>,
     ) -> Result<(), BoxError> {
+        let OutMessage {
+            value,
+            key,
+            timestamp_ms,
+            result_id,
+        } = *message;
         use rdkafka::bindings as rd;
         let mem = |bytes: &[u8]| rd::rd_kafka_vu_s__bindgen_ty_1 {
             mem: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {

@@ -95,8 +95,8 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
                         eval: Evaluator::new(),
                         values: Vec::new(),
                         on_error: on_error.subtask(&ctx.vertex_id)?,
-                        vertex: name_of(&ctx.vertex_id),
                     },
+                    vertex: name_of(&ctx.vertex_id),
                 }) as Box<dyn Operator>)
             })))
         }
@@ -127,8 +127,6 @@ enum Form {
         /// One record's values, reused.
         values: Vec<Option<Number>>,
         on_error: OnError,
-        /// This vertex: named in each output's result id.
-        vertex: Name,
     },
 }
 
@@ -138,6 +136,8 @@ enum Form {
 pub struct ReduceOperator {
     state: KeyedAccs,
     form: Form,
+    /// This vertex: named in each output's result id (`aggregates:` only).
+    vertex: Name,
 }
 
 /// The `reduce` subtask of `aggregates:` (now [`ReduceOperator`], which computes both forms).
@@ -148,6 +148,7 @@ pub fn reduce_operator(aggregate: Aggregate) -> Box<dyn Operator> {
     Box::new(ReduceOperator {
         state: KeyedAccs::new(1),
         form: Form::Value(aggregate),
+        vertex: Name::default(),
     })
 }
 
@@ -229,7 +230,6 @@ impl ReduceOperator {
             eval,
             values,
             on_error,
-            vertex,
         } = &mut self.form
         else {
             unreachable!("called for aggregates only")
@@ -252,7 +252,7 @@ impl ReduceOperator {
         let mut output = Record::with_event(key.into_owned(), event, record.timestamp)
             .with_timestamp_type(record.timestamp_type);
         output.set_result_id(ResultId::Reduce {
-            vertex: vertex.clone(),
+            vertex: self.vertex.clone(),
         });
         if let Some(origin) = record.origin() {
             output.set_origin(origin.clone());
