@@ -79,6 +79,32 @@ struct CommitRecord {
     origins: Vec<SavedOrigin>,
 }
 
+/// A commit record as written before it held the highest origins.
+#[derive(Deserialize)]
+struct CommitRecordWithoutOrigins {
+    checkpoint: u64,
+    generation: u64,
+    position: Option<i64>,
+    shared: Vec<u8>,
+}
+
+impl CommitRecord {
+    /// Decodes a commit record, one written before it held the highest origins too (read as
+    /// none seen: such a state topic predates the origins, so no record in it has one).
+    fn read(bytes: &[u8]) -> Result<CommitRecord, tidemark_runtime::state_codec::StateCodecError> {
+        decode::<CommitRecord>(bytes).or_else(|e| {
+            let old: CommitRecordWithoutOrigins = decode(bytes).map_err(|_| e)?;
+            Ok(CommitRecord {
+                checkpoint: old.checkpoint,
+                generation: old.generation,
+                position: old.position,
+                shared: old.shared,
+                origins: Vec::new(),
+            })
+        })
+    }
+}
+
 const VALUE: u8 = b'v';
 const COMMIT: u8 = b'c';
 
@@ -167,7 +193,7 @@ impl PartitionLog {
         let mut values = BTreeMap::new();
         let mut commit = None;
         if let Some((last, c)) = committed {
-            let record: CommitRecord = decode(c.value.as_deref().unwrap_or_default())
+            let record = CommitRecord::read(c.value.as_deref().unwrap_or_default())
                 .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
             for m in &self.messages[..last] {
                 if m.kind != VALUE || m.generation != c.generation {
@@ -983,6 +1009,36 @@ mod tests {
         assert!(moves[1].before_records() && !moves[0].before_records());
         assert_eq!(kept.partitions(), 4);
         assert!(kept.failure().is_none());
+    }
+
+    #[test]
+    fn a_commit_record_written_before_origins_reads_with_none() {
+        #[derive(Serialize)]
+        struct Old {
+            checkpoint: u64,
+            generation: u64,
+            position: Option<i64>,
+            shared: Vec<u8>,
+        }
+        let old = encode(&Old {
+            checkpoint: 4,
+            generation: 2,
+            position: Some(20),
+            shared: Vec::new(),
+        })
+        .unwrap();
+        let mut log = PartitionLog::default();
+        assert!(log.push(&message_key(VALUE, 2, &key("a")), Some(b"1")));
+        assert!(log.push(&message_key(COMMIT, 2, &[]), Some(&old)));
+        let r = log.restore().unwrap();
+        let commit = r.commit.unwrap();
+        assert_eq!((commit.checkpoint, commit.position), (4, Some(20)));
+        assert!(commit.origins.is_empty());
+        assert_eq!(r.values.len(), 1);
+        // Anything else is still refused.
+        let mut log = PartitionLog::default();
+        assert!(log.push(&message_key(COMMIT, 2, &[]), Some(b"\xff\xff")));
+        assert!(log.restore().is_err());
     }
 
     #[test]
