@@ -27,6 +27,9 @@ fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     let plan = ExecutionPlan::new(&job.graph, job.settings.chaining)?;
     print!("{plan}");
     print!("{}", settings_text(&job));
+    for warning in crate::exchange::order_warnings(&job.graph) {
+        eprintln!("tidemark: warning: {warning}");
+    }
     println!("ok");
     Ok(EXIT_OK)
 }

@@ -33,6 +33,58 @@ pub(crate) fn any_keeps_state(job: &JobFile) -> bool {
     job.vertices.iter().any(|v| keeps_state(job, v))
 }
 
+/// Warnings for each path from a Kafka source (a `kafka` source, or the reader of another
+/// exchange) to an exchange writer that crosses an edge other than `forward` (a `rebalance`,
+/// `hash` or `broadcast` edge): the records of one source partition may then reach the writer
+/// out of order, and the reader behind the exchange, which drops a record whose origin is not
+/// newer than the highest it took (`docs/kafka.md`, "Replays upstream of the exchange"), could
+/// drop records that were not replays. `validate` prints them and `run` logs them.
+pub(crate) fn order_warnings(graph: &JobGraph) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for source in graph.vertices() {
+        let (Some("kafka" | READER_TYPE), tidemark_runtime::VertexKind::Source, Some(start)) =
+            (source.type_name(), source.kind(), graph.find(source.id()))
+        else {
+            continue;
+        };
+        // Depth first, each vertex once per source: (vertex, the first edge not forward).
+        let mut stack = vec![(start, None::<(VertexId, VertexId, Partitioning)>)];
+        let mut seen = std::collections::HashSet::new();
+        while let Some((v, crossed)) = stack.pop() {
+            if !seen.insert((v, crossed.is_some())) {
+                continue;
+            }
+            if graph.vertex(v).type_name() == Some(WRITER_TYPE) {
+                if let Some((from, to, partitioning)) = crossed {
+                    warnings.push(format!(
+                        "the {} edge {} -> {} sits between the Kafka source \"{}\" and the \
+                         exchange writer \"{}\": records of one input partition may reach the \
+                         exchange out of order, and the reader drops a record whose origin is not \
+                         newer than one it took, so records could be lost; connect them with \
+                         forward edges (or chain them)",
+                        partitioning.as_str(),
+                        graph.vertex(from).id(),
+                        graph.vertex(to).id(),
+                        source.id(),
+                        graph.vertex(v).id(),
+                    ));
+                }
+                continue;
+            }
+            for edge in graph.outputs(v) {
+                let crossed = crossed.or(match edge.partitioning {
+                    Partitioning::Forward => None,
+                    other => Some((edge.from, edge.to, other)),
+                });
+                stack.push((edge.to, crossed));
+            }
+        }
+    }
+    warnings.sort();
+    warnings.dedup();
+    warnings
+}
+
 /// The exchanges built so far, by downstream vertex id: its reader (`None` when its settings
 /// failed, already reported).
 pub(crate) struct Exchanges {
@@ -417,6 +469,60 @@ sinks:
             "exchanges (edges across instances):\n  gen -> sum: kafka exchange, topic \
              tidemark-ex-sum-exchange (8 partitions), keyed by the record key\n"
         );
+    }
+
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn an_edge_other_than_forward_between_a_kafka_source_and_an_exchange_is_warned_about() {
+        let text = |partition: &str| {
+            format!(
+                "name: ex
+sources:
+  orders:
+    type: kafka
+    brokers: \"127.0.0.1:9\"
+    topics: [orders]
+operators:
+  clean:
+    type: map
+    input: orders
+    partition: {partition}
+    set: {{seen: 'true'}}
+  per_user:
+    type: reduce
+    input: clean
+    aggregate: sum
+    exchange: {{kafka: {{brokers: \"127.0.0.1:9\", partitions: 8}}}}
+sinks:
+  out:
+    type: discard
+    input: per_user
+"
+            )
+        };
+        let warnings = |partition: &str| {
+            let job = JobFile::parse(&text(partition), "job.yaml").unwrap();
+            let loader = crate::Loader::new();
+            let graph = crate::build::build_graph_with(
+                &job,
+                NonZeroUsize::new(2).unwrap(),
+                loader.registry(),
+                false,
+            )
+            .unwrap();
+            super::order_warnings(&graph)
+        };
+        assert_eq!(warnings("forward"), Vec::<String>::new());
+        let w = warnings("rebalance");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "the rebalance edge orders -> clean sits between the Kafka source \"orders\" \
+                 and the exchange writer \"per_user.exchange\""
+            ),
+            "{w:?}"
+        );
+        assert!(warnings("hash")[0].starts_with("the hash edge orders -> clean"));
     }
 
     #[test]

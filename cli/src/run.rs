@@ -95,6 +95,9 @@ fn run_job(
         graph,
         config,
     } = loader.load_file(&args.job)?;
+    for warning in crate::exchange::order_warnings(&graph) {
+        eprintln!("tidemark: warning: {warning}");
+    }
     known.job_name = Some(job.name.clone());
     known.settings = Some(settings.clone());
     // Checkpoints to a directory, and what to start from: the checkpoint is read whole and

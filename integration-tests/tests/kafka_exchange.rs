@@ -8,7 +8,9 @@
 //! - two instances: markers emitted by the sources = markers recorded by the sinks, some of
 //!   them labelled `source_instance`;
 //! - two instances, one with its clock 3 s ahead (Debian's `faketime`): each estimates the
-//!   other's offset, and the sinks' marker latency is not shifted by the 3 s.
+//!   other's offset, and the sinks' marker latency is not shifted by the 3 s;
+//! - a `rebalance` edge between a `kafka` source and an exchange: `validate` warns (exit 0) and
+//!   `run` logs the same warning; a `forward` edge gives none.
 #![cfg(unix)]
 
 mod common;
@@ -663,4 +665,58 @@ fn an_exchange_partition_whose_messages_the_broker_deleted_stops_the_job() {
         low - 1
     );
     assert!(a.stderr().contains(&expected), "{}", a.stderr());
+}
+
+/// A job reading Kafka into an exchange, the two joined by an edge of `partition`.
+fn reorder_job(dir: &TempDir, partition: &str) -> PathBuf {
+    dir.write(
+        "reorder.yaml",
+        &format!(
+            "name: reorder
+sources:
+  orders:
+    type: kafka
+    brokers: \"127.0.0.1:9\"
+    topics: [orders]
+operators:
+  clean:
+    type: map
+    input: orders
+    partition: {partition}
+    set: {{seen: 'true'}}
+  per_user:
+    type: reduce
+    input: clean
+    aggregates: {{n: count}}
+    exchange: {{kafka: {{brokers: \"127.0.0.1:9\", partitions: 8}}}}
+sinks:
+  out:
+    type: discard
+    input: per_user
+"
+        ),
+    )
+}
+
+#[test]
+fn validate_and_run_warn_about_an_edge_that_may_reorder_a_partition_before_an_exchange() {
+    let dir = TempDir::new("kafka-exchange-reorder");
+    let warning = "tidemark: warning: the rebalance edge orders -> clean sits between the Kafka \
+                   source \"orders\" and the exchange writer \"per_user.exchange\"";
+    let job = reorder_job(&dir, "rebalance");
+    let out = common::tidemark(dir.path(), ["validate", job.to_str().unwrap()]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(out.stdout.ends_with("ok\n"), "{}", out.stdout);
+    assert!(out.stderr.contains(warning), "{}", out.stderr);
+    // `run` logs it before it starts (here the broker is not there: the job then fails).
+    let out = common::tidemark(
+        dir.path(),
+        ["run", job.to_str().unwrap(), "--kafka-timeout", "1s"],
+    );
+    assert!(out.stderr.contains(warning), "{}", out.stderr);
+    // Forward: nothing to warn about.
+    let job = reorder_job(&dir, "forward");
+    let out = common::tidemark(dir.path(), ["validate", job.to_str().unwrap()]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
 }

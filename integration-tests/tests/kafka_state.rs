@@ -10,17 +10,23 @@
 //!
 //! - SIGKILL of one of two instances once every record of the first half is covered by a
 //!   state commit, a new instance started, then the second half: the output, with repeats
-//!   dropped by (key, window), equals the reference, every repeat equals its first copy, and
-//!   the survivor restored state;
+//!   dropped by their result id (the header `tidemark-result-id`), equals the reference,
+//!   every repeat equals its first copy (value and headers), and the survivor restored state;
 //! - a second instance joining after the first half, the first leaving with SIGTERM: the same,
 //!   and the leaving instance fires no open window (SIGTERM hands its partitions over);
+//! - a replay upstream of the exchange: an instance killed (SIGKILL) once its exchange writer
+//!   has delivered a record for every input message of the second half, while its source has
+//!   committed only the first half (checkpoints every hour: only the SIGTERM of the instance
+//!   before it committed), so the next instance reads the second half again; the reader drops
+//!   every replayed record by its origin (exactly the second half's count), and the output with
+//!   repeats dropped by result id equals the reference;
 //! - a state topic with another partition count than the exchange's fails the job, naming
 //!   both topics and the counts.
 #![cfg(unix)]
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -68,12 +74,17 @@ fn cluster(state_partitions: i32) -> DevCluster {
 }
 
 fn job(dir: &TempDir, bootstrap: &str) -> PathBuf {
+    job_checkpointing(dir, bootstrap, "500ms")
+}
+
+/// The job, with checkpoints every `interval`.
+fn job_checkpointing(dir: &TempDir, bootstrap: &str, interval: &str) -> PathBuf {
     dir.write(
         "job.yaml",
         &format!(
             "name: {JOB}
 parallelism: 2
-checkpoint: {{interval: 500ms}}
+checkpoint: {{interval: {interval}}}
 sources:
   events:
     type: kafka
@@ -252,6 +263,26 @@ fn last_records_in_exchange(bootstrap: &str) -> Vec<i64> {
     last
 }
 
+/// The input messages (partition, offset) that have a record in the exchange, from the records'
+/// origin headers (`in/<partition>/<offset>/<seq>`).
+fn inputs_in_exchange(bootstrap: &str) -> BTreeSet<(i32, i64)> {
+    let mut out = BTreeSet::new();
+    for (_, _, headers, _) in read_all(bootstrap, EXCHANGE, 8) {
+        if let Some((_, origin)) = headers.iter().find(|(k, _)| k == "tidemark-origin") {
+            let parts: Vec<&str> = origin.split('/').collect();
+            assert_eq!(parts.len(), 4, "origin {origin}");
+            assert_eq!((parts[0], parts[3]), ("in", "0"), "origin {origin}");
+            out.insert((parts[1].parse().unwrap(), parts[2].parse().unwrap()));
+        }
+    }
+    out
+}
+
+/// The input messages of events `range` (each partition's messages in the order written).
+fn inputs_of(range: std::ops::Range<u64>) -> BTreeSet<(i32, i64)> {
+    range.map(|i| ((i % 4) as i32, (i / 4) as i64)).collect()
+}
+
 /// The group's committed offsets of `topic` (-1: none) and the partitions' ends.
 fn committed_and_end(bootstrap: &str, topic: &str, n: i32) -> Vec<(i64, i64)> {
     testing::committed_and_end(bootstrap, JOB, topic, n)
@@ -274,33 +305,58 @@ fn wait_for_first_half_committed(bootstrap: &str) {
     });
 }
 
-/// The window results in the output topic: each (user, window start) with its first copy,
-/// failing on a repeat that differs from it. Also returns how many repeats there were.
+/// The window results in the output topic, repeats dropped by their header
+/// `tidemark-result-id`: each (user, window start) from its first copy, failing on a repeat
+/// that differs from it (value or headers), on a message without an id, on an id that does
+/// not name its window, and on two ids for one window. Also returns how many repeats there
+/// were.
 fn results(bootstrap: &str) -> (Windows, usize) {
     let mut out = BTreeMap::new();
+    // Result id → the first copy's headers and value.
+    type FirstCopy = (Vec<(String, String)>, Vec<u8>);
+    let mut first: BTreeMap<String, FirstCopy> = BTreeMap::new();
     let mut repeats = 0;
-    for (_, _, _, value) in read_all(bootstrap, "out", 4) {
-        let w: serde_json::Value = serde_json::from_slice(&value.unwrap()).unwrap();
+    for (_, _, headers, value) in read_all(bootstrap, "out", 4) {
+        let value = value.unwrap();
+        let id = headers
+            .iter()
+            .find(|(k, _)| k == "tidemark-result-id")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("an output message without a result id: {headers:?}"));
+        if let Some(copy) = first.get(&id) {
+            assert_eq!(
+                copy,
+                &(headers, value),
+                "a repeat of result {id} differs from its first copy"
+            );
+            repeats += 1;
+            continue;
+        }
+        let w: serde_json::Value = serde_json::from_slice(&value).unwrap();
         let key = (
             w["key"].as_str().unwrap().to_owned(),
             w["window_start"].as_i64().unwrap(),
+        );
+        // On time (firing 0): no lateness is allowed.
+        let start_ns = key.1 * 1_000_000;
+        assert_eq!(
+            id,
+            format!(
+                "window/{OPERATOR}/{start_ns}/{}/0/\"{}\"",
+                start_ns + 1_000_000_000,
+                key.0
+            ),
+            "the id does not name its window"
         );
         let got = (
             w["n"].as_u64().unwrap(),
             w["total"].as_f64().unwrap() as u64,
         );
-        match out.get(&key) {
-            None => {
-                out.insert(key, got);
-            }
-            Some(first) => {
-                assert_eq!(
-                    first, &got,
-                    "a repeat of window {key:?} differs from its first copy"
-                );
-                repeats += 1;
-            }
-        }
+        assert!(
+            out.insert(key.clone(), got).is_none(),
+            "two result ids for window {key:?}"
+        );
+        first.insert(id, (headers, value));
     }
     (out, repeats)
 }
@@ -434,6 +490,79 @@ fn a_joining_instance_and_a_leaving_one_hand_state_over_without_firing_open_wind
     let restored = report["state_restores"]["partitions"].as_array().unwrap();
     assert_eq!(restored.len(), 8, "{report}");
     assert!(restored.iter().all(|p| p["operator_id"] == OPERATOR));
+}
+
+#[test]
+fn input_read_again_upstream_of_the_exchange_is_not_counted_twice() {
+    let cluster = cluster(8);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("kafka-state-replay");
+    // No checkpoint while the test runs but the one SIGTERM takes: the forced points below
+    // are then states of the topics, not moments.
+    let job = job_checkpointing(&dir, &bootstrap, "1h");
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    wait_until("a to hold every partition", || {
+        partitions_held(addr_a, READER) == 8 && partitions_held(addr_a, "events") == 4
+    });
+    produce(&bootstrap, (0..EVENTS / 2).map(event));
+    let first = inputs_of(0..EVENTS / 2);
+    wait_until("the first half in the exchange", || {
+        inputs_in_exchange(&bootstrap) == first
+    });
+    // a stops with a last checkpoint: the first half's input offsets and the exchange
+    // partitions' state (open windows, positions, highest origins) committed.
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    let ends_of_first_half: Vec<(i64, i64)> = committed_and_end(&bootstrap, "in", 4);
+    assert!(
+        ends_of_first_half
+            .iter()
+            .all(|(c, e)| c == e && *e == EVENTS as i64 / 8),
+        "{ends_of_first_half:?}"
+    );
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    wait_until("b to hold every partition", || {
+        partitions_held(addr_b, READER) == 8 && partitions_held(addr_b, "events") == 4
+    });
+    assert_eq!(restored_partitions(addr_b), 8);
+    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
+    // The forced point: b's writer has delivered a record for every input message of the
+    // second half, and b's source has committed none of them.
+    let all = inputs_of(0..EVENTS);
+    wait_until("the second half in the exchange", || {
+        inputs_in_exchange(&bootstrap) == all
+    });
+    assert_eq!(
+        committed_and_end(&bootstrap, "in", 4)
+            .iter()
+            .map(|(c, _)| *c)
+            .collect::<Vec<_>>(),
+        vec![EVENTS as i64 / 8; 4],
+        "b committed input offsets"
+    );
+    sigkill(&mut b);
+    // c reads the second half of the input again and writes it to the exchange again.
+    let (mut c, addr_c) = instance(dir.path(), &job, "c");
+    wait_until("c to hold every partition", || {
+        partitions_held(addr_c, READER) == 8 && partitions_held(addr_c, "events") == 4
+    });
+    produce_flush(&bootstrap);
+    assert_output_is_the_reference(&bootstrap);
+    // Every record of the second half came through the exchange twice, and its replay was
+    // dropped: none counted twice.
+    wait_until("c's reader to drop every replayed record", || {
+        replayed(addr_c) >= (EVENTS / 2) as f64
+    });
+    assert_eq!(replayed(addr_c), (EVENTS / 2) as f64);
+    c.terminate();
+    assert_eq!(c.wait_code(), 0, "{}", c.stderr());
+}
+
+/// Exchange records the instance at `addr` dropped as replays into the window.
+fn replayed(addr: SocketAddr) -> f64 {
+    scrape(addr).sum("tidemark_exchange_replayed_records_total", |l| {
+        l.get("operator_id") == Some(OPERATOR)
+    })
 }
 
 #[test]

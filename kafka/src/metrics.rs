@@ -25,6 +25,8 @@ struct State {
     state_restore_seconds: BTreeMap<(String, i32), f64>,
     /// operator_id → state messages read by restores.
     state_restored_records: BTreeMap<String, u64>,
+    /// operator_id → exchange records dropped as replays upstream.
+    replayed_records: BTreeMap<String, u64>,
 }
 
 /// Restores of exchange partitions' keyed state ([`KafkaMetrics::state_restores`]).
@@ -135,6 +137,24 @@ impl KafkaMetrics {
         }
     }
 
+    /// The reader of the exchange into `operator_id` dropped `records` records read twice
+    /// upstream (`docs/kafka.md`, "Replays upstream of the exchange").
+    pub fn replays_dropped(&self, operator_id: &str, records: u64) {
+        if let Ok(mut s) = self.state.lock() {
+            *s.replayed_records
+                .entry(operator_id.to_owned())
+                .or_insert(0) += records;
+        }
+    }
+
+    /// Exchange records dropped as replays into `operator_id` so far.
+    pub fn replayed_records(&self, operator_id: &str) -> u64 {
+        self.state
+            .lock()
+            .map(|s| s.replayed_records.get(operator_id).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
     /// Restores of partitions' state so far, for the live view and the report.
     pub fn state_restores(&self) -> StateRestores {
         match self.state.lock() {
@@ -201,6 +221,12 @@ pub const STATE_RESTORED_RECORDS: SeriesFamily = SeriesFamily::counter(
     "State-topic messages read while restoring exchange partitions' keyed state.",
 );
 
+/// `tidemark_exchange_replayed_records_total{operator_id}`.
+pub const EXCHANGE_REPLAYED_RECORDS: SeriesFamily = SeriesFamily::counter(
+    "tidemark_exchange_replayed_records_total",
+    "Exchange records dropped by the reader because their origin (source topic, partition, offset) is not newer than one it already took: input read twice upstream of the exchange.",
+);
+
 /// The Kafka series, each labelled as its family's documentation says (after `job_name` and
 /// `tidemark_instance`, which the registry adds). Whoever runs the job registers the
 /// `Arc<KafkaMetrics>` its sources write to with
@@ -262,6 +288,13 @@ impl SeriesSource for KafkaMetrics {
                 *n as f64,
             );
         }
+        for (operator, n) in &s.replayed_records {
+            out.number(
+                &EXCHANGE_REPLAYED_RECORDS,
+                &[("operator_id", operator)],
+                *n as f64,
+            );
+        }
     }
 }
 
@@ -309,6 +342,8 @@ mod tests {
         m.count_commit("in");
         m.count_commit("in");
         m.set_partition_watermark("in", &("t".into(), 3), 2.5, true);
+        m.replays_dropped("per_user", 3);
+        m.replays_dropped("per_user", 4);
         // Byte for byte what the hand-written text was before these series were registered.
         let expected = "\
 # HELP tidemark_kafka_lag_records Messages not yet read: the partition's high watermark (as the last fetch gave it) minus the position.
@@ -327,6 +362,9 @@ tidemark_kafka_partition_idle{job_name=\"j\",tidemark_instance=\"a\",source_id=\
 # HELP tidemark_kafka_commits_total Offset commits made to Kafka.
 # TYPE tidemark_kafka_commits_total counter
 tidemark_kafka_commits_total{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\"} 2
+# HELP tidemark_exchange_replayed_records_total Exchange records dropped by the reader because their origin (source topic, partition, offset) is not newer than one it already took: input read twice upstream of the exchange.
+# TYPE tidemark_exchange_replayed_records_total counter
+tidemark_exchange_replayed_records_total{job_name=\"j\",tidemark_instance=\"a\",operator_id=\"per_user\"} 7
 ";
         assert_eq!(component_text(&registry), expected);
 
@@ -341,5 +379,6 @@ tidemark_kafka_commits_total{job_name=\"j\",tidemark_instance=\"a\",source_id=\"
         assert!(!text.contains("tidemark_kafka_partition_idle"), "{text}");
         assert!(!text.contains("partition=\"3\""), "{text}");
         assert_eq!(m.commits("in"), 2);
+        assert_eq!(m.replayed_records("per_user"), 7);
     }
 }

@@ -18,6 +18,10 @@
 //!   string is written as it is, `null` as no key, any other value as JSON (`42`). An
 //!   expression that fails on a record fails the job, naming the sink and the expression.
 //!
+//! - A record that is an operator's result (a `window`'s, a `reduce`'s) carries its id in the
+//!   header [`HEADER_RESULT_ID`] ([`tidemark_runtime::provenance::write_result_id`]): a result
+//!   emitted again after a failover is the same message with the same id, so a consumer drops
+//!   repeats by it (`docs/kafka.md`, "Result ids").
 //! - Messages go through librdkafka's producer queue; a full queue makes the sink wait
 //!   (backpressure), never drop.
 //! - Delivery failures (after librdkafka's own retries) fail the job, naming the topic and the
@@ -34,11 +38,18 @@ use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer}
 use serde::Deserialize;
 use tidemark_operators::expr::{with_record, Evaluator, Expr};
 use tidemark_operators::ConfigError;
+use tidemark_runtime::provenance::write_result_id;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext, Value};
 
 use crate::client::{
     client_config, topic_wait_message, wait_for_topic, Brokers, ErrorContext, Properties,
 };
+
+/// The header naming the result a message holds ([`tidemark_runtime::provenance`]).
+pub const HEADER_RESULT_ID: &str = "tidemark-result-id";
+
+/// [`HEADER_RESULT_ID`] as the C string librdkafka takes.
+const HEADER_RESULT_ID_C: &std::ffi::CStr = c"tidemark-result-id";
 
 /// Settings of the `kafka` sink.
 #[derive(Clone, Debug, Deserialize)]
@@ -196,6 +207,7 @@ impl KafkaSinkFactory {
             written: 0,
             value: Vec::with_capacity(128),
             key: Vec::with_capacity(24),
+            result_id: Vec::with_capacity(64),
             key_expr: self.key.clone().map(|e| (e, Evaluator::new())),
             timeout: self.timeout,
         })
@@ -213,6 +225,8 @@ pub struct KafkaSink {
     written: u64,
     value: Vec<u8>,
     key: Vec<u8>,
+    /// The record's result id, reused.
+    result_id: Vec<u8>,
     /// The `key:` expression and this subtask's evaluator.
     key_expr: Option<(Expr, Evaluator)>,
     /// `--kafka-timeout`.
@@ -263,17 +277,30 @@ impl KafkaSink {
         let ms = record.timestamp.div_euclid(1_000_000);
         // A null key is no key (not an empty one).
         let key = has_key.then_some(&self.key[..]);
-        self.topic_handle.produce(
-            &self.producer,
-            &self.context,
-            &self.what,
-            &self.value,
+        self.result_id.clear();
+        let result_id = write_result_id(record, &mut self.result_id).then_some(&self.result_id[..]);
+        let message = OutMessage {
+            value: &self.value,
             key,
-            ms,
-        )?;
+            timestamp_ms: ms,
+            result_id,
+        };
+        self.topic_handle
+            .produce(&self.producer, &self.context, &self.what, &message)?;
         self.written += 1;
         Ok(())
     }
+}
+
+/// One message of the sink, borrowing the sink's buffers.
+#[derive(Clone, Copy)]
+struct OutMessage<'a> {
+    value: &'a [u8],
+    /// `None`: no key.
+    key: Option<&'a [u8]>,
+    timestamp_ms: i64,
+    /// The header [`HEADER_RESULT_ID`], for a result.
+    result_id: Option<&'a [u8]>,
 }
 
 /// The producer's handle of the sink's topic, made once. A [`BaseRecord`] names its topic,
@@ -313,10 +340,14 @@ impl TopicHandle {
         producer: &ThreadedProducer<DeliveryContext>,
         context: &DeliveryContext,
         what: &str,
-        value: &[u8],
-        key: Option<&[u8]>,
-        timestamp_ms: i64,
+        message: &OutMessage<'_>,
     ) -> Result<(), BoxError> {
+        let OutMessage {
+            value,
+            key,
+            timestamp_ms,
+            result_id,
+        } = *message;
         use rdkafka::bindings as rd;
         let mem = |bytes: &[u8]| rd::rd_kafka_vu_s__bindgen_ty_1 {
             mem: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
@@ -357,12 +388,29 @@ impl TopicHandle {
                 rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
                 rd::rd_kafka_vu_s__bindgen_ty_1 { i64_: timestamp_ms },
             ),
+            // Passed only with a result id (see `count` below).
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADER,
+                rd::rd_kafka_vu_s__bindgen_ty_1 {
+                    header: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_2 {
+                        name: HEADER_RESULT_ID_C.as_ptr(),
+                        val: result_id.unwrap_or_default().as_ptr() as *const std::ffi::c_void,
+                        size: result_id.map_or(0, <[u8]>::len) as isize,
+                    },
+                },
+            ),
         ];
+        let count = if result_id.is_some() {
+            args.len()
+        } else {
+            args.len() - 1
+        };
         loop {
             // SAFETY: the client and topic handle are valid (see `new`); the arguments point
-            // into `value` and `key`, which librdkafka copies before returning (MSG_F_COPY).
+            // into `value`, `key` and `result_id`, which librdkafka copies before returning
+            // (MSG_F_COPY; a header's name and value are always copied).
             let error = unsafe {
-                rd::rd_kafka_produceva(producer.client().native_ptr(), args.as_ptr(), args.len())
+                rd::rd_kafka_produceva(producer.client().native_ptr(), args.as_ptr(), count)
             };
             if error.is_null() {
                 return Ok(());

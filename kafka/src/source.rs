@@ -54,6 +54,8 @@ use rdkafka::types::RDKafkaRespErr;
 use serde::{Deserialize, Serialize};
 use tidemark_operators::config::OnError;
 use tidemark_operators::{ConfigError, Extract};
+use tidemark_runtime::name::{name_of, Name};
+use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::{
     state_codec, BoxError, Output, PollContext, Source, SourceErrorCounts, SourceLag, SourceStatus,
     SplitWatermarks, SubtaskContext,
@@ -457,6 +459,9 @@ pub struct KafkaSource {
     lag: SourceLag,
     /// Checkpoint number → the positions it covers.
     pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
+    /// The reader of an exchange keeping state: checkpoint number → the highest origins per
+    /// exchange partition, taken with the positions ([`crate::exchange`]'s `replays`).
+    pending_origins: BTreeMap<u64, BTreeMap<i32, Vec<Origin>>>,
     /// Each partition's watermark (`crate::watermarks`).
     watermarks: PartitionWatermarks,
     /// Fails the job when the brokers are gone for longer than `--kafka-timeout`.
@@ -472,6 +477,9 @@ pub struct KafkaSource {
     partition_counts: Vec<(String, i32)>,
     /// This thread's task was told it has a `kafka` source at its head.
     announced: bool,
+    /// The topics' names, interned once: each record's origin names its topic without a
+    /// reference count or a look-up in the process's table.
+    topic_names: Vec<Name>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -602,6 +610,7 @@ impl KafkaSource {
                 bytes: -1,
             },
             pending_checkpoints: BTreeMap::new(),
+            pending_origins: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
             watch: BrokerWatch::new(timeout),
             timeout,
@@ -614,6 +623,7 @@ impl KafkaSource {
             ),
             partition_counts,
             announced: false,
+            topic_names: config.topics.iter().map(|t| name_of(t)).collect(),
         })
     }
 
@@ -690,6 +700,13 @@ impl KafkaSource {
                 snapshot.remove(key);
             }
             self.metrics.remove_partition(&self.source_id, key);
+            // Given back meanwhile: the restore's origins replace the old ones instead.
+            if let Some(relay) = self.relay.as_mut().filter(|_| !held.contains(key)) {
+                relay.forget(key.1);
+                for origins in self.pending_origins.values_mut() {
+                    origins.remove(&key.1);
+                }
+            }
         }
     }
 
@@ -872,6 +889,9 @@ impl KafkaSource {
             self.check_exchange_continuity(topic, partition, offset)?;
         }
         let emitted = if let Some(relay) = self.relay.as_mut() {
+            if let Some(kept) = self.consumer.context().state.get() {
+                relay.take_restored(kept);
+            }
             relay.take(message, out, &mut self.watermarks)?
         } else {
             self.decode(message, now_nanos, out)?
@@ -971,7 +991,17 @@ impl KafkaSource {
             message.timestamp(),
             now_nanos,
         ) {
-            Ok(record) => {
+            Ok(mut record) => {
+                let topic_name = match self.topic_names.iter().find(|n| n.as_str() == topic) {
+                    Some(name) => name.clone(),
+                    None => name_of(topic),
+                };
+                record.set_origin(Origin {
+                    topic: topic_name,
+                    partition,
+                    offset,
+                    seq: 0,
+                });
                 self.last_timestamp = Some(record.timestamp);
                 self.watermarks.observe(topic, partition, record.timestamp);
                 out.emit(record);
@@ -1100,6 +1130,10 @@ impl Source for KafkaSource {
         }
         if self.unstored {
             self.store_positions();
+        }
+        if let Some(relay) = self.relay.as_mut().filter(|r| r.replays_dropped > 0) {
+            let dropped = std::mem::take(&mut relay.replays_dropped);
+            self.metrics.replays_dropped(relay.vertex(), dropped);
         }
         if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
             self.update_lag(ctx.now_nanos);
@@ -1384,10 +1418,17 @@ impl KafkaSource {
         let _ = self.consumer.context().state.set(kept);
     }
 
-    /// Records the positions checkpoint `n` covers (called as barrier `n` leaves).
+    /// Records the positions checkpoint `n` covers (called as barrier `n` leaves), and for
+    /// the reader of an exchange keeping state, the highest origins taken with them.
     pub fn snapshot_positions(&mut self, n: u64) {
         self.forget_revoked();
         self.pending_checkpoints.insert(n, self.positions.clone());
+        if let (Some(relay), Some(kept)) =
+            (self.relay.as_mut(), self.consumer.context().state.get())
+        {
+            relay.take_restored(kept);
+            self.pending_origins.insert(n, relay.origins());
+        }
     }
 
     /// Every sink acknowledged checkpoint `n`: commit its positions (and drop older ones).
@@ -1397,10 +1438,12 @@ impl KafkaSource {
             return Ok(());
         };
         self.pending_checkpoints.retain(|k, _| *k > n);
+        let origins = self.pending_origins.remove(&n).unwrap_or_default();
+        self.pending_origins.retain(|k, _| *k > n);
         // The state's commit records first: a crash between them leaves the group's commit
         // behind the state's, and the next owner reads from the state's.
         if let Some(kept) = self.consumer.context().state.get() {
-            kept.commit(n, &positions)?;
+            kept.commit(n, &positions, &origins)?;
         }
         self.commit(&positions)
     }

@@ -11,11 +11,19 @@
 //! per key; a record added to a window that has already fired but has not expired (allowed
 //! lateness) emits the key's updated result at once.
 //!
+//! Each result of `aggregates:` carries its result id ([`ResultId::Window`]: the vertex, the
+//! window's bounds and the firing's number, 0 on time and 1, 2, … for late updates). The
+//! number of late updates so far is kept per key and window as one accumulator after the
+//! aggregates' ([`Computed::firings_slot`]), so that checkpoints, restores and state moves
+//! carry it with the accumulators (a checkpoint written without it restores it as 0).
+//!
 //! Nothing here allocates per record in the steady state: a key's first record in a window
 //! clones the key (an `Arc` for strings) and may grow the window's tables, which are reused
 //! for later windows.
 
 use tidemark_runtime::keyed_state::KeyedSnapshot;
+use tidemark_runtime::name::{name_of, Name};
+use tidemark_runtime::provenance::ResultId;
 use tidemark_runtime::state_codec::StateCodecError;
 use tidemark_runtime::value::{Map, Value};
 use tidemark_runtime::{Record, TimestampType};
@@ -51,12 +59,57 @@ pub(crate) enum Input<'a> {
 }
 
 impl Computed {
-    /// Accumulators per key.
+    /// Accumulators per key: the aggregates', and for `aggregates:` the late firings'.
     fn width(&self) -> usize {
         match self {
-            Computed::Aggregates(a) => a.specs.len(),
+            Computed::Aggregates(a) => a.specs.len() + 1,
             Computed::Value(_) => 1,
         }
+    }
+
+    /// Where the key's late firings so far are counted among its accumulators (`counted`):
+    /// after the aggregates'. `None` for the old single aggregate, whose numeric results
+    /// carry no result id.
+    fn firings_slot(&self) -> Option<usize> {
+        match self {
+            Computed::Aggregates(a) => Some(a.specs.len()),
+            Computed::Value(_) => None,
+        }
+    }
+
+    /// The output record of `key`'s result in `window` at firing `firing`, with its result
+    /// id (`aggregates:` only).
+    fn result_at(
+        &self,
+        vertex: &Name,
+        key: &Value,
+        window: Window,
+        accs: &[Acc],
+        firing: u32,
+    ) -> Record {
+        let mut record = self.result(key, window, accs);
+        if self.firings_slot().is_some() {
+            record.set_result_id(ResultId::Window {
+                vertex: vertex.clone(),
+                start: window.start,
+                end: window.end,
+                firing,
+            });
+        }
+        record
+    }
+
+    /// The output record of a late update of `key`'s result in `window`: its firing's number
+    /// is one more than the late updates before it, counted in `accs`.
+    fn late_result(&self, vertex: &Name, key: &Value, window: Window, accs: &mut [Acc]) -> Record {
+        let firing = match self.firings_slot() {
+            Some(slot) => {
+                accs[slot].counted += 1;
+                u32::try_from(accs[slot].counted).unwrap_or(u32::MAX)
+            }
+            None => 0,
+        };
+        self.result_at(vertex, key, window, accs, firing)
     }
 
     #[inline]
@@ -97,12 +150,18 @@ impl Computed {
         }
     }
 
-    /// Emits the result of every key of `window`.
-    fn fire(&self, window: Window, keyed: &mut KeyedAccs, emit: &mut impl FnMut(Record)) {
+    /// Emits the result of every key of `window`, fired on time (firing 0).
+    fn fire(
+        &self,
+        vertex: &Name,
+        window: Window,
+        keyed: &mut KeyedAccs,
+        emit: &mut impl FnMut(Record),
+    ) {
         match self {
             Computed::Aggregates(_) => {
                 for (key, accs) in keyed.iter() {
-                    emit(self.result(&key, window, accs));
+                    emit(self.result_at(vertex, &key, window, accs, 0));
                 }
             }
             Computed::Value(_) => {
@@ -122,6 +181,8 @@ pub(crate) struct Late {
 /// The windows and accumulators of one subtask.
 #[derive(Debug)]
 pub(crate) struct WindowState {
+    /// The `window` vertex: named in each result's id.
+    vertex: Name,
     kind: WindowKind,
     lateness: i64,
     computed: Computed,
@@ -187,8 +248,9 @@ impl WindowState {
         }
     }
 
-    pub(crate) fn new(kind: WindowKind, lateness: i64, computed: Computed) -> Self {
+    pub(crate) fn new(vertex: &str, kind: WindowKind, lateness: i64, computed: Computed) -> Self {
         WindowState {
+            vertex: name_of(vertex),
             kind,
             lateness,
             width: computed.width(),
@@ -244,7 +306,7 @@ impl WindowState {
         mut emit: impl FnMut(Record),
     ) -> Result<(), Late> {
         let (progress, lateness, width) = (self.progress, self.lateness, self.width);
-        let computed = &self.computed;
+        let (computed, vertex) = (&self.computed, &self.vertex);
         match self.kind {
             WindowKind::Session { gap } => {
                 let window = Window::new(t, t.saturating_add(gap));
@@ -260,7 +322,7 @@ impl WindowState {
                 computed.update(&mut slot.state, input);
                 if window.is_due(progress) {
                     slot.fired = true;
-                    emit(computed.result(key, window, &slot.state));
+                    emit(computed.late_result(vertex, key, window, &mut slot.state));
                 }
                 Ok(())
             }
@@ -286,7 +348,7 @@ impl WindowState {
                     if window.is_due(progress) {
                         // Fired already (or new within the lateness): this key's update now.
                         slot.fired = true;
-                        emit(computed.result(key, window, accs));
+                        emit(computed.late_result(vertex, key, window, accs));
                     }
                 }
                 if added {
@@ -308,18 +370,18 @@ impl WindowState {
             return;
         }
         self.progress = progress;
-        let computed = &self.computed;
+        let (computed, vertex) = (&self.computed, &self.vertex);
         if self.kind.is_session() {
             self.sessions
                 .advance(progress, self.lateness, |key, window, accs| {
-                    emit(computed.result(key, window, accs))
+                    emit(computed.result_at(vertex, key, window, accs, 0))
                 });
         } else {
             let spare = &mut self.spare;
             self.aligned.advance(
                 progress,
                 self.lateness,
-                |window, keyed| computed.fire(window, keyed, &mut emit),
+                |window, keyed| computed.fire(vertex, window, keyed, &mut emit),
                 |mut keyed| {
                     if spare.len() < SPARE {
                         keyed.clear();
@@ -395,11 +457,11 @@ impl WindowState {
 
     /// The end of input: every window that has not fired fires, and all are forgotten.
     pub(crate) fn finish(&mut self, mut emit: impl FnMut(Record)) {
-        let computed = &self.computed;
+        let (computed, vertex) = (&self.computed, &self.vertex);
         self.aligned
-            .finish(|window, keyed| computed.fire(window, keyed, &mut emit));
+            .finish(|window, keyed| computed.fire(vertex, window, keyed, &mut emit));
         self.sessions
-            .finish(|key, window, accs| emit(computed.result(key, window, accs)));
+            .finish(|key, window, accs| emit(computed.result_at(vertex, key, window, accs, 0)));
     }
 }
 
@@ -424,14 +486,22 @@ mod tests {
         state: WindowState,
         eval: Evaluator,
         late: Vec<(i64, i64)>,
+        /// The result ids of every result emitted, in order.
+        ids: Vec<String>,
     }
 
     impl Harness {
         fn new(kind: WindowKind, lateness_ms: i64) -> Self {
             Harness {
-                state: WindowState::new(kind, lateness_ms * MS, Computed::Aggregates(aggregates())),
+                state: WindowState::new(
+                    "w",
+                    kind,
+                    lateness_ms * MS,
+                    Computed::Aggregates(aggregates()),
+                ),
                 eval: Evaluator::new(),
                 late: Vec::new(),
+                ids: Vec::new(),
             }
         }
 
@@ -449,9 +519,11 @@ mod tests {
             };
             aggregates.values(&self.eval, &scope, &mut values).unwrap();
             let mut out = Vec::new();
+            let ids = &mut self.ids;
             if let Err(late) = self
                 .state
                 .add(&key, t_ms * MS, Input::Values(&values), |r| {
+                    ids.push(id_of(&r));
                     out.push(show(r))
                 })
             {
@@ -463,15 +535,29 @@ mod tests {
 
         fn advance(&mut self, progress_ms: i64) -> Vec<String> {
             let mut out = Vec::new();
-            self.state.advance(progress_ms * MS, |r| out.push(show(r)));
+            let ids = &mut self.ids;
+            self.state.advance(progress_ms * MS, |r| {
+                ids.push(id_of(&r));
+                out.push(show(r))
+            });
             out
         }
 
         fn finish(&mut self) -> Vec<String> {
             let mut out = Vec::new();
-            self.state.finish(|r| out.push(show(r)));
+            let ids = &mut self.ids;
+            self.state.finish(|r| {
+                ids.push(id_of(&r));
+                out.push(show(r))
+            });
             out
         }
+    }
+
+    fn id_of(r: &Record) -> String {
+        let mut out = Vec::new();
+        assert!(tidemark_runtime::provenance::write_result_id(r, &mut out));
+        String::from_utf8(out).unwrap()
     }
 
     fn show(r: Record) -> String {
@@ -517,6 +603,58 @@ mod tests {
             assert_eq!(got, want, "kind {kind}");
             assert!(got.iter().all(|l| !l.contains(r#""key":"b""#)), "{got:?}");
         }
+    }
+
+    #[test]
+    fn each_firing_of_a_key_and_window_has_its_number_and_a_restore_goes_on_counting() {
+        let mut h = Harness::new(kind_of(0), 5_000);
+        h.add("a", 10, 1);
+        h.add("b", 20, 1);
+        h.advance(1_000);
+        h.add("a", 30, 1);
+        h.add("a", 40, 1);
+        h.add("b", 50, 1);
+        let w = |key: &str, firing: u32| format!("window/w/0/1000000000/{firing}/\"{key}\"");
+        assert_eq!(
+            h.ids,
+            [w("a", 0), w("b", 0), w("a", 1), w("a", 2), w("b", 1)]
+        );
+        // Restored from a checkpoint (or moved with its partition): the count goes on.
+        let mut snapshot = KeyedSnapshot::new(4);
+        h.state.snapshot(&mut snapshot).unwrap();
+        let mut restored = Harness::new(kind_of(0), 5_000);
+        restored.state.restore(&snapshot).unwrap();
+        restored.add("a", 60, 1);
+        restored.add("c", 70, 1);
+        assert_eq!(restored.ids, [w("a", 3), w("c", 1)]);
+        // A checkpoint written before firings were counted (no counter after the aggregates'
+        // accumulators) restores with none counted.
+        let mut old = KeyedSnapshot::new(4);
+        old.set_shared(&(1_000 * MS)).unwrap();
+        let accs = vec![
+            Acc {
+                counted: 1,
+                bits: 0,
+            },
+            Acc {
+                counted: 1,
+                bits: 1,
+            },
+        ];
+        old.put(
+            &Value::from("a"),
+            &vec![SavedWindow {
+                start: 0,
+                end: 1_000 * MS,
+                fired: true,
+                accs,
+            }],
+        )
+        .unwrap();
+        let mut from_old = Harness::new(kind_of(0), 5_000);
+        from_old.state.restore(&old).unwrap();
+        assert_eq!(from_old.add("a", 80, 2), [line("a", 0, 1000, 2, 3)]);
+        assert_eq!(from_old.ids, [w("a", 1)]);
     }
 
     use proptest::prelude::*;
@@ -576,6 +714,7 @@ mod tests {
                 })
                 .collect();
             whole.late.clear();
+            whole.ids.clear();
             let (mut expected, mut got) = (Vec::new(), Vec::new());
             let mut seen_parts = seen;
             for &(k, t, v) in &records[cut..] {
@@ -600,6 +739,12 @@ mod tests {
             expected.sort();
             got.sort();
             prop_assert_eq!(got, expected);
+            // The same results with the same ids: late updates keep counting their firings.
+            let mut expected_ids = whole.ids.clone();
+            let mut ids: Vec<String> = parts.iter().flat_map(|h| h.ids.clone()).collect();
+            expected_ids.sort();
+            ids.sort();
+            prop_assert_eq!(ids, expected_ids);
             let mut expected_late = whole.late.clone();
             expected_late.sort();
             late.sort();
@@ -683,7 +828,7 @@ mod tests {
         ) {
             let m = 16;
             let kind = WindowKind::tumbling(1000 * MS).unwrap();
-            let mut state = WindowState::new(kind, 0, Computed::Value(Aggregate::Sum));
+            let mut state = WindowState::new("w", kind, 0, Computed::Value(Aggregate::Sum));
             let mut seen = i64::MIN / 2;
             for &(k, t, v) in &records {
                 let _ = state.add(&Value::Int(k), t * MS, Input::Value(v as f64), |_| {});

@@ -70,6 +70,7 @@ pub mod name;
 pub mod output;
 mod partitioner;
 pub mod plan;
+pub mod provenance;
 pub mod record;
 pub mod state_codec;
 pub mod state_move;

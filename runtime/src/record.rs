@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use crate::event_json::{self, EventError, FieldIndex};
 use crate::event_text::{AddedFields, EventText};
 use crate::name::Name;
+use crate::provenance::{Origin, ResultId};
 use crate::value::{Map, Value};
 
 /// Where a record's timestamp came from (Kafka KIP-32).
@@ -106,6 +107,11 @@ struct General {
     /// followed by these, in the order set. Empty for every other record; the first two are
     /// held inline (no allocation).
     added: AddedFields,
+    /// The input message the record was made from ([`crate::provenance`]).
+    origin: Option<Origin>,
+    /// Which result of an operator the record is ([`crate::provenance`]): boxed, as only
+    /// results carry one.
+    result_id: Option<Box<ResultId>>,
 }
 
 impl General {
@@ -116,6 +122,8 @@ impl General {
             raw: None,
             index: FieldIndex::default(),
             added: AddedFields::default(),
+            origin: None,
+            result_id: None,
         }
     }
 
@@ -376,6 +384,8 @@ impl Record {
                 raw: Some(EventText::new(json)),
                 index,
                 added: AddedFields::default(),
+                origin: None,
+                result_id: None,
             }
         };
         Ok(Record {
@@ -699,6 +709,37 @@ impl Record {
         debug_assert!(self.general);
         // SAFETY: the general field is live (made so above).
         Arc::make_mut(unsafe { &mut (*self.body.general).event })
+    }
+
+    /// The input message the record was made from, if a source said
+    /// ([`crate::provenance`]).
+    #[inline]
+    pub fn origin(&self) -> Option<&Origin> {
+        match self.body() {
+            BodyRef::General(g) => g.origin.as_ref(),
+            BodyRef::Numeric { .. } => None,
+        }
+    }
+
+    /// Sets the input message the record was made from (a numeric record takes the general
+    /// form to hold it).
+    pub fn set_origin(&mut self, origin: Origin) {
+        self.general_keep_event().origin = Some(origin);
+    }
+
+    /// Which result of an operator the record is, if one said ([`crate::provenance`]).
+    #[inline]
+    pub fn result_id(&self) -> Option<&ResultId> {
+        match self.body() {
+            BodyRef::General(g) => g.result_id.as_deref(),
+            BodyRef::Numeric { .. } => None,
+        }
+    }
+
+    /// Sets which result of an operator the record is (a numeric record takes the general
+    /// form to hold it).
+    pub fn set_result_id(&mut self, id: ResultId) {
+        self.general_keep_event().result_id = Some(Box::new(id));
     }
 
     /// Writes the event as one compact JSON object, fields in order; an event kept as text

@@ -250,6 +250,10 @@ impl Exchange {
                 what,
                 last_check: i64::MIN,
                 parser: EventParser::new(),
+                replays: Default::default(),
+                drops_replays: exchange.keeps_state(),
+                replays_dropped: 0,
+                restores_taken: 0,
             });
             Ok(Box::new(source) as Box<dyn Source>)
         })

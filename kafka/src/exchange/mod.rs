@@ -19,7 +19,9 @@
 //!   with `partitions`, replication as the brokers allow): the message key is the record's key
 //!   as JSON, so one key always lands in one partition; the value is the event as JSON; the
 //!   headers [`HEADER_TIMESTAMP`] and [`HEADER_TIMESTAMP_TYPE`] keep the timestamp in
-//!   nanoseconds and its type, so end-to-end latency continues.
+//!   nanoseconds and its type, so end-to-end latency continues, and [`HEADER_ORIGIN_MESSAGE`]
+//!   the input message the record came from, so that a reader keeping state drops records
+//!   read twice upstream (`replays`).
 //! - The reader is the `kafka` source's code (consumer group of the job, cooperative
 //!   rebalancing, commits, checkpoints, lag) reading that topic: every key is handled by one
 //!   subtask in the whole group, whichever instance holds its partition.
@@ -58,11 +60,13 @@
 //! | `coordination` | the settings, the topic's creation, and when the edge has ended in this process |
 //! | `writer` | the writer sink: records, markers, watermarks and input reports as messages |
 //! | `reader` | the reader: messages back into records, markers and watermarks |
+//! | `replays` | the highest origin taken per source partition: records read again upstream dropped |
 //! | [`state`] | the keyed state behind the exchange, per partition, in the state topic: written at checkpoints, restored when a partition changes hands |
 
 mod coordination;
 mod naming;
 mod reader;
+mod replays;
 pub mod state;
 mod writer;
 

@@ -29,6 +29,12 @@ pub const HEADER_TIMESTAMP: &str = "tidemark-timestamp";
 pub const HEADER_TIMESTAMP_TYPE: &str = "tidemark-timestamp-type";
 /// Header of a marker: its `marked_time` in the clock of [`HEADER_CLOCK`]'s instance, ns.
 pub const HEADER_MARKED_TIME: &str = "tidemark-marked-time";
+/// Header of a record: the input message it was made from, `<topic>/<partition>/<offset>/<seq>`
+/// ([`tidemark_runtime::provenance::Origin`]; `seq` numbers the records one input message
+/// gave). The reader drops a record whose origin is not newer than the highest it has taken
+/// from that source partition ([`super::replays`]). Absent for a record without an origin (a
+/// source other than `kafka`).
+pub const HEADER_ORIGIN_MESSAGE: &str = "tidemark-origin";
 /// Header of a marker: the index of its source vertex in the job graph.
 pub const HEADER_SOURCE_VERTEX: &str = "tidemark-source-vertex";
 /// Header of a marker: the index of its source subtask.

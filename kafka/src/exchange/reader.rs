@@ -1,16 +1,19 @@
 //! The reader of an exchange: inside a `kafka` source subtask reading the exchange topic, it
 //! turns messages back into records, markers (in the local clock) and watermarks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rdkafka::message::{Headers, Message};
 use tidemark_operators::event_json::{EventError, EventParser};
 use tidemark_runtime::markers::{origin, LatencyMarker};
+use tidemark_runtime::provenance::{Origin, OriginText};
 use tidemark_runtime::{BoxError, Output, Record, TimestampType, Value};
 
 use super::coordination::Exchange;
 use super::naming::*;
+use super::replays::ReplayFilter;
+use super::state::KeptState;
 use crate::input_report::InputReport;
 use crate::watermarks::PartitionWatermarks;
 
@@ -26,6 +29,15 @@ pub(crate) struct Relay {
     pub(crate) last_check: i64,
     /// Parses the records' events, sharing names and repeated strings between them.
     pub(super) parser: EventParser,
+    /// The highest origin taken per source partition, per exchange partition.
+    pub(super) replays: ReplayFilter,
+    /// Whether records not newer than the highest origin are dropped: when the vertex behind
+    /// keeps its state per partition (the highest origins are part of that state).
+    pub(super) drops_replays: bool,
+    /// Records dropped as replays since the metrics were last told.
+    pub(crate) replays_dropped: u64,
+    /// The restores of the kept state whose origins were taken in.
+    pub(super) restores_taken: u64,
 }
 
 /// How often a reader checks whether the exchange has ended, once the local writers have.
@@ -114,6 +126,25 @@ impl Relay {
             // Control messages never reach user code.
             return Ok(false);
         }
+        let origin = match header(message, HEADER_ORIGIN_MESSAGE) {
+            None => None,
+            Some(text) => {
+                let text = OriginText::parse(text).ok_or_else(|| {
+                    format!(
+                        "{}: a {HEADER_ORIGIN_MESSAGE} header that is not \
+                         <topic>/<partition>/<offset>/<seq>",
+                        place()
+                    )
+                })?;
+                let (origin, new) = self.replays.admit(message.partition(), &text);
+                if !new && self.drops_replays {
+                    // Read twice upstream: counted already, in this partition's state.
+                    self.replays_dropped += 1;
+                    return Ok(false);
+                }
+                Some(origin)
+            }
+        };
         let key = match message.key() {
             None => Value::Null,
             Some(bytes) => {
@@ -151,8 +182,40 @@ impl Relay {
                     place()
                 )
             })?;
-        out.emit(Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type));
+        let mut record =
+            Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type);
+        if let Some(origin) = origin {
+            record.set_origin(origin);
+        }
+        out.emit(record);
         Ok(true)
+    }
+
+    /// Takes in the highest origins of the partitions `kept` restored since the last call
+    /// (one atomic load when there is nothing new): before the partition's first record is
+    /// read, and before a barrier saves them.
+    pub(crate) fn take_restored(&mut self, kept: &KeptState) {
+        if let Some((restores, origins)) = kept.restored_origins(self.restores_taken) {
+            self.restores_taken = restores;
+            for (partition, origins) in origins {
+                self.replays.restored(partition, origins);
+            }
+        }
+    }
+
+    /// The highest origins per exchange partition now, for a checkpoint.
+    pub(crate) fn origins(&self) -> BTreeMap<i32, Vec<Origin>> {
+        self.replays.snapshot()
+    }
+
+    /// Exchange partition `partition` is no longer read by this subtask.
+    pub(crate) fn forget(&mut self, partition: i32) {
+        self.replays.forget(partition);
+    }
+
+    /// The vertex behind the exchange (for the series).
+    pub(crate) fn vertex(&self) -> &str {
+        &self.exchange.vertex
     }
 
     /// Whether the local writers have all ended (only then is the end worth checking).

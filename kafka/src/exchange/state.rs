@@ -11,8 +11,9 @@
 //!   tombstone), keyed `v` + generation + key, headers [`HEADER_CHECKPOINT`] and
 //!   [`HEADER_GENERATION`];
 //! - once the checkpoint is complete, one **commit record** per held partition, keyed `c` +
-//!   generation: the checkpoint, the reader's position in the exchange partition, and the
-//!   operator-wide values (the window's event-time progress).
+//!   generation: the checkpoint, the reader's position in the exchange partition, the
+//!   operator-wide values (the window's event-time progress), and the highest origin the
+//!   reader had taken from each source partition there ([`super::replays`]).
 //!
 //! A partition's state is what its newest generation that wrote a commit record wrote up to
 //! its last commit record. A new owner restores that, writes it again under a generation one
@@ -26,6 +27,7 @@
 //! before the next owner has rewritten the committed value.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,10 +38,12 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tidemark_runtime::key_group::KeyGroupRange;
 use tidemark_runtime::keyed_state::{KeyedSnapshot, StateKey};
+use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::state_codec::{decode, encode};
 use tidemark_runtime::state_move::StateMove;
 use tidemark_runtime::BoxError;
 
+use super::replays::{RestoredOrigins, SavedOrigin};
 use crate::client::{client_config, Brokers, Properties};
 use crate::metrics::{KafkaMetrics, PartitionKey};
 use crate::sink::{flush_producer, produce, DeliveryContext};
@@ -70,6 +74,35 @@ struct CommitRecord {
     position: Option<i64>,
     /// The operator-wide values: a [`KeyedSnapshot`] without keys, encoded.
     shared: Vec<u8>,
+    /// The highest origin taken from each source partition up to `position`
+    /// ([`super::replays`]).
+    origins: Vec<SavedOrigin>,
+}
+
+/// A commit record as written before it held the highest origins.
+#[derive(Deserialize)]
+struct CommitRecordWithoutOrigins {
+    checkpoint: u64,
+    generation: u64,
+    position: Option<i64>,
+    shared: Vec<u8>,
+}
+
+impl CommitRecord {
+    /// Decodes a commit record, one written before it held the highest origins too (read as
+    /// none seen: such a state topic predates the origins, so no record in it has one).
+    fn read(bytes: &[u8]) -> Result<CommitRecord, tidemark_runtime::state_codec::StateCodecError> {
+        decode::<CommitRecord>(bytes).or_else(|e| {
+            let old: CommitRecordWithoutOrigins = decode(bytes).map_err(|_| e)?;
+            Ok(CommitRecord {
+                checkpoint: old.checkpoint,
+                generation: old.generation,
+                position: old.position,
+                shared: old.shared,
+                origins: Vec::new(),
+            })
+        })
+    }
 }
 
 const VALUE: u8 = b'v';
@@ -160,7 +193,7 @@ impl PartitionLog {
         let mut values = BTreeMap::new();
         let mut commit = None;
         if let Some((last, c)) = committed {
-            let record: CommitRecord = decode(c.value.as_deref().unwrap_or_default())
+            let record = CommitRecord::read(c.value.as_deref().unwrap_or_default())
                 .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
             for m in &self.messages[..last] {
                 if m.kind != VALUE || m.generation != c.generation {
@@ -199,6 +232,8 @@ struct Held {
     written: HashMap<Vec<u8>, Vec<u8>>,
     /// The position of the last commit record (carried while nothing is read).
     position: Option<i64>,
+    /// The highest origins of the last commit record (carried likewise).
+    origins: Vec<SavedOrigin>,
 }
 
 /// What a restore gave: the keys for the operator, and where to read the exchange from.
@@ -206,6 +241,8 @@ struct Held {
 pub(crate) struct Restore {
     pub(crate) state: KeyedSnapshot,
     pub(crate) position: Option<i64>,
+    /// The highest origin taken from each source partition up to `position`.
+    pub(crate) origins: Vec<Origin>,
     pub(crate) records: u64,
     pub(crate) seconds: f64,
 }
@@ -397,9 +434,14 @@ impl StateStore {
             )
         })?;
         let generation = restored.newest_generation + 1;
-        let (checkpoint, position, shared) = match &restored.commit {
-            Some(c) => (c.checkpoint, c.position, c.shared.clone()),
-            None => (0, None, Vec::new()),
+        let (checkpoint, position, shared, origins) = match &restored.commit {
+            Some(c) => (
+                c.checkpoint,
+                c.position,
+                c.shared.clone(),
+                c.origins.clone(),
+            ),
+            None => (0, None, Vec::new(), Vec::new()),
         };
         let mut state = match shared.is_empty() {
             true => KeyedSnapshot::new(self.partitions),
@@ -428,6 +470,7 @@ impl StateStore {
             generation,
             position,
             shared: encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?,
+            origins: origins.clone(),
         };
         self.send(
             partition,
@@ -445,11 +488,13 @@ impl StateStore {
                 generation,
                 written,
                 position,
+                origins: origins.clone(),
             },
         );
         Ok(Restore {
             state,
             position,
+            origins: origins.iter().map(Origin::from).collect(),
             records,
             seconds: started.elapsed().as_secs_f64(),
         })
@@ -529,11 +574,13 @@ impl StateStore {
     }
 
     /// Checkpoint `checkpoint` is complete: a commit record per held partition, with the
-    /// reader's position there (`positions`: exchange partition → next offset).
+    /// reader's position there (`positions`: exchange partition → next offset) and the highest
+    /// origins it had taken there (`origins`, taken with the positions).
     pub(crate) fn commit(
         &mut self,
         checkpoint: u64,
         positions: &BTreeMap<i32, i64>,
+        origins: &BTreeMap<i32, Vec<Origin>>,
     ) -> Result<(), BoxError> {
         let Some(shared) = self.pending.remove(&checkpoint) else {
             return Ok(());
@@ -547,11 +594,15 @@ impl StateStore {
             if let Some(p) = positions.get(&partition) {
                 held.position = Some(*p);
             }
+            if let Some(o) = origins.get(&partition) {
+                held.origins = o.iter().map(SavedOrigin::from).collect();
+            }
             let record = CommitRecord {
                 checkpoint,
                 generation: held.generation,
                 position: held.position,
                 shared: shared.clone(),
+                origins: held.origins.clone(),
             };
             let headers = Self::headers(checkpoint, held.generation);
             let key = message_key(COMMIT, held.generation, &[]);
@@ -570,6 +621,10 @@ pub(crate) struct KeptState {
     /// the operator does not have yet: a barrier meanwhile writes nothing for them).
     moves: Mutex<(Vec<StateMove>, BTreeSet<i32>)>,
     failure: Mutex<Option<String>>,
+    /// The highest origins of the partitions restored, not yet taken by the reader
+    /// ([`super::Relay::take_restored`]), and how many restores there have been.
+    origins: Mutex<RestoredOrigins>,
+    restores: AtomicU64,
     /// The exchange topic (the consumer reads no other).
     pub(crate) exchange_topic: String,
     /// The keyed vertex, for the series.
@@ -596,6 +651,8 @@ impl KeptState {
             store: Mutex::new(store),
             moves: Mutex::new((Vec::new(), BTreeSet::new())),
             failure: Mutex::new(None),
+            origins: Mutex::new(Vec::new()),
+            restores: AtomicU64::new(0),
             exchange_topic,
             operator_id,
             metrics,
@@ -641,6 +698,12 @@ impl KeptState {
                     forget_first,
                 });
                 moves.1.insert(partition);
+                drop(moves);
+                self.origins
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((partition, restore.origins));
+                self.restores.fetch_add(1, Ordering::Release);
                 restore.position
             }
             Err(e) => {
@@ -673,6 +736,17 @@ impl KeptState {
         });
     }
 
+    /// The highest origins of the partitions restored since the reader's restore number
+    /// `taken`, and the number now; `None` (one atomic load, no lock) when there is none.
+    pub(crate) fn restored_origins(&self, taken: u64) -> Option<(u64, RestoredOrigins)> {
+        if self.restores.load(Ordering::Acquire) == taken {
+            return None;
+        }
+        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        let restores = self.restores.load(Ordering::Acquire);
+        Some((restores, std::mem::take(&mut *origins)))
+    }
+
     /// The moves since the last call.
     pub(crate) fn take_moves(&self) -> Vec<StateMove> {
         let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
@@ -702,18 +776,20 @@ impl KeptState {
         self.store().save(checkpoint, state, &unapplied)
     }
 
-    /// See [`StateStore::commit`]: `positions` of every partition the checkpoint covers.
+    /// See [`StateStore::commit`]: `positions` of every partition the checkpoint covers, and
+    /// the highest origins taken with them.
     pub(crate) fn commit(
         &self,
         checkpoint: u64,
         positions: &BTreeMap<PartitionKey, i64>,
+        origins: &BTreeMap<i32, Vec<Origin>>,
     ) -> Result<(), BoxError> {
         let ours: BTreeMap<i32, i64> = positions
             .iter()
             .filter(|((t, _), _)| *t == self.exchange_topic)
             .map(|((_, p), o)| (*p, *o))
             .collect();
-        self.store().commit(checkpoint, &ours)
+        self.store().commit(checkpoint, &ours, origins)
     }
 }
 
@@ -738,6 +814,7 @@ mod tests {
             generation,
             position: Some(position),
             shared: Vec::new(),
+            origins: Vec::new(),
         })
         .unwrap()
     }
@@ -829,7 +906,8 @@ mod tests {
         assert!(old.restore(2).unwrap().state.is_empty());
         old.save(1, &snapshot_of(&[(k0, 1), (k1, 1)]), &none)
             .unwrap();
-        old.commit(1, &BTreeMap::from([(2, 100)])).unwrap();
+        old.commit(1, &BTreeMap::from([(2, 100)]), &BTreeMap::new())
+            .unwrap();
         old.save(2, &snapshot_of(&[(k0, 2)]), &none).unwrap();
         // The next owner restores checkpoint 1, not the uncommitted checkpoint 2.
         let mut new = store("new owner");
@@ -840,21 +918,42 @@ mod tests {
             BTreeMap::from([(k0.into(), 1), (k1.into(), 1)])
         );
         // The old owner, a zombie now, completes checkpoint 2 and goes on writing.
-        old.commit(2, &BTreeMap::from([(2, 200)])).unwrap();
+        old.commit(2, &BTreeMap::from([(2, 200)]), &BTreeMap::new())
+            .unwrap();
         old.save(3, &snapshot_of(&[(k2, 9)]), &none).unwrap();
-        old.commit(3, &BTreeMap::from([(2, 300)])).unwrap();
+        old.commit(3, &BTreeMap::from([(2, 300)]), &BTreeMap::new())
+            .unwrap();
         // The new owner commits its own checkpoint.
         new.save(7, &snapshot_of(&[(k0, 5), (k1, 1)]), &none)
             .unwrap();
-        new.commit(7, &BTreeMap::from([(2, 150)])).unwrap();
+        // With the highest origin its reader took from input partition in/1 up to 150.
+        let origin = Origin {
+            topic: tidemark_runtime::name::name_of("in"),
+            partition: 1,
+            offset: 55,
+            seq: 2,
+        };
+        new.commit(
+            7,
+            &BTreeMap::from([(2, 150)]),
+            &BTreeMap::from([(2, vec![origin.clone()])]),
+        )
+        .unwrap();
         old.save(8, &snapshot_of(&[(k1, 99)]), &none).unwrap();
-        old.commit(8, &BTreeMap::from([(2, 900)])).unwrap();
+        old.commit(8, &BTreeMap::from([(2, 900)]), &BTreeMap::new())
+            .unwrap();
         // Whoever restores next sees the new owner's state; the zombie's writes are ignored.
         let restored = store("third owner").restore(2).unwrap();
         assert_eq!(restored.position, Some(150));
         assert_eq!(
             counts(&restored.state),
             BTreeMap::from([(k0.into(), 5), (k1.into(), 1)])
+        );
+        assert_eq!(restored.origins, std::slice::from_ref(&origin));
+        // The third owner's rewrite carries the origins on: its successor restores them too.
+        assert_eq!(
+            store("third's successor").restore(2).unwrap().origins,
+            [origin]
         );
         // The other partitions are untouched.
         assert!(store("fourth owner").restore(1).unwrap().state.is_empty());
@@ -892,14 +991,18 @@ mod tests {
         assert_eq!(kept.assigned(1), None);
         assert_eq!(kept.take_moves().len(), 1);
         kept.save(1, &snapshot_of(&[(&key, 7)])).unwrap();
-        kept.commit(1, &BTreeMap::from([(("exchange".into(), 1), 40)]))
-            .unwrap();
+        kept.commit(
+            1,
+            &BTreeMap::from([(("exchange".into(), 1), 40)]),
+            &BTreeMap::new(),
+        )
+        .unwrap();
         kept.revoked(&[1, 3]);
         assert_eq!(kept.assigned(1), Some(40));
         // A barrier before the runtime applied the restore writes nothing for partition 1
         // (the operator's snapshot does not have its keys yet), and so deletes nothing.
         kept.save(2, &KeyedSnapshot::new(4)).unwrap();
-        kept.commit(2, &BTreeMap::new()).unwrap();
+        kept.commit(2, &BTreeMap::new(), &BTreeMap::new()).unwrap();
         let mut other = StateStore::new(
             "state".into(),
             4,
@@ -987,6 +1090,36 @@ mod tests {
         );
         // The partitions that stayed small restore as before.
         assert!(store("next owner").restore(1).unwrap().state.is_empty());
+    }
+
+    #[test]
+    fn a_commit_record_written_before_origins_reads_with_none() {
+        #[derive(Serialize)]
+        struct Old {
+            checkpoint: u64,
+            generation: u64,
+            position: Option<i64>,
+            shared: Vec<u8>,
+        }
+        let old = encode(&Old {
+            checkpoint: 4,
+            generation: 2,
+            position: Some(20),
+            shared: Vec::new(),
+        })
+        .unwrap();
+        let mut log = PartitionLog::default();
+        assert!(log.push(&message_key(VALUE, 2, &key("a")), Some(b"1")));
+        assert!(log.push(&message_key(COMMIT, 2, &[]), Some(&old)));
+        let r = log.restore().unwrap();
+        let commit = r.commit.unwrap();
+        assert_eq!((commit.checkpoint, commit.position), (4, Some(20)));
+        assert!(commit.origins.is_empty());
+        assert_eq!(r.values.len(), 1);
+        // Anything else is still refused.
+        let mut log = PartitionLog::default();
+        assert!(log.push(&message_key(COMMIT, 2, &[]), Some(b"\xff\xff")));
+        assert!(log.restore().is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, ThreadedProducer};
 use tidemark_runtime::key_group::KeyGroups;
 use tidemark_runtime::markers::{origin, LatencyMarker};
+use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
 
 use super::coordination::Exchange;
@@ -28,6 +29,9 @@ pub struct ExchangeWriter {
     random: u64,
     key: Vec<u8>,
     value: Vec<u8>,
+    /// The last record's origin as written (its `seq` as numbered here), and its text.
+    last_origin: Option<Origin>,
+    origin_text: Vec<u8>,
     /// This instance's name, read at the first marker.
     instance: Option<String>,
     finished: bool,
@@ -51,13 +55,18 @@ impl ExchangeWriter {
         let what = format!("kafka exchange writer \"{}\"", ctx.vertex_id);
         let partitions = exchange.ready(&what)?;
         let mut client = client_config(&exchange.config.brokers, &Properties::new());
-        client.set("linger.ms", "5").set(
-            "client.id",
-            format!(
-                "tidemark-{}-{}-{}",
-                ctx.job_name, ctx.vertex_id, ctx.subtask
-            ),
-        );
+        // Idempotent: messages reach each partition in the order written, even when a request
+        // is retried, which the reader's replay filter relies on ([`super::replays`]).
+        client
+            .set("linger.ms", "5")
+            .set("enable.idempotence", "true")
+            .set(
+                "client.id",
+                format!(
+                    "tidemark-{}-{}-{}",
+                    ctx.job_name, ctx.vertex_id, ctx.subtask
+                ),
+            );
         for (k, v) in &exchange.config.properties {
             client.set(k, v.as_text());
         }
@@ -81,6 +90,8 @@ impl ExchangeWriter {
             random: ctx.seed | 1,
             key: Vec::with_capacity(24),
             value: Vec::with_capacity(128),
+            last_origin: None,
+            origin_text: Vec::with_capacity(48),
             instance: None,
             finished: false,
             writer,
@@ -178,7 +189,7 @@ impl ExchangeWriter {
         }
         let mut ts = itoa_buf();
         let ts = format_i64(&mut ts, record.timestamp);
-        let headers = OwnedHeaders::new_with_capacity(2)
+        let mut headers = OwnedHeaders::new_with_capacity(3)
             .insert(Header {
                 key: HEADER_TIMESTAMP,
                 value: Some(ts),
@@ -187,6 +198,17 @@ impl ExchangeWriter {
                 key: HEADER_TIMESTAMP_TYPE,
                 value: Some(record.timestamp_type.as_str()),
             });
+        if let Some(origin) = record.origin() {
+            self.number(origin);
+            self.origin_text.clear();
+            if let Some(numbered) = &self.last_origin {
+                numbered.write_text(&mut self.origin_text);
+            }
+            headers = headers.insert(Header {
+                key: HEADER_ORIGIN_MESSAGE,
+                value: Some(&self.origin_text[..]),
+            });
+        }
         let partition = self.key_groups.of(key.routing_hash()) as i32;
         let mut pending = BaseRecord::to(&self.exchange.topic)
             .partition(partition)
@@ -197,6 +219,24 @@ impl ExchangeWriter {
             pending = pending.key(&self.key[..]);
         }
         produce(&self.producer, &self.context, &self.what, pending)
+    }
+}
+
+impl ExchangeWriter {
+    /// Numbers the records one input message gave: a record of the same message as the one
+    /// before (they come one after the other) is one more than it, any other keeps its own
+    /// `seq`. Kept in `last_origin` (no allocation: the topic is an interned name).
+    fn number(&mut self, origin: &Origin) {
+        match &mut self.last_origin {
+            Some(last)
+                if last.offset == origin.offset
+                    && last.partition == origin.partition
+                    && last.topic == origin.topic =>
+            {
+                last.seq += 1;
+            }
+            last => *last = Some(origin.clone()),
+        }
     }
 }
 

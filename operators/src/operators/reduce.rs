@@ -21,7 +21,10 @@
 //! **`aggregates`** ([`crate::aggregates`]): each record comes out as the event
 //! `{"key": <key>, <each aggregate>}` — the running aggregates of its key over every record this
 //! subtask has seen, itself included — with the record's timestamp. A record an expression
-//! fails on follows `on_error` and counts in no aggregate.
+//! fails on follows `on_error` and counts in no aggregate. Each output carries the input's
+//! origin and the result id [`ResultId::Reduce`] (this vertex): with the key and the origin it
+//! names the output, the same when the input is read again after a failover
+//! ([`tidemark_runtime::provenance`]). The older form's outputs carry no result id.
 //!
 //! **`aggregate`** (the older form, over the numeric field `value`):
 //! Each record comes out with its key and timestamp and, as its value, the aggregate of all the
@@ -35,6 +38,8 @@
 //! 65,536 find their slot through a vector instead of hashing.
 
 use serde::Deserialize;
+use tidemark_runtime::name::{name_of, Name};
+use tidemark_runtime::provenance::ResultId;
 use tidemark_runtime::value::Map;
 #[cfg(test)]
 use tidemark_runtime::value::Value;
@@ -91,6 +96,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
                         values: Vec::new(),
                         on_error: on_error.subtask(&ctx.vertex_id)?,
                     },
+                    vertex: name_of(&ctx.vertex_id),
                 }) as Box<dyn Operator>)
             })))
         }
@@ -130,6 +136,8 @@ enum Form {
 pub struct ReduceOperator {
     state: KeyedAccs,
     form: Form,
+    /// This vertex: named in each output's result id (`aggregates:` only).
+    vertex: Name,
 }
 
 /// The `reduce` subtask of `aggregates:` (now [`ReduceOperator`], which computes both forms).
@@ -140,6 +148,7 @@ pub fn reduce_operator(aggregate: Aggregate) -> Box<dyn Operator> {
     Box::new(ReduceOperator {
         state: KeyedAccs::new(1),
         form: Form::Value(aggregate),
+        vertex: Name::default(),
     })
 }
 
@@ -240,10 +249,15 @@ impl ReduceOperator {
         let mut event = Map::with_capacity(1 + aggregates.specs.len());
         event.insert(arcstr::literal!("key"), key.clone().into_owned());
         aggregates.write(state, &mut event);
-        Ok(Some(
-            Record::with_event(key.into_owned(), event, record.timestamp)
-                .with_timestamp_type(record.timestamp_type),
-        ))
+        let mut output = Record::with_event(key.into_owned(), event, record.timestamp)
+            .with_timestamp_type(record.timestamp_type);
+        output.set_result_id(ResultId::Reduce {
+            vertex: self.vertex.clone(),
+        });
+        if let Some(origin) = record.origin() {
+            output.set_origin(origin.clone());
+        }
+        Ok(Some(output))
     }
 }
 
@@ -622,6 +636,42 @@ mod tests {
         let times: Vec<i64> = out.iter().map(|r| r.timestamp).collect();
         assert_eq!(times, [10, 20, 30]);
         assert_eq!(out[2].key().into_owned(), Value::from("a"));
+    }
+
+    #[test]
+    fn each_output_names_this_vertex_and_carries_its_inputs_origin() {
+        use tidemark_runtime::name::name_of;
+        use tidemark_runtime::provenance::{write_result_id, Origin};
+        let mut op = operator(&INFO, json!({"aggregates": {"n": "count"}}));
+        let origin = |offset| Origin {
+            topic: name_of("orders"),
+            partition: 2,
+            offset,
+            seq: 0,
+        };
+        let mut first = event("a", r#"{"v":1}"#, 10);
+        first.set_origin(origin(7));
+        let mut second = event("a", r#"{"v":1}"#, 20);
+        second.set_origin(origin(8));
+        let out = process(op.as_mut(), &[first, second, event("b", "{}", 30)]);
+        let ids: Vec<Option<String>> = out
+            .iter()
+            .map(|r| {
+                let mut text = Vec::new();
+                write_result_id(r, &mut text).then(|| String::from_utf8(text).unwrap())
+            })
+            .collect();
+        let vertex = &crate::test_util::ctx(0, 1, 0).vertex_id;
+        assert_eq!(
+            ids,
+            [
+                Some(format!("reduce/{vertex}/orders/2/7/0/\"a\"")),
+                Some(format!("reduce/{vertex}/orders/2/8/0/\"a\"")),
+                // An input without an origin (not from Kafka): no id.
+                None,
+            ]
+        );
+        assert_eq!(out[1].origin(), Some(&origin(8)));
     }
 
     #[test]

@@ -300,7 +300,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     let time = config.time;
     Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
         Ok(Box::new(WindowOperator {
-            state: WindowState::new(kind, lateness, computed.clone()),
+            state: WindowState::new(&ctx.vertex_id, kind, lateness, computed.clone()),
             time,
             lateness,
             eval: Evaluator::new(),
