@@ -490,7 +490,7 @@ pub(crate) fn flush_producer(
         if let Some(f) = context.failure() {
             return Err(format!("{what}: {f}").into());
         }
-        match producer.flush(Duration::from_millis(100)) {
+        match flush_for(producer, Duration::from_millis(100)) {
             Ok(()) => break,
             Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
                 if started.elapsed() < timeout => {}
@@ -506,6 +506,26 @@ pub(crate) fn flush_producer(
     match context.failure() {
         Some(f) => Err(format!("{what}: {f}").into()),
         None => Ok(()),
+    }
+}
+
+/// Waits at most `wait` until no message of `producer` is left unacknowledged, returning as
+/// soon as that is so. rust-rdkafka's `Producer::flush` does not return before its whole
+/// timeout once it had to wait at all (it then polls until the deadline), so each flush of
+/// a checkpoint (exchange writer, sink, state) took 100 ms at least; librdkafka's own
+/// `rd_kafka_flush` waits on the count of messages it holds, which reaches zero once the
+/// producer's polling thread has handled every delivery report (so every delivery callback
+/// has run).
+fn flush_for(
+    producer: &ThreadedProducer<DeliveryContext>,
+    wait: Duration,
+) -> Result<(), KafkaError> {
+    use rdkafka::bindings as rd;
+    let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: the client pointer is valid for as long as `producer` lives.
+    match unsafe { rd::rd_kafka_flush(producer.client().native_ptr(), ms) } {
+        rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR => Ok(()),
+        e => Err(KafkaError::Flush(e.into())),
     }
 }
 
@@ -588,5 +608,36 @@ mod tests {
         let mut buf = Vec::new();
         assert!(!write_key(&mut buf, &Value::Null));
         assert!(buf.is_empty());
+    }
+
+    /// A flush returns only once every message is acknowledged and its delivery callback has
+    /// run (a flush that returned early would leave deliveries uncounted).
+    #[test]
+    fn a_flush_waits_for_every_delivery_report() {
+        use crate::dev_cluster::{DevCluster, DevClusterOptions};
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![("flushed".into(), 2)],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
+        let context = DeliveryContext::default();
+        let producer: ThreadedProducer<DeliveryContext> =
+            client_config(&brokers, &Properties::new())
+                .create_with_context(context.clone())
+                .unwrap();
+        for round in 1..=3u64 {
+            for i in 0..500 {
+                let key = format!("k{i}");
+                let record = BaseRecord::to("flushed")
+                    .partition(i % 2)
+                    .key(key.as_bytes())
+                    .payload(b"v".as_slice());
+                produce(&producer, &context, "test", record).unwrap();
+            }
+            flush_producer(&producer, &context, "test", Duration::from_secs(30)).unwrap();
+            assert_eq!(context.delivered.load(Ordering::Relaxed), 500 * round);
+            assert_eq!(producer.in_flight_count(), 0);
+        }
     }
 }
