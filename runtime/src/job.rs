@@ -696,7 +696,7 @@ fn threads(
                 name: format!("{name}#{s}"),
                 tasks: vec![format!("{name}#{s}")],
                 subtask: s,
-                worker: Worker::Alone(Box::new(task)),
+                worker: Worker::Alone(task),
             },
         };
         threads.push(worker);

@@ -340,6 +340,9 @@ impl Task {
         }
     }
 
+    // Inlined into both callers: alone in its thread (`assist` is `None`), the source loop
+    // compiles as it did before threads could be shared, without the partner's calls.
+    #[inline(always)]
     fn run_source(&mut self, mut assist: Option<&mut dyn Assist>) -> Result<(), ChainError> {
         let Head::Source {
             source,

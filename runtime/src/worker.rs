@@ -30,11 +30,13 @@ use std::time::{Duration, Instant};
 
 /// What one thread of a job runs.
 pub(crate) enum Worker {
-    /// A task subtask alone in its thread.
-    Alone(Box<Task>),
+    /// A task subtask alone in its thread. (Held by value, as before threads could be
+    /// shared: the task then lives in its thread's closure, and W1 at P=1 ran 15% slower with
+    /// the same instructions when it was boxed, docs/performance.md.)
+    Alone(Task),
     /// A source task subtask and the channel task subtask it feeds.
     Pair {
-        producer: Box<Task>,
+        producer: Task,
         consumer: Box<Consumer>,
     },
 }
@@ -70,7 +72,7 @@ impl Worker {
         let state = consumer.channel_loop();
         let most = consumer.input_queue().capacity().unwrap_or(1).max(1);
         Worker::Pair {
-            producer: Box::new(producer),
+            producer,
             consumer: Box::new(Consumer {
                 task: consumer,
                 state,

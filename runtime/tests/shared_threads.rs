@@ -6,6 +6,7 @@ mod common;
 
 use common::{wait_or_fail, DEADLINE};
 use std::collections::HashMap;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tidemark_runtime::{
@@ -109,10 +110,21 @@ struct Run {
     threads: HashMap<String, String>,
 }
 
-/// `numbers` (P=2) → hash → `sum` → `out` (P=2, chained) over `count` numbers.
-fn run(count: u64, never_waits: bool, fail_at: Option<(u64, bool)>, config: JobConfig) -> Run {
-    let threads = Arc::new(Mutex::new(HashMap::new()));
-    let got = Arc::new(Mutex::new(HashMap::new()));
+/// Names of threads by vertex subtask (`id#subtask`).
+type Threads = Arc<Mutex<HashMap<String, String>>>;
+
+/// `numbers` (P=2) → hash → `sum` → `out` (P=2, chained) over `count` numbers, with `sink(i)`
+/// as subtask `i` of `out`.
+fn graph<F>(
+    count: u64,
+    never_waits: bool,
+    fail_at: Option<(u64, bool)>,
+    threads: &Threads,
+    sink: F,
+) -> JobGraph
+where
+    F: Fn(usize) -> Box<dyn Sink> + Send + Sync + 'static,
+{
     let mut g = JobGraph::new("shared");
     let t = threads.clone();
     let s = g
@@ -136,18 +148,26 @@ fn run(count: u64, never_waits: bool, fail_at: Option<(u64, bool)>, config: JobC
             }))
         })
         .unwrap();
-    let (t, got2) = (threads.clone(), got.clone());
     let out = g
-        .add_sink("out", 2, move |ctx| {
-            Ok(Box::new(LastSums {
-                got: got2.clone(),
-                threads: t.clone(),
-                vertex: format!("out#{}", ctx.subtask),
-            }))
-        })
+        .add_sink("out", 2, move |ctx| Ok(sink(ctx.subtask)))
         .unwrap();
     g.connect(s, sum, Partitioning::Hash).unwrap();
     g.connect(sum, out, Partitioning::Forward).unwrap();
+    g
+}
+
+/// [`graph`] with [`LastSums`] as the sink, run to its end.
+fn run(count: u64, never_waits: bool, fail_at: Option<(u64, bool)>, config: JobConfig) -> Run {
+    let threads: Threads = Arc::default();
+    let got = Arc::new(Mutex::new(HashMap::new()));
+    let (t, got2) = (threads.clone(), got.clone());
+    let g = graph(count, never_waits, fail_at, &threads, move |subtask| {
+        Box::new(LastSums {
+            got: got2.clone(),
+            threads: t.clone(),
+            vertex: format!("out#{subtask}"),
+        })
+    });
     let result = wait_or_fail(start(g, config).unwrap(), DEADLINE);
     let sums = got.lock().unwrap().clone();
     let threads = threads.lock().unwrap().clone();
@@ -307,4 +327,62 @@ fn only_a_hash_edge_from_a_source_task_into_a_task_of_equal_parallelism_that_sen
     // The channel task sends on (to `n` and `k1`), or chaining is off (`m` sends to `k`).
     assert_eq!(shape(2, 2, Partitioning::Hash, true, true), vec![]);
     assert_eq!(shape(2, 2, Partitioning::Hash, false, false), vec![]);
+}
+
+/// Blocks in its first write until the test lets it go, after saying so.
+struct Stuck {
+    stuck: mpsc::Sender<()>,
+    release: Arc<Mutex<mpsc::Receiver<()>>>,
+}
+
+impl Sink for Stuck {
+    fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
+        let _ = self.stuck.send(());
+        let _ = self.release.lock().unwrap().recv();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_hard_stop_that_gives_up_on_a_shared_thread_names_both_of_its_tasks() {
+    let (stuck_tx, stuck_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let release = Arc::new(Mutex::new(release_rx));
+    let stuck_tx = Mutex::new(stuck_tx);
+    let g = graph(
+        u64::MAX,
+        true,
+        None,
+        &Arc::default(),
+        move |subtask| match subtask {
+            1 => Box::new(Stuck {
+                stuck: stuck_tx.lock().unwrap().clone(),
+                release: release.clone(),
+            }),
+            _ => Box::new(tidemark_runtime::testing::DiscardSink),
+        },
+    );
+    let handle = start(g, tight()).unwrap();
+    stuck_rx
+        .recv_timeout(DEADLINE)
+        .expect("the sink of subtask 1 got a record");
+    // Subtask 1's thread is inside the sink, called by its channel task, called by its source
+    // task (after a batch, or while it waits for room): neither task can end. (Subtask 0's
+    // thread ends at the abort; on a slow machine it might not within the limit, hence no
+    // claim about it.)
+    handle.abort();
+    let result = handle.wait_at_most(Duration::from_millis(200));
+    assert_eq!(result.outcome, JobOutcome::Aborted);
+    let not_ended = &result.tasks_not_ended;
+    for task in ["numbers#1", "sum+out#1"] {
+        assert!(
+            not_ended.iter().any(|t| t == task),
+            "{task} in {not_ended:?}"
+        );
+    }
+    // The batch the channel task was given counts as in flight at its head vertex.
+    let dropped = result.metrics.vertex("sum").unwrap().subtasks[1]
+        .records_dropped(tidemark_runtime::DropReason::InFlight);
+    assert!(dropped >= 1, "{dropped}");
+    drop(release_tx);
 }
