@@ -666,7 +666,8 @@ fn threads(
         .map(|t| (0..t.parallelism).map(|_| None).collect())
         .collect();
     let mut order = Vec::with_capacity(tasks.len());
-    for (name, s, task) in tasks {
+    for (name, s, mut task) in tasks {
+        task.publish_first_holder();
         let ti = plan
             .tasks
             .iter()

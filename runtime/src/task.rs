@@ -613,6 +613,14 @@ impl Task {
         }
     }
 
+    /// Names the input holding a channel task's watermark back before the task's thread runs,
+    /// so that a scrape right after the start already sees it (the loop names it again).
+    pub(crate) fn publish_first_holder(&mut self) {
+        if let Head::Channel(_) = &self.head {
+            drop(self.channel_loop());
+        }
+    }
+
     /// Whether a channel task still has an input that has not ended.
     pub(crate) fn inputs_open(&self) -> bool {
         matches!(&self.head, Head::Channel(reader) if reader.open > 0)
