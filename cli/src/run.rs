@@ -238,11 +238,11 @@ fn run_job(
     let handle = prepared
         .start()
         .map_err(|e| RunError(anyhow::Error::new(e).context("the job could not start")))?;
-    let subtasks = handle.plan().subtask_count();
+    let threads = handle.thread_count();
     eprintln!(
-        "tidemark: job \"{}\" running ({subtasks} {}); metrics at {}",
+        "tidemark: job \"{}\" running ({threads} {}); metrics at {}",
         job.name,
-        if subtasks == 1 { "thread" } else { "threads" },
+        if threads == 1 { "thread" } else { "threads" },
         server.url()
     );
     eprintln!("tidemark: live view at {}", server.page_url());

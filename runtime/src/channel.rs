@@ -42,10 +42,51 @@ pub(crate) struct ChannelWriter {
     pub(crate) sent: u64,
 }
 
-/// Time a task spent blocked in sends, and the abort flag it must watch.
+/// Time a task spent blocked in sends, the abort flag it must watch, and the task its thread
+/// also runs, if any.
 pub(crate) struct SendContext<'a> {
     pub abort: &'a AtomicBool,
     pub backpressured: &'a mut Duration,
+    /// The channel task sharing this task's thread ([`crate::worker`]): a send that finds its
+    /// queue full runs it meanwhile, or two such threads could each wait for the other.
+    pub assist: Option<&'a mut dyn Assist>,
+}
+
+/// A channel task that shares its thread with the task sending to it ([`crate::worker`]),
+/// run by that task whenever it would otherwise wait.
+pub(crate) trait Assist {
+    /// Processes what the task's queue holds now, without waiting for more. Returns whether it
+    /// took anything and how long it ran (the sender counts that neither as its own work nor
+    /// as backpressure). An error ends the sender too: the job is being aborted.
+    fn serve(&mut self) -> Result<Served, Aborted>;
+
+    /// Waits up to `wait` for the task's input, processing whatever comes meanwhile, and
+    /// returns early if `wake` fires or disconnects (a stop, for a source waiting for its
+    /// next record).
+    fn wait(&mut self, wait: Duration, wake: Option<&Receiver<()>>) -> Result<Served, Aborted>;
+
+    /// The task's queue, to wait on beside a send.
+    fn input(&self) -> &Receiver<Message>;
+
+    /// Processes one message taken from [`Assist::input`], then whatever else the queue holds.
+    fn take(&mut self, message: Message) -> Result<Served, Aborted>;
+}
+
+/// `assist` for a shorter while (for a [`SendContext`] of one turn of a loop).
+pub(crate) fn reborrow<'s>(assist: &'s mut Option<&mut dyn Assist>) -> Option<&'s mut dyn Assist> {
+    match assist {
+        Some(a) => Some(&mut **a),
+        None => None,
+    }
+}
+
+/// What one [`Assist`] call did.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Served {
+    /// Whether it took a message.
+    pub took: bool,
+    /// How long it ran.
+    pub spent: Duration,
 }
 
 impl ChannelWriter {
@@ -221,29 +262,80 @@ impl ChannelWriter {
     /// The waiting part of [`Self::blocking_send`], out of line: the queue was full.
     #[cold]
     #[inline(never)]
-    fn send_when_room(&self, mut msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
+    fn send_when_room(&self, msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
         let started = Instant::now();
-        let result = 'sent: {
-            for _ in 0..YIELDS {
-                std::thread::yield_now();
-                msg = match self.tx.try_send(msg) {
-                    Ok(()) => break 'sent Ok(()),
-                    Err(TrySendError::Full(msg)) => msg,
-                    Err(TrySendError::Disconnected(_)) => break 'sent Err(Aborted),
-                };
-            }
-            loop {
-                if cx.abort.load(Ordering::Relaxed) {
-                    break Err(Aborted);
-                }
-                crossbeam_channel::select! {
-                    send(self.tx, msg) -> sent => break sent.map_err(|_| Aborted),
-                    default(ABORT_POLL) => {}
-                }
-            }
+        let mut lent = Duration::ZERO;
+        let result = match cx.assist.as_deref_mut() {
+            Some(assist) => self.send_assisted(msg, cx.abort, assist, &mut lent),
+            None => self.send_waiting(msg, cx.abort),
         };
-        *cx.backpressured += started.elapsed();
+        *cx.backpressured += started.elapsed().saturating_sub(lent);
         result
+    }
+
+    /// A full queue, alone in the thread: yields, then sleeps until there is room.
+    fn send_waiting(&self, mut msg: Message, abort: &AtomicBool) -> Result<(), Aborted> {
+        for _ in 0..YIELDS {
+            std::thread::yield_now();
+            msg = match self.tx.try_send(msg) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(msg)) => msg,
+                Err(TrySendError::Disconnected(_)) => return Err(Aborted),
+            };
+        }
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return Err(Aborted);
+            }
+            crossbeam_channel::select! {
+                send(self.tx, msg) -> sent => return sent.map_err(|_| Aborted),
+                default(ABORT_POLL) => {}
+            }
+        }
+    }
+
+    /// A full queue, with a channel task sharing the thread: runs it while it has input,
+    /// yields when it has none, then sleeps until there is room or it has input again. The
+    /// time it ran is added to `lent`.
+    fn send_assisted(
+        &self,
+        mut msg: Message,
+        abort: &AtomicBool,
+        assist: &mut dyn Assist,
+        lent: &mut Duration,
+    ) -> Result<(), Aborted> {
+        let mut idle_turns = 0usize;
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return Err(Aborted);
+            }
+            let served = assist.serve()?;
+            *lent += served.spent;
+            msg = match self.tx.try_send(msg) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(msg)) => msg,
+                Err(TrySendError::Disconnected(_)) => return Err(Aborted),
+            };
+            if served.took {
+                idle_turns = 0;
+                continue;
+            }
+            // Neither room nor input: the reader of this queue runs in another thread.
+            if idle_turns < YIELDS {
+                idle_turns += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            let got = crossbeam_channel::select! {
+                send(self.tx, msg) -> sent => return sent.map_err(|_| Aborted),
+                recv(assist.input()) -> m => Some(m),
+                default(ABORT_POLL) => None,
+            };
+            if let Some(m) = got {
+                *lent += assist.take(m.map_err(|_| Aborted)?)?.spent;
+            }
+            idle_turns = 0;
+        }
     }
 }
 
@@ -381,6 +473,7 @@ mod tests {
         let mut cx = SendContext {
             abort: &abort,
             backpressured: &mut backpressured,
+            assist: None,
         };
         for k in 0..200u64 {
             assert!(writer.push(Record::new(k, 0.0, 0), &mut cx).is_ok());
@@ -403,6 +496,7 @@ mod tests {
         let mut cx = SendContext {
             abort: &abort,
             backpressured: &mut backpressured,
+            assist: None,
         };
         assert!(writer.push(Record::new(1, 0.0, 0), &mut cx).is_ok());
         // The queue is full and nobody reads it: only the abort flag ends the wait.

@@ -125,6 +125,15 @@ pub trait Source: Send {
     /// writer here). The default does nothing.
     fn watermarks_looked(&mut self) {}
 
+    /// True for a source whose [`Source::poll`] never waits for input: it returns what it has
+    /// (or [`SourceStatus::Idle`]) at once. Such a source may share its thread with the channel
+    /// task it feeds (docs/architecture.md, "Threads"), which runs whenever the source waits.
+    /// The default is `false`: a source that may block in `poll` (on a pipe, a socket, a
+    /// broker) keeps a thread of its own, so nothing else waits while it blocks.
+    fn polls_without_waiting(&self) -> bool {
+        false
+    }
+
     /// True for a source that relays markers made elsewhere instead of making its own (the
     /// reader of a Kafka exchange): the runtime emits no marker for it, and it hands markers in
     /// order with its records through [`Output::emit_marker`].

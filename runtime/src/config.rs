@@ -106,6 +106,10 @@ pub struct JobConfig {
     pub checkpoint_interval: Option<Duration>,
     /// How tasks wait when they have nothing to do.
     pub idle_strategy: IdleStrategy,
+    /// Let a source task and the channel task it feeds share a thread where the plan allows
+    /// it ([`ExecutionPlan::thread_pairs`](crate::plan::ExecutionPlan::thread_pairs)); on by
+    /// default. Off, every task subtask has a thread of its own.
+    pub share_threads: bool,
     /// Where checkpoints are written ([`crate::checkpoint_store`]); `None`: barriers for
     /// at-least-once only. Needs `checkpoint_interval`.
     pub checkpoint_storage: Option<crate::checkpoint::CheckpointStorage>,
@@ -130,6 +134,7 @@ impl Default for JobConfig {
             e2e_buckets: Buckets::e2e_latency(),
             checkpoint_interval: None,
             idle_strategy: IdleStrategy::Park,
+            share_threads: true,
             checkpoint_storage: None,
             restore: None,
         }

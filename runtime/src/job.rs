@@ -1,5 +1,5 @@
 //! Starting a job: instantiate every subtask, wire the channels, spawn one thread per task
-//! subtask, and watch them to the end.
+//! subtask (or per pair of them, [`crate::worker`]), and watch them to the end.
 
 use crate::chain::{Chain, ChainNode, NodeKind};
 use crate::channel::{self, ChannelReader, ChannelWriter};
@@ -13,9 +13,8 @@ use crate::metrics::{
 };
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
-use crate::task::{
-    Head, Holding, JobFlags, Task, TaskEnd, Waiting, COUNTED_BY_HANDLE, NOT_COUNTED,
-};
+use crate::task::{Head, Holding, JobFlags, Task, Waiting, COUNTED_BY_HANDLE, NOT_COUNTED};
+use crate::worker::Worker;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -142,11 +141,15 @@ impl std::fmt::Debug for StopHandle {
     }
 }
 
+/// A task subtask's name (`task#subtask`) and what it holds.
+type TaskHolding = (String, Arc<Holding>);
+
 /// A running job.
 pub struct JobHandle {
     shared: Arc<Shared>,
-    /// Each task subtask's thread, with what it holds (for a hard stop).
-    threads: Vec<(JoinHandle<()>, Arc<Holding>)>,
+    /// Each thread, with what each of its task subtasks (`task#subtask`) holds (for a hard
+    /// stop).
+    threads: Vec<(JoinHandle<()>, Vec<TaskHolding>)>,
     started: Instant,
     plan: ExecutionPlan,
 }
@@ -174,6 +177,12 @@ impl JobHandle {
     /// The plan the job runs.
     pub fn plan(&self) -> &ExecutionPlan {
         &self.plan
+    }
+
+    /// The threads the job runs: one per task subtask, less one for each pair of them sharing
+    /// a thread ([`ExecutionPlan::thread_pairs`]).
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
     }
 
     /// A handle another thread can use to stop the job.
@@ -217,31 +226,38 @@ impl JobHandle {
 
     fn wait_until(self, deadline: Option<Instant>) -> JobResult {
         let mut tasks_not_ended = Vec::new();
-        for (t, holding) in self.threads {
+        for (t, holdings) in self.threads {
             if let Some(deadline) = deadline {
                 while !t.is_finished() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                // Still busy in user code: count the batch it holds, unless it is just now
-                // counting exactly what it left (then it ends in a moment: join it).
-                let gave_up = !t.is_finished()
-                    && holding
-                        .counted
-                        .compare_exchange(
-                            NOT_COUNTED,
-                            COUNTED_BY_HANDLE,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        )
-                        .is_ok();
-                if gave_up {
-                    let held = holding.held.load(Ordering::Relaxed);
-                    if held > 0 {
-                        holding
-                            .head
-                            .add_records_dropped(crate::DropReason::InFlight, held);
+                // Still busy in user code: count the batch each of its tasks holds, unless the
+                // task is just now counting exactly what it left (then, if all of them are,
+                // the thread ends in a moment: join it).
+                let mut gave_up = false;
+                for (name, holding) in &holdings {
+                    let give_up = !t.is_finished()
+                        && holding
+                            .counted
+                            .compare_exchange(
+                                NOT_COUNTED,
+                                COUNTED_BY_HANDLE,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
+                            .is_ok();
+                    if give_up {
+                        let held = holding.held.load(Ordering::Relaxed);
+                        if held > 0 {
+                            holding
+                                .head
+                                .add_records_dropped(crate::DropReason::InFlight, held);
+                        }
+                        tasks_not_ended.push(name.clone());
+                        gave_up = true;
                     }
-                    tasks_not_ended.push(t.thread().name().unwrap_or("task").to_string());
+                }
+                if gave_up {
                     continue;
                 }
             }
@@ -613,20 +629,87 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
             tasks.push((t.name.clone(), s, task));
         }
     }
+    let threads = threads(tasks, &plan, config.share_threads);
 
     Ok(PreparedJob {
         shared,
-        tasks,
+        threads,
         plan,
         vertex_ids: Arc::new(graph.vertices.iter().map(|v| v.id.clone()).collect()),
     })
+}
+
+/// One thread to start: its name, the names of its task subtasks (`task#subtask`), the
+/// subtask index they share, and what it runs.
+struct ThreadPlan {
+    name: String,
+    tasks: Vec<String>,
+    subtask: usize,
+    worker: Worker,
+}
+
+/// Gives each task subtask its thread: the subtasks of a pair of
+/// [`ExecutionPlan::thread_pairs`] whose source never waits in its poll share one (when
+/// `share` is on, [`JobConfig::share_threads`]), every other has its own.
+fn threads(
+    tasks: Vec<(String, usize, Task)>,
+    plan: &ExecutionPlan,
+    share: bool,
+) -> Vec<ThreadPlan> {
+    let pairs = match share {
+        true => plan.thread_pairs(),
+        false => Vec::new(),
+    };
+    let mut grid: Vec<Vec<Option<(String, Task)>>> = plan
+        .tasks
+        .iter()
+        .map(|t| (0..t.parallelism).map(|_| None).collect())
+        .collect();
+    let mut order = Vec::with_capacity(tasks.len());
+    for (name, s, mut task) in tasks {
+        task.publish_first_holder();
+        let ti = plan
+            .tasks
+            .iter()
+            .position(|t| t.name == name)
+            .expect("a planned task");
+        order.push((ti, s));
+        grid[ti][s] = Some((name, task));
+    }
+    let mut threads = Vec::with_capacity(order.len());
+    for (ti, s) in order {
+        let Some((name, task)) = grid[ti][s].take() else {
+            continue; // already in a pair
+        };
+        let partner = pairs
+            .iter()
+            .find(|(a, _)| *a == ti)
+            .filter(|_| task.polls_without_waiting())
+            .map(|(_, b)| *b);
+        let worker = match partner.and_then(|b| grid[b][s].take()) {
+            Some((other, consumer)) => ThreadPlan {
+                name: format!("{name}+{other}#{s}"),
+                tasks: vec![format!("{name}#{s}"), format!("{other}#{s}")],
+                subtask: s,
+                worker: Worker::pair(task, consumer),
+            },
+            None => ThreadPlan {
+                name: format!("{name}#{s}"),
+                tasks: vec![format!("{name}#{s}")],
+                subtask: s,
+                worker: Worker::Alone(task),
+            },
+        };
+        threads.push(worker);
+    }
+    threads
 }
 
 /// A job whose subtasks are made and wired but not yet running: its metrics registry exists,
 /// so an endpoint can serve it before the first record flows.
 pub struct PreparedJob {
     shared: Arc<Shared>,
-    tasks: Vec<(String, usize, Task)>,
+    threads: Vec<ThreadPlan>,
     plan: ExecutionPlan,
     vertex_ids: Arc<Vec<String>>,
 }
@@ -635,7 +718,7 @@ impl std::fmt::Debug for PreparedJob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedJob")
             .field("job", &self.plan.job_name)
-            .field("subtasks", &self.tasks.len())
+            .field("threads", &self.threads.len())
             .finish()
     }
 }
@@ -656,41 +739,41 @@ impl PreparedJob {
         &self.plan
     }
 
-    /// Spawns one thread per task subtask.
+    /// Spawns one thread per task subtask, or per pair of them ([`crate::worker`]).
     pub fn start(self) -> Result<JobHandle, StartError> {
         let PreparedJob {
             shared,
-            tasks,
+            threads: planned,
             plan,
             vertex_ids,
         } = self;
         let flags = shared.flags.clone();
         let started = Instant::now();
-        let mut threads = Vec::with_capacity(tasks.len());
-        shared.live.store(tasks.len(), Ordering::Release);
-        for (name, s, mut task) in tasks {
-            let holding = task.holding.clone();
+        let mut threads = Vec::with_capacity(planned.len());
+        shared.live.store(planned.len(), Ordering::Release);
+        for thread in planned {
+            let ThreadPlan {
+                name,
+                tasks,
+                subtask: s,
+                mut worker,
+            } = thread;
+            let holdings = tasks.into_iter().zip(worker.holdings()).collect();
             let shared2 = shared.clone();
             let ids = vertex_ids.clone();
             let spawned = std::thread::Builder::new()
-                .name(format!("{name}#{s}"))
+                .name(name.clone())
                 .spawn(move || {
-                    let end = catch_unwind(AssertUnwindSafe(|| task.run()));
+                    let end = catch_unwind(AssertUnwindSafe(|| worker.run()));
                     let failure = match end {
-                        Ok(TaskEnd::Done) | Ok(TaskEnd::Aborted) => None,
-                        Ok(TaskEnd::Failed { vertex, message }) => Some((vertex, message)),
+                        Ok(failure) => failure,
                         Err(panic) => {
                             let message = panic
                                 .downcast_ref::<&str>()
                                 .map(|s| s.to_string())
                                 .or_else(|| panic.downcast_ref::<String>().cloned())
                                 .unwrap_or_else(|| "panic".to_string());
-                            let v = if task.chain.current_vertex == usize::MAX {
-                                task.head_vertex
-                            } else {
-                                task.chain.current_vertex
-                            };
-                            Some((v, format!("panicked: {message}")))
+                            Some((worker.running_vertex(), format!("panicked: {message}")))
                         }
                     };
                     if let Some((vertex, message)) = failure {
@@ -704,15 +787,15 @@ impl PreparedJob {
                         }
                         shared2.flags.request_abort();
                     }
-                    // Drop the task (and its channel ends) before counting it out.
-                    drop(task);
+                    // Drop the tasks (and their channel ends) before counting the thread out.
+                    drop(worker);
                     if shared2.live.fetch_sub(1, Ordering::AcqRel) == 1 {
                         *shared2.ended.lock().unwrap_or_else(|e| e.into_inner()) =
                             Some(Instant::now());
                     }
                 });
             match spawned {
-                Ok(h) => threads.push((h, holding)),
+                Ok(h) => threads.push((h, holdings)),
                 Err(e) => {
                     flags.request_abort();
                     for (t, _) in threads {

@@ -79,6 +79,7 @@ pub mod testing;
 mod text_encoder;
 pub mod value;
 mod vertex_busy;
+mod worker;
 
 pub use batch::{Batch, Event};
 pub use component::{

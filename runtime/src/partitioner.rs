@@ -327,6 +327,7 @@ mod tests {
         let mut cx = SendContext {
             abort: &abort,
             backpressured: &mut backpressured,
+            assist: None,
         };
         for part in records.chunks(slice) {
             edge.write(part, &mut cx).unwrap();

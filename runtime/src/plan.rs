@@ -148,9 +148,34 @@ impl ExecutionPlan {
         &self.vertex_ids[v.0]
     }
 
-    /// Total number of threads the job runs.
+    /// Total number of task subtasks; each runs in a thread of its own, except the pairs of
+    /// [`ExecutionPlan::thread_pairs`].
     pub fn subtask_count(&self) -> usize {
         self.tasks.iter().map(|t| t.parallelism).sum()
+    }
+
+    /// The (source task, channel task) pairs, by task index, whose subtasks may share a
+    /// thread, subtask `i` with subtask `i` (docs/architecture.md, "Threads"): a hash edge
+    /// that is the only output of a task headed by a source and the only input of a task of
+    /// the same parallelism (2 or more) that sends nowhere. Whether they do depends on the
+    /// source too: it must never wait inside its poll.
+    pub fn thread_pairs(&self) -> Vec<(usize, usize)> {
+        let outputs = |t: usize| self.edges.iter().filter(move |e| e.from_task == t);
+        let inputs = |t: usize| self.edges.iter().filter(move |e| e.to_task == t);
+        self.edges
+            .iter()
+            .filter(|e| {
+                let (a, b) = (&self.tasks[e.from_task], &self.tasks[e.to_task]);
+                e.partitioning == Partitioning::Hash
+                    && a.parallelism == b.parallelism
+                    && a.parallelism >= 2
+                    && self.vertex_kinds[a.vertices[0].0] == "source"
+                    && outputs(e.from_task).count() == 1
+                    && inputs(e.to_task).count() == 1
+                    && outputs(e.to_task).next().is_none()
+            })
+            .map(|e| (e.from_task, e.to_task))
+            .collect()
     }
 
     /// `source generator`, or `source` when the type is not known.
@@ -210,7 +235,7 @@ impl fmt::Display for ExecutionPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "job {}: {} in {}, {} (threads), chaining {}",
+            "job {}: {} in {}, {}, chaining {}",
             self.job_name,
             plural(self.vertex_ids.len(), "vertex", "vertices"),
             plural(self.tasks.len(), "task", "tasks"),
@@ -253,6 +278,17 @@ impl fmt::Display for ExecutionPlan {
                 self.vertex_id(e.to),
                 e.partitioning,
                 plural(e.channels, "channel", "channels")
+            )?;
+        }
+        let pairs = self.thread_pairs();
+        if !pairs.is_empty() {
+            writeln!(f, "threads (one per task subtask, except):")?;
+        }
+        for (a, b) in pairs {
+            writeln!(
+                f,
+                "  {}#i and {}#i share one if the source never waits in its poll (generator)",
+                self.tasks[a].name, self.tasks[b].name
             )?;
         }
         Ok(())

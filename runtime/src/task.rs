@@ -2,7 +2,7 @@
 
 use crate::batch::{Batch, Event};
 use crate::chain::{Chain, ChainError};
-use crate::channel::{ChannelReader, Message, SendContext, ABORT_POLL};
+use crate::channel::{reborrow, Assist, ChannelReader, Message, SendContext, ABORT_POLL};
 use crate::checkpoint::{BarrierAlignment, Checkpoints};
 use crate::checkpoint_store::StateFile;
 use crate::component::{PollContext, Source, SourceStatus};
@@ -251,13 +251,33 @@ impl Task {
         }
     }
 
-    /// Runs the task to its end.
+    /// Whether this is a source task whose source never waits inside its poll
+    /// ([`Source::polls_without_waiting`]).
+    pub(crate) fn polls_without_waiting(&self) -> bool {
+        matches!(&self.head, Head::Source { source, .. } if source.polls_without_waiting())
+    }
+
+    /// Runs the task to its end, alone in its thread.
     pub(crate) fn run(&mut self) -> TaskEnd {
         self.times.started = Instant::now();
         let result = match &self.head {
-            Head::Source { .. } => self.run_source(),
+            Head::Source { .. } => self.run_source(None),
             Head::Channel(_) => self.run_channel(),
         };
+        self.conclude(result)
+    }
+
+    /// Runs a source task to its end, with the channel task it feeds in the same thread
+    /// ([`crate::worker`]): run whenever the source would wait, and after each batch.
+    pub(crate) fn run_assisted(&mut self, assist: &mut dyn Assist) -> TaskEnd {
+        self.times.started = Instant::now();
+        let result = self.run_source(Some(assist));
+        self.conclude(result)
+    }
+
+    /// What every task does once its loop ended, cleanly or not: publishes its times, settles
+    /// its checkpoints and counts what it left undelivered.
+    pub(crate) fn conclude(&mut self, result: Result<(), ChainError>) -> TaskEnd {
         let busy = self.times.publish();
         self.chain.settle_busy(busy);
         self.chain.publish_state_size();
@@ -320,7 +340,10 @@ impl Task {
         }
     }
 
-    fn run_source(&mut self) -> Result<(), ChainError> {
+    // Inlined into both callers: alone in its thread (`assist` is `None`), the source loop
+    // compiles as it did before threads could be shared, without the partner's calls.
+    #[inline(always)]
+    fn run_source(&mut self, mut assist: Option<&mut dyn Assist>) -> Result<(), ChainError> {
         let Head::Source {
             source,
             emitter,
@@ -358,6 +381,7 @@ impl Task {
             let mut cx = SendContext {
                 abort: &flags.abort,
                 backpressured: &mut self.times.backpressured,
+                assist: reborrow(&mut assist),
             };
             if flags.abort.load(Ordering::Relaxed) {
                 return Err(ChainError::Aborted);
@@ -501,7 +525,7 @@ impl Task {
             }
             match status {
                 SourceStatus::Ready => {
-                    self.chain.flush_expired(Instant::now(), &mut cx)?;
+                    self.chain.flush_expired(&mut cx)?;
                 }
                 SourceStatus::Finished => break,
                 SourceStatus::Idle { until } => {
@@ -520,17 +544,26 @@ impl Task {
                     let wait = self.waiting.source_wait(now, until, due);
                     if !wait.is_zero() {
                         let t = Instant::now();
-                        match self.waiting.strategy {
+                        match (cx.assist.as_deref_mut(), self.waiting.strategy) {
+                            // The channel task sharing the thread runs on what comes meanwhile.
+                            (Some(a), _) => {
+                                a.wait(wait, Some(&self.wakes.stopped))?;
+                            }
                             // Waits of microseconds: a channel's receive would spin through
                             // them before it parks.
-                            IdleStrategy::Spin => std::thread::sleep(wait),
-                            IdleStrategy::Park => self.wakes.wait_for_stop(wait),
+                            (None, IdleStrategy::Spin) => std::thread::sleep(wait),
+                            (None, IdleStrategy::Park) => self.wakes.wait_for_stop(wait),
                         }
                         self.times.idle += t.elapsed();
                     }
                 }
             }
             self.chain.publish();
+            if let Some(a) = cx.assist.as_deref_mut() {
+                // What this batch sent to the channel task sharing the thread, and what the
+                // other subtasks sent it meanwhile: its time is not this task's.
+                self.times.idle += a.serve()?.spent;
+            }
             self.times.publish();
         }
         if let Some(c) = checkpointing.as_mut() {
@@ -539,6 +572,7 @@ impl Task {
             let mut cx = SendContext {
                 abort: &flags.abort,
                 backpressured: &mut self.times.backpressured,
+                assist: reborrow(&mut assist),
             };
             let max_timestamp = watermarks.as_ref().map(|w| w.max_timestamp());
             c.finish(
@@ -549,14 +583,20 @@ impl Task {
                 &mut cx,
             )?;
         }
-        self.end_of_input()
+        self.end_of_input(assist)
     }
 
     fn run_channel(&mut self) -> Result<(), ChainError> {
+        let mut state = self.channel_loop();
+        self.run_channel_from(&mut state)
+    }
+
+    /// A channel task's loop state before its first turn; exports which input holds the
+    /// watermark back from the start (before any watermark, an input that sent none is named).
+    pub(crate) fn channel_loop(&mut self) -> ChannelLoop {
         let Head::Channel(reader) = &mut self.head else {
-            unreachable!("run_channel on a source task")
+            unreachable!("channel_loop on a source task")
         };
-        let flags = &*self.flags;
         let mut input = ChannelInput {
             watermarks: InputWatermarks::new(reader.returns.len()),
             barriers: BarrierAlignment::new(reader.returns.len()),
@@ -566,27 +606,80 @@ impl Task {
             slots: reader.returns.len(),
             holder_may_change: false,
         };
-        // Exported from the start: before any watermark, an input that sent none is named.
         reader.publish_holder(&mut input.watermarks);
-        // The last batch taken was full: its writer is sending as fast as it can, so the next
-        // one is likely a few microseconds away.
-        let mut streaming = false;
-        while reader.open > 0 {
-            let mut cx = SendContext {
-                abort: &flags.abort,
-                backpressured: &mut self.times.backpressured,
-            };
-            if flags.abort.load(Ordering::Relaxed) {
-                return Err(ChainError::Aborted);
-            }
-            let message = match reader.rx.try_recv() {
-                Ok(m) => Some(m),
-                Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
-                Err(TryRecvError::Empty) => {
-                    // The input ran dry: send what is pending now rather than wait for the
-                    // buffer timeout, so latency stays low at low load.
-                    self.chain.flush_all(&mut cx)?;
-                    self.chain.publish();
+        ChannelLoop {
+            input,
+            streaming: false,
+        }
+    }
+
+    /// Names the input holding a channel task's watermark back before the task's thread runs,
+    /// so that a scrape right after the start already sees it (the loop names it again).
+    pub(crate) fn publish_first_holder(&mut self) {
+        if let Head::Channel(_) = &self.head {
+            drop(self.channel_loop());
+        }
+    }
+
+    /// Whether a channel task still has an input that has not ended.
+    pub(crate) fn inputs_open(&self) -> bool {
+        matches!(&self.head, Head::Channel(reader) if reader.open > 0)
+    }
+
+    /// A channel task's input queue.
+    pub(crate) fn input_queue(&self) -> &Receiver<Message> {
+        match &self.head {
+            Head::Channel(reader) => &reader.rx,
+            Head::Source { .. } => unreachable!("input_queue of a source task"),
+        }
+    }
+
+    /// Runs a channel task's loop from `state` until every input ended, then its end of input.
+    pub(crate) fn run_channel_from(&mut self, state: &mut ChannelLoop) -> Result<(), ChainError> {
+        while self.inputs_open() {
+            self.channel_turn(state, None, true)?;
+        }
+        self.end_of_input(None)
+    }
+
+    /// One turn of a channel task's loop: takes a message (`given`, or from the queue, where
+    /// `block` waits for one), processes it, and runs the operators' timers. Returns whether it
+    /// took a message. Without `block`, an empty queue sends what is pending downstream and
+    /// returns at once.
+    pub(crate) fn channel_turn(
+        &mut self,
+        state: &mut ChannelLoop,
+        given: Option<Message>,
+        block: bool,
+    ) -> Result<bool, ChainError> {
+        let Head::Channel(reader) = &mut self.head else {
+            unreachable!("channel_turn on a source task")
+        };
+        let flags = &*self.flags;
+        let ChannelLoop { input, streaming } = state;
+        let mut cx = SendContext {
+            abort: &flags.abort,
+            backpressured: &mut self.times.backpressured,
+            assist: None,
+        };
+        if flags.abort.load(Ordering::Relaxed) {
+            return Err(ChainError::Aborted);
+        }
+        let received = match given {
+            Some(m) => Ok(m),
+            None => reader.rx.try_recv(),
+        };
+        let message = match received {
+            Ok(m) => Some(m),
+            Err(TryRecvError::Disconnected) => return Err(ChainError::Aborted),
+            Err(TryRecvError::Empty) => {
+                // The input ran dry: send what is pending now rather than wait for the
+                // buffer timeout, so latency stays low at low load.
+                self.chain.flush_all(&mut cx)?;
+                self.chain.publish();
+                if !block {
+                    None
+                } else {
                     let t = Instant::now();
                     let m = match self.waiting.strategy {
                         IdleStrategy::Spin => {
@@ -604,7 +697,7 @@ impl Task {
                         // away for milliseconds, which a marker would wait) blocks until a
                         // batch comes, a hard stop, or the operators' next look at the time.
                         IdleStrategy::Park => {
-                            let soon = match streaming {
+                            let soon = match *streaming {
                                 true => reader.recv_yielding(),
                                 false => Err(TryRecvError::Empty),
                             };
@@ -627,41 +720,54 @@ impl Task {
                     self.times.idle += t.elapsed();
                     m
                 }
-            };
-            let now = self.clock.now_nanos();
-            let (started, idle, backpressured) =
-                (self.times.started, self.times.idle, *cx.backpressured);
-            self.chain
-                .set_batch_time(now, || busy_nanos(started, idle, backpressured));
-            let held = match message {
-                Some(Message::Data { slot, batch }) => {
-                    reader.note_received(batch.records.len());
-                    streaming = batch.records.len() >= self.batch_size;
-                    Some(Held::Data {
-                        slot,
-                        batch,
-                        record: 0,
-                        event: 0,
-                    })
-                }
-                Some(Message::End { slot }) => Some(Held::End { slot }),
-                None => None,
-            };
-            if let Some(held) = held {
-                input.take(held, &mut self.chain, reader, &self.holding, &mut cx)?;
-                self.chain.publish();
             }
-            self.chain.on_time(now, &mut cx)?;
-            self.chain.flush_expired(Instant::now(), &mut cx)?;
-            self.times.publish();
+        };
+        let took = message.is_some();
+        let now = self.clock.now_nanos();
+        let (started, idle, backpressured) =
+            (self.times.started, self.times.idle, *cx.backpressured);
+        self.chain
+            .set_batch_time(now, || busy_nanos(started, idle, backpressured));
+        let held = match message {
+            Some(Message::Data { slot, batch }) => {
+                reader.note_received(batch.records.len());
+                *streaming = batch.records.len() >= self.batch_size;
+                Some(Held::Data {
+                    slot,
+                    batch,
+                    record: 0,
+                    event: 0,
+                })
+            }
+            Some(Message::End { slot }) => Some(Held::End { slot }),
+            None => None,
+        };
+        if let Some(held) = held {
+            input.take(held, &mut self.chain, reader, &self.holding, &mut cx)?;
+            self.chain.publish();
         }
-        self.end_of_input()
+        self.chain.on_time(now, &mut cx)?;
+        self.chain.flush_expired(&mut cx)?;
+        self.times.publish();
+        Ok(took)
     }
 
-    fn end_of_input(&mut self) -> Result<(), ChainError> {
+    /// Starts a channel task's clock for a thread it shares ([`crate::worker`]); the time the
+    /// thread spends elsewhere is then added with [`Task::add_idle`].
+    pub(crate) fn start_clock(&mut self, at: Instant) {
+        self.times.started = at;
+    }
+
+    /// Counts `idle` as time this task waited for its turn or its input.
+    pub(crate) fn add_idle(&mut self, idle: Duration) {
+        self.times.idle += idle;
+    }
+
+    fn end_of_input(&mut self, mut assist: Option<&mut dyn Assist>) -> Result<(), ChainError> {
         let mut cx = SendContext {
             abort: &self.flags.abort,
             backpressured: &mut self.times.backpressured,
+            assist: reborrow(&mut assist),
         };
         let now = self.clock.now_nanos();
         let (started, idle, backpressured) =
@@ -673,6 +779,14 @@ impl Task {
         self.chain.publish();
         Ok(())
     }
+}
+
+/// What a channel task's loop keeps from one turn to the next.
+pub(crate) struct ChannelLoop {
+    input: ChannelInput,
+    /// The last batch taken was full: its writer is sending as fast as it can, so the next
+    /// one is likely a few microseconds away.
+    streaming: bool,
 }
 
 /// What a channel task took from its queue, whole or the rest of it after a barrier.
@@ -1006,7 +1120,13 @@ impl SourceCheckpoints {
             source
                 .serve_while_finishing()
                 .map_err(|error| ChainError::User { node: None, error })?;
-            std::thread::sleep(IDLE_TICK);
+            match cx.assist.as_deref_mut() {
+                // The sink to acknowledge may be the channel task sharing this thread.
+                Some(a) => {
+                    a.wait(IDLE_TICK, None)?;
+                }
+                None => std::thread::sleep(IDLE_TICK),
+            }
         }
         self.commit(source)
     }

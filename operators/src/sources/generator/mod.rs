@@ -366,6 +366,11 @@ fn unit_f64(rng: &mut Xoshiro256PlusPlus) -> f64 {
 }
 
 impl Source for GeneratorSource {
+    /// A paced generator says when its next record is due instead of waiting for it.
+    fn polls_without_waiting(&self) -> bool {
+        true
+    }
+
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         let now = ctx.now_nanos;
         let max = ctx.max_records as u64;
