@@ -1074,7 +1074,11 @@ mod tests {
             }
             owner.save(checkpoint, &snapshot, &none).unwrap();
             owner
-                .commit(checkpoint, &BTreeMap::from([(3, checkpoint as i64)]))
+                .commit(
+                    checkpoint,
+                    &BTreeMap::from([(3, checkpoint as i64)]),
+                    &BTreeMap::new(),
+                )
                 .unwrap();
             if checkpoint == 1 {
                 // Still whole: restored exactly.
