@@ -871,8 +871,8 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_zombie_owners_late_writes_are_ignored_on_the_mock_cluster() {
+    /// A mock cluster with the 4-partition topic `state`, and its brokers.
+    fn state_cluster() -> (crate::dev_cluster::DevCluster, Brokers) {
         use crate::dev_cluster::{DevCluster, DevClusterOptions};
         let cluster = DevCluster::start(DevClusterOptions {
             topics: vec![("state".into(), 4)],
@@ -880,17 +880,26 @@ mod tests {
         })
         .unwrap();
         let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
-        let store = |who: &str| {
-            StateStore::new(
-                "state".into(),
-                4,
-                who.into(),
-                &brokers,
-                &Properties::new(),
-                Duration::from_secs(30),
-            )
-            .unwrap()
-        };
+        (cluster, brokers)
+    }
+
+    /// The store of topic `state` (4 partitions) written by `who`.
+    fn store_at(brokers: &Brokers, who: &str) -> StateStore {
+        StateStore::new(
+            "state".into(),
+            4,
+            who.into(),
+            brokers,
+            &Properties::new(),
+            Duration::from_secs(30),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_zombie_owners_late_writes_are_ignored_on_the_mock_cluster() {
+        let (_cluster, brokers) = state_cluster();
+        let store = |who: &str| store_at(&brokers, who);
         // Keys of one key group, so that they live in one partition.
         let groups = tidemark_runtime::key_group::KeyGroups::new(4);
         let keys: Vec<String> = (0..200)
@@ -961,22 +970,8 @@ mod tests {
 
     #[test]
     fn a_partition_given_back_before_the_runtime_looked_is_replaced_not_forgotten() {
-        use crate::dev_cluster::{DevCluster, DevClusterOptions};
-        let cluster = DevCluster::start(DevClusterOptions {
-            topics: vec![("state".into(), 4)],
-            ..DevClusterOptions::default()
-        })
-        .unwrap();
-        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
-        let store = StateStore::new(
-            "state".into(),
-            4,
-            "reader".into(),
-            &brokers,
-            &Properties::new(),
-            Duration::from_secs(30),
-        )
-        .unwrap();
+        let (_cluster, brokers) = state_cluster();
+        let store = store_at(&brokers, "reader");
         let kept = KeptState::new(
             store,
             "exchange".into(),
@@ -1003,15 +998,7 @@ mod tests {
         // (the operator's snapshot does not have its keys yet), and so deletes nothing.
         kept.save(2, &KeyedSnapshot::new(4)).unwrap();
         kept.commit(2, &BTreeMap::new(), &BTreeMap::new()).unwrap();
-        let mut other = StateStore::new(
-            "state".into(),
-            4,
-            "other".into(),
-            &brokers,
-            &Properties::new(),
-            Duration::from_secs(30),
-        )
-        .unwrap();
+        let mut other = store_at(&brokers, "other");
         let restored = other.restore(1).unwrap();
         assert_eq!(counts(&restored.state), BTreeMap::from([(key.clone(), 7)]));
         let moves = kept.take_moves();
@@ -1033,24 +1020,8 @@ mod tests {
     /// rather than give back what is left.
     #[test]
     fn a_state_partition_whose_beginning_the_broker_deleted_is_refused() {
-        use crate::dev_cluster::{DevCluster, DevClusterOptions};
-        let cluster = DevCluster::start(DevClusterOptions {
-            topics: vec![("state".into(), 4)],
-            ..DevClusterOptions::default()
-        })
-        .unwrap();
-        let brokers = Brokers::One(cluster.bootstrap_servers().to_owned());
-        let store = |who: &str| {
-            StateStore::new(
-                "state".into(),
-                4,
-                who.into(),
-                &brokers,
-                &Properties::new(),
-                Duration::from_secs(30),
-            )
-            .unwrap()
-        };
+        let (_cluster, brokers) = state_cluster();
+        let store = |who: &str| store_at(&brokers, who);
         let groups = tidemark_runtime::key_group::KeyGroups::new(4);
         let keys: Vec<String> = (0..40_000)
             .map(|i| format!("a-long-user-name-to-fill-the-partition-{i}"))
