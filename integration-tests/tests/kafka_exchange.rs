@@ -27,7 +27,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use tidemark_kafka::{DevCluster, DevClusterOptions};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 
 /// How long a test waits for something before it fails (not a timing assertion).
 const DEADLINE: Duration = Duration::from_secs(150);
@@ -120,6 +120,18 @@ fn report_markers(report: &serde_json::Value, source: &str, sink: &str) -> (u64,
 }
 
 fn finite_job(dir: &TempDir, name: &str, bootstrap: &str, exchange: bool) -> PathBuf {
+    finite_job_with(dir, name, bootstrap, exchange, "")
+}
+
+/// [`finite_job`] with `head` (job-level settings, each line ending in a newline) after
+/// `parallelism`.
+fn finite_job_with(
+    dir: &TempDir,
+    name: &str,
+    bootstrap: &str,
+    exchange: bool,
+    head: &str,
+) -> PathBuf {
     let exchange = if exchange {
         format!(
             "\n    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 4, properties: {GROUP_PROPERTIES}}}}}"
@@ -132,7 +144,7 @@ fn finite_job(dir: &TempDir, name: &str, bootstrap: &str, exchange: bool) -> Pat
         &format!(
             "name: {name}
 parallelism: 2
-latency: {{interval: 20ms}}
+{head}latency: {{interval: 20ms}}
 sources:
   gen:
     type: generator
@@ -199,6 +211,44 @@ fn one_instance_ends_by_itself_and_conserves_records_and_markers() {
     assert_eq!((made_by_reader, at_writer), (0, 0), "{r}");
     let (_, at_sum) = report_markers(&r, "gen", "sum");
     assert_eq!(at_sum, emitted, "{r}");
+}
+
+/// With checkpoints every 100 ms, the first ones complete while the readers' group is still
+/// forming. Their commits used to be librdkafka's synchronous commit, which waits for the group
+/// without a limit while the task that would serve the group's rebalance waits in it: the job
+/// never ended (seen with a generator in front of the exchange, docs/performance.md, "W7 with a
+/// window behind an exchange"). Now it ends by itself with every record once, the exchange's
+/// partitions committed to their end.
+#[test]
+fn with_checkpoints_one_instance_ends_by_itself_and_commits_the_exchange() {
+    let topic = "tidemark-exch-cp-sum-exchange";
+    let cluster = cluster(&[(topic, 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("exchange-cp");
+    let job = finite_job_with(
+        &dir,
+        "exch-cp",
+        &bootstrap,
+        true,
+        "checkpoint: {interval: 100ms}\n",
+    );
+    let (mut a, _) = instance(dir.path(), &job, "a", &[]);
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    let plain = finite_job(&dir, "exch-cp-plain", &bootstrap, false);
+    let (mut p, _) = instance(dir.path(), &plain, "plain", &[]);
+    assert_eq!(p.wait_code(), 0, "{}", p.stderr());
+    let through = lines(&dir.join("out-a.jsonl"));
+    assert_eq!(through.len(), 4000);
+    assert_eq!(
+        last_per_key(&through),
+        last_per_key(&lines(&dir.join("out-plain.jsonl")))
+    );
+    for (p, (committed, end)) in testing::committed_and_end(&bootstrap, "exch-cp", topic, 4)
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(committed, end, "{topic}/{p} committed: {}", a.stderr());
+    }
 }
 
 #[test]

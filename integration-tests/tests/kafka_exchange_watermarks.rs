@@ -386,8 +386,12 @@ fn with_checkpoints_two_instances_stopped_at_once_drain_and_commit_everything() 
             assert!(*committed >= 0, "run {run}: {exchange}/{p} not committed");
             let records = records_between(&bootstrap, exchange, p as i32, *committed, *end);
             assert_eq!(
-                records, 0,
-                "run {run}: {exchange}/{p}: records past the commit"
+                records,
+                0,
+                "run {run}: {exchange}/{p}: records past the commit {committed} (end {end});\n\
+                 a's stderr:\n{}\nb's stderr:\n{}",
+                a.stderr(),
+                b.stderr()
             );
         }
     }

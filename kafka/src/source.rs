@@ -228,6 +228,28 @@ pub struct SourceContext {
     /// The reader of an exchange whose keyed vertex keeps its state per partition
     /// ([`crate::exchange::state`]): set before the first poll.
     pub(crate) state: std::sync::OnceLock<crate::exchange::state::KeptState>,
+    /// The source's id, for `tidemark_kafka_commits_total`, counted as the broker confirms.
+    source_id: String,
+    /// The source's newest commit ([`KafkaSource::commit`]): its offsets, then the broker's
+    /// answer once a poll has delivered it (answers to older commits are not kept).
+    awaited: Mutex<Option<AwaitedCommit>>,
+}
+
+/// A commit issued without blocking, and the broker's answer to it.
+struct AwaitedCommit {
+    offsets: Vec<(PartitionKey, i64)>,
+    answer: Option<Result<(), KafkaError>>,
+}
+
+/// `(topic, partition) → offset` of a list, in its order.
+fn offsets_of(tpl: &TopicPartitionList) -> Vec<(PartitionKey, i64)> {
+    tpl.elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some(((e.topic().to_owned(), e.partition()), o)),
+            _ => None,
+        })
+        .collect()
 }
 
 impl SourceContext {
@@ -303,6 +325,24 @@ impl rdkafka::client::ClientContext for SourceContext {
 }
 
 impl ConsumerContext for SourceContext {
+    /// Every commit's answer (ours, issued without blocking, and librdkafka's timer's), served
+    /// by a poll: counted when the broker took it, and handed to a source waiting for it.
+    fn commit_callback(
+        &self,
+        result: rdkafka::error::KafkaResult<()>,
+        offsets: &TopicPartitionList,
+    ) {
+        if result.is_ok() {
+            self.kafka.metrics().count_commit(&self.source_id);
+        }
+        let mut awaited = self.awaited.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = awaited.as_mut().filter(|a| a.answer.is_none()) {
+            if offsets_of(offsets) == a.offsets {
+                a.answer = Some(result);
+            }
+        }
+    }
+
     fn rebalance(
         &self,
         consumer: &BaseConsumer<Self>,
@@ -459,6 +499,11 @@ pub struct KafkaSource {
     lag: SourceLag,
     /// Checkpoint number → the positions it covers.
     pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
+    /// The positions of the newest checkpoint committed without waiting, until the broker
+    /// confirms them: made again when refused, and waited for when the source is dropped.
+    unconfirmed: Option<BTreeMap<PartitionKey, i64>>,
+    /// When to make the refused commit of `unconfirmed` again.
+    retry_commit_at: Option<std::time::Instant>,
     /// The reader of an exchange keeping state: checkpoint number → the highest origins per
     /// exchange partition, taken with the positions ([`crate::exchange`]'s `replays`).
     pending_origins: BTreeMap<u64, BTreeMap<i32, Vec<Origin>>>,
@@ -545,6 +590,8 @@ impl KafkaSource {
             auto_commit: AtomicBool::new(factory.auto_commit),
             closing: AtomicBool::new(false),
             state: std::sync::OnceLock::new(),
+            source_id: ctx.vertex_id.clone(),
+            awaited: Mutex::new(None),
         };
         let what = format!("kafka source \"{}\"", ctx.vertex_id);
         let consumer: BaseConsumer<SourceContext> = client
@@ -610,6 +657,8 @@ impl KafkaSource {
                 bytes: -1,
             },
             pending_checkpoints: BTreeMap::new(),
+            unconfirmed: None,
+            retry_commit_at: None,
             pending_origins: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
             watch: BrokerWatch::new(timeout),
@@ -696,6 +745,12 @@ impl KafkaSource {
         }
         for key in &revoked {
             self.positions.remove(key);
+            if let Some(unconfirmed) = self.unconfirmed.as_mut() {
+                unconfirmed.remove(key);
+            }
+            if self.unconfirmed.as_ref().is_some_and(BTreeMap::is_empty) {
+                self.unconfirmed = None;
+            }
             for snapshot in self.pending_checkpoints.values_mut() {
                 snapshot.remove(key);
             }
@@ -769,9 +824,29 @@ impl KafkaSource {
         let _ = self.consumer.store_offsets(&tpl);
     }
 
-    fn commit(&mut self, positions: &BTreeMap<PartitionKey, i64>) -> Result<(), BoxError> {
+    /// Commits `positions` without blocking the task: librdkafka's synchronous commit waits
+    /// for the group without a limit (it never returned on the mock cluster with a generator
+    /// in front of an exchange, and blocked a reader for the 4 s of each rebalance).
+    ///
+    /// `wait: false` (a checkpoint completed while the job runs): the commit is issued and its
+    /// answer counted when a later poll serves it; one refused during a rebalance is covered
+    /// by the next checkpoint's, which holds newer positions. `wait: true` (the last commit,
+    /// or a test that reads the group's offsets next): polls until the broker answers, retrying
+    /// while a rebalance is under way, at most `--kafka-timeout`; a commit that does not land
+    /// then is reported on stderr (its records are read again by the next owner, never lost).
+    fn commit(
+        &mut self,
+        positions: &BTreeMap<PartitionKey, i64>,
+        wait: bool,
+    ) -> Result<(), BoxError> {
+        if positions.is_empty() {
+            return Ok(());
+        }
         // Brokers gone: a commit would wait for them; the positions are read again later.
-        if positions.is_empty() || self.watch.down_since().is_some() {
+        if self.watch.down_since().is_some() {
+            if wait {
+                self.warn_uncommitted(positions, "the brokers were unreachable");
+            }
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();
@@ -779,43 +854,191 @@ impl KafkaSource {
             tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
                 .map_err(|e| format!("kafka source \"{}\": {e}", self.source_id))?;
         }
+        if !wait {
+            // The answer is followed in the polls (`follow_commit`); an error now (no
+            // coordinator known yet, say) is retried as a refused commit is.
+            self.await_answer(&tpl);
+            if commit_async(&self.consumer, &tpl).is_err() {
+                self.retry_commit_at = Some(std::time::Instant::now() + COMMIT_RETRY_AFTER);
+            }
+            return Ok(());
+        }
         let deadline = std::time::Instant::now() + self.timeout;
-        let mut result = self.consumer.commit(&tpl, CommitMode::Sync);
-        // A rebalance under way (another member joining or leaving): let it finish, then retry
-        // with what this subtask still holds.
-        while let Err(KafkaError::ConsumerCommit(code)) = &result {
+        let result = loop {
+            let result = self.commit_and_wait(&tpl, deadline);
+            // A rebalance under way (another member joining or leaving), or the group's
+            // coordinator moving or not known yet: let it settle, then retry.
             let retry = matches!(
-                code,
-                RDKafkaErrorCode::RebalanceInProgress
-                    | RDKafkaErrorCode::IllegalGeneration
-                    | RDKafkaErrorCode::UnknownMemberId
+                &result,
+                Err(KafkaError::ConsumerCommit(
+                    RDKafkaErrorCode::RebalanceInProgress
+                        | RDKafkaErrorCode::IllegalGeneration
+                        | RDKafkaErrorCode::UnknownMemberId
+                        | RDKafkaErrorCode::NotCoordinator
+                        | RDKafkaErrorCode::CoordinatorNotAvailable
+                        | RDKafkaErrorCode::CoordinatorLoadInProgress
+                        | RDKafkaErrorCode::WaitingForCoordinator
+                        | RDKafkaErrorCode::RequestTimedOut
+                ))
             );
             if !retry || std::time::Instant::now() >= deadline {
-                break;
+                break result;
             }
-            // Polling serves the rebalance; a message it returns is kept for the next poll.
-            if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(50)) {
-                let key = (m.topic().to_owned(), m.partition());
-                self.consumer
-                    .context()
-                    .stashed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(key)
-                    .or_insert(m.offset());
-                self.stash.push_back(m.detach());
-            }
-            result = self.consumer.commit(&tpl, CommitMode::Sync);
-        }
-        match result {
-            Ok(()) => {
-                self.metrics.count_commit(&self.source_id);
-                Ok(())
-            }
+            self.poll_aside(Duration::from_millis(50));
+        };
+        if let Err(e) = result {
             // A partition moved away meanwhile: its new owner resumes from the last commit,
             // so records may be read twice, never lost.
-            Err(_) => Ok(()),
+            self.warn_uncommitted(positions, &e.to_string());
         }
+        Ok(())
+    }
+
+    /// Issues the commit of `tpl` and polls until the broker's answer arrives (or `deadline`).
+    fn commit_and_wait(
+        &mut self,
+        tpl: &TopicPartitionList,
+        deadline: std::time::Instant,
+    ) -> Result<(), KafkaError> {
+        self.await_answer(tpl);
+        let issued = commit_async(&self.consumer, tpl);
+        let answer = loop {
+            if let Err(e) = &issued {
+                break Err(e.clone());
+            }
+            let answer = self
+                .consumer
+                .context()
+                .awaited
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+                .and_then(|a| a.answer.take());
+            if let Some(answer) = answer {
+                break answer;
+            }
+            if std::time::Instant::now() >= deadline {
+                break Err(KafkaError::ConsumerCommit(
+                    RDKafkaErrorCode::OperationTimedOut,
+                ));
+            }
+            self.poll_aside(Duration::from_millis(10));
+        };
+        *self
+            .consumer
+            .context()
+            .awaited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        answer
+    }
+
+    /// The commit of `tpl` is the newest: the callback keeps the answer to it.
+    fn await_answer(&self, tpl: &TopicPartitionList) {
+        *self
+            .consumer
+            .context()
+            .awaited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(AwaitedCommit {
+            offsets: offsets_of(tpl),
+            answer: None,
+        });
+    }
+
+    /// Once per poll: the answer to the newest checkpoint commit made without waiting. Taken:
+    /// nothing is left to commit again when the source is dropped. Refused (a rebalance under
+    /// way, no coordinator yet): made again a little later, for the partitions still held, so
+    /// a checkpoint that is the last for a while still lands.
+    fn follow_commit(&mut self) {
+        let answer = self
+            .consumer
+            .context()
+            .awaited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .and_then(|a| a.answer.take());
+        match answer {
+            Some(Ok(())) => self.unconfirmed = None,
+            Some(Err(_)) if self.unconfirmed.is_some() => {
+                self.retry_commit_at = Some(std::time::Instant::now() + COMMIT_RETRY_AFTER);
+            }
+            _ => {}
+        }
+        if let Some(at) = self.retry_commit_at {
+            if std::time::Instant::now() >= at {
+                self.retry_commit_at = None;
+                if let Some(positions) = self.unconfirmed.clone() {
+                    let _ = self.commit(&positions, false);
+                }
+            }
+        }
+    }
+
+    /// Polls the consumer while a commit waits (serving rebalances and commit answers); a
+    /// message it returns is kept for the next poll.
+    fn poll_aside(&mut self, timeout: Duration) {
+        if let Some(Ok(m)) = self.consumer.poll(timeout) {
+            let key = (m.topic().to_owned(), m.partition());
+            self.consumer
+                .context()
+                .stashed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(key)
+                .or_insert(m.offset());
+            self.stash.push_back(m.detach());
+        }
+    }
+
+    /// Says on stderr that a commit did not land: the records after the group's last commit
+    /// may be read again by the partitions' next owner (never lost), which a user comparing
+    /// the group's offsets with the topic's end would otherwise find unexplained.
+    fn warn_uncommitted(&self, positions: &BTreeMap<PartitionKey, i64>, cause: &str) {
+        let partitions: Vec<String> = positions
+            .iter()
+            .map(|((topic, partition), offset)| format!("{topic}/{partition} at {offset}"))
+            .collect();
+        eprintln!(
+            "tidemark: warning: kafka source \"{}\" subtask {}: commit of {} not made ({cause}); \
+             the next owner of those partitions reads from the group's last commit",
+            self.source_id,
+            self.subtask,
+            partitions.join(", ")
+        );
+    }
+}
+
+/// Commits `tpl` without waiting; the broker's answer arrives at the consumer's
+/// [`ConsumerContext::commit_callback`] in a later poll. (rust-rdkafka's asynchronous commit
+/// posts no answer at all for a consumer on librdkafka's event API: `rd_kafka_commit` with
+/// `async` answers only through a configured `offset_commit_cb`, so the commit goes through
+/// `rd_kafka_commit_queue` with the consumer's own queue as the queue for the answer.)
+fn commit_async(
+    consumer: &BaseConsumer<SourceContext>,
+    tpl: &TopicPartitionList,
+) -> Result<(), KafkaError> {
+    let rk = consumer.client().native_ptr();
+    // SAFETY: `rk` is the live consumer's handle; the queue handle is a new reference that
+    // the commit keeps its own reference to, so it is destroyed at once; `tpl` is copied.
+    let err = unsafe {
+        let queue = rdkafka::bindings::rd_kafka_queue_get_consumer(rk);
+        let err = rdkafka::bindings::rd_kafka_commit_queue(
+            rk,
+            tpl.ptr(),
+            queue,
+            None,
+            std::ptr::null_mut(),
+        );
+        if !queue.is_null() {
+            rdkafka::bindings::rd_kafka_queue_destroy(queue);
+        }
+        err
+    };
+    match RDKafkaErrorCode::from(err) {
+        RDKafkaErrorCode::NoError => Ok(()),
+        code => Err(KafkaError::ConsumerCommit(code)),
     }
 }
 
@@ -1078,6 +1301,7 @@ impl Source for KafkaSource {
             }
         }
         self.forget_revoked();
+        self.follow_commit();
         if let Some(failure) = self
             .consumer
             .context()
@@ -1192,7 +1416,10 @@ impl Source for KafkaSource {
     }
 
     fn checkpoint_complete(&mut self, checkpoint: u64) -> Result<(), BoxError> {
-        self.commit_checkpoint(checkpoint)
+        // While the job runs the task goes on at once; the last one (the source finishing)
+        // waits for the broker.
+        let finishing = self.consumer.context().closing.load(Ordering::Relaxed);
+        self.commit_checkpoint_with(checkpoint, finishing)
     }
 
     fn keyed_state_groups(&self) -> Option<u32> {
@@ -1352,7 +1579,13 @@ impl Drop for KafkaSource {
         if self.auto_commit && !lost {
             self.store_positions();
             let positions = std::mem::take(&mut self.positions);
-            let _ = self.commit(&positions);
+            let _ = self.commit(&positions, true);
+        }
+        // The last checkpoint's commit went out without waiting (it completed before the
+        // source finished): made again, waiting for the broker, before the group is left.
+        self.forget_revoked();
+        if let Some(positions) = self.unconfirmed.take().filter(|_| !lost) {
+            let _ = self.commit(&positions, true);
         }
         // Leave the group together with the group's other subtasks in this process, once all
         // have made their last commit: each leave starts a rebalance, during which the group
@@ -1387,6 +1620,9 @@ trait Settle {
     /// committed) until no partition is assigned or [`SETTLE_WITHIN`] passed. True if settled.
     fn unsubscribe_and_settle(&self, timeout: Duration) -> bool;
 }
+
+/// How long after a refused commit (made without waiting) it is made again.
+const COMMIT_RETRY_AFTER: Duration = Duration::from_millis(200);
 
 /// At most this many messages are polled (and dropped) per call while the last checkpoint is
 /// waited for, so the wait stays responsive to a hard stop.
@@ -1431,8 +1667,14 @@ impl KafkaSource {
         }
     }
 
-    /// Every sink acknowledged checkpoint `n`: commit its positions (and drop older ones).
+    /// Every sink acknowledged checkpoint `n`: commit its positions (and drop older ones),
+    /// waiting for the broker's answer (at most `--kafka-timeout`).
     pub fn commit_checkpoint(&mut self, n: u64) -> Result<(), BoxError> {
+        self.commit_checkpoint_with(n, true)
+    }
+
+    /// [`KafkaSource::commit_checkpoint`], waiting for the answer or not.
+    fn commit_checkpoint_with(&mut self, n: u64, wait: bool) -> Result<(), BoxError> {
         self.forget_revoked();
         let Some(positions) = self.pending_checkpoints.remove(&n) else {
             return Ok(());
@@ -1445,6 +1687,9 @@ impl KafkaSource {
         if let Some(kept) = self.consumer.context().state.get() {
             kept.commit(n, &positions, &origins)?;
         }
-        self.commit(&positions)
+        self.retry_commit_at = None;
+        self.commit(&positions, wait)?;
+        self.unconfirmed = (!wait).then_some(positions);
+        Ok(())
     }
 }
