@@ -253,6 +253,20 @@ fn offsets_of(tpl: &TopicPartitionList) -> Vec<(PartitionKey, i64)> {
 }
 
 impl SourceContext {
+    /// `commit` is the newest commit (or none is followed).
+    fn await_commit(&self, commit: Option<AwaitedCommit>) {
+        *self.awaited.lock().unwrap_or_else(|e| e.into_inner()) = commit;
+    }
+
+    /// The broker's answer to the newest commit, once it has come (taken).
+    fn take_answer(&self) -> Option<Result<(), KafkaError>> {
+        self.awaited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .and_then(|a| a.answer.take())
+    }
+
     /// The kept state of `keys` is forgotten ([`crate::exchange::state`]).
     fn state_revoked(&self, keys: &[PartitionKey]) {
         if let Some(kept) = self.state.get() {
@@ -906,14 +920,7 @@ impl KafkaSource {
             if let Err(e) = &issued {
                 break Err(e.clone());
             }
-            let answer = self
-                .consumer
-                .context()
-                .awaited
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_mut()
-                .and_then(|a| a.answer.take());
+            let answer = self.consumer.context().take_answer();
             if let Some(answer) = answer {
                 break answer;
             }
@@ -924,26 +931,16 @@ impl KafkaSource {
             }
             self.poll_aside(Duration::from_millis(10));
         };
-        *self
-            .consumer
-            .context()
-            .awaited
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.consumer.context().await_commit(None);
         answer
     }
 
     /// The commit of `tpl` is the newest: the callback keeps the answer to it.
     fn await_answer(&self, tpl: &TopicPartitionList) {
-        *self
-            .consumer
-            .context()
-            .awaited
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(AwaitedCommit {
+        self.consumer.context().await_commit(Some(AwaitedCommit {
             offsets: offsets_of(tpl),
             answer: None,
-        });
+        }));
     }
 
     /// Once per poll: the answer to the newest checkpoint commit made without waiting. Taken:
@@ -951,14 +948,7 @@ impl KafkaSource {
     /// way, no coordinator yet): made again a little later, for the partitions still held, so
     /// a checkpoint that is the last for a while still lands.
     fn follow_commit(&mut self) {
-        let answer = self
-            .consumer
-            .context()
-            .awaited
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_mut()
-            .and_then(|a| a.answer.take());
+        let answer = self.consumer.context().take_answer();
         match answer {
             Some(Ok(())) => self.unconfirmed = None,
             Some(Err(_)) if self.unconfirmed.is_some() => {

@@ -7,29 +7,18 @@
 
 mod common;
 
+use common::{kafka, now_nanos};
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use tidemark_kafka::{
     testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig, KafkaSourceFactory,
 };
-use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
-
-fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
-    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
-        std::sync::OnceLock::new();
-    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
-}
+use tidemark_runtime::{Output, PollContext, Source};
 
 const N: u64 = 400;
 const GROUP: &str = "commits-group";
-
-fn now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
 
 /// Polls `source` once; returns the records it emitted.
 fn poll(source: &mut KafkaSource) -> u64 {
@@ -60,19 +49,7 @@ fn a_checkpoint_commit_while_a_rebalance_waits_for_the_subtask_returns_at_once()
     }))
     .unwrap();
     let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
-    let make = |subtask| {
-        let mut source = factory
-            .make(&SubtaskContext {
-                job_name: "commits".into(),
-                vertex_id: "in".into(),
-                subtask,
-                parallelism: 2,
-                seed: 1,
-            })
-            .unwrap();
-        source.enable_checkpoints();
-        source
-    };
+    let make = |subtask| common::checkpointing_subtask(&factory, "commits", subtask);
 
     // `a` alone holds all four partitions and reads every message.
     let mut a = make(0);

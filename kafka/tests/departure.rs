@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::{kafka, now_nanos};
+
 use std::time::{Duration, Instant};
 
 use rdkafka::topic_partition_list::Offset;
@@ -16,22 +18,8 @@ use tidemark_kafka::{
 };
 use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
 
-/// The Kafka context of this file's jobs.
-fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
-    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
-        std::sync::OnceLock::new();
-    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
-}
-
 const N: u64 = 200;
 const GROUP: &str = "departure-group";
-
-fn now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
 
 /// The group's committed offset of each partition of `in`.
 fn committed(bootstrap: &str) -> Vec<i64> {
@@ -63,19 +51,7 @@ fn a_stopped_subtask_leaves_the_group_only_with_the_others_after_their_last_comm
     .unwrap();
     assert_eq!(config.start, Start::Committed);
     let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
-    let make = |subtask| {
-        let mut source = factory
-            .make(&SubtaskContext {
-                job_name: "departure".into(),
-                vertex_id: "in".into(),
-                subtask,
-                parallelism: 2,
-                seed: 1,
-            })
-            .unwrap();
-        source.enable_checkpoints();
-        source
-    };
+    let make = |subtask| common::checkpointing_subtask(&factory, "departure", subtask);
     let (mut a, mut b): (KafkaSource, KafkaSource) = (make(0), make(1));
 
     // Both read until every message is in, each from a partition of its own.

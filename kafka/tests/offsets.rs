@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::{kafka, now_nanos};
+
 use common::until;
 
 use std::collections::BTreeMap;
@@ -24,21 +26,7 @@ use tidemark_kafka::{
 };
 use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
 
-/// The Kafka context of this file's jobs.
-fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
-    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
-        std::sync::OnceLock::new();
-    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
-}
-
 const GROUP: &str = "offsets-group";
-
-fn now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
-}
 
 /// The group's committed offset of partitions 0 and 1 of `in` (-1: none).
 fn committed(bootstrap: &str) -> [i64; 2] {

@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::kafka;
+
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
@@ -9,13 +11,6 @@ use rdkafka::topic_partition_list::Offset;
 use serde_json::json;
 use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_runtime::{start, JobConfig, JobGraph, Partitioning};
-
-/// The Kafka context of this file's jobs.
-fn kafka() -> &'static std::sync::Arc<tidemark_kafka::KafkaJob> {
-    static KAFKA: std::sync::OnceLock<std::sync::Arc<tidemark_kafka::KafkaJob>> =
-        std::sync::OnceLock::new();
-    KAFKA.get_or_init(tidemark_kafka::KafkaJob::new)
-}
 
 const N: u64 = 3000;
 
