@@ -1014,6 +1014,10 @@ fn commit_async(
     // the commit keeps its own reference to, so it is destroyed at once; `tpl` is copied.
     let err = unsafe {
         let queue = rdkafka::bindings::rd_kafka_queue_get_consumer(rk);
+        // No queue (no group): never call the commit with none, which waits for the answer.
+        if queue.is_null() {
+            return Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::UnknownGroup));
+        }
         let err = rdkafka::bindings::rd_kafka_commit_queue(
             rk,
             tpl.ptr(),
@@ -1021,9 +1025,7 @@ fn commit_async(
             None,
             std::ptr::null_mut(),
         );
-        if !queue.is_null() {
-            rdkafka::bindings::rd_kafka_queue_destroy(queue);
-        }
+        rdkafka::bindings::rd_kafka_queue_destroy(queue);
         err
     };
     match RDKafkaErrorCode::from(err) {
