@@ -67,6 +67,7 @@ use crate::client::{
 };
 use crate::decode::{Decoder, Format};
 use crate::departure::Departure;
+use crate::exchange::state::PartitionProgress;
 use crate::metrics::{KafkaMetrics, PartitionKey};
 use crate::watermarks::PartitionWatermarks;
 
@@ -406,8 +407,9 @@ impl ConsumerContext for SourceContext {
                 // its commit record's position (else the group's commit, never a local
                 // hand-over: the restored state is the commit record's).
                 if let Some(kept) = self.state.get() {
+                    let generation = group_generation(consumer);
                     for key in keys.iter().filter(|k| k.0 == kept.exchange_topic) {
-                        let at = match kept.assigned(key.1) {
+                        let at = match kept.assigned(key.1, generation) {
                             Some(at) => Offset::Offset(at),
                             None => Offset::Invalid,
                         };
@@ -518,9 +520,10 @@ pub struct KafkaSource {
     unconfirmed: Option<BTreeMap<PartitionKey, i64>>,
     /// When to make the refused commit of `unconfirmed` again.
     retry_commit_at: Option<std::time::Instant>,
-    /// The reader of an exchange keeping state: checkpoint number → the highest origins per
-    /// exchange partition, taken with the positions ([`crate::exchange`]'s `replays`).
-    pending_origins: BTreeMap<u64, BTreeMap<i32, Vec<Origin>>>,
+    /// The reader of an exchange keeping state: checkpoint number → what it has of each
+    /// exchange partition besides its keys (highest origins, event-time state), taken with
+    /// the positions ([`crate::exchange::state`]).
+    pending_progress: BTreeMap<u64, BTreeMap<i32, PartitionProgress>>,
     /// Each partition's watermark (`crate::watermarks`).
     watermarks: PartitionWatermarks,
     /// Fails the job when the brokers are gone for longer than `--kafka-timeout`.
@@ -673,7 +676,7 @@ impl KafkaSource {
             pending_checkpoints: BTreeMap::new(),
             unconfirmed: None,
             retry_commit_at: None,
-            pending_origins: BTreeMap::new(),
+            pending_progress: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
             watch: BrokerWatch::new(timeout),
             timeout,
@@ -772,8 +775,8 @@ impl KafkaSource {
             // Given back meanwhile: the restore's origins replace the old ones instead.
             if let Some(relay) = self.relay.as_mut().filter(|_| !held.contains(key)) {
                 relay.forget(key.1);
-                for origins in self.pending_origins.values_mut() {
-                    origins.remove(&key.1);
+                for progress in self.pending_progress.values_mut() {
+                    progress.remove(&key.1);
                 }
             }
         }
@@ -1034,6 +1037,25 @@ fn commit_async(
     }
 }
 
+/// The consumer group generation `consumer` is a member of now (in a rebalance callback: the
+/// generation of the assignment it serves), or -1 outside a group. rust-rdkafka's
+/// `ConsumerGroupMetadata` does not give it, so librdkafka's getter is called directly.
+fn group_generation<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> i32 {
+    let rk = consumer.client().native_ptr();
+    // SAFETY: `rk` is the live consumer's handle; the metadata is a copy that this function
+    // owns and destroys after reading it.
+    unsafe {
+        let metadata = rdkafka::bindings::rd_kafka_consumer_group_metadata(rk);
+        if metadata.is_null() {
+            return -1;
+        }
+        let generation =
+            rdkafka::bindings::rd_kafka_consumer_group_metadata_generation_id(metadata);
+        rdkafka::bindings::rd_kafka_consumer_group_metadata_destroy(metadata);
+        generation
+    }
+}
+
 /// Stores the consumer's read positions (the offset after the last message it returned) for
 /// the commit that hands revoked partitions over.
 fn store_read_positions(consumer: &BaseConsumer<SourceContext>) {
@@ -1103,10 +1125,9 @@ impl KafkaSource {
         if self.relay.is_some() {
             self.check_exchange_continuity(topic, partition, offset)?;
         }
-        let emitted = if let Some(relay) = self.relay.as_mut() {
-            if let Some(kept) = self.consumer.context().state.get() {
-                relay.take_restored(kept);
-            }
+        let emitted = if self.relay.is_some() {
+            self.take_restored();
+            let relay = self.relay.as_mut().expect("an exchange reader");
             relay.take(message, out, &mut self.watermarks)?
         } else {
             self.decode(message, now_nanos, out)?
@@ -1647,15 +1668,33 @@ impl KafkaSource {
     }
 
     /// Records the positions checkpoint `n` covers (called as barrier `n` leaves), and for
-    /// the reader of an exchange keeping state, the highest origins taken with them.
+    /// the reader of an exchange keeping state, its progress in each partition with them.
     pub fn snapshot_positions(&mut self, n: u64) {
         self.forget_revoked();
         self.pending_checkpoints.insert(n, self.positions.clone());
+        self.take_restored();
+        if let (Some(relay), Some(_)) = (self.relay.as_ref(), self.consumer.context().state.get()) {
+            self.pending_progress
+                .insert(n, relay.progress(&self.watermarks));
+        }
+    }
+
+    /// The reader of an exchange keeping state takes in what the restores of its partitions
+    /// gave (one atomic load when there is nothing new), after following the rebalances that
+    /// made them, so that a partition revoked and given back keeps its restored watermark.
+    fn take_restored(&mut self) {
+        let (Some(relay), Some(kept)) = (self.relay.as_ref(), self.consumer.context().state.get())
+        else {
+            return;
+        };
+        if !kept.restored_since(relay.restores_taken()) {
+            return;
+        }
+        self.forget_revoked();
         if let (Some(relay), Some(kept)) =
             (self.relay.as_mut(), self.consumer.context().state.get())
         {
-            relay.take_restored(kept);
-            self.pending_origins.insert(n, relay.origins());
+            relay.take_restored(kept, &mut self.watermarks);
         }
     }
 
@@ -1672,12 +1711,12 @@ impl KafkaSource {
             return Ok(());
         };
         self.pending_checkpoints.retain(|k, _| *k > n);
-        let origins = self.pending_origins.remove(&n).unwrap_or_default();
-        self.pending_origins.retain(|k, _| *k > n);
+        let progress = self.pending_progress.remove(&n).unwrap_or_default();
+        self.pending_progress.retain(|k, _| *k > n);
         // The state's commit records first: a crash between them leaves the group's commit
         // behind the state's, and the next owner reads from the state's.
         if let Some(kept) = self.consumer.context().state.get() {
-            kept.commit(n, &positions, &origins)?;
+            kept.commit(n, &positions, &progress)?;
         }
         self.retry_commit_at = None;
         self.commit(&positions, wait)?;

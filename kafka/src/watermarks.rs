@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use serde::{Deserialize, Serialize};
 use tidemark_runtime::{SplitId, SplitState, SplitStatus, SplitWatermarks};
 
 use crate::input_report::{InputReport, PartitionMark, TopicReport};
@@ -129,6 +130,28 @@ impl PartitionWatermarks {
         self.apply(topic, partition, say);
     }
 
+    /// What an exchange reader heard on each of its exchange partitions (for their commit
+    /// records).
+    pub(crate) fn heard(&self) -> impl Iterator<Item = (i32, &Heard)> {
+        self.writers.partitions.iter().map(|(p, heard)| (*p, heard))
+    }
+
+    /// Exchange partition `topic`/`partition` was restored with `heard`, its previous reader's
+    /// event-time state at the position it is read from again: the partition's watermark is
+    /// where it was there, not held back until every writer and input is heard again. A
+    /// partition this subtask no longer holds is left alone (its next owner restores it).
+    pub(crate) fn restore_heard(&mut self, topic: &str, partition: i32, heard: Heard) {
+        if !self
+            .splits
+            .iter()
+            .any(|((t, p), _)| *p == partition && t == topic)
+        {
+            return;
+        }
+        let say = self.writers.restore(partition, heard);
+        self.apply(topic, partition, say);
+    }
+
     /// What this subtask's partitions hold back, as the runtime last looked, for the exchange
     /// writer chained behind it: `counts` gives each topic's partition count.
     pub fn report(&self, source: &str, counts: &[(String, i32)]) -> InputReport {
@@ -195,7 +218,7 @@ pub enum WritersSay {
 }
 
 /// One writer of an exchange partition that speaks for itself, as its reader knows it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Writer {
     id: String,
     watermark: i64,
@@ -204,14 +227,14 @@ struct Writer {
 
 /// One source partition as the readers of an exchange partition know it: the highest
 /// watermark any owner reported, and whether its owner last said it is idle.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct InputMark {
     watermark: i64,
     idle: bool,
 }
 
 /// The partitions of one input topic of one source vertex.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct InputTopic {
     source: String,
     topic: String,
@@ -219,9 +242,11 @@ struct InputTopic {
     marks: Vec<Option<InputMark>>,
 }
 
-/// What the readers of one exchange partition know of its writers and their inputs.
-#[derive(Clone, Debug, Default)]
-struct Heard {
+/// What the readers of one exchange partition know of its writers and their inputs: the
+/// partition's whole event-time state, saved in its commit record and restored with it
+/// ([`crate::exchange::state`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Heard {
     /// Writers that speak for themselves (no `kafka` source chained before them).
     writers: Vec<Writer>,
     /// Writers that report their source partitions instead: they hold nothing back themselves.
@@ -355,6 +380,14 @@ impl WriterWatermarks {
     /// A partition this reader lost: forget its writers (its next reader hears them again).
     pub fn forget(&mut self, partition: i32) {
         self.partitions.retain(|(p, _)| *p != partition);
+    }
+
+    /// `partition` was restored with what its reader had heard up to the position it is read
+    /// from again: that replaces whatever was heard on it here. Returns what its writers say.
+    pub(crate) fn restore(&mut self, partition: i32, heard: Heard) -> WritersSay {
+        self.forget(partition);
+        self.partitions.push((partition, heard));
+        self.say(partition)
     }
 
     /// What the writers of `partition` say.
@@ -536,6 +569,60 @@ mod tests {
             Some(600),
             "a/w/1 not heard again yet"
         );
+    }
+
+    #[test]
+    fn a_restored_exchange_partition_goes_on_as_its_previous_reader_would() {
+        use PartitionMark::{At, Idle};
+        // The previous reader: a writer reporting input partitions 0 (at 700) and 1 (idle) of
+        // two, and a writer speaking for itself at 400.
+        let mut before = PartitionWatermarks::new();
+        before.follow(&held(&[("x", 2)]), &[]);
+        before.writer_watermark("x", 2, "b/w/0", 400);
+        before.writer_report(
+            "x",
+            2,
+            "a/w/0",
+            &report("s", "in", 2, &[(0, At(700)), (1, Idle)]),
+        );
+        assert_eq!(before.watermark("x", 2, 0), Some(400));
+        let (_, heard) = before.heard().next().unwrap();
+        let heard = heard.clone();
+        // Saved and restored (a commit record's codec) by the next owner: the partition is
+        // where it was, before anything is read again.
+        let heard: Heard = tidemark_runtime::state_codec::decode(
+            &tidemark_runtime::state_codec::encode(&heard).unwrap(),
+        )
+        .unwrap();
+        let mut after = PartitionWatermarks::new();
+        after.follow(&held(&[("x", 2)]), &[]);
+        after.restore_heard("x", 2, heard.clone());
+        assert_eq!(after.watermark("x", 2, 0), Some(400));
+        // A reader that restored nothing waits for every writer and input instead.
+        let mut fresh = PartitionWatermarks::new();
+        fresh.follow(&held(&[("x", 2)]), &[]);
+        fresh.writer_report("x", 2, "c/w/0", &report("s", "in", 2, &[(0, At(100))]));
+        assert_eq!(fresh.watermark("x", 2, 0), None);
+        // From there the same messages move both alike: input 0 keeps its highest mark (a new
+        // owner reading it again from behind does not move it back), input 1 wakes up.
+        for w in [&mut before, &mut after] {
+            w.writer_idle("x", 2, "b/w/0");
+            w.writer_report(
+                "x",
+                2,
+                "c/w/0",
+                &report("s", "in", 2, &[(0, At(100)), (1, At(900))]),
+            );
+        }
+        assert_eq!(before.watermark("x", 2, 0), Some(700));
+        assert_eq!(after.watermark("x", 2, 0), Some(700));
+        assert_eq!(before.heard().next(), after.heard().next());
+        // A partition no longer held is not brought back by a late restore.
+        let mut gone = PartitionWatermarks::new();
+        gone.follow(&held(&[("x", 1)]), &[]);
+        gone.restore_heard("x", 2, heard);
+        assert_eq!(gone.partitions().count(), 1);
+        assert_eq!(gone.heard().count(), 0);
     }
 
     fn report(

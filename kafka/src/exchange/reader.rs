@@ -7,13 +7,13 @@ use std::sync::Arc;
 use rdkafka::message::{Headers, Message};
 use tidemark_operators::event_json::{EventError, EventParser};
 use tidemark_runtime::markers::{origin, LatencyMarker};
-use tidemark_runtime::provenance::{Origin, OriginText};
+use tidemark_runtime::provenance::OriginText;
 use tidemark_runtime::{BoxError, Output, Record, TimestampType, Value};
 
 use super::coordination::Exchange;
 use super::naming::*;
 use super::replays::ReplayFilter;
-use super::state::KeptState;
+use super::state::{KeptState, PartitionProgress};
 use crate::input_report::InputReport;
 use crate::watermarks::PartitionWatermarks;
 
@@ -191,26 +191,47 @@ impl Relay {
         Ok(true)
     }
 
-    /// Takes in the highest origins of the partitions `kept` restored since the last call
-    /// (one atomic load when there is nothing new): before the partition's first record is
-    /// read, and before a barrier saves them.
-    pub(crate) fn take_restored(&mut self, kept: &KeptState) {
-        if let Some((restores, origins)) = kept.restored_origins(self.restores_taken) {
+    /// Takes in the highest origins and event-time states of the partitions `kept` restored
+    /// since the last call (one atomic load when there is nothing new): before the partition's
+    /// first record is read, and before a barrier saves them. `watermarks` must follow the
+    /// rebalances that made the restores already.
+    pub(crate) fn take_restored(&mut self, kept: &KeptState, watermarks: &mut PartitionWatermarks) {
+        if let Some((restores, restored)) = kept.restored_progress(self.restores_taken) {
             self.restores_taken = restores;
-            for (partition, origins) in origins {
-                self.replays.restored(partition, origins);
+            for (partition, progress) in restored {
+                self.replays
+                    .restored(partition, progress.origins.unwrap_or_default());
+                if let Some(heard) = progress.marks {
+                    watermarks.restore_heard(&kept.exchange_topic, partition, heard);
+                }
             }
         }
     }
 
-    /// The highest origins per exchange partition now, for a checkpoint.
-    pub(crate) fn origins(&self) -> BTreeMap<i32, Vec<Origin>> {
-        self.replays.snapshot()
+    /// What this reader has of each exchange partition besides its keys, for a checkpoint:
+    /// the highest origins taken there, and what it heard of the writers and their inputs.
+    pub(crate) fn progress(
+        &self,
+        watermarks: &PartitionWatermarks,
+    ) -> BTreeMap<i32, PartitionProgress> {
+        let mut progress: BTreeMap<i32, PartitionProgress> = BTreeMap::new();
+        for (partition, origins) in self.replays.snapshot() {
+            progress.entry(partition).or_default().origins = Some(origins);
+        }
+        for (partition, heard) in watermarks.heard() {
+            progress.entry(partition).or_default().marks = Some(heard.clone());
+        }
+        progress
     }
 
     /// Exchange partition `partition` is no longer read by this subtask.
     pub(crate) fn forget(&mut self, partition: i32) {
         self.replays.forget(partition);
+    }
+
+    /// How many restores of the kept state this reader has taken in.
+    pub(crate) fn restores_taken(&self) -> u64 {
+        self.restores_taken
     }
 
     /// The vertex behind the exchange (for the series).

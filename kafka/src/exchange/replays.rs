@@ -21,9 +21,6 @@ use serde::{Deserialize, Serialize};
 use tidemark_runtime::name::name_of;
 use tidemark_runtime::provenance::{Origin, OriginText};
 
-/// The highest origins of restored exchange partitions: (partition, one per source partition).
-pub(crate) type RestoredOrigins = Vec<(i32, Vec<Origin>)>;
-
 /// The highest origin taken from each source partition, per exchange partition.
 #[derive(Debug, Default)]
 pub(crate) struct ReplayFilter {

@@ -43,15 +43,41 @@ use tidemark_runtime::state_codec::{decode, encode};
 use tidemark_runtime::state_move::StateMove;
 use tidemark_runtime::BoxError;
 
-use super::replays::{RestoredOrigins, SavedOrigin};
+use super::replays::SavedOrigin;
 use crate::client::{client_config, Brokers, Properties};
 use crate::metrics::{KafkaMetrics, PartitionKey};
 use crate::sink::{flush_producer, produce, DeliveryContext};
+use crate::watermarks::Heard;
 
 /// Header of a state message: the checkpoint it was written at, as decimal text.
 pub const HEADER_CHECKPOINT: &str = "tidemark-checkpoint";
-/// Header of a state message: the writer's generation for the partition, as decimal text.
+/// Header of a state message: the writer's generation for the partition, as decimal text
+/// ([`owner_generation`]).
 pub const HEADER_GENERATION: &str = "tidemark-generation";
+/// Header of a state message: the consumer group's generation in which the writer was given
+/// the partition, as decimal text (the low half of [`HEADER_GENERATION`]).
+pub const HEADER_GROUP_GENERATION: &str = "tidemark-group-generation";
+
+/// The generation a new owner of a partition writes under: `newest` is the newest generation
+/// in the partition's log, `group_generation` the consumer group's generation in which the
+/// owner was given the partition. The high 32 bits count the owners (one past the newest's),
+/// the low 32 bits are the group's generation:
+///
+/// - every owner's messages are newer than those of every owner before it, even when the
+///   group's generations start again (a group deleted and made anew, say after its offsets
+///   expired);
+/// - two owners that restored the partition from the same log, one of them a zombie whose
+///   assignment is over, are told apart by the group's generation: the later assignment's is
+///   the newer, so the zombie's writes are ignored.
+pub fn owner_generation(newest: u64, group_generation: i32) -> u64 {
+    let owners = (newest >> 32) + 1;
+    (owners << 32) | u64::from(group_generation.max(0) as u32)
+}
+
+/// The consumer group's generation in a generation made by [`owner_generation`].
+pub fn group_generation_of(generation: u64) -> i32 {
+    (generation & 0x7fff_ffff) as i32
+}
 
 /// The state topic of the keyed vertex `vertex` of job `job`: `tidemark-<job>-<vertex>-state`.
 pub fn state_topic_name(job: &str, vertex: &str) -> String {
@@ -77,6 +103,20 @@ struct CommitRecord {
     /// The highest origin taken from each source partition up to `position`
     /// ([`super::replays`]).
     origins: Vec<SavedOrigin>,
+    /// The partition's event-time state at `position`: each writer's and each input
+    /// partition's watermark and idleness ([`crate::watermarks::WriterWatermarks`]); `None`
+    /// when nothing had been heard.
+    marks: Option<Heard>,
+}
+
+/// A commit record as written before it held the event-time state.
+#[derive(Deserialize)]
+struct CommitRecordWithoutMarks {
+    checkpoint: u64,
+    generation: u64,
+    position: Option<i64>,
+    shared: Vec<u8>,
+    origins: Vec<SavedOrigin>,
 }
 
 /// A commit record as written before it held the highest origins.
@@ -89,10 +129,22 @@ struct CommitRecordWithoutOrigins {
 }
 
 impl CommitRecord {
-    /// Decodes a commit record, one written before it held the highest origins too (read as
-    /// none seen: such a state topic predates the origins, so no record in it has one).
+    /// Decodes a commit record, one written by an older Tidemark too: without the event-time
+    /// state (read as nothing heard: the next writers' messages give it again, as before), or
+    /// without the highest origins as well (read as none seen: such a state topic predates
+    /// the origins, so no record in it has one).
     fn read(bytes: &[u8]) -> Result<CommitRecord, tidemark_runtime::state_codec::StateCodecError> {
         decode::<CommitRecord>(bytes).or_else(|e| {
+            if let Ok(old) = decode::<CommitRecordWithoutMarks>(bytes) {
+                return Ok(CommitRecord {
+                    checkpoint: old.checkpoint,
+                    generation: old.generation,
+                    position: old.position,
+                    shared: old.shared,
+                    origins: old.origins,
+                    marks: None,
+                });
+            }
             let old: CommitRecordWithoutOrigins = decode(bytes).map_err(|_| e)?;
             Ok(CommitRecord {
                 checkpoint: old.checkpoint,
@@ -100,10 +152,25 @@ impl CommitRecord {
                 position: old.position,
                 shared: old.shared,
                 origins: Vec::new(),
+                marks: None,
             })
         })
     }
 }
+
+/// What a reader has of one exchange partition besides its keys, taken at a checkpoint
+/// barrier with its position, saved in the commit record and restored with it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct PartitionProgress {
+    /// The highest origin taken from each source partition ([`super::replays`]); `None`
+    /// when none was taken there.
+    pub(crate) origins: Option<Vec<Origin>>,
+    /// What was heard of the partition's writers and inputs (its watermark and idleness).
+    pub(crate) marks: Option<Heard>,
+}
+
+/// What the restores of exchange partitions gave, per partition, for the reader.
+pub(crate) type RestoredProgress = Vec<(i32, PartitionProgress)>;
 
 const VALUE: u8 = b'v';
 const COMMIT: u8 = b'c';
@@ -234,6 +301,8 @@ struct Held {
     position: Option<i64>,
     /// The highest origins of the last commit record (carried likewise).
     origins: Vec<SavedOrigin>,
+    /// The event-time state of the last commit record (carried likewise).
+    marks: Option<Heard>,
 }
 
 /// What a restore gave: the keys for the operator, and where to read the exchange from.
@@ -241,8 +310,8 @@ struct Held {
 pub(crate) struct Restore {
     pub(crate) state: KeyedSnapshot,
     pub(crate) position: Option<i64>,
-    /// The highest origin taken from each source partition up to `position`.
-    pub(crate) origins: Vec<Origin>,
+    /// The highest origins and the event-time state at `position`.
+    pub(crate) progress: PartitionProgress,
     pub(crate) records: u64,
     pub(crate) seconds: f64,
 }
@@ -310,7 +379,8 @@ impl StateStore {
 
     fn headers(checkpoint: u64, generation: u64) -> OwnedHeaders {
         let (c, g) = (checkpoint.to_string(), generation.to_string());
-        OwnedHeaders::new_with_capacity(2)
+        let group = group_generation_of(generation).to_string();
+        OwnedHeaders::new_with_capacity(3)
             .insert(Header {
                 key: HEADER_CHECKPOINT,
                 value: Some(c.as_str()),
@@ -318,6 +388,10 @@ impl StateStore {
             .insert(Header {
                 key: HEADER_GENERATION,
                 value: Some(g.as_str()),
+            })
+            .insert(Header {
+                key: HEADER_GROUP_GENERATION,
+                value: Some(group.as_str()),
             })
     }
 
@@ -422,9 +496,14 @@ impl StateStore {
         Ok((log, records))
     }
 
-    /// Partition `partition` was given to this subtask: its committed state, rewritten under a
-    /// new generation (every key and a commit record), older generations tombstoned.
-    pub(crate) fn restore(&mut self, partition: i32) -> Result<Restore, BoxError> {
+    /// Partition `partition` was given to this subtask in the consumer group's generation
+    /// `group_generation`: its committed state, rewritten under a new generation
+    /// ([`owner_generation`]: every key and a commit record), older generations tombstoned.
+    pub(crate) fn restore(
+        &mut self,
+        partition: i32,
+        group_generation: i32,
+    ) -> Result<Restore, BoxError> {
         let started = Instant::now();
         let (log, records) = self.read_partition(partition)?;
         let restored = log.restore().map_err(|e| {
@@ -433,15 +512,16 @@ impl StateStore {
                 self.what, self.topic
             )
         })?;
-        let generation = restored.newest_generation + 1;
-        let (checkpoint, position, shared, origins) = match &restored.commit {
+        let generation = owner_generation(restored.newest_generation, group_generation);
+        let (checkpoint, position, shared, origins, marks) = match &restored.commit {
             Some(c) => (
                 c.checkpoint,
                 c.position,
                 c.shared.clone(),
                 c.origins.clone(),
+                c.marks.clone(),
             ),
-            None => (0, None, Vec::new(), Vec::new()),
+            None => (0, None, Vec::new(), Vec::new(), None),
         };
         let mut state = match shared.is_empty() {
             true => KeyedSnapshot::new(self.partitions),
@@ -471,6 +551,7 @@ impl StateStore {
             position,
             shared: encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?,
             origins: origins.clone(),
+            marks: marks.clone(),
         };
         self.send(
             partition,
@@ -489,12 +570,16 @@ impl StateStore {
                 written,
                 position,
                 origins: origins.clone(),
+                marks: marks.clone(),
             },
         );
         Ok(Restore {
             state,
             position,
-            origins: origins.iter().map(Origin::from).collect(),
+            progress: PartitionProgress {
+                origins: Some(origins.iter().map(Origin::from).collect()),
+                marks,
+            },
             records,
             seconds: started.elapsed().as_secs_f64(),
         })
@@ -574,13 +659,14 @@ impl StateStore {
     }
 
     /// Checkpoint `checkpoint` is complete: a commit record per held partition, with the
-    /// reader's position there (`positions`: exchange partition → next offset) and the highest
-    /// origins it had taken there (`origins`, taken with the positions).
+    /// reader's position there (`positions`: exchange partition → next offset), the highest
+    /// origins it had taken there and what it had heard of the writers (`progress`, taken
+    /// with the positions).
     pub(crate) fn commit(
         &mut self,
         checkpoint: u64,
         positions: &BTreeMap<i32, i64>,
-        origins: &BTreeMap<i32, Vec<Origin>>,
+        progress: &BTreeMap<i32, PartitionProgress>,
     ) -> Result<(), BoxError> {
         let Some(shared) = self.pending.remove(&checkpoint) else {
             return Ok(());
@@ -594,8 +680,13 @@ impl StateStore {
             if let Some(p) = positions.get(&partition) {
                 held.position = Some(*p);
             }
-            if let Some(o) = origins.get(&partition) {
-                held.origins = o.iter().map(SavedOrigin::from).collect();
+            if let Some(p) = progress.get(&partition) {
+                if let Some(origins) = &p.origins {
+                    held.origins = origins.iter().map(SavedOrigin::from).collect();
+                }
+                if let Some(marks) = &p.marks {
+                    held.marks = Some(marks.clone());
+                }
             }
             let record = CommitRecord {
                 checkpoint,
@@ -603,6 +694,7 @@ impl StateStore {
                 position: held.position,
                 shared: shared.clone(),
                 origins: held.origins.clone(),
+                marks: held.marks.clone(),
             };
             let headers = Self::headers(checkpoint, held.generation);
             let key = message_key(COMMIT, held.generation, &[]);
@@ -621,9 +713,9 @@ pub(crate) struct KeptState {
     /// the operator does not have yet: a barrier meanwhile writes nothing for them).
     moves: Mutex<(Vec<StateMove>, BTreeSet<i32>)>,
     failure: Mutex<Option<String>>,
-    /// The highest origins of the partitions restored, not yet taken by the reader
-    /// ([`super::Relay::take_restored`]), and how many restores there have been.
-    origins: Mutex<RestoredOrigins>,
+    /// The highest origins and event-time states of the partitions restored, not yet taken
+    /// by the reader ([`super::Relay::take_restored`]), and how many restores there have been.
+    progress: Mutex<RestoredProgress>,
     restores: AtomicU64,
     /// The exchange topic (the consumer reads no other).
     pub(crate) exchange_topic: String,
@@ -651,7 +743,7 @@ impl KeptState {
             store: Mutex::new(store),
             moves: Mutex::new((Vec::new(), BTreeSet::new())),
             failure: Mutex::new(None),
-            origins: Mutex::new(Vec::new()),
+            progress: Mutex::new(Vec::new()),
             restores: AtomicU64::new(0),
             exchange_topic,
             operator_id,
@@ -668,12 +760,12 @@ impl KeptState {
         self.store().partitions()
     }
 
-    /// Exchange partition `partition` was given to this subtask: restores its state (queued
-    /// for the operator, before any of its records) and returns where to read from: `Some`
-    /// offset from its commit record, `None` for the group's commit. A failure is kept for
-    /// the next poll, which fails the job.
-    pub(crate) fn assigned(&self, partition: i32) -> Option<i64> {
-        match self.store().restore(partition) {
+    /// Exchange partition `partition` was given to this subtask in the consumer group's
+    /// generation `group_generation`: restores its state (queued for the operator, before any
+    /// of its records) and returns where to read from: `Some` offset from its commit record,
+    /// `None` for the group's commit. A failure is kept for the next poll, which fails the job.
+    pub(crate) fn assigned(&self, partition: i32, group_generation: i32) -> Option<i64> {
+        match self.store().restore(partition, group_generation) {
             Ok(restore) => {
                 self.metrics.state_restored(
                     &self.operator_id,
@@ -699,10 +791,10 @@ impl KeptState {
                 });
                 moves.1.insert(partition);
                 drop(moves);
-                self.origins
+                self.progress
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push((partition, restore.origins));
+                    .push((partition, restore.progress));
                 self.restores.fetch_add(1, Ordering::Release);
                 restore.position
             }
@@ -736,15 +828,22 @@ impl KeptState {
         });
     }
 
-    /// The highest origins of the partitions restored since the reader's restore number
-    /// `taken`, and the number now; `None` (one atomic load, no lock) when there is none.
-    pub(crate) fn restored_origins(&self, taken: u64) -> Option<(u64, RestoredOrigins)> {
-        if self.restores.load(Ordering::Acquire) == taken {
+    /// Whether partitions were restored since the reader's restore number `taken` (one
+    /// atomic load).
+    pub(crate) fn restored_since(&self, taken: u64) -> bool {
+        self.restores.load(Ordering::Acquire) != taken
+    }
+
+    /// The highest origins and event-time states of the partitions restored since the
+    /// reader's restore number `taken`, and the number now; `None` (one atomic load, no lock)
+    /// when there is none.
+    pub(crate) fn restored_progress(&self, taken: u64) -> Option<(u64, RestoredProgress)> {
+        if !self.restored_since(taken) {
             return None;
         }
-        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        let mut progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
         let restores = self.restores.load(Ordering::Acquire);
-        Some((restores, std::mem::take(&mut *origins)))
+        Some((restores, std::mem::take(&mut *progress)))
     }
 
     /// The moves since the last call.
@@ -777,19 +876,19 @@ impl KeptState {
     }
 
     /// See [`StateStore::commit`]: `positions` of every partition the checkpoint covers, and
-    /// the highest origins taken with them.
+    /// the progress taken with them.
     pub(crate) fn commit(
         &self,
         checkpoint: u64,
         positions: &BTreeMap<PartitionKey, i64>,
-        origins: &BTreeMap<i32, Vec<Origin>>,
+        progress: &BTreeMap<i32, PartitionProgress>,
     ) -> Result<(), BoxError> {
         let ours: BTreeMap<i32, i64> = positions
             .iter()
             .filter(|((t, _), _)| *t == self.exchange_topic)
             .map(|((_, p), o)| (*p, *o))
             .collect();
-        self.store().commit(checkpoint, &ours, origins)
+        self.store().commit(checkpoint, &ours, progress)
     }
 }
 
@@ -815,8 +914,17 @@ mod tests {
             position: Some(position),
             shared: Vec::new(),
             origins: Vec::new(),
+            marks: None,
         })
         .unwrap()
+    }
+
+    /// What a reader heard on exchange partition 2: writer `w` at `watermark` (ns).
+    fn heard_at(watermark: i64) -> Heard {
+        let mut w = crate::watermarks::PartitionWatermarks::new();
+        w.writer_watermark("x", 2, "i/w/0", watermark);
+        let heard = w.heard().next().expect("heard on 2").1.clone();
+        heard
     }
 
     #[test]
@@ -855,6 +963,50 @@ mod tests {
     }
 
     /// One key's count in a snapshot of 4 key groups.
+    #[test]
+    fn two_owners_that_restored_from_the_same_log_never_mix_their_values() {
+        let v = |g, k: &str| message_key(VALUE, g, &key(k));
+        let c = |g| message_key(COMMIT, g, &[]);
+        // Both read a log whose newest generation was an owner's given the partition in group
+        // generation 3; one of them is a zombie whose assignment (group generation 4) is
+        // over, the other was given the partition in group generation 5.
+        let newest = owner_generation(0, 3);
+        let (zombie, owner) = (owner_generation(newest, 4), owner_generation(newest, 5));
+        assert!(newest < zombie && zombie < owner);
+        assert_eq!(
+            (group_generation_of(zombie), group_generation_of(owner)),
+            (4, 5)
+        );
+        // Their writes interleave, the zombie's commit record last.
+        let mut log = PartitionLog::default();
+        assert!(log.push(&v(zombie, "a"), Some(b"1")));
+        assert!(log.push(&v(owner, "a"), Some(b"2")));
+        assert!(log.push(&v(zombie, "b"), Some(b"1")));
+        assert!(log.push(&c(owner), Some(&commit(owner, 7, 70))));
+        assert!(log.push(&c(zombie), Some(&commit(zombie, 8, 80))));
+        // The owner's state alone, never a value of one with the commit record of the other
+        // (as one generation shared by both would give: a = 2 and b = 1 at checkpoint 8).
+        let r = log.restore().unwrap();
+        assert_eq!(r.values, BTreeMap::from([(key("a"), b"2".to_vec())]));
+        assert_eq!(r.commit.unwrap().checkpoint, 7);
+        // The next owner writes under a newer generation than both.
+        assert!(owner_generation(r.newest_generation, 6) > owner);
+    }
+
+    #[test]
+    fn an_owner_is_newer_than_every_one_before_it_even_when_the_group_starts_again() {
+        // The group's generations start again at 1 (the group deleted and made anew, as when
+        // its offsets expire): the new owner's state is still the newer.
+        let before = owner_generation(owner_generation(0, 40), 57);
+        assert!(owner_generation(before, 1) > before);
+        // Generations written before the group's generation was part of them (1, 2, …) are
+        // older than any owner's now.
+        assert!(owner_generation(7, 1) > 7);
+        assert_eq!(group_generation_of(owner_generation(7, 1)), 1);
+        // Outside a group (-1): counted as 0.
+        assert_eq!(group_generation_of(owner_generation(0, -1)), 0);
+    }
+
     fn snapshot_of(pairs: &[(&str, u64)]) -> KeyedSnapshot {
         let mut s = KeyedSnapshot::new(4);
         for (k, v) in pairs {
@@ -912,7 +1064,7 @@ mod tests {
         // The first owner commits checkpoint 1 at offset 100, then writes checkpoint 2 and
         // loses the partition before it completes.
         let mut old = store("old owner");
-        assert!(old.restore(2).unwrap().state.is_empty());
+        assert!(old.restore(2, 1).unwrap().state.is_empty());
         old.save(1, &snapshot_of(&[(k0, 1), (k1, 1)]), &none)
             .unwrap();
         old.commit(1, &BTreeMap::from([(2, 100)]), &BTreeMap::new())
@@ -920,7 +1072,7 @@ mod tests {
         old.save(2, &snapshot_of(&[(k0, 2)]), &none).unwrap();
         // The next owner restores checkpoint 1, not the uncommitted checkpoint 2.
         let mut new = store("new owner");
-        let restored = new.restore(2).unwrap();
+        let restored = new.restore(2, 2).unwrap();
         assert_eq!(restored.position, Some(100));
         assert_eq!(
             counts(&restored.state),
@@ -942,30 +1094,43 @@ mod tests {
             offset: 55,
             seq: 2,
         };
+        // And what it had heard of the writers there: one at 1,000 ns.
+        let progress = |origins: Vec<Origin>, at| PartitionProgress {
+            origins: Some(origins),
+            marks: Some(heard_at(at)),
+        };
         new.commit(
             7,
             &BTreeMap::from([(2, 150)]),
-            &BTreeMap::from([(2, vec![origin.clone()])]),
+            &BTreeMap::from([(2, progress(vec![origin.clone()], 1_000))]),
         )
         .unwrap();
         old.save(8, &snapshot_of(&[(k1, 99)]), &none).unwrap();
-        old.commit(8, &BTreeMap::from([(2, 900)]), &BTreeMap::new())
-            .unwrap();
+        old.commit(
+            8,
+            &BTreeMap::from([(2, 900)]),
+            &BTreeMap::from([(2, progress(Vec::new(), 9_000))]),
+        )
+        .unwrap();
         // Whoever restores next sees the new owner's state; the zombie's writes are ignored.
-        let restored = store("third owner").restore(2).unwrap();
+        let restored = store("third owner").restore(2, 3).unwrap();
         assert_eq!(restored.position, Some(150));
         assert_eq!(
             counts(&restored.state),
             BTreeMap::from([(k0.into(), 5), (k1.into(), 1)])
         );
-        assert_eq!(restored.origins, std::slice::from_ref(&origin));
-        // The third owner's rewrite carries the origins on: its successor restores them too.
+        assert_eq!(restored.progress, progress(vec![origin.clone()], 1_000));
+        // The third owner's rewrite carries them on: its successor restores them too.
         assert_eq!(
-            store("third's successor").restore(2).unwrap().origins,
-            [origin]
+            store("third's successor").restore(2, 4).unwrap().progress,
+            progress(vec![origin], 1_000)
         );
         // The other partitions are untouched.
-        assert!(store("fourth owner").restore(1).unwrap().state.is_empty());
+        assert!(store("fourth owner")
+            .restore(1, 5)
+            .unwrap()
+            .state
+            .is_empty());
     }
 
     #[test]
@@ -983,7 +1148,7 @@ mod tests {
             .map(|i| format!("user-{i}"))
             .find(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 1)
             .unwrap();
-        assert_eq!(kept.assigned(1), None);
+        assert_eq!(kept.assigned(1, 1), None);
         assert_eq!(kept.take_moves().len(), 1);
         kept.save(1, &snapshot_of(&[(&key, 7)])).unwrap();
         kept.commit(
@@ -993,13 +1158,13 @@ mod tests {
         )
         .unwrap();
         kept.revoked(&[1, 3]);
-        assert_eq!(kept.assigned(1), Some(40));
+        assert_eq!(kept.assigned(1, 1), Some(40));
         // A barrier before the runtime applied the restore writes nothing for partition 1
         // (the operator's snapshot does not have its keys yet), and so deletes nothing.
         kept.save(2, &KeyedSnapshot::new(4)).unwrap();
         kept.commit(2, &BTreeMap::new(), &BTreeMap::new()).unwrap();
         let mut other = store_at(&brokers, "other");
-        let restored = other.restore(1).unwrap();
+        let restored = other.restore(1, 1).unwrap();
         assert_eq!(counts(&restored.state), BTreeMap::from([(key.clone(), 7)]));
         let moves = kept.take_moves();
         assert_eq!(moves.len(), 2, "{moves:?}");
@@ -1029,7 +1194,7 @@ mod tests {
             .collect();
         let none = BTreeSet::new();
         let mut owner = store("owner");
-        assert!(owner.restore(3).unwrap().state.is_empty());
+        assert!(owner.restore(3, 1).unwrap().state.is_empty());
         let mut checkpoint = 0u64;
         let mut written = 0usize;
         // Every key changes at every checkpoint, as in a busy window: ~10,000 messages of
@@ -1053,18 +1218,54 @@ mod tests {
                 .unwrap();
             if checkpoint == 1 {
                 // Still whole: restored exactly.
-                let restored = store("early reader").restore(3).unwrap();
+                let restored = store("early reader").restore(3, 1).unwrap();
                 assert_eq!(restored.state.decoded::<u64>().unwrap().len(), keys.len());
             }
         }
-        let e = store("next owner").restore(3).unwrap_err().to_string();
+        let e = store("next owner").restore(3, 1).unwrap_err().to_string();
         assert!(
             e.contains("the state topic state partition 3 begins at offset")
                 && e.contains("the broker deleted state messages"),
             "{e}"
         );
         // The partitions that stayed small restore as before.
-        assert!(store("next owner").restore(1).unwrap().state.is_empty());
+        assert!(store("next owner").restore(1, 1).unwrap().state.is_empty());
+    }
+
+    #[test]
+    fn a_commit_record_written_before_the_event_time_state_reads_with_none() {
+        #[derive(Serialize)]
+        struct Old {
+            checkpoint: u64,
+            generation: u64,
+            position: Option<i64>,
+            shared: Vec<u8>,
+            origins: Vec<SavedOrigin>,
+        }
+        let origin = SavedOrigin::from(&Origin {
+            topic: tidemark_runtime::name::name_of("in"),
+            partition: 3,
+            offset: 8,
+            seq: 0,
+        });
+        let old = encode(&Old {
+            checkpoint: 5,
+            generation: 3,
+            position: Some(30),
+            shared: Vec::new(),
+            origins: vec![origin.clone()],
+        })
+        .unwrap();
+        let mut log = PartitionLog::default();
+        assert!(log.push(&message_key(COMMIT, 3, &[]), Some(&old)));
+        let commit = log.restore().unwrap().commit.unwrap();
+        assert_eq!((commit.checkpoint, commit.position), (5, Some(30)));
+        assert_eq!((commit.origins, commit.marks), (vec![origin], None));
+        // The current record keeps what was heard.
+        let mut current = CommitRecord::read(&old).unwrap();
+        current.marks = Some(heard_at(77));
+        let bytes = encode(&current).unwrap();
+        assert_eq!(CommitRecord::read(&bytes).unwrap(), current);
     }
 
     #[test]
