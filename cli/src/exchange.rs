@@ -80,8 +80,44 @@ pub(crate) fn order_warnings(graph: &JobGraph) -> Vec<String> {
             }
         }
     }
+    warnings.extend(window_warnings(graph));
     warnings.sort();
     warnings.dedup();
+    warnings
+}
+
+/// Warnings for each `window` whose results reach an exchange writer: a window's results
+/// carry no origin (they come from a watermark, not from one input message), so the reader
+/// of that exchange cannot tell a result fired again after a failover from a new one, and the
+/// keyed vertex behind it counts such repeats again (`docs/kafka.md`, "Replays upstream of the
+/// exchange"). A `reduce` in the same place is exact: each output carries the position of the
+/// exchange message it came from.
+fn window_warnings(graph: &JobGraph) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for window in graph.vertices() {
+        let (Some("window"), Some(start)) = (window.type_name(), graph.find(window.id())) else {
+            continue;
+        };
+        let mut stack = vec![start];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(v) = stack.pop() {
+            if !seen.insert(v) {
+                continue;
+            }
+            if graph.vertex(v).type_name() == Some(WRITER_TYPE) {
+                warnings.push(format!(
+                    "the results of window \"{}\" cross the exchange writer \"{}\": a window's \
+                     results carry no origin, so after a failover a result fired again is \
+                     counted again behind that exchange (at least once between the two, not \
+                     exactly once)",
+                    window.id(),
+                    graph.vertex(v).id(),
+                ));
+                continue;
+            }
+            stack.extend(graph.outputs(v).map(|edge| edge.to));
+        }
+    }
     warnings
 }
 
@@ -523,6 +559,58 @@ sinks:
             "{w:?}"
         );
         assert!(warnings("hash")[0].starts_with("the hash edge orders -> clean"));
+    }
+
+    #[test]
+    fn a_window_whose_results_cross_an_exchange_is_warned_about_a_reduce_is_not() {
+        let warnings = |first: &str| {
+            let text = format!(
+                "name: ex
+sources:
+  orders:
+    type: kafka
+    brokers: \"127.0.0.1:9\"
+    topics: [orders]
+operators:
+  first:
+    input: orders
+    key: user
+{first}
+    exchange: {{kafka: {{brokers: \"127.0.0.1:9\", partitions: 8}}}}
+  second:
+    type: reduce
+    input: first
+    key: n
+    aggregates: {{c: count}}
+    exchange: {{kafka: {{brokers: \"127.0.0.1:9\", partitions: 8}}}}
+sinks:
+  out:
+    type: discard
+    input: second
+"
+            );
+            let job = JobFile::parse(&text, "job.yaml").unwrap();
+            let loader = crate::Loader::new();
+            let graph = crate::build::build_graph_with(
+                &job,
+                NonZeroUsize::new(2).unwrap(),
+                loader.registry(),
+                false,
+            )
+            .unwrap();
+            super::order_warnings(&graph)
+        };
+        let reduce = "    type: reduce\n    aggregates: {n: count}";
+        assert_eq!(warnings(reduce), Vec::<String>::new());
+        let window = "    type: window\n    size: 1s\n    aggregates: {n: count}";
+        let w = warnings(window);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "the results of window \"first\" cross the exchange writer \"second.exchange\""
+            ),
+            "{w:?}"
+        );
     }
 
     #[test]

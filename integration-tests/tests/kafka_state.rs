@@ -32,11 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{partitions_held, scrape, sigkill, Proc, TempDir};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
 use rdkafka::producer::BaseRecord;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::ClientConfig;
 use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 
 /// How long a test waits for something before it fails (not a timing assertion).
@@ -186,70 +182,15 @@ fn reference() -> Windows {
     out
 }
 
-/// A consumer of `topic` with no group, for reading partitions to their ends.
-fn plain_consumer(bootstrap: &str) -> BaseConsumer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "kstate-test-reader")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap()
-}
-
 /// Every message of `topic` (partitions `0..n`) up to the ends they have now:
 /// (partition, offset, headers as (name, value), value).
 type Read = (i32, i64, Vec<(String, String)>, Option<Vec<u8>>);
 
 fn read_all(bootstrap: &str, topic: &str, n: i32) -> Vec<Read> {
-    let consumer = plain_consumer(bootstrap);
-    let mut ends = Vec::new();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..n {
-        let (low, high) = consumer
-            .fetch_watermarks(topic, p, Duration::from_secs(10))
-            .unwrap();
-        ends.push(high);
-        if high > low {
-            tpl.add_partition_offset(topic, p, Offset::Offset(low))
-                .unwrap();
-        }
-    }
-    let mut out = Vec::new();
-    let mut next: Vec<i64> = vec![0; n as usize];
-    consumer.assign(&tpl).unwrap();
-    let started = Instant::now();
-    while (0..n as usize)
-        .any(|p| next[p] < ends[p] && tpl.elements().iter().any(|e| e.partition() == p as i32))
-    {
-        assert!(started.elapsed() < DEADLINE, "gave up reading {topic}");
-        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
-            continue;
-        };
-        let m = m.unwrap();
-        next[m.partition() as usize] = m.offset() + 1;
-        let headers = m
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .map(|h| {
-                        (
-                            h.key.to_owned(),
-                            String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if m.offset() < ends[m.partition() as usize] {
-            out.push((
-                m.partition(),
-                m.offset(),
-                headers,
-                m.payload().map(<[u8]>::to_vec),
-            ));
-        }
-    }
-    out
+    testing::read_all(bootstrap, topic, n, DEADLINE)
+        .into_iter()
+        .map(|m| (m.partition, m.offset, m.headers, m.value))
+        .collect()
 }
 
 /// The offset of the last record (not a control message) in each exchange partition.

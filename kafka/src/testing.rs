@@ -207,3 +207,96 @@ pub fn committed_and_end(
         })
         .collect()
 }
+
+/// One message as [`read_all`] gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadMessage {
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// Its headers as (name, value as text), in order.
+    pub headers: Vec<(String, String)>,
+    /// Its value (`None`: a tombstone or a control message without one).
+    pub value: Option<Vec<u8>>,
+}
+
+impl ReadMessage {
+    /// The value of header `name`, if the message has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Every message of partitions `0..partitions` of `topic` up to the ends they have now, in
+/// offset order per partition, read without a group (panics after `timeout`).
+pub fn read_all(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+) -> Vec<ReadMessage> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "tidemark-testing-read-all")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut ends = Vec::new();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .unwrap();
+        ends.push(high);
+        if high > low {
+            tpl.add_partition_offset(topic, p, Offset::Offset(low))
+                .unwrap();
+        }
+    }
+    let mut next = vec![0i64; partitions as usize];
+    for e in tpl.elements() {
+        if let Offset::Offset(low) = e.offset() {
+            next[e.partition() as usize] = low;
+        }
+    }
+    let mut out = Vec::new();
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + timeout;
+    while (0..partitions as usize).any(|p| next[p] < ends[p]) {
+        assert!(Instant::now() < deadline, "gave up reading {topic}");
+        let Some(m) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = m.unwrap();
+        let p = m.partition() as usize;
+        next[p] = m.offset() + 1;
+        if m.offset() >= ends[p] {
+            continue;
+        }
+        let headers = m
+            .headers()
+            .map(|h| {
+                use rdkafka::message::Headers;
+                h.iter()
+                    .map(|h| {
+                        (
+                            h.key.to_owned(),
+                            String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(ReadMessage {
+            partition: m.partition(),
+            offset: m.offset(),
+            headers,
+            value: m.payload().map(<[u8]>::to_vec),
+        });
+    }
+    out
+}

@@ -254,6 +254,7 @@ impl Exchange {
                 drops_replays: exchange.keeps_state(),
                 replays_dropped: 0,
                 restores_taken: 0,
+                topic: tidemark_runtime::name::name_of(&exchange.topic),
             });
             Ok(Box::new(source) as Box<dyn Source>)
         })

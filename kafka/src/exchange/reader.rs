@@ -7,7 +7,8 @@ use std::sync::Arc;
 use rdkafka::message::{Headers, Message};
 use tidemark_operators::event_json::{EventError, EventParser};
 use tidemark_runtime::markers::{origin, LatencyMarker};
-use tidemark_runtime::provenance::OriginText;
+use tidemark_runtime::name::Name;
+use tidemark_runtime::provenance::{Origin, OriginText};
 use tidemark_runtime::{BoxError, Output, Record, TimestampType, Value};
 
 use super::coordination::Exchange;
@@ -38,6 +39,8 @@ pub(crate) struct Relay {
     pub(crate) replays_dropped: u64,
     /// The restores of the kept state whose origins were taken in.
     pub(super) restores_taken: u64,
+    /// The exchange topic, the origin of every record read here (interned once).
+    pub(super) topic: Name,
 }
 
 /// How often a reader checks whether the exchange has ended, once the local writers have.
@@ -126,25 +129,21 @@ impl Relay {
             // Control messages never reach user code.
             return Ok(false);
         }
-        let origin = match header(message, HEADER_ORIGIN_MESSAGE) {
-            None => None,
-            Some(text) => {
-                let text = OriginText::parse(text).ok_or_else(|| {
-                    format!(
-                        "{}: a {HEADER_ORIGIN_MESSAGE} header that is not \
-                         <topic>/<partition>/<offset>/<seq>",
-                        place()
-                    )
-                })?;
-                let (origin, new) = self.replays.admit(message.partition(), &text);
-                if !new && self.drops_replays {
-                    // Read twice upstream: counted already, in this partition's state.
-                    self.replays_dropped += 1;
-                    return Ok(false);
-                }
-                Some(origin)
+        // Read twice upstream (the input message's origin is not newer than the highest taken
+        // from its source partition here): counted already, in this partition's state.
+        if let Some(text) = header(message, HEADER_ORIGIN_MESSAGE) {
+            let text = OriginText::parse(text).ok_or_else(|| {
+                format!(
+                    "{}: a {HEADER_ORIGIN_MESSAGE} header that is not \
+                     <topic>/<partition>/<offset>/<seq>",
+                    place()
+                )
+            })?;
+            if !self.replays.admit(message.partition(), &text) && self.drops_replays {
+                self.replays_dropped += 1;
+                return Ok(false);
             }
-        };
+        }
         let key = match message.key() {
             None => Value::Null,
             Some(bytes) => {
@@ -184,9 +183,15 @@ impl Relay {
             })?;
         let mut record =
             Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type);
-        if let Some(origin) = origin {
-            record.set_origin(origin);
-        }
+        // From here on the record comes from this exchange message: the position a next
+        // exchange's reader orders it by (one reader reads a partition, in offset order, and
+        // reads it again from the same offsets after a failover), and a reduce's result id.
+        record.set_origin(Origin {
+            topic: self.topic.clone(),
+            partition: message.partition(),
+            offset: message.offset(),
+            seq: 0,
+        });
         out.emit(record);
         Ok(true)
     }
