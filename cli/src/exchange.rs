@@ -536,18 +536,7 @@ sinks:
 "
             )
         };
-        let warnings = |partition: &str| {
-            let job = JobFile::parse(&text(partition), "job.yaml").unwrap();
-            let loader = crate::Loader::new();
-            let graph = crate::build::build_graph_with(
-                &job,
-                NonZeroUsize::new(2).unwrap(),
-                loader.registry(),
-                false,
-            )
-            .unwrap();
-            super::order_warnings(&graph)
-        };
+        let warnings = |partition: &str| order_warnings_of(&text(partition));
         assert_eq!(warnings("forward"), Vec::<String>::new());
         let w = warnings("rebalance");
         assert_eq!(w.len(), 1, "{w:?}");
@@ -559,6 +548,21 @@ sinks:
             "{w:?}"
         );
         assert!(warnings("hash")[0].starts_with("the hash edge orders -> clean"));
+    }
+
+    /// The order warnings `validate` prints for the job file `text`, built at P=2 with the
+    /// built-in types.
+    fn order_warnings_of(text: &str) -> Vec<String> {
+        let job = JobFile::parse(text, "job.yaml").unwrap();
+        let loader = crate::Loader::new();
+        let graph = crate::build::build_graph_with(
+            &job,
+            NonZeroUsize::new(2).unwrap(),
+            loader.registry(),
+            false,
+        )
+        .unwrap();
+        super::order_warnings(&graph)
     }
 
     #[test]
@@ -589,16 +593,7 @@ sinks:
     input: second
 "
             );
-            let job = JobFile::parse(&text, "job.yaml").unwrap();
-            let loader = crate::Loader::new();
-            let graph = crate::build::build_graph_with(
-                &job,
-                NonZeroUsize::new(2).unwrap(),
-                loader.registry(),
-                false,
-            )
-            .unwrap();
-            super::order_warnings(&graph)
+            order_warnings_of(&text)
         };
         let reduce = "    type: reduce\n    aggregates: {n: count}";
         assert_eq!(warnings(reduce), Vec::<String>::new());

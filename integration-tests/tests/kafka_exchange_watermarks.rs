@@ -80,18 +80,7 @@ sinks:
 }
 
 fn instance(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, SocketAddr) {
-    let mut args = vec![
-        "run",
-        job.to_str().unwrap(),
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--instance-id",
-        id,
-    ];
-    args.extend_from_slice(extra);
-    let mut p = Proc::spawn(dir, args);
-    let addr = p.metrics_addr();
-    (p, addr)
+    common::run_instance(dir, job, id, extra)
 }
 
 /// Partitions of `source_id` the instance at `addr` holds (its lag series).

@@ -46,19 +46,7 @@ fn cluster(topics: &[(&str, i32)]) -> DevCluster {
 }
 
 fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
-    let mut p = Proc::spawn(
-        dir,
-        [
-            "run",
-            job.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--instance-id",
-            id,
-        ],
-    );
-    let addr = p.metrics_addr();
-    (p, addr)
+    common::run_instance(dir, job, id, &[])
 }
 
 fn committed_is_end(bootstrap: &str, group: &str, topic: &str, n: i32) -> bool {

@@ -116,18 +116,7 @@ fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
 }
 
 fn instance_with(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, SocketAddr) {
-    let mut args = vec![
-        "run",
-        job.to_str().unwrap(),
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--instance-id",
-        id,
-    ];
-    args.extend_from_slice(extra);
-    let mut p = Proc::spawn(dir, args);
-    let addr = p.metrics_addr();
-    (p, addr)
+    common::run_instance(dir, job, id, extra)
 }
 
 /// Exchange partitions whose state the instance at `addr` restored.

@@ -98,19 +98,7 @@ sinks:
 }
 
 fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
-    let mut p = Proc::spawn(
-        dir,
-        [
-            "run",
-            job.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--instance-id",
-            id,
-        ],
-    );
-    let addr = p.metrics_addr();
-    (p, addr)
+    common::run_instance(dir, job, id, &[])
 }
 
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {

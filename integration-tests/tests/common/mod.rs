@@ -459,6 +459,23 @@ pub fn sigkill(p: &mut Proc) {
     p.wait();
 }
 
+/// `tidemark run <job> --metrics-addr 127.0.0.1:0 --instance-id <id> <extra…>` in `dir`, and
+/// its metrics address once it serves.
+pub fn run_instance(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, SocketAddr) {
+    let mut args = vec![
+        "run",
+        job.to_str().unwrap(),
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--instance-id",
+        id,
+    ];
+    args.extend_from_slice(extra);
+    let mut p = Proc::spawn(dir, args);
+    let addr = p.metrics_addr();
+    (p, addr)
+}
+
 /// Kafka partitions of `source_id` the instance at `addr` holds (its lag series).
 pub fn partitions_held(addr: SocketAddr, source_id: &str) -> usize {
     scrape(addr)
