@@ -98,12 +98,18 @@ impl KeyGroups {
     /// The key group of routing hash `hash`.
     #[inline]
     pub fn of(&self, hash: u64) -> u32 {
-        let h = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
         if self.max == 1 {
             return 0;
         }
-        let low = self.magic.wrapping_mul(h as u64);
-        ((low as u128 * self.max as u128) >> 64) as u32
+        ((self.fraction(hash) as u128 * self.max as u128) >> 64) as u32
+    }
+
+    /// Where `hash` falls in `[0, 1)`, as a 64-bit fraction: its key group is this times
+    /// `max_parallelism`, rounded down (the fastmod remainder before its last multiplication).
+    #[inline(always)]
+    fn fraction(&self, hash: u64) -> u64 {
+        let h = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
+        self.magic.wrapping_mul(h as u64)
     }
 }
 
@@ -162,15 +168,24 @@ impl fmt::Display for KeyGroupRange {
 pub(crate) struct Owners {
     groups: KeyGroups,
     owner: Box<[u16]>,
+    /// Whether the parallelism divides `max_parallelism`: every subtask then owns as many key
+    /// groups, and [`Owners::channel_of_even`] finds the owner without the table.
+    even: bool,
 }
 
 impl Owners {
     pub(crate) fn new(parallelism: usize, max_parallelism: u32) -> Self {
         let groups = KeyGroups::new(max_parallelism);
-        let owner = (0..groups.max_parallelism())
-            .map(|g| owner(g, parallelism, groups.max_parallelism()) as u16)
+        let max = groups.max_parallelism();
+        let owner = (0..max)
+            .map(|g| owner(g, parallelism, max) as u16)
             .collect();
-        Owners { groups, owner }
+        let even = parallelism >= 1 && (max as usize).is_multiple_of(parallelism);
+        Owners {
+            groups,
+            owner,
+            even,
+        }
     }
 
     /// The channel (subtask) of routing hash `hash`.
@@ -179,6 +194,25 @@ impl Owners {
         let g = self.groups.of(hash) as usize;
         // `of` is below `max_parallelism`, the table's length.
         self.owner[g] as usize
+    }
+
+    /// Whether [`Owners::channel_of_even`] may be used: the parallelism divides
+    /// `max_parallelism` (Flink's defaults always do for a power of two).
+    #[inline(always)]
+    pub(crate) fn is_even(&self) -> bool {
+        self.even
+    }
+
+    /// [`Owners::channel`] where [`Owners::is_even`] holds and `parallelism` is the one the
+    /// table was made for: no table lookup, one multiplication fewer (a shift when
+    /// `parallelism` is a constant power of two, as on a two-channel edge).
+    ///
+    /// With `P` dividing `M`, the owner `⌊g·P/M⌋` of key group `g = ⌊f·M⌋` (`f` the hash's
+    /// [fraction](KeyGroups::fraction)) is `⌊⌊f·M⌋ / (M/P)⌋ = ⌊f·M / (M/P)⌋ = ⌊f·P⌋`.
+    #[inline(always)]
+    pub(crate) fn channel_of_even(&self, hash: u64, parallelism: usize) -> usize {
+        debug_assert!(self.even);
+        ((self.groups.fraction(hash) as u128 * parallelism as u128) >> 64) as usize
     }
 }
 
@@ -273,6 +307,44 @@ mod tests {
             KeyGroupRange::of_subtask(1, 3, 128),
             KeyGroupRange { start: 43, end: 86 }
         );
+    }
+
+    #[test]
+    fn even_owners_route_as_the_table_does() {
+        // Spread hashes, small keys (the generator's) and the ends of the range.
+        let mut hashes: Vec<u64> = (0..20_000u64).collect();
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            hashes.push(x);
+        }
+        hashes.extend([u64::MAX, u64::MAX - 1, 1 << 63, (1 << 32) - 1, 1 << 32]);
+        for (p, max) in [
+            (1, 1),
+            (1, 128),
+            (2, 128),
+            (4, 128),
+            (8, 256),
+            (3, 96),
+            (5, 5),
+            (7, 448),
+            (16, 4096),
+        ] {
+            let owners = Owners::new(p, max);
+            assert!(owners.is_even(), "{p} divides {max}");
+            for &h in &hashes {
+                assert_eq!(
+                    owners.channel_of_even(h, p),
+                    owners.channel(h),
+                    "hash {h}, parallelism {p}, max parallelism {max}"
+                );
+            }
+        }
+        for (p, max) in [(3, 128), (5, 128), (6, 128), (7, 100)] {
+            assert!(!Owners::new(p, max).is_even(), "{p} does not divide {max}");
+        }
     }
 
     #[test]

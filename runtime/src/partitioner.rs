@@ -98,42 +98,61 @@ impl EdgeWriter {
     /// at P=2"). Here no record waits for another, and no record is copied twice.
     fn write_hashed_two(
         &mut self,
-        mut records: &[Record],
+        records: &[Record],
         cx: &mut SendContext<'_>,
     ) -> Result<(), Aborted> {
         let [first, second] = &mut self.channels[..] else {
             unreachable!("a two-channel edge");
         };
-        while !records.is_empty() {
-            let (base0, room0) = first.spare();
-            let (base1, room1) = second.spare();
-            // As many records as both batches have room for, whatever their channels.
-            let (now, rest) = records.split_at(records.len().min(room0.min(room1)));
-            let bases: [*mut Record; 2] = [base0, base1];
-            let (mut k0, mut k1) = (0usize, 0usize);
-            let owners = &self.owners;
-            for r in now {
-                let c = owners.channel(r.routing_hash()) & 1;
-                // A select, not a branch: the channel is as good as random.
-                let k = if c == 0 { k0 } else { k1 };
-                // SAFETY: `bases[c]` is the first free slot of channel `c`'s pending batch,
-                // with room for `now.len()` records, and `k` counts the records written
-                // there so far in this run, so the slot is in bounds and not yet initialised.
-                unsafe { crate::record::clone_to(r, bases[c].add(k)) };
-                k0 += 1 - c;
-                k1 += c;
-            }
-            // SAFETY: the loop wrote `k0` and `k1` records at the slots `spare` gave.
-            unsafe {
-                first.commit(k0);
-                second.commit(k1);
-            }
-            first.send_if_full(cx)?;
-            second.send_if_full(cx)?;
-            records = rest;
+        let owners = &self.owners;
+        // The owner found by a shift where the two subtasks own as many key groups each (the
+        // defaults), by the table otherwise; chosen once, so each has its own loop.
+        if owners.is_even() {
+            scatter_two(first, second, records, cx, |h| owners.channel_of_even(h, 2))
+        } else {
+            scatter_two(first, second, records, cx, |h| owners.channel(h) & 1)
         }
-        Ok(())
     }
+}
+
+/// [`EdgeWriter::write_hashed_two`] with `channel` giving the channel (0 or 1) of a routing
+/// hash.
+#[inline(always)]
+fn scatter_two(
+    first: &mut ChannelWriter,
+    second: &mut ChannelWriter,
+    mut records: &[Record],
+    cx: &mut SendContext<'_>,
+    channel: impl Fn(u64) -> usize,
+) -> Result<(), Aborted> {
+    while !records.is_empty() {
+        let (base0, room0) = first.spare();
+        let (base1, room1) = second.spare();
+        // As many records as both batches have room for, whatever their channels.
+        let (now, rest) = records.split_at(records.len().min(room0.min(room1)));
+        let bases: [*mut Record; 2] = [base0, base1];
+        let (mut k0, mut k1) = (0usize, 0usize);
+        for r in now {
+            let c = channel(r.routing_hash()) & 1;
+            // A select, not a branch: the channel is as good as random.
+            let k = if c == 0 { k0 } else { k1 };
+            // SAFETY: `bases[c]` is the first free slot of channel `c`'s pending batch,
+            // with room for `now.len()` records, and `k` counts the records written
+            // there so far in this run, so the slot is in bounds and not yet initialised.
+            unsafe { crate::record::clone_to(r, bases[c].add(k)) };
+            k0 += 1 - c;
+            k1 += c;
+        }
+        // SAFETY: the loop wrote `k0` and `k1` records at the slots `spare` gave.
+        unsafe {
+            first.commit(k0);
+            second.commit(k1);
+        }
+        first.send_if_full(cx)?;
+        second.send_if_full(cx)?;
+        records = rest;
+    }
+    Ok(())
 }
 
 /// The most channels a hash edge routes with [`EdgeWriter::write_hashed_many`]; beyond, one
@@ -301,7 +320,13 @@ mod tests {
 
     /// A hash edge over `n` channels with batches of `batch_size`; what each channel received,
     /// in order, after writing `records` in slices of `slice` and closing.
-    fn route(n: usize, batch_size: usize, records: &[Record], slice: usize) -> Vec<Vec<Record>> {
+    fn route(
+        n: usize,
+        max_parallelism: u32,
+        batch_size: usize,
+        records: &[Record],
+        slice: usize,
+    ) -> Vec<Vec<Record>> {
         let metrics = Arc::new(SubtaskMetrics::new(
             Granularity::Single,
             NonZeroUsize::new(1).unwrap(),
@@ -321,7 +346,7 @@ mod tests {
             ));
             receivers.push(rx);
         }
-        let mut edge = EdgeWriter::new(Partitioning::Hash, writers, 128);
+        let mut edge = EdgeWriter::new(Partitioning::Hash, writers, max_parallelism);
         let abort = AtomicBool::new(false);
         let mut backpressured = Duration::ZERO;
         let mut cx = SendContext {
@@ -366,34 +391,37 @@ mod tests {
                 }
             })
             .collect();
-        // Two channels (the select path), 3 to 16 (counts on the stack), 17 (one by one);
-        // slices across batch boundaries.
-        for (n, batch_size, slice) in [
-            (2, 1024, 1024),
-            (2, 100, 999),
-            (2, 7, 3),
-            (3, 64, 500),
-            (4, 1, 17),
-            (5, 1024, 5_000),
-            (16, 33, 256),
-            (17, 64, 500),
+        // Two channels (the select path: key groups split evenly, found by a shift, or not,
+        // found in the table), 3 to 16 (counts on the stack), 17 (one by one); slices across
+        // batch boundaries.
+        for (n, max, batch_size, slice) in [
+            (2, 128, 1024, 1024),
+            (2, 128, 100, 999),
+            (2, 128, 7, 3),
+            (2, 127, 1024, 1024),
+            (2, 9, 100, 999),
+            (3, 128, 64, 500),
+            (4, 128, 1, 17),
+            (5, 128, 1024, 5_000),
+            (16, 128, 33, 256),
+            (17, 128, 64, 500),
         ] {
-            let got = route(n, batch_size, &records, slice);
+            let got = route(n, max, batch_size, &records, slice);
             for (c, received) in got.iter().enumerate() {
                 let expected: Vec<Record> = records
                     .iter()
                     .filter(|r| {
                         crate::key_group::owner(
-                            crate::key_group::key_group(r.routing_hash(), 128),
+                            crate::key_group::key_group(r.routing_hash(), max),
                             n,
-                            128,
+                            max,
                         ) == c
                     })
                     .cloned()
                     .collect();
                 assert_eq!(
                     *received, expected,
-                    "n {n}, batch {batch_size}, channel {c}"
+                    "n {n}, max parallelism {max}, batch {batch_size}, channel {c}"
                 );
             }
             assert_eq!(got.iter().map(Vec::len).sum::<usize>(), records.len());
@@ -433,7 +461,7 @@ mod tests {
             (1000, 8, 1),
             (123_456_789, 2, 0),
         ] {
-            let routed = route(n, 16, &[Record::new(key, 0.0, 0)], 1);
+            let routed = route(n, 128, 16, &[Record::new(key, 0.0, 0)], 1);
             assert_eq!(routed[channel].len(), 1, "key {key}, n {n}: {routed:?}");
         }
     }
