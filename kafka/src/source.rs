@@ -457,7 +457,21 @@ impl ConsumerContext for SourceContext {
                     if !self.closing.load(Ordering::Relaxed) {
                         store_read_positions(consumer);
                     }
-                    let _ = consumer.commit_consumer_state(CommitMode::Sync);
+                    match consumer.commit_consumer_state(CommitMode::Sync) {
+                        // Nothing stored to commit: no record taken since the last commit.
+                        Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+                        Err(e) => {
+                            let partitions: Vec<String> =
+                                keys.iter().map(|(t, p)| format!("{t}/{p}")).collect();
+                            eprintln!(
+                                "tidemark: warning: kafka source \"{}\": the commit handing \
+                                 over {} on their revocation was not made ({e}); their next \
+                                 owner reads from the group's last commit",
+                                self.source_id,
+                                partitions.join(", ")
+                            );
+                        }
+                    }
                 }
                 let mut a = self.assignment.lock().expect("assignment lock");
                 if cooperative {
