@@ -231,6 +231,8 @@ pub struct SourceContext {
     pub(crate) state: std::sync::OnceLock<crate::exchange::state::KeptState>,
     /// The source's id, for `tidemark_kafka_commits_total`, counted as the broker confirms.
     source_id: String,
+    /// The source's subtask, for warnings.
+    subtask: usize,
     /// The source's newest commit ([`KafkaSource::commit`]): its offsets, then the broker's
     /// answer once a poll has delivered it (answers to older commits are not kept).
     awaited: Mutex<Option<AwaitedCommit>>,
@@ -464,10 +466,11 @@ impl ConsumerContext for SourceContext {
                             let partitions: Vec<String> =
                                 keys.iter().map(|(t, p)| format!("{t}/{p}")).collect();
                             eprintln!(
-                                "tidemark: warning: kafka source \"{}\": the commit handing \
-                                 over {} on their revocation was not made ({e}); their next \
-                                 owner reads from the group's last commit",
+                                "tidemark: warning: kafka source \"{}\" subtask {}: the \
+                                 commit handing over {} on their revocation was not made \
+                                 ({e}); their next owner reads from the group's last commit",
                                 self.source_id,
+                                self.subtask,
                                 partitions.join(", ")
                             );
                         }
@@ -622,6 +625,7 @@ impl KafkaSource {
             closing: AtomicBool::new(false),
             state: std::sync::OnceLock::new(),
             source_id: ctx.vertex_id.clone(),
+            subtask: ctx.subtask,
             awaited: Mutex::new(None),
         };
         let what = format!("kafka source \"{}\"", ctx.vertex_id);
