@@ -197,7 +197,8 @@ impl Owners {
     }
 
     /// Whether [`Owners::channel_of_even`] may be used: the parallelism divides
-    /// `max_parallelism` (Flink's defaults always do for a power of two).
+    /// `max_parallelism`. With the default max parallelism (a power of two, at least 128) that
+    /// holds for every power-of-two parallelism, P = 2 included.
     #[inline(always)]
     pub(crate) fn is_even(&self) -> bool {
         self.even
