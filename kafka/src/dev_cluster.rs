@@ -84,6 +84,11 @@ enum Command {
     CreateTopic(String, i32, mpsc::Sender<Result<(), String>>),
     TrackRequests(mpsc::Sender<()>),
     CountRequests(Request, mpsc::Sender<usize>),
+    Refuse(
+        Request,
+        Vec<rdkafka::types::RDKafkaRespErr>,
+        mpsc::Sender<()>,
+    ),
 }
 
 /// Kinds of Kafka protocol requests the cluster can count once
@@ -172,6 +177,22 @@ impl DevCluster {
         let (tx, rx) = mpsc::channel();
         self.commands
             .send(Command::CountRequests(kind, tx))
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
+        rx.recv()
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+    }
+
+    /// Makes the brokers answer the next requests of `kind`, from any client, with `errors`
+    /// in turn (one request each) instead of serving them: for tests that need a broker to
+    /// refuse something at a point they choose.
+    pub fn refuse_next(
+        &self,
+        kind: Request,
+        errors: &[rdkafka::types::RDKafkaRespErr],
+    ) -> Result<(), DevClusterError> {
+        let (tx, rx) = mpsc::channel();
+        self.commands
+            .send(Command::Refuse(kind, errors.to_vec(), tx))
             .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
         rx.recv()
             .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
@@ -276,6 +297,19 @@ fn run_cluster(
             }
             Ok(Command::CountRequests(kind, reply)) => {
                 let _ = reply.send(count_requests(raw, kind.api_key()));
+            }
+            Ok(Command::Refuse(kind, errors, reply)) => {
+                // SAFETY: `raw` is the live mock cluster of `producer`; the array is copied
+                // within the call.
+                unsafe {
+                    rdkafka::bindings::rd_kafka_mock_push_request_errors_array(
+                        raw,
+                        kind.api_key(),
+                        errors.len(),
+                        errors.as_ptr(),
+                    )
+                };
+                let _ = reply.send(());
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {

@@ -16,6 +16,7 @@
 //! | [`KafkaJob`] | what one job's Kafka parts share in this process: instance name, clock offsets, series, `--kafka-timeout` |
 //! | [`client`] | broker lists, pass-through properties, the broker's last error |
 //! | `handoff` | partitions moved between local subtasks resume where the previous one stopped |
+//! | `refused_hand_over` | hand-over commits the group refused on a revocation, made again unless the group has passed them |
 //! | `restored` | partition offsets and event time restored from a checkpoint directory, taken by whichever subtask is assigned the partition |
 //! | [`input_report`] | event time per input partition across the group, through exchanges |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
@@ -48,6 +49,7 @@ mod handoff;
 pub mod input_report;
 mod job;
 pub mod metrics;
+mod refused_hand_over;
 mod restored;
 pub mod sink;
 pub mod source;

@@ -69,6 +69,7 @@ use crate::decode::{Decoder, Format};
 use crate::departure::Departure;
 use crate::exchange::state::PartitionProgress;
 use crate::metrics::{KafkaMetrics, PartitionKey};
+use crate::refused_hand_over::{passed, Next, RefusedHandOvers};
 use crate::watermarks::PartitionWatermarks;
 
 /// Where the group starts reading a partition that has no committed offset yet. A partition
@@ -236,6 +237,9 @@ pub struct SourceContext {
     /// The source's newest commit ([`KafkaSource::commit`]): its offsets, then the broker's
     /// answer once a poll has delivered it (answers to older commits are not kept).
     awaited: Mutex<Option<AwaitedCommit>>,
+    /// Hand-over commits the group refused in revocations since the source last looked, with
+    /// the refusal: made again by the source's polls ([`crate::refused_hand_over`]).
+    refused_hand_overs: Mutex<(BTreeMap<PartitionKey, i64>, String)>,
 }
 
 /// A commit issued without blocking, and the broker's answer to it.
@@ -314,21 +318,22 @@ fn committed_offsets(
     consumer: &BaseConsumer<SourceContext>,
     keys: &[(PartitionKey, i64)],
 ) -> BTreeMap<PartitionKey, i64> {
+    group_commits(consumer, keys, Duration::from_secs(5)).unwrap_or_default()
+}
+
+/// The group's committed offsets of `keys` (none where it has none), or why the coordinator
+/// did not answer within `timeout`.
+fn group_commits(
+    consumer: &BaseConsumer<SourceContext>,
+    keys: &[(PartitionKey, i64)],
+    timeout: Duration,
+) -> Result<BTreeMap<PartitionKey, i64>, KafkaError> {
     let mut tpl = TopicPartitionList::new();
     for ((topic, partition), _) in keys {
         tpl.add_partition(topic, *partition);
     }
-    let Ok(committed) = consumer.committed_offsets(tpl, Duration::from_secs(5)) else {
-        return BTreeMap::new();
-    };
-    committed
-        .elements()
-        .iter()
-        .filter_map(|e| match e.offset() {
-            Offset::Offset(o) => Some(((e.topic().to_owned(), e.partition()), o)),
-            _ => None,
-        })
-        .collect()
+    let committed = consumer.committed_offsets(tpl, timeout)?;
+    Ok(offsets_of(&committed).into_iter().collect())
 }
 
 impl rdkafka::client::ClientContext for SourceContext {
@@ -456,19 +461,34 @@ impl ConsumerContext for SourceContext {
                     // the messages the consumer returned, so its read positions are stored
                     // first (not while closing: the source stored its own, and messages
                     // polled while leaving are dropped).
-                    if !self.closing.load(Ordering::Relaxed) {
+                    let closing = self.closing.load(Ordering::Relaxed);
+                    let handing = if closing {
+                        Vec::new()
+                    } else {
                         store_read_positions(consumer);
-                    }
+                        read_positions(consumer, &keys)
+                    };
                     match consumer.commit_consumer_state(CommitMode::Sync) {
                         // Nothing stored to commit: no record taken since the last commit.
                         Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+                        // Refused (the group joining again, the assignment lost): made again
+                        // by the source's polls once the group takes it.
+                        Err(e) if !closing => {
+                            let mut refused = self
+                                .refused_hand_overs
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner());
+                            refused.0.extend(handing);
+                            refused.1 = e.to_string();
+                        }
                         Err(e) => {
                             let partitions: Vec<String> =
                                 keys.iter().map(|(t, p)| format!("{t}/{p}")).collect();
                             eprintln!(
                                 "tidemark: warning: kafka source \"{}\" subtask {}: the \
-                                 commit handing over {} on their revocation was not made \
-                                 ({e}); their next owner reads from the group's last commit",
+                                 commit handing over {} on their revocation while closing was \
+                                 not made ({e}); their next owner reads from the group's last \
+                                 commit",
                                 self.source_id,
                                 self.subtask,
                                 partitions.join(", ")
@@ -537,6 +557,8 @@ pub struct KafkaSource {
     unconfirmed: Option<BTreeMap<PartitionKey, i64>>,
     /// When to make the refused commit of `unconfirmed` again.
     retry_commit_at: Option<std::time::Instant>,
+    /// Hand-over commits the group refused, made again (no checkpointing).
+    hand_overs: RefusedHandOvers,
     /// The reader of an exchange keeping state: checkpoint number → what it has of each
     /// exchange partition besides its keys (highest origins, event-time state), taken with
     /// the positions ([`crate::exchange::state`]).
@@ -627,6 +649,7 @@ impl KafkaSource {
             source_id: ctx.vertex_id.clone(),
             subtask: ctx.subtask,
             awaited: Mutex::new(None),
+            refused_hand_overs: Mutex::new((BTreeMap::new(), String::new())),
         };
         let what = format!("kafka source \"{}\"", ctx.vertex_id);
         let consumer: BaseConsumer<SourceContext> = client
@@ -694,6 +717,7 @@ impl KafkaSource {
             pending_checkpoints: BTreeMap::new(),
             unconfirmed: None,
             retry_commit_at: None,
+            hand_overs: RefusedHandOvers::default(),
             pending_progress: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
             watch: BrokerWatch::new(timeout),
@@ -970,6 +994,11 @@ impl KafkaSource {
     /// a checkpoint that is the last for a while still lands.
     fn follow_commit(&mut self) {
         let answer = self.consumer.context().take_answer();
+        if self.auto_commit {
+            // No checkpoint commits: the only commits followed are the refused hand-overs'.
+            self.follow_hand_overs(answer);
+            return;
+        }
         match answer {
             Some(Ok(())) => self.unconfirmed = None,
             Some(Err(_)) if self.unconfirmed.is_some() => {
@@ -985,6 +1014,74 @@ impl KafkaSource {
                 }
             }
         }
+    }
+
+    /// Once per poll (no checkpointing): the hand-over commits the group refused in
+    /// revocations are made again, once no newer commit of those partitions has been made
+    /// ([`crate::refused_hand_over`]). Reading the group's commits waits for the coordinator,
+    /// at most 5 s; it happens only after a refusal.
+    fn follow_hand_overs(&mut self, answer: Option<Result<(), KafkaError>>) {
+        let refused = {
+            let mut r = self
+                .consumer
+                .context()
+                .refused_hand_overs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if r.0.is_empty() && self.hand_overs.is_empty() {
+                return;
+            }
+            std::mem::take(&mut *r)
+        };
+        let now = std::time::Instant::now();
+        self.hand_overs
+            .refused(refused.0, refused.1, now, self.timeout);
+        if let Some(answer) = answer {
+            self.hand_overs
+                .answered(answer.map_err(|e| e.to_string()), now);
+        }
+        match self.hand_overs.next(now) {
+            Next::Wait => {}
+            Next::GiveUp(offsets, why) => self.warn_uncommitted(&offsets, &why),
+            Next::Attempt(attempt) => {
+                let guard = GROUP_COMMITS_WITHIN.min(self.timeout);
+                match group_commits(&self.consumer, &attempt, guard) {
+                    Err(e) => self.hand_overs.retry_later(e.to_string(), now),
+                    Ok(committed) => {
+                        let behind = self.hand_overs.behind(attempt, &committed, now);
+                        if behind.is_empty() {
+                            return;
+                        }
+                        let mut tpl = TopicPartitionList::new();
+                        for ((topic, partition), offset) in &behind {
+                            let _ = tpl.add_partition_offset(
+                                topic,
+                                *partition,
+                                Offset::Offset(*offset),
+                            );
+                        }
+                        self.await_answer(&tpl);
+                        if let Err(e) = commit_async(&self.consumer, &tpl) {
+                            self.hand_overs.retry_later(e.to_string(), now);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many revoked partitions wait for their hand-over commit to be made again, after the
+    /// group refused it (no checkpointing; `docs/kafka.md`, "Commits").
+    pub fn hand_overs_waiting(&self) -> usize {
+        let refused = self
+            .consumer
+            .context()
+            .refused_hand_overs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .len();
+        self.hand_overs.len() + refused
     }
 
     /// Polls the consumer while a commit waits (serving rebalances and commit answers); a
@@ -1006,6 +1103,38 @@ impl KafkaSource {
     /// Says on stderr that a commit did not land: the records after the group's last commit
     /// may be read again by the partitions' next owner (never lost), which a user comparing
     /// the group's offsets with the topic's end would otherwise find unexplained.
+    /// For the last commit: the refused hand-overs still behind the group's commits (taken).
+    fn hand_overs_left(&mut self) -> Vec<(PartitionKey, i64)> {
+        let refused = std::mem::take(
+            &mut *self
+                .consumer
+                .context()
+                .refused_hand_overs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        let mut waiting = self.hand_overs.take_all();
+        waiting.extend(refused.0);
+        if waiting.is_empty() {
+            return Vec::new();
+        }
+        let waiting: Vec<_> = waiting.into_iter().collect();
+        match group_commits(
+            &self.consumer,
+            &waiting,
+            GROUP_COMMITS_WITHIN.min(self.timeout),
+        ) {
+            Ok(committed) => waiting
+                .into_iter()
+                .filter(|(key, offset)| !passed(&committed, key, *offset))
+                .collect(),
+            Err(e) => {
+                self.warn_uncommitted(&waiting.into_iter().collect(), &e.to_string());
+                Vec::new()
+            }
+        }
+    }
+
     fn warn_uncommitted(&self, positions: &BTreeMap<PartitionKey, i64>, cause: &str) {
         let partitions: Vec<String> = positions
             .iter()
@@ -1072,6 +1201,23 @@ fn group_generation<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> i32 {
         rdkafka::bindings::rd_kafka_consumer_group_metadata_destroy(metadata);
         generation
     }
+}
+
+/// The consumer's read positions of `keys` (the offset after the last message it returned),
+/// where it has one.
+fn read_positions(
+    consumer: &BaseConsumer<SourceContext>,
+    keys: &[PartitionKey],
+) -> Vec<(PartitionKey, i64)> {
+    let Ok(read) = consumer.position() else {
+        return Vec::new();
+    };
+    keys.iter()
+        .filter_map(|k| match read.find_partition(&k.0, k.1)?.offset() {
+            Offset::Offset(o) => Some((k.clone(), o)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Stores the consumer's read positions (the offset after the last message it returned) for
@@ -1609,7 +1755,11 @@ impl Drop for KafkaSource {
             .store(true, Ordering::Relaxed);
         if self.auto_commit && !lost {
             self.store_positions();
-            let positions = std::mem::take(&mut self.positions);
+            let mut positions = std::mem::take(&mut self.positions);
+            // Hand-overs the group refused and that are still behind its commits go with it.
+            for (key, offset) in self.hand_overs_left() {
+                positions.entry(key).or_insert(offset);
+            }
             let _ = self.commit(&positions, true);
         }
         // The last checkpoint's commit went out without waiting (it completed before the
@@ -1651,6 +1801,9 @@ trait Settle {
     /// committed) until no partition is assigned or [`SETTLE_WITHIN`] passed. True if settled.
     fn unsubscribe_and_settle(&self, timeout: Duration) -> bool;
 }
+
+/// How long a refused hand-over waits at most for the group's commits to be read.
+const GROUP_COMMITS_WITHIN: Duration = Duration::from_secs(5);
 
 /// How long after a refused commit (made without waiting) it is made again.
 const COMMIT_RETRY_AFTER: Duration = Duration::from_millis(200);

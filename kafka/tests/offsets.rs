@@ -21,12 +21,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rdkafka::topic_partition_list::Offset;
+use rdkafka::types::RDKafkaRespErr;
+use tidemark_kafka::dev_cluster::Request;
 use tidemark_kafka::{
     testing, DevCluster, DevClusterOptions, KafkaSource, KafkaSourceConfig, KafkaSourceFactory,
 };
 use tidemark_runtime::{Output, PollContext, Source, SubtaskContext};
 
 const GROUP: &str = "offsets-group";
+
+/// The brokers' answer to a commit while the group rebalances.
+const REBALANCING: RDKafkaRespErr = RDKafkaRespErr::RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
 
 /// The group's committed offset of partitions 0 and 1 of `in` (-1: none).
 fn committed(bootstrap: &str) -> [i64; 2] {
@@ -124,6 +129,14 @@ fn set_up(
             .iter()
             .map(|(p, k, v)| (Some(*p), k.as_str(), v.as_str())),
     );
+    let config = source_config(&bootstrap, commit_every_ms, small_fetches);
+    let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
+    (cluster, bootstrap, factory)
+}
+
+/// The sources' configuration: group `GROUP` reading `in`, committing every
+/// `commit_every_ms` by librdkafka's timer, with small fetches if `small_fetches`.
+fn source_config(bootstrap: &str, commit_every_ms: u64, small_fetches: bool) -> KafkaSourceConfig {
     let mut properties = serde_json::json!({
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 500,
@@ -132,15 +145,13 @@ fn set_up(
     if small_fetches {
         properties["max.partition.fetch.bytes"] = 256.into();
     }
-    let config: KafkaSourceConfig = serde_json::from_value(serde_json::json!({
+    serde_json::from_value(serde_json::json!({
         "brokers": bootstrap,
         "topics": ["in"],
         "group": GROUP,
         "properties": properties,
     }))
-    .unwrap();
-    let factory = KafkaSourceFactory::new(config, kafka()).unwrap();
-    (cluster, bootstrap, factory)
+    .unwrap()
 }
 
 fn make(factory: &KafkaSourceFactory, subtask: usize) -> KafkaSource {
@@ -188,9 +199,24 @@ fn the_commit_timer_commits_the_positions_after_the_records_taken() {
 
 #[test]
 fn a_revoked_partition_is_handed_over_after_the_last_record_taken() {
+    hand_over(false);
+}
+
+/// The group refuses the hand-over commit made in the revocation (as librdkafka's mock
+/// cluster does now and then, when the group is joining again by then): the source's polls
+/// make it again.
+#[test]
+fn a_refused_hand_over_is_made_again_by_the_polls_that_follow() {
+    hand_over(true);
+}
+
+/// A second subtask joins the first's group and takes one of its partitions; with `refuse`,
+/// the brokers refuse the first two commits (the source's hand-over and librdkafka's commit
+/// of the partitions it removes from the assignment).
+fn hand_over(refuse: bool) {
     // No timer commit: only the hand-over commit of the revocation and the close commit.
     let per = 3000;
-    let (_cluster, bootstrap, factory) = set_up(per, 600_000, true);
+    let (cluster, bootstrap, factory) = set_up(per, 600_000, true);
     let mut a = make(&factory, 0);
     let mut taken_a = Taken::new(per);
     until("the first records", || {
@@ -198,6 +224,11 @@ fn a_revoked_partition_is_handed_over_after_the_last_record_taken() {
         taken_a.count() >= 100
     });
     assert_eq!(committed(&bootstrap), [-1, -1]);
+    if refuse {
+        cluster
+            .refuse_next(Request::OffsetCommit, &[REBALANCING, REBALANCING])
+            .unwrap();
+    }
 
     // A second subtask joins while `a` reads in small polls.
     let mut b = make(&factory, 1);
@@ -216,9 +247,20 @@ fn a_revoked_partition_is_handed_over_after_the_last_record_taken() {
         handed_over > 0 && handed_over < per,
         "revoked part way through: {handed_over}"
     );
-    // The hand-over commit, made inside the poll that served the revocation, is the position
-    // after the last record taken.
-    assert_eq!(committed(&bootstrap)[revoked], handed_over);
+    if refuse {
+        assert_eq!(a.hand_overs_waiting(), 1, "the hand-over was refused");
+    }
+    // The hand-over commit, made inside the poll that served the revocation (and by the polls
+    // after it, when the group refused it), is the position after the last record taken.
+    until(
+        &format!("the hand-over commit of partition {revoked} at {handed_over}"),
+        || {
+            poll(&mut a, 5, &mut taken_a);
+            poll(&mut b, 5, &mut taken_b);
+            // (Waiting until a poll has served the broker's answer.)
+            committed(&bootstrap)[revoked] == handed_over && a.hand_overs_waiting() == 0
+        },
+    );
 
     // The new owner resumes there: nothing read twice, nothing skipped.
     until(
