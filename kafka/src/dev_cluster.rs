@@ -84,6 +84,7 @@ enum Command {
     CreateTopic(String, i32, mpsc::Sender<Result<(), String>>),
     TrackRequests(mpsc::Sender<()>),
     CountRequests(Request, mpsc::Sender<usize>),
+    ServeAgain(Request, mpsc::Sender<()>),
     Refuse(
         Request,
         Vec<rdkafka::types::RDKafkaRespErr>,
@@ -193,6 +194,16 @@ impl DevCluster {
         let (tx, rx) = mpsc::channel();
         self.commands
             .send(Command::Refuse(kind, errors.to_vec(), tx))
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
+        rx.recv()
+            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+    }
+
+    /// Forgets the refusals [`DevCluster::refuse_next`] left for requests of `kind`.
+    pub fn serve_again(&self, kind: Request) -> Result<(), DevClusterError> {
+        let (tx, rx) = mpsc::channel();
+        self.commands
+            .send(Command::ServeAgain(kind, tx))
             .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
         rx.recv()
             .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
@@ -308,6 +319,13 @@ fn run_cluster(
                         errors.len(),
                         errors.as_ptr(),
                     )
+                };
+                let _ = reply.send(());
+            }
+            Ok(Command::ServeAgain(kind, reply)) => {
+                // SAFETY: `raw` is the live mock cluster of `producer`.
+                unsafe {
+                    rdkafka::bindings::rd_kafka_mock_clear_request_errors(raw, kind.api_key())
                 };
                 let _ = reply.send(());
             }

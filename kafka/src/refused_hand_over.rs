@@ -22,14 +22,18 @@ use crate::metrics::PartitionKey;
 /// How long after a refusal the hand-over is made again.
 pub(crate) const RETRY_AFTER: Duration = Duration::from_millis(200);
 
+/// An attempt with no answer after this long is taken as refused (its answer was lost).
+pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(15);
+
 /// The refused hand-overs of one source subtask and when to make them again.
 #[derive(Debug, Default)]
 pub(crate) struct RefusedHandOvers {
     /// Partition → the offset to hand it over at (the newest revocation's, if it was revoked
     /// more than once).
     waiting: BTreeMap<PartitionKey, i64>,
-    /// The attempt whose answer a poll has not served yet.
-    in_flight: Option<Vec<(PartitionKey, i64)>>,
+    /// The attempt under way (the group's commits being read, or the commit's answer not yet
+    /// served by a poll), and when it started.
+    in_flight: Option<(Vec<(PartitionKey, i64)>, Instant)>,
     /// When to make the next attempt (none while one is in flight).
     next_attempt: Option<Instant>,
     /// `--kafka-timeout` after the first refusal of what waits.
@@ -43,8 +47,8 @@ pub(crate) struct RefusedHandOvers {
 pub(crate) enum Next {
     /// Nothing now.
     Wait,
-    /// Read the group's commits of these partitions ([`RefusedHandOvers::behind`]), then
-    /// commit those still behind.
+    /// Read the group's commits of these partitions, then commit those still behind
+    /// ([`RefusedHandOvers::behind`]). The attempt is under way until it is answered.
     Attempt(Vec<(PartitionKey, i64)>),
     /// The time is up: say these were not handed over, with the last refusal.
     GiveUp(BTreeMap<PartitionKey, i64>, String),
@@ -84,7 +88,7 @@ impl RefusedHandOvers {
     /// The answer to the attempt in flight: taken, those offsets are handed over; refused (or
     /// not made, `Err`), the next attempt follows [`RETRY_AFTER`] later.
     pub(crate) fn answered(&mut self, answer: Result<(), String>, now: Instant) {
-        let Some(sent) = self.in_flight.take() else {
+        let Some((sent, _)) = self.in_flight.take() else {
             return;
         };
         match answer {
@@ -114,7 +118,13 @@ impl RefusedHandOvers {
 
     /// What to do at `now`.
     pub(crate) fn next(&mut self, now: Instant) -> Next {
-        if self.waiting.is_empty() || self.in_flight.is_some() {
+        if let Some((_, since)) = &self.in_flight {
+            if now.saturating_duration_since(*since) < ANSWER_WITHIN {
+                return Next::Wait;
+            }
+            self.retry_later("no answer".into(), now);
+        }
+        if self.waiting.is_empty() {
             return Next::Wait;
         }
         if self.give_up_at.is_some_and(|at| now >= at) {
@@ -126,21 +136,26 @@ impl RefusedHandOvers {
         match self.next_attempt {
             Some(at) if now >= at => {
                 self.next_attempt = None;
-                Next::Attempt(self.waiting.iter().map(|(k, o)| (k.clone(), *o)).collect())
+                let attempt: Vec<_> = self.waiting.iter().map(|(k, o)| (k.clone(), *o)).collect();
+                self.in_flight = Some((attempt.clone(), now));
+                Next::Attempt(attempt)
             }
             _ => Next::Wait,
         }
     }
 
-    /// Leaves out of `attempt` (and of what waits) each partition `committed` (the group's
-    /// commits) holds at or past the hand-over's offset; returns the rest, now in flight. An
-    /// empty answer: nothing left to commit in this attempt.
+    /// The group's commits were read for the attempt under way: leaves out of it (and of what
+    /// waits) each partition `committed` holds at or past the hand-over's offset, and returns
+    /// the rest, to commit (the attempt stays under way until answered). Empty: nothing left
+    /// to commit in this attempt.
     pub(crate) fn behind(
         &mut self,
-        attempt: Vec<(PartitionKey, i64)>,
         committed: &BTreeMap<PartitionKey, i64>,
         now: Instant,
     ) -> Vec<(PartitionKey, i64)> {
+        let Some((attempt, since)) = self.in_flight.take() else {
+            return Vec::new();
+        };
         let (passed, behind): (Vec<_>, Vec<_>) = attempt
             .into_iter()
             .partition(|(key, offset)| passed(committed, key, *offset));
@@ -155,7 +170,7 @@ impl RefusedHandOvers {
             self.next_attempt = Some(now);
         }
         if !behind.is_empty() {
-            self.in_flight = Some(behind.clone());
+            self.in_flight = Some((behind.clone(), since));
         }
         behind
     }
@@ -197,19 +212,38 @@ mod tests {
             panic!("an attempt after the pause");
         };
         assert_eq!(attempt, vec![(key(0), 10)]);
-        assert_eq!(h.behind(attempt, &BTreeMap::new(), t0), vec![(key(0), 10)]);
-        // In flight: no second attempt until it is answered.
+        assert_eq!(h.behind(&BTreeMap::new(), t0), vec![(key(0), 10)]);
+        // Under way: no second attempt until it is answered.
         assert_eq!(h.next(t1 + RETRY_AFTER * 10), Next::Wait);
         h.answered(Err("busy again".into()), t1);
         assert_eq!(h.next(t1), Next::Wait);
         let t2 = t1 + RETRY_AFTER;
-        let Next::Attempt(attempt) = h.next(t2) else {
+        let Next::Attempt(_) = h.next(t2) else {
             panic!("a second attempt");
         };
-        assert_eq!(h.behind(attempt, &BTreeMap::new(), t0).len(), 1);
+        assert_eq!(h.behind(&BTreeMap::new(), t0).len(), 1);
         h.answered(Ok(()), t2);
         assert!(h.is_empty());
         assert_eq!(h.next(t2 + Duration::from_secs(60)), Next::Wait);
+    }
+
+    #[test]
+    fn no_attempt_while_the_groups_commits_are_read_and_a_lost_answer_is_a_refusal() {
+        let t0 = Instant::now();
+        let mut h = RefusedHandOvers::default();
+        h.refused([(key(0), 10)], "busy".into(), t0, Duration::from_secs(60));
+        assert!(matches!(h.next(t0 + RETRY_AFTER), Next::Attempt(_)));
+        // The read of the group's commits has not come back yet.
+        assert_eq!(h.next(t0 + RETRY_AFTER * 20), Next::Wait);
+        assert_eq!(h.behind(&BTreeMap::new(), t0), vec![(key(0), 10)]);
+        // The commit's answer never comes: after `ANSWER_WITHIN` it counts as refused.
+        let late = t0 + RETRY_AFTER + ANSWER_WITHIN;
+        assert_eq!(h.next(late - RETRY_AFTER), Next::Wait);
+        assert_eq!(h.next(late), Next::Wait);
+        assert_eq!(
+            h.next(late + RETRY_AFTER),
+            Next::Attempt(vec![(key(0), 10)])
+        );
     }
 
     #[test]
@@ -218,23 +252,21 @@ mod tests {
         let mut h = RefusedHandOvers::default();
         let offsets = [(key(0), 10), (key(1), 20), (key(2), 30)];
         h.refused(offsets, "busy".into(), t0, Duration::from_secs(30));
-        let Next::Attempt(attempt) = h.next(t0 + RETRY_AFTER) else {
+        let Next::Attempt(_) = h.next(t0 + RETRY_AFTER) else {
             panic!("an attempt");
         };
         // The next owner committed 10 (equal) and 25 (past); partition 2 is behind.
         let committed = BTreeMap::from([(key(0), 10), (key(1), 25), (key(2), 5)]);
-        assert_eq!(h.behind(attempt, &committed, t0), vec![(key(2), 30)]);
+        assert_eq!(h.behind(&committed, t0), vec![(key(2), 30)]);
         assert_eq!(h.len(), 1);
         h.answered(Ok(()), t0);
         assert!(h.is_empty());
         // All passed: nothing is committed and nothing waits.
         h.refused([(key(3), 7)], "busy".into(), t0, Duration::from_secs(30));
-        let Next::Attempt(attempt) = h.next(t0 + RETRY_AFTER) else {
+        let Next::Attempt(_) = h.next(t0 + RETRY_AFTER) else {
             panic!("an attempt");
         };
-        assert!(h
-            .behind(attempt, &BTreeMap::from([(key(3), 9)]), t0)
-            .is_empty());
+        assert!(h.behind(&BTreeMap::from([(key(3), 9)]), t0).is_empty());
         assert!(h.is_empty());
     }
 
@@ -244,10 +276,10 @@ mod tests {
         let timeout = Duration::from_secs(1);
         let mut h = RefusedHandOvers::default();
         h.refused([(key(0), 10)], "first".into(), t0, timeout);
-        let Next::Attempt(attempt) = h.next(t0 + RETRY_AFTER) else {
+        let Next::Attempt(_) = h.next(t0 + RETRY_AFTER) else {
             panic!("an attempt");
         };
-        h.behind(attempt, &BTreeMap::new(), t0);
+        h.behind(&BTreeMap::new(), t0);
         h.answered(Err("second".into()), t0 + RETRY_AFTER);
         assert_eq!(
             h.next(t0 + timeout),
@@ -262,10 +294,10 @@ mod tests {
         let t0 = Instant::now();
         let mut h = RefusedHandOvers::default();
         h.refused([(key(0), 10)], "busy".into(), t0, Duration::from_secs(30));
-        let Next::Attempt(attempt) = h.next(t0 + RETRY_AFTER) else {
+        let Next::Attempt(_) = h.next(t0 + RETRY_AFTER) else {
             panic!("an attempt");
         };
-        h.behind(attempt, &BTreeMap::new(), t0);
+        h.behind(&BTreeMap::new(), t0);
         // Given back and revoked again, refused again, while the first attempt is in flight.
         h.refused([(key(0), 40)], "busy".into(), t0, Duration::from_secs(30));
         h.answered(Ok(()), t0 + RETRY_AFTER);

@@ -559,6 +559,8 @@ pub struct KafkaSource {
     retry_commit_at: Option<std::time::Instant>,
     /// Hand-over commits the group refused, made again (no checkpointing).
     hand_overs: RefusedHandOvers,
+    /// The thread reading the group's commits for the hand-over attempt under way.
+    commits_read: Option<std::thread::JoinHandle<Result<BTreeMap<PartitionKey, i64>, String>>>,
     /// The reader of an exchange keeping state: checkpoint number → what it has of each
     /// exchange partition besides its keys (highest origins, event-time state), taken with
     /// the positions ([`crate::exchange::state`]).
@@ -718,6 +720,7 @@ impl KafkaSource {
             unconfirmed: None,
             retry_commit_at: None,
             hand_overs: RefusedHandOvers::default(),
+            commits_read: None,
             pending_progress: BTreeMap::new(),
             watermarks: PartitionWatermarks::new(),
             watch: BrokerWatch::new(timeout),
@@ -1018,8 +1021,8 @@ impl KafkaSource {
 
     /// Once per poll (no checkpointing): the hand-over commits the group refused in
     /// revocations are made again, once no newer commit of those partitions has been made
-    /// ([`crate::refused_hand_over`]). Reading the group's commits waits for the coordinator,
-    /// at most 5 s; it happens only after a refusal.
+    /// ([`crate::refused_hand_over`]). The group's commits are read on a thread of its own
+    /// (librdkafka answers once a rebalance under way has ended); a later poll commits.
     fn follow_hand_overs(&mut self, answer: Option<Result<(), KafkaError>>) {
         let refused = {
             let mut r = self
@@ -1040,18 +1043,17 @@ impl KafkaSource {
             self.hand_overs
                 .answered(answer.map_err(|e| e.to_string()), now);
         }
-        match self.hand_overs.next(now) {
-            Next::Wait => {}
-            Next::GiveUp(offsets, why) => self.warn_uncommitted(&offsets, &why),
-            Next::Attempt(attempt) => {
-                let guard = GROUP_COMMITS_WITHIN.min(self.timeout);
-                match group_commits(&self.consumer, &attempt, guard) {
-                    Err(e) => self.hand_overs.retry_later(e.to_string(), now),
-                    Ok(committed) => {
-                        let behind = self.hand_overs.behind(attempt, &committed, now);
-                        if behind.is_empty() {
-                            return;
-                        }
+        // The group's commits, read for the attempt under way: what is still behind them is
+        // committed.
+        if let Some(read) = self.commits_read.take_if(|r| r.is_finished()) {
+            let read = read
+                .join()
+                .unwrap_or_else(|_| Err("reading the group's commits failed".into()));
+            match read {
+                Err(why) => self.hand_overs.retry_later(why, now),
+                Ok(committed) => {
+                    let behind = self.hand_overs.behind(&committed, now);
+                    if !behind.is_empty() {
                         let mut tpl = TopicPartitionList::new();
                         for ((topic, partition), offset) in &behind {
                             let _ = tpl.add_partition_offset(
@@ -1065,6 +1067,40 @@ impl KafkaSource {
                             self.hand_overs.retry_later(e.to_string(), now);
                         }
                     }
+                }
+            }
+        }
+        match self.hand_overs.next(now) {
+            Next::Wait => {}
+            Next::GiveUp(offsets, why) => {
+                let partitions: Vec<String> = offsets
+                    .iter()
+                    .map(|((topic, partition), offset)| format!("{topic}/{partition} at {offset}"))
+                    .collect();
+                eprintln!(
+                    "tidemark: warning: kafka source \"{}\" subtask {}: the hand-over commit of \
+                     {} after their revocation was refused for --kafka-timeout ({} s; last: \
+                     {why}); their next owner reads from the group's last commit",
+                    self.source_id,
+                    self.subtask,
+                    partitions.join(", "),
+                    self.timeout.as_secs_f64()
+                );
+            }
+            Next::Attempt(attempt) => {
+                // Read on a thread of its own: librdkafka answers once a rebalance under way
+                // has ended (about 5 s on the mock cluster), and the task must not stand still
+                // meanwhile. The answer is taken by a later poll.
+                let consumer = Arc::clone(&*self.consumer);
+                let within = GROUP_COMMITS_WITHIN.min(self.timeout);
+                let read = std::thread::Builder::new()
+                    .name("tidemark-kafka-commits".into())
+                    .spawn(move || {
+                        group_commits(&consumer, &attempt, within).map_err(|e| e.to_string())
+                    });
+                match read {
+                    Ok(handle) => self.commits_read = Some(handle),
+                    Err(e) => self.hand_overs.retry_later(e.to_string(), now),
                 }
             }
         }
@@ -1105,6 +1141,10 @@ impl KafkaSource {
     /// the group's offsets with the topic's end would otherwise find unexplained.
     /// For the last commit: the refused hand-overs still behind the group's commits (taken).
     fn hand_overs_left(&mut self) -> Vec<(PartitionKey, i64)> {
+        // A read under way ends within `GROUP_COMMITS_WITHIN`; this one reads again.
+        if let Some(read) = self.commits_read.take() {
+            let _ = read.join();
+        }
         let refused = std::mem::take(
             &mut *self
                 .consumer

@@ -210,6 +210,58 @@ fn a_refused_hand_over_is_made_again_by_the_polls_that_follow() {
     hand_over(true);
 }
 
+/// A hand-over the group goes on refusing is given up once `--kafka-timeout` has passed since
+/// the first refusal (said on stderr): the source does not try for ever, nor at its close.
+#[test]
+fn a_hand_over_refused_for_the_kafka_timeout_is_given_up() {
+    let per = 3000;
+    let (cluster, bootstrap, _) = set_up(per, 600_000, true);
+    let job = tidemark_kafka::KafkaJob::new();
+    job.set_timeout(Duration::from_secs(2));
+    let factory = KafkaSourceFactory::new(source_config(&bootstrap, 600_000, true), &job).unwrap();
+    let mut a = make(&factory, 0);
+    let mut taken_a = Taken::new(per);
+    until("the first records", || {
+        poll(&mut a, 5, &mut taken_a);
+        taken_a.count() >= 100
+    });
+    // More refusals than attempts fit in 2 s (one every 200 ms).
+    cluster
+        .refuse_next(Request::OffsetCommit, &[REBALANCING; 64])
+        .unwrap();
+    let mut b = make(&factory, 1);
+    let mut taken_b = Taken::new(per);
+    let rebalances = a.rebalances();
+    until("a partition revoked from the first subtask", || {
+        poll(&mut a, 5, &mut taken_a);
+        poll(&mut b, 5, &mut taken_b);
+        a.rebalances() > rebalances
+    });
+    let revoked = 1 - a.assigned()[0].1 as usize;
+    assert_eq!(a.hand_overs_waiting(), 1, "the hand-over was refused");
+    until("the refused hand-over given up", || {
+        poll(&mut a, 5, &mut taken_a);
+        poll(&mut b, 5, &mut taken_b);
+        a.hand_overs_waiting() == 0
+    });
+    assert_eq!(
+        committed(&bootstrap)[revoked],
+        -1,
+        "nothing was handed over"
+    );
+    // The first subtask's close commits what it holds, not the hand-over it gave up (the
+    // second holds the partition and commits nothing before its close).
+    cluster.serve_again(Request::OffsetCommit).unwrap();
+    drop(a);
+    assert_eq!(committed(&bootstrap)[revoked], -1);
+    assert_eq!(
+        committed(&bootstrap)[1 - revoked],
+        taken_a.position[1 - revoked],
+        "the close commit was made"
+    );
+    drop(b);
+}
+
 /// A second subtask joins the first's group and takes one of its partitions; with `refuse`,
 /// the brokers refuse the first two commits (the source's hand-over and librdkafka's commit
 /// of the partitions it removes from the assignment).
