@@ -229,15 +229,7 @@ fn a_hand_over_refused_for_the_kafka_timeout_is_given_up() {
     cluster
         .refuse_next(Request::OffsetCommit, &[REBALANCING; 64])
         .unwrap();
-    let mut b = make(&factory, 1);
-    let mut taken_b = Taken::new(per);
-    let rebalances = a.rebalances();
-    until("a partition revoked from the first subtask", || {
-        poll(&mut a, 5, &mut taken_a);
-        poll(&mut b, 5, &mut taken_b);
-        a.rebalances() > rebalances
-    });
-    let revoked = 1 - a.assigned()[0].1 as usize;
+    let (mut b, mut taken_b, revoked) = second_takes_a_partition(&factory, &mut a, &mut taken_a);
     assert_eq!(a.hand_overs_waiting(), 1, "the hand-over was refused");
     until("the refused hand-over given up", || {
         poll(&mut a, 5, &mut taken_a);
@@ -262,6 +254,26 @@ fn a_hand_over_refused_for_the_kafka_timeout_is_given_up() {
     drop(b);
 }
 
+/// A second subtask joins while `a` reads in small polls, until one of `a`'s partitions is
+/// revoked: the second subtask, what it took, and the partition revoked.
+fn second_takes_a_partition(
+    factory: &KafkaSourceFactory,
+    a: &mut KafkaSource,
+    taken_a: &mut Taken,
+) -> (KafkaSource, Taken, usize) {
+    let mut b = make(factory, 1);
+    let mut taken_b = Taken::new(taken_a.per);
+    let rebalances = a.rebalances();
+    until("a partition revoked from the first subtask", || {
+        poll(a, 5, taken_a);
+        poll(&mut b, 5, &mut taken_b);
+        a.rebalances() > rebalances
+    });
+    let kept = a.assigned();
+    assert_eq!(kept.len(), 1, "one partition moved: {kept:?}");
+    (b, taken_b, 1 - kept[0].1 as usize)
+}
+
 /// A second subtask joins the first's group and takes one of its partitions; with `refuse`,
 /// the brokers refuse the first two commits (the source's hand-over and librdkafka's commit
 /// of the partitions it removes from the assignment).
@@ -282,18 +294,7 @@ fn hand_over(refuse: bool) {
             .unwrap();
     }
 
-    // A second subtask joins while `a` reads in small polls.
-    let mut b = make(&factory, 1);
-    let mut taken_b = Taken::new(per);
-    let rebalances = a.rebalances();
-    until("a partition revoked from the first subtask", || {
-        poll(&mut a, 5, &mut taken_a);
-        poll(&mut b, 5, &mut taken_b);
-        a.rebalances() > rebalances
-    });
-    let kept = a.assigned();
-    assert_eq!(kept.len(), 1, "one partition moved: {kept:?}");
-    let revoked = 1 - kept[0].1 as usize;
+    let (mut b, mut taken_b, revoked) = second_takes_a_partition(&factory, &mut a, &mut taken_a);
     let handed_over = taken_a.position[revoked];
     assert!(
         handed_over > 0 && handed_over < per,
