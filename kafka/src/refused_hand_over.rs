@@ -1,5 +1,5 @@
 //! Hand-over commits the group refused, made again (no checkpointing, `docs/kafka.md`,
-//! "Commits").
+//! "At least once").
 //!
 //! When a rebalance takes partitions from a subtask, the subtask commits the position after the
 //! last record it handed to the job, so that their next owner in another process neither

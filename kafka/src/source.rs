@@ -1107,7 +1107,7 @@ impl KafkaSource {
     }
 
     /// How many revoked partitions wait for their hand-over commit to be made again, after the
-    /// group refused it (no checkpointing; `docs/kafka.md`, "Commits").
+    /// group refused it (no checkpointing; `docs/kafka.md`, "At least once").
     pub fn hand_overs_waiting(&self) -> usize {
         let refused = self
             .consumer
@@ -1136,9 +1136,6 @@ impl KafkaSource {
         }
     }
 
-    /// Says on stderr that a commit did not land: the records after the group's last commit
-    /// may be read again by the partitions' next owner (never lost), which a user comparing
-    /// the group's offsets with the topic's end would otherwise find unexplained.
     /// For the last commit: the refused hand-overs still behind the group's commits (taken).
     fn hand_overs_left(&mut self) -> Vec<(PartitionKey, i64)> {
         // A read under way ends within `GROUP_COMMITS_WITHIN`; this one reads again.
@@ -1175,6 +1172,9 @@ impl KafkaSource {
         }
     }
 
+    /// Says on stderr that a commit did not land: the records after the group's last commit
+    /// may be read again by the partitions' next owner (never lost), which a user comparing
+    /// the group's offsets with the topic's end would otherwise find unexplained.
     fn warn_uncommitted(&self, positions: &BTreeMap<PartitionKey, i64>, cause: &str) {
         let partitions: Vec<String> = positions
             .iter()

@@ -241,15 +241,16 @@ fn a_hand_over_refused_for_the_kafka_timeout_is_given_up() {
         -1,
         "nothing was handed over"
     );
-    // The first subtask's close commits what it holds, not the hand-over it gave up (the
+    // The first subtask leaving commits what it holds (its close commit, or librdkafka's
+    // commit of the partitions it removes as it leaves), not the hand-over it gave up (the
     // second holds the partition and commits nothing before its close).
     cluster.serve_again(Request::OffsetCommit).unwrap();
     drop(a);
-    assert_eq!(committed(&bootstrap)[revoked], -1);
+    assert_eq!(committed(&bootstrap)[revoked], -1, "the given-up hand-over");
     assert_eq!(
         committed(&bootstrap)[1 - revoked],
         taken_a.position[1 - revoked],
-        "the close commit was made"
+        "the held partition committed as the first subtask left"
     );
     drop(b);
 }
