@@ -162,25 +162,26 @@ impl DevCluster {
         &self.bootstrap
     }
 
+    /// Sends a command to the cluster's thread and waits for its answer.
+    fn ask<T>(
+        &self,
+        command: impl FnOnce(mpsc::Sender<T>) -> Command,
+    ) -> Result<T, DevClusterError> {
+        let ended = || DevClusterError::Kafka("the cluster thread ended".into());
+        let (tx, rx) = mpsc::channel();
+        self.commands.send(command(tx)).map_err(|_| ended())?;
+        rx.recv().map_err(|_| ended())
+    }
+
     /// Starts recording the requests clients send (kept in memory until the cluster stops:
     /// for tests, not for a long-running `dev-kafka`).
     pub fn track_requests(&self) -> Result<(), DevClusterError> {
-        let (tx, rx) = mpsc::channel();
-        self.commands
-            .send(Command::TrackRequests(tx))
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
-        rx.recv()
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+        self.ask(Command::TrackRequests)
     }
 
     /// How many requests of `kind` the brokers received since [`DevCluster::track_requests`].
     pub fn requests_seen(&self, kind: Request) -> Result<usize, DevClusterError> {
-        let (tx, rx) = mpsc::channel();
-        self.commands
-            .send(Command::CountRequests(kind, tx))
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
-        rx.recv()
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+        self.ask(|tx| Command::CountRequests(kind, tx))
     }
 
     /// Makes the brokers answer the next requests of `kind`, from any client, with `errors`
@@ -191,32 +192,17 @@ impl DevCluster {
         kind: Request,
         errors: &[rdkafka::types::RDKafkaRespErr],
     ) -> Result<(), DevClusterError> {
-        let (tx, rx) = mpsc::channel();
-        self.commands
-            .send(Command::Refuse(kind, errors.to_vec(), tx))
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
-        rx.recv()
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+        self.ask(|tx| Command::Refuse(kind, errors.to_vec(), tx))
     }
 
     /// Forgets the refusals [`DevCluster::refuse_next`] left for requests of `kind`.
     pub fn serve_again(&self, kind: Request) -> Result<(), DevClusterError> {
-        let (tx, rx) = mpsc::channel();
-        self.commands
-            .send(Command::ServeAgain(kind, tx))
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
-        rx.recv()
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))
+        self.ask(|tx| Command::ServeAgain(kind, tx))
     }
 
     /// Creates a topic with `partitions` partitions (replication 1).
     pub fn create_topic(&self, name: &str, partitions: i32) -> Result<(), DevClusterError> {
-        let (tx, rx) = mpsc::channel();
-        self.commands
-            .send(Command::CreateTopic(name.to_owned(), partitions, tx))
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?;
-        rx.recv()
-            .map_err(|_| DevClusterError::Kafka("the cluster thread ended".into()))?
+        self.ask(|tx| Command::CreateTopic(name.to_owned(), partitions, tx))?
             .map_err(DevClusterError::Kafka)
     }
 }

@@ -274,6 +274,15 @@ impl SourceContext {
             .and_then(|a| a.answer.take())
     }
 
+    /// The hand-overs refused since the source last looked, and the last refusal.
+    fn refused_hand_overs(
+        &self,
+    ) -> std::sync::MutexGuard<'_, (BTreeMap<PartitionKey, i64>, String)> {
+        self.refused_hand_overs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The kept state of `keys` is forgotten ([`crate::exchange::state`]).
     fn state_revoked(&self, keys: &[PartitionKey]) {
         if let Some(kept) = self.state.get() {
@@ -474,10 +483,7 @@ impl ConsumerContext for SourceContext {
                         // Refused (the group joining again, the assignment lost): made again
                         // by the source's polls once the group takes it.
                         Err(e) if !closing => {
-                            let mut refused = self
-                                .refused_hand_overs
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner());
+                            let mut refused = self.refused_hand_overs();
                             refused.0.extend(handing);
                             refused.1 = e.to_string();
                         }
@@ -1025,12 +1031,7 @@ impl KafkaSource {
     /// (librdkafka answers once a rebalance under way has ended); a later poll commits.
     fn follow_hand_overs(&mut self, answer: Option<Result<(), KafkaError>>) {
         let refused = {
-            let mut r = self
-                .consumer
-                .context()
-                .refused_hand_overs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut r = self.consumer.context().refused_hand_overs();
             if r.0.is_empty() && self.hand_overs.is_empty() {
                 return;
             }
@@ -1109,14 +1110,7 @@ impl KafkaSource {
     /// How many revoked partitions wait for their hand-over commit to be made again, after the
     /// group refused it (no checkpointing; `docs/kafka.md`, "At least once").
     pub fn hand_overs_waiting(&self) -> usize {
-        let refused = self
-            .consumer
-            .context()
-            .refused_hand_overs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .len();
+        let refused = self.consumer.context().refused_hand_overs().0.len();
         self.hand_overs.len() + refused
     }
 
@@ -1142,14 +1136,7 @@ impl KafkaSource {
         if let Some(read) = self.commits_read.take() {
             let _ = read.join();
         }
-        let refused = std::mem::take(
-            &mut *self
-                .consumer
-                .context()
-                .refused_hand_overs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        let refused = std::mem::take(&mut *self.consumer.context().refused_hand_overs());
         let mut waiting = self.hand_overs.take_all();
         waiting.extend(refused.0);
         if waiting.is_empty() {
