@@ -239,6 +239,9 @@ sinks:
 ";
     let (code, stderr, lines, _report, _dir) = run(job, &input);
     assert_eq!(code, 0, "{stderr}");
+    // Subtask i of the file source and of the reduce share a thread (the reduce sends on, to
+    // the sink at parallelism 1, which has its own): 3 threads, not 5.
+    assert!(stderr.contains("\"keyed\" running (3 threads)"), "{stderr}");
     assert_eq!(lines.len(), 2000);
     // The last output of each user holds its whole count and total: so each user was reduced
     // in one subtask.

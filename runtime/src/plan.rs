@@ -157,8 +157,15 @@ impl ExecutionPlan {
     /// The (source task, channel task) pairs, by task index, whose subtasks may share a
     /// thread, subtask `i` with subtask `i` (docs/architecture.md, "Threads"): a hash edge
     /// that is the only output of a task headed by a source and the only input of a task of
-    /// the same parallelism (2 or more) that sends nowhere. Whether they do depends on the
-    /// source too: it must never wait inside its poll.
+    /// the same parallelism (2 or more). Whether they do depends on the source too: it must
+    /// never wait inside its poll.
+    ///
+    /// The channel task may send on (W6: the window sends to a file sink of parallelism 1).
+    /// Every task downstream of it has an input from a task not headed by a source, so it is
+    /// in no pair and runs alone; and it keeps taking from its queue (barrier alignment holds
+    /// what blocked inputs send, it does not stop reading) unless it waits for room itself,
+    /// further down the same acyclic graph. So a paired channel task that waits for room waits
+    /// for threads that get on without it.
     pub fn thread_pairs(&self) -> Vec<(usize, usize)> {
         let outputs = |t: usize| self.edges.iter().filter(move |e| e.from_task == t);
         let inputs = |t: usize| self.edges.iter().filter(move |e| e.to_task == t);
@@ -172,7 +179,6 @@ impl ExecutionPlan {
                     && self.vertex_kinds[a.vertices[0].0] == "source"
                     && outputs(e.from_task).count() == 1
                     && inputs(e.to_task).count() == 1
-                    && outputs(e.to_task).next().is_none()
             })
             .map(|e| (e.from_task, e.to_task))
             .collect()

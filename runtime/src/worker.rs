@@ -13,13 +13,18 @@
 //!
 //! **The rule** ([`crate::plan::ExecutionPlan::thread_pairs`]): an exchange edge over hash
 //! partitioning from a task whose head is a source to a task of the same parallelism (at least
-//! 2), the source task's only output and the channel task's only input, the channel task
-//! sending nowhere (its chain ends in sinks), and a source that never waits inside its poll
-//! ([`crate::component::Source::polls_without_waiting`]). Every other task runs alone in its thread.
+//! 2), the source task's only output and the channel task's only input, and a source that
+//! never waits inside its poll ([`crate::component::Source::polls_without_waiting`]). Every
+//! other task runs alone in its thread.
 //!
 //! Why the rule keeps the job free of deadlocks: a sender whose queue is full runs the channel
 //! task sharing its thread, so of two such threads each sending to the other's queue, each
-//! drains its own; and the channel task, sending nowhere, never waits for room itself.
+//! drains its own. The channel task may itself wait for room in a queue further down (W6: the
+//! window's results to a sink of parallelism 1, behind a rebalance edge). Every task down
+//! there runs alone (it has an input from a task not headed by a source, so it is in no
+//! pair), and it takes from its queue whenever it does not wait for room itself, barrier
+//! alignment included (held messages are kept, not left in the queue): those threads get on
+//! without the pair's, so the wait ends.
 
 use crate::chain::ChainError;
 use crate::channel::{Aborted, Assist, Message, Served};

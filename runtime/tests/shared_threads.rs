@@ -113,13 +113,15 @@ struct Run {
 /// Names of threads by vertex subtask (`id#subtask`).
 type Threads = Arc<Mutex<HashMap<String, String>>>;
 
-/// `numbers` (P=2) → hash → `sum` → `out` (P=2, chained) over `count` numbers, with `sink(i)`
-/// as subtask `i` of `out`.
+/// `numbers` (P=2) → hash → `sum` → `out` over `count` numbers, with `sink(i)` as subtask `i`
+/// of `out`: `out` at P=2 chained to `sum` (W1's shape), or, with `sink_parallelism` 1, behind
+/// a rebalance edge in a task of its own (W6's: the channel task sends on).
 fn graph<F>(
     count: u64,
     never_waits: bool,
     fail_at: Option<(u64, bool)>,
     threads: &Threads,
+    sink_parallelism: usize,
     sink: F,
 ) -> JobGraph
 where
@@ -149,25 +151,47 @@ where
         })
         .unwrap();
     let out = g
-        .add_sink("out", 2, move |ctx| Ok(sink(ctx.subtask)))
+        .add_sink("out", sink_parallelism, move |ctx| Ok(sink(ctx.subtask)))
         .unwrap();
     g.connect(s, sum, Partitioning::Hash).unwrap();
-    g.connect(sum, out, Partitioning::Forward).unwrap();
+    let to_sink = match sink_parallelism {
+        2 => Partitioning::Forward,
+        _ => Partitioning::Rebalance,
+    };
+    g.connect(sum, out, to_sink).unwrap();
     g
 }
 
-/// [`graph`] with [`LastSums`] as the sink, run to its end.
+/// [`graph`] with [`LastSums`] as the sink (at P=2), run to its end.
 fn run(count: u64, never_waits: bool, fail_at: Option<(u64, bool)>, config: JobConfig) -> Run {
+    run_to(count, never_waits, fail_at, 2, config)
+}
+
+/// [`run`] with the sink at `sink_parallelism`.
+fn run_to(
+    count: u64,
+    never_waits: bool,
+    fail_at: Option<(u64, bool)>,
+    sink_parallelism: usize,
+    config: JobConfig,
+) -> Run {
     let threads: Threads = Arc::default();
     let got = Arc::new(Mutex::new(HashMap::new()));
     let (t, got2) = (threads.clone(), got.clone());
-    let g = graph(count, never_waits, fail_at, &threads, move |subtask| {
-        Box::new(LastSums {
-            got: got2.clone(),
-            threads: t.clone(),
-            vertex: format!("out#{subtask}"),
-        })
-    });
+    let g = graph(
+        count,
+        never_waits,
+        fail_at,
+        &threads,
+        sink_parallelism,
+        move |subtask| {
+            Box::new(LastSums {
+                got: got2.clone(),
+                threads: t.clone(),
+                vertex: format!("out#{subtask}"),
+            })
+        },
+    );
     let result = wait_or_fail(start(g, config).unwrap(), DEADLINE);
     let sums = got.lock().unwrap().clone();
     let threads = threads.lock().unwrap().clone();
@@ -260,6 +284,40 @@ fn a_checkpointed_job_finishes_when_the_sink_to_acknowledge_shares_the_source_th
     assert_eq!(r.threads["out#1"], "numbers+sum+out#1");
 }
 
+/// W6's shape: the paired channel task sends on, behind a rebalance edge, to a sink of
+/// parallelism 1 that runs alone. With queues of one batch, both paired threads keep waiting
+/// for room at that sink (it gets the records of both); the job still finishes with every
+/// record, also with a checkpoint every millisecond (barriers aligned by the sink).
+#[test]
+fn a_channel_task_that_sends_on_shares_the_source_thread_and_every_record_arrives_once() {
+    let count = 200_000;
+    let checkpoints = JobConfig {
+        checkpoint_interval: Some(Duration::from_millis(1)),
+        ..tight()
+    };
+    for (config, what) in [
+        (tight(), "tight queues"),
+        (checkpoints, "checkpoints every 1 ms"),
+        (JobConfig::default(), "defaults"),
+    ] {
+        let checkpointing = config.checkpoint_interval.is_some();
+        let r = run_to(count, true, None, 1, config);
+        assert_eq!(r.result.outcome, JobOutcome::Finished, "{what}");
+        assert_eq!(r.sums, reference(count), "{what}: records and sums per key");
+        for s in 0..2 {
+            assert_eq!(
+                r.threads[&format!("numbers#{s}")],
+                format!("numbers+sum#{s}"),
+                "{what}: subtask {s} of the source and of `sum` share a thread"
+            );
+        }
+        assert_eq!(r.threads["out#0"], "out#0", "{what}: the sink runs alone");
+        if checkpointing {
+            assert!(r.result.checkpoints.completed() >= 1, "{what}");
+        }
+    }
+}
+
 #[test]
 fn a_failure_in_the_channel_task_of_a_shared_thread_names_it_without_a_hang() {
     for panics in [false, true] {
@@ -315,7 +373,7 @@ fn shape(
 }
 
 #[test]
-fn only_a_hash_edge_from_a_source_task_into_a_task_of_equal_parallelism_that_sends_nowhere_pairs() {
+fn only_a_hash_edge_from_a_source_task_into_a_task_of_equal_parallelism_pairs() {
     // The W1 shape: tasks `s` (0) and `m+k` (1).
     assert_eq!(shape(2, 2, Partitioning::Hash, false, true), vec![(0, 1)]);
     assert_eq!(shape(3, 3, Partitioning::Hash, false, true), vec![(0, 1)]);
@@ -324,9 +382,28 @@ fn only_a_hash_edge_from_a_source_task_into_a_task_of_equal_parallelism_that_sen
     // Other parallelism, other partitioning.
     assert_eq!(shape(2, 3, Partitioning::Hash, false, true), vec![]);
     assert_eq!(shape(2, 2, Partitioning::Rebalance, false, true), vec![]);
-    // The channel task sends on (to `n` and `k1`), or chaining is off (`m` sends to `k`).
-    assert_eq!(shape(2, 2, Partitioning::Hash, true, true), vec![]);
-    assert_eq!(shape(2, 2, Partitioning::Hash, false, false), vec![]);
+    // The channel task sends on: to `k1` (W6's shape: tasks `s`, `m+n+k`, `k1`), or, with
+    // chaining off, `m` to `k`.
+    assert_eq!(shape(2, 2, Partitioning::Hash, true, true), vec![(0, 1)]);
+    assert_eq!(shape(2, 2, Partitioning::Hash, false, false), vec![(0, 1)]);
+    // The source task sends to two tasks (`m` over hash, `x` over forward, chaining off).
+    assert_eq!(shape_two_outputs(), vec![]);
+}
+
+/// A source task (P=2) with two outputs: `m` over hash, `x` over forward.
+fn shape_two_outputs() -> Vec<(usize, usize)> {
+    use tidemark_runtime::testing::{CountingSource, DiscardSink};
+    let mut g = JobGraph::new("two");
+    let s = g
+        .add_source("s", 2, |_| Ok(Box::new(CountingSource::new(1))))
+        .unwrap();
+    let m = g.add_sink("m", 2, |_| Ok(Box::new(DiscardSink))).unwrap();
+    let x = g.add_sink("x", 2, |_| Ok(Box::new(DiscardSink))).unwrap();
+    g.connect(s, m, Partitioning::Hash).unwrap();
+    g.connect(s, x, Partitioning::Forward).unwrap();
+    tidemark_runtime::ExecutionPlan::new(&g, false)
+        .unwrap()
+        .thread_pairs()
 }
 
 /// Blocks in its first write until the test lets it go, after saying so.
@@ -354,6 +431,7 @@ fn a_hard_stop_that_gives_up_on_a_shared_thread_names_both_of_its_tasks() {
         true,
         None,
         &Arc::default(),
+        2,
         move |subtask| match subtask {
             1 => Box::new(Stuck {
                 stuck: stuck_tx.lock().unwrap().clone(),

@@ -33,6 +33,10 @@
 //!   sets them beside `type`.
 //! - With parallelism `p`, every subtask reads the whole file and subtask `i` keeps the lines
 //!   whose 0-based index `n` has `n % p == i` (subtask 0 takes lines 1, p+1, 2p+1, …).
+//! - A regular file never makes a poll wait, so behind a hash edge into a task of the same
+//!   parallelism a subtask shares its thread with the subtask it feeds (docs/architecture.md,
+//!   "Threads shared by a source task and the task it feeds"); a named pipe or a device keeps
+//!   a thread of its own.
 //! - Lag: the bytes not yet read (the file's size when opened, less what this subtask has read)
 //!   in `tidemark_source_lag_bytes`; records are -1 (unknown).
 //! - The file is opened when the job starts (a missing file fails the start, naming it).
@@ -181,6 +185,9 @@ pub struct FileSource {
     stamping: Stamping,
     errors: SourceErrorCounts,
     finished: bool,
+    /// The path names a regular file: a read returns what the file holds (or its end) without
+    /// waiting for a writer, as a pipe's would.
+    regular: bool,
 }
 
 impl FileSource {
@@ -200,10 +207,10 @@ impl FileSource {
         let name = config.path.display().to_string();
         let file =
             File::open(&config.path).map_err(|e| format!("cannot open file \"{name}\": {e}"))?;
-        let size = file
+        let metadata = file
             .metadata()
-            .map_err(|e| format!("cannot read the size of \"{name}\": {e}"))?
-            .len();
+            .map_err(|e| format!("cannot read the size of \"{name}\": {e}"))?;
+        let size = metadata.len();
         Ok(FileSource {
             path: config.path.clone(),
             name,
@@ -219,6 +226,7 @@ impl FileSource {
             stamping: config.stamping(),
             errors: SourceErrorCounts::default(),
             finished: false,
+            regular: metadata.is_file(),
         })
     }
 }
@@ -251,6 +259,12 @@ fn skip_line(reader: &mut impl BufRead) -> io::Result<usize> {
 }
 
 impl Source for FileSource {
+    /// A regular file never makes `poll` wait (a named pipe or a device may): its subtask can
+    /// share a thread with the channel task it feeds (docs/architecture.md, "Threads").
+    fn polls_without_waiting(&self) -> bool {
+        self.regular
+    }
+
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
         if self.finished {
             return Ok(SourceStatus::Finished);
@@ -483,6 +497,19 @@ mod tests {
         assert!(records
             .iter()
             .all(|r| r.timestamp == now && r.timestamp_type == TimestampType::Ingestion));
+    }
+
+    /// A regular file may share its subtask's thread (docs/architecture.md, "Threads"); a
+    /// path that is not one (a device here; a named pipe the same) may block a read, so not.
+    #[test]
+    fn only_a_regular_file_polls_without_waiting() {
+        let dir = TempDir::new("file-source-regular");
+        assert!(source(&dir, BODY, json!({}), 0, 2).polls_without_waiting());
+        let config: FileSourceConfig = config::parse("file", json!({"path": "/dev/null"})).unwrap();
+        let config = config.resolve(dir.path()).unwrap();
+        let mut device = FileSource::open(&config, &ctx(0, 2, 0)).unwrap();
+        assert!(!device.polls_without_waiting());
+        assert!(read_all(&mut device, 0).unwrap().is_empty());
     }
 
     #[test]
