@@ -294,10 +294,30 @@ fn results(bootstrap: &str) -> (Windows, usize) {
 /// Waits until the output topic holds every window of the reference, then compares.
 fn assert_output_is_the_reference(bootstrap: &str) {
     let expected = reference();
-    wait_until("every window in the output topic", || {
+    let started = Instant::now();
+    loop {
         let (got, _) = results(bootstrap);
-        expected.keys().all(|k| got.contains_key(k))
-    });
+        let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
+        if missing.is_empty() {
+            break;
+        }
+        if started.elapsed() >= DEADLINE {
+            // Which windows never came: per window start, and a few of them.
+            let mut starts: BTreeMap<i64, usize> = BTreeMap::new();
+            for (_, start) in &missing {
+                *starts.entry(*start).or_default() += 1;
+            }
+            let starts: Vec<_> = starts.iter().map(|(s, n)| (s - BASE_MS, *n)).collect();
+            panic!(
+                "gave up waiting for every window in the output topic: {} of {} missing; \
+                 per window start (ms after BASE_MS, count): {starts:?}; e.g. {:?}",
+                missing.len(),
+                expected.len(),
+                &missing[..missing.len().min(5)]
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let (got, repeats) = results(bootstrap);
     eprintln!("{} windows, {repeats} repeats", got.len());
     let mut wrong = Vec::new();

@@ -213,6 +213,13 @@ fn reference(count: u64) -> HashMap<u64, (u64, f64)> {
     r
 }
 
+/// The job finished, and every record arrived once: the sums and counts per key are those of
+/// the numbers below `count`.
+fn assert_every_record_arrived_once(r: &Run, count: u64, what: &str) {
+    assert_eq!(r.result.outcome, JobOutcome::Finished, "{what}");
+    assert_eq!(r.sums, reference(count), "{what}: records and sums per key");
+}
+
 /// Small batches in queues of one batch: senders find their queue full at nearly every batch.
 fn tight() -> JobConfig {
     JobConfig {
@@ -230,8 +237,7 @@ fn a_source_and_the_channel_task_it_feeds_share_a_thread_and_every_record_arrive
         (JobConfig::default(), "defaults"),
     ] {
         let r = run(count, true, None, config);
-        assert_eq!(r.result.outcome, JobOutcome::Finished, "{what}");
-        assert_eq!(r.sums, reference(count), "{what}: records and sums per key");
+        assert_every_record_arrived_once(&r, count, what);
         for s in 0..2 {
             let (source, sink) = (
                 &r.threads[&format!("numbers#{s}")],
@@ -252,8 +258,7 @@ fn tasks_keep_their_own_threads_when_sharing_is_off_or_the_source_may_wait() {
     };
     for (never_waits, config, what) in [(true, off, "sharing off"), (false, tight(), "may wait")] {
         let r = run(count, never_waits, None, config);
-        assert_eq!(r.result.outcome, JobOutcome::Finished, "{what}");
-        assert_eq!(r.sums, reference(count), "{what}");
+        assert_every_record_arrived_once(&r, count, what);
         for s in 0..2 {
             assert_eq!(
                 r.threads[&format!("numbers#{s}")],
@@ -302,8 +307,7 @@ fn a_channel_task_that_sends_on_shares_the_source_thread_and_every_record_arrive
     ] {
         let checkpointing = config.checkpoint_interval.is_some();
         let r = run_to(count, true, None, 1, config);
-        assert_eq!(r.result.outcome, JobOutcome::Finished, "{what}");
-        assert_eq!(r.sums, reference(count), "{what}: records and sums per key");
+        assert_every_record_arrived_once(&r, count, what);
         for s in 0..2 {
             assert_eq!(
                 r.threads[&format!("numbers#{s}")],
