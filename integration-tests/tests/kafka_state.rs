@@ -291,8 +291,9 @@ fn results(bootstrap: &str) -> (Windows, usize) {
     (out, repeats)
 }
 
-/// Waits until the output topic holds every window of the reference, then compares.
-fn assert_output_is_the_reference(bootstrap: &str) {
+/// Waits until the output topic holds every window of the reference, then compares. `addrs`:
+/// the metrics endpoints of the running instances, whose event time it shows if it gives up.
+fn assert_output_is_the_reference(bootstrap: &str, addrs: &[SocketAddr]) {
     let expected = reference();
     let started = Instant::now();
     loop {
@@ -308,9 +309,24 @@ fn assert_output_is_the_reference(bootstrap: &str) {
                 *starts.entry(*start).or_default() += 1;
             }
             let starts: Vec<_> = starts.iter().map(|(s, n)| (s - BASE_MS, *n)).collect();
+            // Where event time stands in each instance, and which input holds it back.
+            let event_time: Vec<String> = addrs
+                .iter()
+                .flat_map(|addr| {
+                    let body = scrape(*addr).body;
+                    body.lines()
+                        .filter(|l| {
+                            l.starts_with("tidemark_watermark_seconds")
+                                || l.starts_with("tidemark_watermark_holder_info")
+                        })
+                        .map(|l| format!("{addr} {l}"))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
             panic!(
                 "gave up waiting for every window in the output topic: {} of {} missing; \
-                 per window start (ms after BASE_MS, count): {starts:?}; e.g. {:?}",
+                 per window start (ms after BASE_MS, count): {starts:?}; e.g. {:?}; \
+                 event time: {event_time:#?}",
                 missing.len(),
                 expected.len(),
                 &missing[..missing.len().min(5)]
@@ -391,7 +407,7 @@ fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance() {
     assert!(restored_partitions(addr_c) >= 1, "c restored no state");
     produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
     produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap);
+    assert_output_is_the_reference(&bootstrap, &[addr_b, addr_c]);
     for p in [&mut b, &mut c] {
         p.terminate();
         assert_eq!(p.wait_code(), 0, "{}", p.stderr());
@@ -431,7 +447,7 @@ fn a_joining_instance_and_a_leaving_one_hand_state_over_without_firing_open_wind
     });
     produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
     produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap);
+    assert_output_is_the_reference(&bootstrap, &[addr_b]);
     b.terminate();
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
     // The report names the restores: b took every partition, some at the join, the rest when
@@ -497,7 +513,7 @@ fn input_read_again_upstream_of_the_exchange_is_not_counted_twice() {
         partitions_held(addr_c, READER) == 8 && partitions_held(addr_c, "events") == 4
     });
     produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap);
+    assert_output_is_the_reference(&bootstrap, &[addr_c]);
     // Every record of the second half came through the exchange twice, and its replay was
     // dropped: none counted twice.
     wait_until("c's reader to drop every replayed record", || {
