@@ -5,7 +5,7 @@
 //!
 //! The job: kafka (4 partitions) → hash exchange (8 partitions) → 1 s tumbling event-time
 //! count and sum per user → kafka, `checkpoint: {interval: 500ms}`, two subtasks per instance.
-//! 200,000 events are written in two halves; windows still open at the end of the first half
+//! 120,000 events are written in two halves; windows still open at the end of the first half
 //! hold counts of the first half that only the state topic carries across the move.
 //!
 //! - SIGKILL of one of two instances once every record of the first half is covered by a
@@ -44,7 +44,14 @@ const STATE: &str = "tidemark-kstate-per_user-state";
 const OPERATOR: &str = "per_user";
 const READER: &str = "per_user.exchange-in";
 
-const EVENTS: u64 = 200_000;
+/// Events in all. The replay test writes its second half into the exchange twice, so each of
+/// the 8 exchange partitions holds 1.5 × EVENTS / 8 records, plus the watermarks every writer
+/// subtask sends to every partition every 50 ms. The mock cluster keeps 5 MB per partition
+/// (about 45,000 small events, docs/kafka.md, "Limits of the mock cluster"): at 200,000 that
+/// came to the limit (37,500 records and the control messages of a slow run), and the reader
+/// rightly stopped the job because messages it had not read were deleted (5 runs of 7 that
+/// day). At 120,000: 22,500 records per partition.
+const EVENTS: u64 = 120_000;
 const USERS: u64 = 500;
 const BASE_MS: i64 = 1_700_000_000_000;
 
@@ -127,7 +134,7 @@ fn restored_partitions(addr: SocketAddr) -> usize {
         .count()
 }
 
-/// Event `i`: (partition, user, ts ms, amount). 50,000 per partition, 1 ms of event time
+/// Event `i`: (partition, user, ts ms, amount). EVENTS / 4 per partition, 1 ms of event time
 /// apart, starting half a window in: the first half ends in the middle of a window.
 fn event(i: u64) -> (i32, String, i64, u64) {
     let partition = (i % 4) as i32;
@@ -146,7 +153,7 @@ fn produce(bootstrap: &str, events: impl Iterator<Item = (i32, String, i64, u64)
 }
 
 /// After the second half: one event per partition a minute of event time later, so that every
-/// window of the 200,000 events fires (its own windows never do).
+/// window of the EVENTS events fires (its own windows never do).
 fn produce_flush(bootstrap: &str) {
     produce(
         bootstrap,
@@ -157,7 +164,7 @@ fn produce_flush(bootstrap: &str) {
 /// (user, window start ms) → (count, sum).
 type Windows = BTreeMap<(String, i64), (u64, u64)>;
 
-/// The windows of the 200,000 events, computed here from them.
+/// The windows of the EVENTS events, computed here from them.
 fn reference() -> Windows {
     let mut out = BTreeMap::new();
     for i in 0..EVENTS {
@@ -291,9 +298,11 @@ fn results(bootstrap: &str) -> (Windows, usize) {
     (out, repeats)
 }
 
-/// Waits until the output topic holds every window of the reference, then compares. `addrs`:
-/// the metrics endpoints of the running instances, whose event time it shows if it gives up.
-fn assert_output_is_the_reference(bootstrap: &str, addrs: &[SocketAddr]) {
+/// Waits until the output topic holds every window of the reference, then compares. The
+/// running instances (and their metrics endpoints) must fire what is missing: one that exits
+/// meanwhile fails the test at once with its stderr, and a give-up shows where event time
+/// stands in each.
+fn assert_output_is_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, SocketAddr)]) {
     let expected = reference();
     let started = Instant::now();
     loop {
@@ -301,6 +310,14 @@ fn assert_output_is_the_reference(bootstrap: &str, addrs: &[SocketAddr]) {
         let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
         if missing.is_empty() {
             break;
+        }
+        for (proc, addr) in instances.iter_mut() {
+            assert!(
+                !proc.has_exited(),
+                "the instance at {addr} exited with {} windows still missing: {}",
+                missing.len(),
+                proc.stderr()
+            );
         }
         if started.elapsed() >= DEADLINE {
             // Which windows never came: per window start, and a few of them.
@@ -310,11 +327,12 @@ fn assert_output_is_the_reference(bootstrap: &str, addrs: &[SocketAddr]) {
             }
             let starts: Vec<_> = starts.iter().map(|(s, n)| (s - BASE_MS, *n)).collect();
             // Where event time stands in each instance, and which input holds it back.
-            let event_time: Vec<String> = addrs
+            let event_time: Vec<String> = instances
                 .iter()
-                .flat_map(|addr| {
-                    let body = scrape(*addr).body;
-                    body.lines()
+                .flat_map(|(_, addr)| {
+                    scrape(*addr)
+                        .body
+                        .lines()
                         .filter(|l| {
                             l.starts_with("tidemark_watermark_seconds")
                                 || l.starts_with("tidemark_watermark_holder_info")
@@ -407,7 +425,7 @@ fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance() {
     assert!(restored_partitions(addr_c) >= 1, "c restored no state");
     produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
     produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap, &[addr_b, addr_c]);
+    assert_output_is_the_reference(&bootstrap, &mut [(&mut b, addr_b), (&mut c, addr_c)]);
     for p in [&mut b, &mut c] {
         p.terminate();
         assert_eq!(p.wait_code(), 0, "{}", p.stderr());
@@ -447,7 +465,7 @@ fn a_joining_instance_and_a_leaving_one_hand_state_over_without_firing_open_wind
     });
     produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
     produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap, &[addr_b]);
+    assert_output_is_the_reference(&bootstrap, &mut [(&mut b, addr_b)]);
     b.terminate();
     assert_eq!(b.wait_code(), 0, "{}", b.stderr());
     // The report names the restores: b took every partition, some at the join, the rest when
@@ -513,7 +531,7 @@ fn input_read_again_upstream_of_the_exchange_is_not_counted_twice() {
         partitions_held(addr_c, READER) == 8 && partitions_held(addr_c, "events") == 4
     });
     produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap, &[addr_c]);
+    assert_output_is_the_reference(&bootstrap, &mut [(&mut c, addr_c)]);
     // Every record of the second half came through the exchange twice, and its replay was
     // dropped: none counted twice.
     wait_until("c's reader to drop every replayed record", || {
