@@ -213,6 +213,14 @@ fn reference(count: u64) -> HashMap<u64, (u64, f64)> {
     r
 }
 
+/// [`tight`] queues, and a checkpoint every millisecond.
+fn checkpoint_every_millisecond() -> JobConfig {
+    JobConfig {
+        checkpoint_interval: Some(Duration::from_millis(1)),
+        ..tight()
+    }
+}
+
 /// The job finished, and every record arrived once: the sums and counts per key are those of
 /// the numbers below `count`.
 fn assert_every_record_arrived_once(r: &Run, count: u64, what: &str) {
@@ -277,13 +285,8 @@ fn tasks_keep_their_own_threads_when_sharing_is_off_or_the_source_may_wait() {
 #[test]
 fn a_checkpointed_job_finishes_when_the_sink_to_acknowledge_shares_the_source_thread() {
     let count = 100_000;
-    let config = JobConfig {
-        checkpoint_interval: Some(Duration::from_millis(1)),
-        ..tight()
-    };
-    let r = run(count, true, None, config);
-    assert_eq!(r.result.outcome, JobOutcome::Finished);
-    assert_eq!(r.sums, reference(count));
+    let r = run(count, true, None, checkpoint_every_millisecond());
+    assert_every_record_arrived_once(&r, count, "checkpoints every 1 ms");
     // At least the last one, which each source waits for before it commits and ends.
     assert!(r.result.checkpoints.completed() >= 1);
     assert_eq!(r.threads["out#1"], "numbers+sum+out#1");
@@ -296,13 +299,9 @@ fn a_checkpointed_job_finishes_when_the_sink_to_acknowledge_shares_the_source_th
 #[test]
 fn a_channel_task_that_sends_on_shares_the_source_thread_and_every_record_arrives_once() {
     let count = 200_000;
-    let checkpoints = JobConfig {
-        checkpoint_interval: Some(Duration::from_millis(1)),
-        ..tight()
-    };
     for (config, what) in [
         (tight(), "tight queues"),
-        (checkpoints, "checkpoints every 1 ms"),
+        (checkpoint_every_millisecond(), "checkpoints every 1 ms"),
         (JobConfig::default(), "defaults"),
     ] {
         let checkpointing = config.checkpoint_interval.is_some();
