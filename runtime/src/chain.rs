@@ -386,6 +386,14 @@ impl Chain {
         Ok(())
     }
 
+    /// Whether an operator of the chain has processing-time timers ([`Operator::uses_time`]).
+    pub(crate) fn uses_time(&self) -> bool {
+        self.nodes.iter().any(|n| match &n.kind {
+            NodeKind::Operator(op) => op.uses_time(),
+            NodeKind::Sink(_) => false,
+        })
+    }
+
     /// Gives every operator the time, for processing-time timers.
     pub(crate) fn on_time(
         &mut self,
@@ -851,6 +859,58 @@ pub(crate) fn record_e2e(stats: &mut LatencyStats, now: i64, records: &[Record])
 mod tests {
     use super::*;
     use std::num::NonZeroUsize;
+
+    /// An operator that says whether it uses time.
+    struct Timed(bool);
+
+    impl Operator for Timed {
+        fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+            out.emit(record);
+            Ok(())
+        }
+
+        fn uses_time(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// An operator that leaves `uses_time` as the trait has it.
+    struct Plain;
+
+    impl Operator for Plain {
+        fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+            out.emit(record);
+            Ok(())
+        }
+    }
+
+    fn chain_of(operators: Vec<Box<dyn Operator>>) -> Chain {
+        let metrics = Arc::new(SubtaskMetrics::new(
+            tidemark_markers::Granularity::Single,
+            NonZeroUsize::new(1).unwrap(),
+            tidemark_markers::Buckets::marker_latency(),
+        ));
+        let nodes = operators
+            .into_iter()
+            .enumerate()
+            .map(|(v, op)| ChainNode::new(v, NodeKind::Operator(op), metrics.clone(), 16, false))
+            .collect();
+        Chain::new(
+            nodes,
+            None,
+            Arc::new(tidemark_markers::SystemClock),
+            Arc::new(JobFlags::new()),
+        )
+    }
+
+    #[test]
+    fn a_chain_uses_time_when_any_operator_does_and_an_operator_does_unless_it_says_not() {
+        assert!(!chain_of(vec![]).uses_time());
+        assert!(!chain_of(vec![Box::new(Timed(false)), Box::new(Timed(false))]).uses_time());
+        assert!(chain_of(vec![Box::new(Timed(false)), Box::new(Timed(true))]).uses_time());
+        // An operator written before `uses_time` existed keeps its timers looked at.
+        assert!(chain_of(vec![Box::new(Timed(false)), Box::new(Plain)]).uses_time());
+    }
 
     #[test]
     fn record_e2e_records_what_record_batch_does() {

@@ -286,10 +286,22 @@ pub trait Operator: Send {
         Ok(false)
     }
 
-    /// Called with the wall clock at least once per batch and regularly while idle, for
-    /// processing-time timers (windows). `now_nanos` is nanoseconds since the Unix epoch.
+    /// Called with the wall clock at least once per batch and regularly while idle (every
+    /// [`PARK_TICK`](crate::PARK_TICK) under the default idle strategy), for processing-time
+    /// timers (windows). `now_nanos` is nanoseconds since the Unix epoch. Only while
+    /// [`Operator::uses_time`] says so: otherwise only once per batch.
     fn on_time(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
         Ok(())
+    }
+
+    /// Whether [`Operator::on_time`] must be called while no input comes (the operator has
+    /// processing-time timers). The default says yes. An operator that returns `false` here
+    /// lets a task whose operators all do so sleep on an empty input until a batch comes,
+    /// waking once a second instead of every [`PARK_TICK`](crate::PARK_TICK): a quiet job
+    /// then costs less CPU (docs/performance.md, "W2: CPU while waiting"). Asked once, when the
+    /// job starts.
+    fn uses_time(&self) -> bool {
+        true
     }
 
     /// Called when the operator's event-time watermark advances.

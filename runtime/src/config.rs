@@ -29,7 +29,8 @@ pub const MAX_CHANNEL_CAPACITY: usize = 4096;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum IdleStrategy {
     /// The default: a task sleeps until the next thing it must do is due — a marker, a
-    /// checkpoint, its operators' timers (looked at every [`PARK_TICK`]), or the next record of
+    /// checkpoint, its operators' timers (looked at every [`PARK_TICK`], where an operator
+    /// [uses time](crate::Operator::uses_time)), or the next record of
     /// a paced source, gathered for up to the buffer timeout so that one wake-up makes a batch
     /// of them — and a task reading a channel blocks on it until a batch arrives. A stop or a
     /// hard stop wakes every waiting task at once. CPU follows the work.
@@ -43,6 +44,12 @@ pub enum IdleStrategy {
 /// The longest a task under [`IdleStrategy::Park`] sleeps between two looks at its operators'
 /// processing-time timers and at a source with nothing to read that gives no time to come back.
 pub const PARK_TICK: Duration = Duration::from_millis(20);
+
+/// The longest a task under [`IdleStrategy::Park`] blocks on an empty input when none of its
+/// operators has processing-time timers ([`Operator::uses_time`](crate::Operator::uses_time)):
+/// a batch, an end of input or a hard stop wakes it at once, and this only bounds how stale
+/// its published idle time gets.
+pub const PARK_QUIET: Duration = Duration::from_secs(1);
 
 impl IdleStrategy {
     /// Every strategy, as written in a job file or a `-D` value.

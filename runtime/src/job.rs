@@ -624,6 +624,8 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 Waiting {
                     strategy: config.idle_strategy,
                     buffer_timeout: config.buffer_timeout,
+                    // Task::new looks at the chain's operators.
+                    timers: true,
                 },
             );
             tasks.push((t.name.clone(), s, task));

@@ -86,7 +86,7 @@ pub use component::{
     process_taken, BoxError, Operator, OutputClosed, PollContext, Sink, Source, SourceErrorCounts,
     SourceLag, SourceStatus, StateSize, SubtaskContext,
 };
-pub use config::{IdleStrategy, JobConfig};
+pub use config::{IdleStrategy, JobConfig, PARK_QUIET, PARK_TICK};
 pub use event_time::{
     InvalidTimestampPolicy, SourceOptions, SplitId, SplitState, SplitStatus, SplitWatermarks,
     TimestampCheck, WatermarkStrategy,

@@ -6,7 +6,7 @@ use crate::channel::{reborrow, Assist, ChannelReader, Message, SendContext, ABOR
 use crate::checkpoint::{BarrierAlignment, Checkpoints};
 use crate::checkpoint_store::StateFile;
 use crate::component::{PollContext, Source, SourceStatus};
-use crate::config::{IdleStrategy, PARK_TICK};
+use crate::config::{IdleStrategy, PARK_QUIET, PARK_TICK};
 use crate::event_time::{
     InputWatermarks, InvalidTimestampPolicy, TimestampCheck, WatermarkAction, WatermarkGenerator,
 };
@@ -115,6 +115,9 @@ fn take(wakes: &Mutex<Option<Vec<Sender<()>>>>) -> Option<Vec<Sender<()>>> {
 pub(crate) struct Waiting {
     pub strategy: IdleStrategy,
     pub buffer_timeout: Duration,
+    /// Some operator of the task's chain has processing-time timers
+    /// ([`crate::Operator::uses_time`]); set by [`Task::new`].
+    pub timers: bool,
 }
 
 impl Waiting {
@@ -135,11 +138,14 @@ impl Waiting {
     }
 
     /// How long a channel task with an empty input blocks on it before it looks at its
-    /// operators' timers (and, under [`IdleStrategy::Spin`], at the abort flag).
+    /// operators' timers (and, under [`IdleStrategy::Spin`], at the abort flag). Under
+    /// [`IdleStrategy::Park`] with no timers, a second ([`PARK_QUIET`]): a batch, an end of
+    /// input or a hard stop wakes it anyway.
     fn channel_wait(&self) -> Duration {
         match self.strategy {
             IdleStrategy::Spin => IDLE_TICK.min(ABORT_POLL),
-            IdleStrategy::Park => PARK_TICK,
+            IdleStrategy::Park if self.timers => PARK_TICK,
+            IdleStrategy::Park => PARK_QUIET,
         }
     }
 }
@@ -224,6 +230,10 @@ impl Task {
             Head::Channel(reader) => reader.gauge.clone(),
         };
         let mut chain = chain;
+        let waiting = Waiting {
+            timers: chain.uses_time(),
+            ..waiting
+        };
         if let Head::Source { metrics, .. } = &head {
             chain.source_metrics = Some(metrics.clone());
         }
@@ -1142,6 +1152,7 @@ mod tests {
         Waiting {
             strategy,
             buffer_timeout: Duration::from_millis(1),
+            timers: true,
         }
     }
 
@@ -1201,6 +1212,21 @@ mod tests {
         );
         assert_eq!(spin.channel_wait(), IDLE_TICK.min(ABORT_POLL));
         assert_eq!(waiting(IdleStrategy::Park).channel_wait(), PARK_TICK);
+    }
+
+    #[test]
+    fn a_channel_task_without_timers_blocks_on_its_input_for_a_second_under_park() {
+        let quiet = |strategy| Waiting {
+            timers: false,
+            ..waiting(strategy)
+        };
+        assert_eq!(quiet(IdleStrategy::Park).channel_wait(), PARK_QUIET);
+        assert!(PARK_QUIET > PARK_TICK);
+        // Spin looks at its input as often either way.
+        assert_eq!(
+            quiet(IdleStrategy::Spin).channel_wait(),
+            waiting(IdleStrategy::Spin).channel_wait()
+        );
     }
 
     #[test]

@@ -69,6 +69,11 @@ impl DelayOperator {
 }
 
 impl Operator for DelayOperator {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         self.process_batch(std::slice::from_ref(&record), out)
     }

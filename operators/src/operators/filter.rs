@@ -104,6 +104,11 @@ impl WhereFilter {
 }
 
 impl Operator for WhereFilter {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     /// The dead-letter file's length ([`OnError::snapshot`]).
     fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
         self.on_error.snapshot(checkpoint)
@@ -186,6 +191,11 @@ impl FilterOperator {
 }
 
 impl Operator for FilterOperator {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         if self.keeps(record.routing_hash()) {
             out.emit(record);

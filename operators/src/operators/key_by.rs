@@ -54,6 +54,11 @@ struct KeyBy {
 }
 
 impl Operator for KeyBy {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     /// The dead-letter file's length ([`OnError::snapshot`]).
     fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
         self.on_error.snapshot(checkpoint)

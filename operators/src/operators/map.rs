@@ -162,6 +162,11 @@ pub struct SetMap {
 }
 
 impl Operator for SetMap {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     /// The dead-letter file's length ([`OnError::snapshot`]).
     fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
         self.on_error.snapshot(checkpoint)
@@ -321,6 +326,11 @@ impl MapOperator {
 }
 
 impl Operator for MapOperator {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
         spin(self.spins);
         out.emit(self.apply(&record)?);

@@ -262,6 +262,11 @@ impl ReduceOperator {
 }
 
 impl Operator for ReduceOperator {
+    /// No processing-time timers: its task may sleep until input comes.
+    fn uses_time(&self) -> bool {
+        false
+    }
+
     // Read about once a second: kept out of line, away from the per-record code.
     #[cold]
     #[inline(never)]

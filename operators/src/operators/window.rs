@@ -418,6 +418,11 @@ impl WindowOperator {
 }
 
 impl Operator for WindowOperator {
+    /// Processing-time windows fire on the clock, also while no input comes.
+    fn uses_time(&self) -> bool {
+        self.time == WindowTime::Processing
+    }
+
     // Read about once a second: kept out of line, away from the per-record code.
     #[cold]
     #[inline(never)]
