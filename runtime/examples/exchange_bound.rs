@@ -5,11 +5,12 @@
 //! cargo run --release -p tidemark-runtime --example exchange_bound -- [RECORDS [ROUNDS]]
 //! ```
 //!
-//! Three loops over 32-byte records laid out as Tidemark's numeric [`Record`] (timestamp, key,
-//! value, tags), plain `Copy` structs with W1's work and nothing else (no metrics, markers,
-//! timers or operators behind traits), each round in turn, with the same records: keys 0..1023 from a random stream, `value = value * 2 + 1`, a running sum per key
-//! written back into the record (as `reduce` does in place), then the record is counted (the
-//! `discard` sink):
+//! Three loops over 32-byte records laid out as Tidemark's numeric
+//! [`Record`](tidemark_runtime::Record) (timestamp, key, value, tags), plain `Copy` structs with
+//! W1's work and nothing else (no metrics, markers, timers or operators behind traits), each
+//! round in turn, over as many records: keys 0..1023 from a random stream, value the record's
+//! number, then `value = value * 2 + 1`, a running sum per key written back into the record (as
+//! `reduce` does in place), then the record is counted (the `discard` sink):
 //!
 //! - `chained`: one thread, batches of 1,024 records through all of it in place: W1 at P=1,
 //!   where the hash edge is chained.
@@ -258,14 +259,45 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// RECORDS (at least 2, default 200 million) and ROUNDS (at least 1, default 3).
+fn parse_args(args: &[String]) -> Result<(u64, usize), String> {
+    if args.len() > 2 {
+        return Err(format!("{} arguments, expected at most 2", args.len()));
+    }
+    let n = match args.first() {
+        None => 200_000_000,
+        Some(a) => match a.parse::<u64>() {
+            Ok(n) if n >= 2 => n,
+            _ => {
+                return Err(format!(
+                    "RECORDS is '{a}', expected a whole number of at least 2"
+                ))
+            }
+        },
+    };
+    let rounds = match args.get(1) {
+        None => 3,
+        Some(a) => match a.parse::<usize>() {
+            Ok(r) if r >= 1 => r,
+            _ => {
+                return Err(format!(
+                    "ROUNDS is '{a}', expected a whole number of at least 1"
+                ))
+            }
+        },
+    };
+    Ok((n, rounds))
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: u64 = args
-        .next()
-        .map_or(200_000_000, |a| a.parse().expect("RECORDS: a number"));
-    let rounds: usize = args
-        .next()
-        .map_or(3, |a| a.parse().expect("ROUNDS: a number"));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (n, rounds) = match parse_args(&args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("exchange_bound: {message}\nusage: exchange_bound [RECORDS [ROUNDS]]");
+            std::process::exit(2);
+        }
+    };
     // Sum of the mapped values 2i + 1 for i < n: what every loop's sums must add up to.
     let expected = (n as f64) * (n as f64);
     let (mut exchange_ratio, mut local_ratio) = (Vec::new(), Vec::new());

@@ -856,12 +856,12 @@ pub(crate) fn record_e2e(stats: &mut LatencyStats, now: i64, records: &[Record])
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::num::NonZeroUsize;
 
     /// An operator that says whether it uses time.
-    struct Timed(bool);
+    pub(crate) struct Timed(pub bool);
 
     impl Operator for Timed {
         fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
@@ -875,7 +875,7 @@ mod tests {
     }
 
     /// An operator that leaves `uses_time` as the trait has it.
-    struct Plain;
+    pub(crate) struct Plain;
 
     impl Operator for Plain {
         fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
@@ -884,7 +884,8 @@ mod tests {
         }
     }
 
-    fn chain_of(operators: Vec<Box<dyn Operator>>) -> Chain {
+    /// A chain of `operators` with nothing after them.
+    pub(crate) fn chain_of(operators: Vec<Box<dyn Operator>>) -> Chain {
         let metrics = Arc::new(SubtaskMetrics::new(
             tidemark_markers::Granularity::Single,
             NonZeroUsize::new(1).unwrap(),

@@ -286,10 +286,11 @@ pub trait Operator: Send {
         Ok(false)
     }
 
-    /// Called with the wall clock at least once per batch and regularly while idle (every
-    /// [`PARK_TICK`](crate::PARK_TICK) under the default idle strategy), for processing-time
-    /// timers (windows). `now_nanos` is nanoseconds since the Unix epoch. Only while
-    /// [`Operator::uses_time`] says so: otherwise only once per batch.
+    /// Called with the wall clock at least once per batch and regularly while no input comes,
+    /// for processing-time timers (windows): every [`PARK_TICK`](crate::PARK_TICK) under the
+    /// default idle strategy (2 ms under `spin`), or, where every operator of a task reading a
+    /// channel says it does not [use time](Operator::uses_time), as rarely as once per
+    /// [`PARK_QUIET`](crate::PARK_QUIET). `now_nanos` is nanoseconds since the Unix epoch.
     fn on_time(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
         Ok(())
     }

@@ -1214,6 +1214,56 @@ mod tests {
         assert_eq!(waiting(IdleStrategy::Park).channel_wait(), PARK_TICK);
     }
 
+    /// A channel task of `chain`, waiting under `strategy`.
+    fn channel_task(chain: Chain, strategy: IdleStrategy) -> Task {
+        let (_tx, rx) = crate::channel::queue(1);
+        let gauge = Arc::new(crate::metrics::SubtaskMetrics::new(
+            tidemark_markers::Granularity::Single,
+            std::num::NonZeroUsize::new(1).unwrap(),
+            tidemark_markers::Buckets::marker_latency(),
+        ));
+        let reader = ChannelReader {
+            rx,
+            returns: Vec::new(),
+            open: 0,
+            gauge,
+            taken: 0,
+            inputs: Vec::new(),
+            names_holder: false,
+        };
+        Task::new(
+            Head::Channel(reader),
+            chain,
+            Arc::new(JobFlags::new()),
+            Arc::new(tidemark_markers::SystemClock),
+            Arc::new(TaskMetrics::default()),
+            16,
+            // What the job gives every task: Task::new looks at the operators.
+            waiting(strategy),
+        )
+    }
+
+    #[test]
+    fn a_task_looks_at_the_clock_while_idle_only_if_an_operator_uses_time() {
+        use crate::chain::tests::{chain_of, Plain, Timed};
+        let quiet = channel_task(
+            chain_of(vec![Box::new(Timed(false)), Box::new(Timed(false))]),
+            IdleStrategy::Park,
+        );
+        assert_eq!(quiet.waiting.channel_wait(), PARK_QUIET);
+        let timed = channel_task(
+            chain_of(vec![Box::new(Timed(false)), Box::new(Timed(true))]),
+            IdleStrategy::Park,
+        );
+        assert_eq!(timed.waiting.channel_wait(), PARK_TICK);
+        // An operator that does not say is taken to use time.
+        let plain = channel_task(chain_of(vec![Box::new(Plain)]), IdleStrategy::Park);
+        assert_eq!(plain.waiting.channel_wait(), PARK_TICK);
+        // Spin looks as often whatever the operators.
+        let spin = channel_task(chain_of(vec![Box::new(Timed(false))]), IdleStrategy::Spin);
+        assert_eq!(spin.waiting.channel_wait(), IDLE_TICK.min(ABORT_POLL));
+    }
+
     #[test]
     fn a_channel_task_without_timers_blocks_on_its_input_for_a_second_under_park() {
         let quiet = |strategy| Waiting {
