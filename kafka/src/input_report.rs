@@ -13,7 +13,11 @@
 //!   watermark until their new owner has read past it: nothing they still hold becomes late,
 //!   and the dead owner holds nothing back once the new one has caught up;
 //! - a partition nobody has reported yet (subtasks still joining the group) holds event time
-//!   back, unless its owner says it is idle.
+//!   back, unless its owner says it is idle;
+//! - idle is a lease: only the partition's current owner can say it, having read everything
+//!   there is, and it says so again every watermark interval. An owner that died, lost the
+//!   partition or is starved stops saying it, and the partition is held at its last watermark
+//!   from the reader's next advance on, until an owner reports it again.
 //!
 //! The source hands its partitions' states to the writer through this thread (the task's):
 //! the runtime calls [`tidemark_runtime::Source::watermarks_looked`] after every record before
@@ -29,7 +33,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PartitionMark {
-    /// Read and quiet for `watermarks.idleness`: it holds nothing back.
+    /// Read to its end (lag 0) and quiet for `watermarks.idleness`: it holds nothing back
+    /// while its owner keeps saying so (every watermark interval; a claim not renewed lapses,
+    /// [`crate::watermarks::WriterWatermarks`]).
     Idle,
     /// Held, nothing read from it yet: it holds event time where it was.
     Pending,
@@ -96,6 +102,18 @@ pub(crate) fn announce(source: &str) {
 /// no `kafka` source at its head.
 pub(crate) fn current_text() -> Option<String> {
     TASK_INPUT.with(|t| t.borrow().as_ref().map(InputReport::to_text))
+}
+
+/// Whether the last report of this thread's `kafka` source says some partition is idle (an
+/// idle claim to renew).
+pub(crate) fn current_has_idle() -> bool {
+    TASK_INPUT.with(|t| {
+        t.borrow().as_ref().is_some_and(|r| {
+            r.topics
+                .iter()
+                .any(|t| t.marks.iter().any(|(_, m)| *m == PartitionMark::Idle))
+        })
+    })
 }
 
 /// Whether this thread's task has a `kafka` source at its head.

@@ -556,6 +556,9 @@ pub struct KafkaSource {
     last_timestamp: Option<i64>,
     last_lag_at: i64,
     lag: SourceLag,
+    /// Partitions with messages not read yet at the last lag reading (or whose end is not
+    /// known yet): they are not caught up, so never idle.
+    behind: BTreeSet<PartitionKey>,
     /// Checkpoint number → the positions it covers.
     pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
     /// The positions of the newest checkpoint committed without waiting, until the broker
@@ -718,6 +721,7 @@ impl KafkaSource {
             malformed: 0,
             last_timestamp: None,
             last_lag_at: i64::MIN,
+            behind: BTreeSet::new(),
             lag: SourceLag {
                 records: 0,
                 bytes: -1,
@@ -836,8 +840,11 @@ impl KafkaSource {
     fn update_lag(&mut self, now: i64) {
         let assigned = self.assigned();
         let mut total = 0i64;
+        // Not heard from the broker yet, or no longer held: behind until known otherwise.
+        self.behind.retain(|key| assigned.contains(key));
         for key in &assigned {
             let Some(high) = cached_high_watermark(&self.consumer, key) else {
+                self.behind.insert(key.clone());
                 continue;
             };
             let position = match self.positions.get(key) {
@@ -845,6 +852,11 @@ impl KafkaSource {
                 None => self.committed_or_low(key, high),
             };
             let lag = (high - position).max(0);
+            if lag > 0 {
+                self.behind.insert(key.clone());
+            } else {
+                self.behind.remove(key);
+            }
             total += lag;
             self.metrics.set_partition_lag(&self.source_id, key, lag);
         }
@@ -1538,9 +1550,14 @@ impl Source for KafkaSource {
             }
         }
         let consumer = Arc::clone(&self.consumer);
+        // Whether this poll took everything the consumer had: if not, no partition is caught up.
+        let mut drained = false;
         while emitted < ctx.max_records {
             let message = match consumer.poll(Duration::ZERO) {
-                None => break,
+                None => {
+                    drained = true;
+                    break;
+                }
                 Some(Ok(m)) => m,
                 Some(Err(e)) => {
                     // Transient broker errors are retried by librdkafka; fatal ones end the job,
@@ -1567,6 +1584,11 @@ impl Source for KafkaSource {
             self.update_lag(ctx.now_nanos);
             self.last_lag_at = ctx.now_nanos;
         }
+        // Idle means caught up: a partition with messages not read yet (as the consumer last
+        // heard from the broker, or still queued) never goes idle.
+        let behind = &self.behind;
+        self.watermarks
+            .set_behind(|key| !drained || behind.contains(key));
         if self.watch.down_since().is_some() {
             self.check_brokers(emitted)?;
         }

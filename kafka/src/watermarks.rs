@@ -87,6 +87,15 @@ impl PartitionWatermarks {
         self.last = 0;
     }
 
+    /// Notes which partitions have input not read yet (`behind`: a lag above 0 or not known,
+    /// or messages still queued): such a partition is not caught up and never goes idle
+    /// ([`SplitWatermarks::set_behind`]).
+    pub fn set_behind(&mut self, behind: impl Fn(&PartitionKey) -> bool) {
+        for (key, split) in &self.splits {
+            self.tracker.set_behind(*split, behind(key));
+        }
+    }
+
     /// The partitions tracked, in the order they joined.
     pub fn partitions(&self) -> impl Iterator<Item = &PartitionKey> {
         self.splits.iter().map(|(k, _)| k)
@@ -120,6 +129,12 @@ impl PartitionWatermarks {
     /// An exchange reader read writer `id`'s idle control message on `partition`.
     pub fn writer_idle(&mut self, topic: &str, partition: i32, id: &str) {
         let say = self.writers.on_idle(partition, id);
+        self.apply(topic, partition, say);
+    }
+
+    /// An exchange reader read writer `id`'s end on `partition`: it writes nothing more.
+    pub fn writer_ended(&mut self, topic: &str, partition: i32, id: &str) {
+        let say = self.writers.on_ended(partition, id);
         self.apply(topic, partition, say);
     }
 
@@ -222,15 +237,50 @@ pub enum WritersSay {
 struct Writer {
     id: String,
     watermark: i64,
+    /// Its last word was that it is idle: a lease, valid while renewed
+    /// ([`Heard::idle_holds`]).
     idle: bool,
+    /// When it last said it is idle ([`Heard::seq`]). Not kept: idleness never survives a
+    /// restore.
+    #[serde(skip)]
+    idle_at: Seq,
 }
+
+/// A writer that ended has this watermark: it holds nothing back, for good (kept as such in a
+/// commit record).
+const ENDED: i64 = i64::MAX;
+
+/// A number on the lease clock of one exchange partition ([`Heard::seq`]). Not part of what
+/// was heard: two [`Heard`]s that heard the same are equal whatever their clocks say.
+#[derive(Clone, Copy, Debug, Default, PartialOrd, Ord)]
+struct Seq(u64);
+
+impl PartialEq for Seq {
+    fn eq(&self, _: &Seq) -> bool {
+        true
+    }
+}
+
+impl Eq for Seq {}
 
 /// One source partition as the readers of an exchange partition know it: the highest
 /// watermark any owner reported, and whether its owner last said it is idle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct InputMark {
     watermark: i64,
+    /// Its owner's last word was that it is idle: a lease, valid while renewed.
     idle: bool,
+    /// When its owner last said so ([`Heard::seq`]). Not kept.
+    #[serde(skip)]
+    idle_at: Seq,
+}
+
+impl InputMark {
+    const UNKNOWN: InputMark = InputMark {
+        watermark: i64::MIN,
+        idle: false,
+        idle_at: Seq(0),
+    };
 }
 
 /// The partitions of one input topic of one source vertex.
@@ -253,6 +303,45 @@ pub(crate) struct Heard {
     reporters: Vec<String>,
     /// The source partitions reported.
     inputs: Vec<InputTopic>,
+    /// How many control messages were read on the partition (since its restore): the clock of
+    /// idle leases, in the order of the partition's log. Not kept.
+    #[serde(skip)]
+    seq: Seq,
+    /// The message ([`Heard::seq`]) that last moved a watermark up. Not kept.
+    #[serde(skip)]
+    advanced_at: Seq,
+}
+
+impl Heard {
+    /// Idleness is a lease: an idle claim holds only while it was renewed since the last time
+    /// anything advanced on this partition. An owner that died, lost its partition or is
+    /// starved renews nothing, so the first advance after its last claim ends the lease, and
+    /// what it reported is held at its last watermark until an owner reports it again: event
+    /// time waits for a failover, it never runs past data. A live owner renews every watermark
+    /// interval, so its idle partitions hold event time back for at most one interval.
+    fn idle_holds(&self, idle: bool, idle_at: Seq) -> bool {
+        idle && idle_at.0 >= self.advanced_at.0
+    }
+
+    /// The next message's number.
+    fn tick(&mut self) -> Seq {
+        self.seq.0 += 1;
+        self.seq
+    }
+
+    /// Forgets every idle claim (a restore: idleness never survives an owner change).
+    fn forget_idleness(&mut self) {
+        for w in &mut self.writers {
+            w.idle = false;
+        }
+        for input in &mut self.inputs {
+            for m in input.marks.iter_mut().flatten() {
+                m.idle = false;
+            }
+        }
+        self.seq = Seq(0);
+        self.advanced_at = Seq(0);
+    }
 }
 
 /// The reader side of watermarks through a Kafka exchange, per exchange partition.
@@ -301,6 +390,7 @@ impl WriterWatermarks {
                     id: id.to_owned(),
                     watermark: i64::MIN,
                     idle: false,
+                    idle_at: Seq(0),
                 });
                 heard.writers.len() - 1
             }
@@ -311,17 +401,36 @@ impl WriterWatermarks {
     /// Writer `id` sent `watermark` on `partition` (`i64::MIN`: a hello before its first
     /// record, so that it is waited for). Returns what the partition's writers say now.
     pub fn on_watermark(&mut self, partition: i32, id: &str, watermark: i64) -> WritersSay {
+        let seq = self.heard(partition).tick();
+        let mut advanced = false;
         if let Some(w) = self.writer(partition, id) {
+            advanced = watermark > w.watermark || w.idle;
             w.watermark = w.watermark.max(watermark);
             w.idle = false;
+        }
+        if advanced {
+            self.heard(partition).advanced_at = seq;
         }
         self.say(partition)
     }
 
-    /// Writer `id` is idle (its inputs are): it holds `partition` back no longer.
+    /// Writer `id` is idle (its inputs are): it holds `partition` back no longer, while it
+    /// keeps saying so ([`Heard::idle_holds`]).
     pub fn on_idle(&mut self, partition: i32, id: &str) -> WritersSay {
+        let seq = self.heard(partition).tick();
         if let Some(w) = self.writer(partition, id) {
             w.idle = true;
+            w.idle_at = seq;
+        }
+        self.say(partition)
+    }
+
+    /// Writer `id` ended: it holds `partition` back no longer, for good.
+    pub fn on_ended(&mut self, partition: i32, id: &str) -> WritersSay {
+        self.heard(partition).tick();
+        if let Some(w) = self.writer(partition, id) {
+            w.watermark = ENDED;
+            w.idle = false;
         }
         self.say(partition)
     }
@@ -330,6 +439,8 @@ impl WriterWatermarks {
     /// through them.
     pub fn on_report(&mut self, partition: i32, id: &str, report: &InputReport) -> WritersSay {
         let heard = self.heard(partition);
+        let seq = heard.tick();
+        let mut advanced = false;
         heard.writers.retain(|w| w.id != id);
         if !heard.reporters.iter().any(|r| r == id) {
             heard.reporters.push(id.to_owned());
@@ -360,19 +471,23 @@ impl WriterWatermarks {
                 else {
                     continue;
                 };
-                let m = slot.get_or_insert(InputMark {
-                    watermark: i64::MIN,
-                    idle: false,
-                });
+                let m = slot.get_or_insert(InputMark::UNKNOWN);
                 match mark {
-                    PartitionMark::Idle => m.idle = true,
+                    PartitionMark::Idle => {
+                        m.idle = true;
+                        m.idle_at = seq;
+                    }
                     PartitionMark::Pending => m.idle = false,
                     PartitionMark::At(wm) => {
+                        advanced |= wm > m.watermark || m.idle;
                         m.watermark = m.watermark.max(wm);
                         m.idle = false;
                     }
                 }
             }
+        }
+        if advanced {
+            heard.advanced_at = seq;
         }
         self.say(partition)
     }
@@ -384,8 +499,11 @@ impl WriterWatermarks {
 
     /// `partition` was restored with what its reader had heard up to the position it is read
     /// from again: that replaces whatever was heard on it here. Returns what its writers say.
-    pub(crate) fn restore(&mut self, partition: i32, heard: Heard) -> WritersSay {
+    pub(crate) fn restore(&mut self, partition: i32, mut heard: Heard) -> WritersSay {
         self.forget(partition);
+        // Idleness never survives an owner change: every partition is held at its recorded
+        // watermark until its reader reports it again.
+        heard.forget_idleness();
         self.partitions.push((partition, heard));
         self.say(partition)
     }
@@ -398,13 +516,13 @@ impl WriterWatermarks {
         let writers = heard
             .writers
             .iter()
-            .filter(|w| !w.idle)
+            .filter(|w| w.watermark != ENDED && !heard.idle_holds(w.idle, w.idle_at))
             .map(|w| Some(w.watermark));
         let inputs = heard.inputs.iter().flat_map(|i| {
             i.marks.iter().filter_map(|m| match m {
                 // Not reported yet: it holds everything back.
                 None => Some(None),
-                Some(m) if m.idle => None,
+                Some(m) if heard.idle_holds(m.idle, m.idle_at) => None,
                 Some(m) => Some(Some(m.watermark)),
             })
         });
@@ -597,6 +715,10 @@ mod tests {
         let mut after = PartitionWatermarks::new();
         after.follow(&held(&[("x", 2)]), &[]);
         after.restore_heard("x", 2, heard.clone());
+        // Idleness does not survive the restore: input 1, idle before and never with a
+        // watermark, holds everything back until its owner says it again.
+        assert_eq!(after.watermark("x", 2, 0), None);
+        after.writer_report("x", 2, "a/w/0", &report("s", "in", 2, &[(1, Idle)]));
         assert_eq!(after.watermark("x", 2, 0), Some(400));
         // A reader that restored nothing waits for every writer and input instead.
         let mut fresh = PartitionWatermarks::new();
@@ -676,33 +798,60 @@ mod tests {
             WritersSay::At(300),
             "an idle partition holds nothing back"
         );
-        // b dies: its last report stands. Partition 2 moves to a, which reads it from the
-        // commit: a lower watermark does not take the partition back.
+        // b dies: it renews nothing. Its idle claim for partition 3 lapses at the first
+        // advance after it, so partition 3 is held where it was (no watermark yet) until an
+        // owner reports it. Partition 2 moves to a, which reads it from the commit: a lower
+        // watermark does not take the partition back.
         assert_eq!(
             w.on_report(
                 0,
                 "a/x/0",
                 &report("src", "in", 4, &[(0, At(900)), (1, At(800)), (2, Pending)])
             ),
-            WritersSay::At(300),
-            "partition 2 keeps the dead owner's watermark until its new owner passes it"
+            WritersSay::Nothing,
+            "the dead owner's idle claim lapsed"
         );
         assert_eq!(
             w.on_report(
                 0,
                 "a/x/0",
-                &report("src", "in", 4, &[(0, At(900)), (1, At(800)), (2, At(250))])
+                &report(
+                    "src",
+                    "in",
+                    4,
+                    &[(0, At(900)), (1, At(800)), (2, At(250)), (3, Pending)]
+                )
             ),
-            WritersSay::At(300)
+            WritersSay::Nothing
         );
         assert_eq!(
             w.on_report(
                 0,
                 "a/x/0",
-                &report("src", "in", 4, &[(0, At(900)), (1, At(800)), (2, At(700))])
+                &report(
+                    "src",
+                    "in",
+                    4,
+                    &[(0, At(900)), (1, At(800)), (2, At(700)), (3, At(650))]
+                )
             ),
-            WritersSay::At(700),
+            WritersSay::At(650),
             "the dead writer holds nothing back once the new owner caught up"
+        );
+        // The new owner reads partition 3 to its end and says it is idle, in the same report
+        // as an advance: the claim holds.
+        assert_eq!(
+            w.on_report(
+                0,
+                "a/x/0",
+                &report(
+                    "src",
+                    "in",
+                    4,
+                    &[(0, At(950)), (1, At(800)), (2, At(700)), (3, Idle)]
+                )
+            ),
+            WritersSay::At(700)
         );
         // A reporter's old-style messages (its hello, idle) no longer count.
         assert_eq!(w.on_idle(0, "a/x/0"), WritersSay::At(700));
@@ -710,15 +859,86 @@ mod tests {
         // Partition 3 read again after idling: it is waited for from its last watermark.
         assert_eq!(
             w.on_report(0, "a/x/0", &report("src", "in", 4, &[(3, Pending)])),
-            WritersSay::Nothing
+            WritersSay::At(650)
         );
         assert_eq!(
-            w.on_report(0, "a/x/0", &report("src", "in", 4, &[(3, At(650))])),
-            WritersSay::At(650)
+            w.on_report(0, "a/x/0", &report("src", "in", 4, &[(3, At(660))])),
+            WritersSay::At(660)
         );
         // A writer that speaks for itself still counts beside the partitions.
         assert_eq!(w.on_watermark(0, "g/y/0", 100), WritersSay::At(100));
-        assert_eq!(w.on_idle(0, "g/y/0"), WritersSay::At(650));
+        assert_eq!(w.on_idle(0, "g/y/0"), WritersSay::At(660));
+        // One that ended holds nothing back, for good. (Its advance ended g's idle claim
+        // until g says it again.)
+        assert_eq!(w.on_watermark(0, "h/y/0", 200), WritersSay::At(100));
+        assert_eq!(w.on_ended(0, "h/y/0"), WritersSay::At(100));
+        assert_eq!(w.on_idle(0, "g/y/0"), WritersSay::At(660));
+    }
+
+    #[test]
+    fn an_idle_claim_is_a_lease_that_holds_only_while_renewed() {
+        use PartitionMark::{At, Idle};
+        let mut w = WriterWatermarks::new();
+        // Two owners: a reads partition 0 and finds it empty; b reads partition 1.
+        w.on_report(0, "a/x/0", &report("src", "in", 2, &[(0, At(100))]));
+        w.on_report(0, "b/x/0", &report("src", "in", 2, &[(1, At(100))]));
+        assert_eq!(
+            w.on_report(0, "a/x/0", &report("src", "in", 2, &[(0, Idle)])),
+            WritersSay::At(100)
+        );
+        // b advances: a's claim was made before that advance, so it does not hold until a
+        // says it again (a live owner does, every watermark interval).
+        assert_eq!(
+            w.on_report(0, "b/x/0", &report("src", "in", 2, &[(1, At(500))])),
+            WritersSay::At(100),
+            "a's claim is older than b's advance"
+        );
+        assert_eq!(
+            w.on_report(0, "a/x/0", &report("src", "in", 2, &[(0, Idle)])),
+            WritersSay::At(500),
+            "renewed"
+        );
+        // a dies with its claim standing: the next advance ends it, and event time waits at
+        // partition 0's last watermark however far b goes.
+        for wm in [900, 5_000, 60_000] {
+            assert_eq!(
+                w.on_report(0, "b/x/0", &report("src", "in", 2, &[(1, At(wm))])),
+                WritersSay::At(100),
+                "at {wm}"
+            );
+        }
+        // The new owner of partition 0 (b, after the rebalance) reports it: event time goes on.
+        assert_eq!(
+            w.on_report(
+                0,
+                "b/x/0",
+                &report("src", "in", 2, &[(0, At(59_000)), (1, At(60_000))])
+            ),
+            WritersSay::At(59_000)
+        );
+        // Writers that speak for themselves: the same.
+        let mut w = WriterWatermarks::new();
+        w.on_watermark(1, "g/y/0", 100);
+        w.on_watermark(1, "h/y/0", 100);
+        assert_eq!(w.on_idle(1, "g/y/0"), WritersSay::At(100));
+        assert_eq!(w.on_watermark(1, "h/y/0", 300), WritersSay::At(100));
+        assert_eq!(w.on_idle(1, "g/y/0"), WritersSay::At(300));
+        assert_eq!(w.on_watermark(1, "h/y/0", 400), WritersSay::At(100));
+        assert_eq!(
+            w.on_idle(1, "h/y/0"),
+            WritersSay::At(100),
+            "g's claim is older than h's last advance"
+        );
+        assert_eq!(w.on_idle(1, "g/y/0"), WritersSay::Idle);
+        // Restored, nobody is idle until they say it again.
+        let heard = w
+            .partitions
+            .iter()
+            .find(|(p, _)| *p == 1)
+            .unwrap()
+            .1
+            .clone();
+        assert_eq!(w.restore(1, heard), WritersSay::At(100));
     }
 
     #[test]

@@ -386,6 +386,24 @@ impl Chain {
         Ok(())
     }
 
+    /// The source looked at its inputs and nothing changed ([`Sink::on_inputs_unchanged`]):
+    /// every sink of the chain is told, no channel is.
+    pub(crate) fn on_inputs_unchanged(&mut self) -> Result<(), ChainError> {
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if let NodeKind::Sink(sink) = &mut node.kind {
+                if !node.output_closed {
+                    self.current_vertex = node.vertex;
+                    sink.on_inputs_unchanged()
+                        .map_err(|error| ChainError::User {
+                            node: Some(i),
+                            error,
+                        })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether an operator of the chain has processing-time timers ([`Operator::uses_time`]).
     pub(crate) fn uses_time(&self) -> bool {
         self.nodes.iter().any(|n| match &n.kind {

@@ -118,9 +118,10 @@ pub trait Source: Send {
         None
     }
 
-    /// The runtime looked at the splits ([`Source::split_watermarks`]) and is about to send a
-    /// watermark or say the subtask is idle, after every record emitted so far went down the
-    /// chain: what each split's status says now is true of everything chained sinks have
+    /// The runtime looked at the splits ([`Source::split_watermarks`]), once per watermark
+    /// interval, and is about to send a watermark, say the subtask is idle, or renew what it
+    /// said ([`Sink::on_inputs_unchanged`](crate::Sink::on_inputs_unchanged)), after every
+    /// record emitted so far went down the chain: what each split's status says now is true of everything chained sinks have
     /// been given (the Kafka source hands its partitions' statuses to a chained exchange
     /// writer here). The default does nothing.
     fn watermarks_looked(&mut self) {}
@@ -487,6 +488,16 @@ pub trait Sink: Send {
     /// without partitions): its watermark holds nothing back until the next
     /// [`Sink::on_watermark`].
     fn on_idle(&mut self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// The source at the head of this sink's chain looked at its inputs (every watermark
+    /// interval) and nothing changed: no [`Sink::on_watermark`] or [`Sink::on_idle`] follows.
+    /// A sink that passes idleness on to readers elsewhere (the Kafka exchange writer) renews
+    /// its idle claims here: idleness is a lease its reader keeps renewing, and a claim not
+    /// renewed lapses (`docs/event-time.md`, "Idleness"). Called only for sinks chained to a
+    /// source (same task).
+    fn on_inputs_unchanged(&mut self) -> Result<(), BoxError> {
         Ok(())
     }
 

@@ -161,6 +161,9 @@ struct Split {
     idle: bool,
     /// Said to be idle ([`SplitWatermarks::set_idle`]) and no input since.
     declared_idle: bool,
+    /// Its reader knows of input not read yet ([`SplitWatermarks::set_behind`]): it is not
+    /// caught up, so it cannot be idle.
+    behind: bool,
 }
 
 impl Split {
@@ -172,6 +175,7 @@ impl Split {
         last_input_at: i64::MIN,
         idle: false,
         declared_idle: false,
+        behind: false,
     };
 
     /// The split's own watermark: what it was given, or its highest timestamp minus the
@@ -200,8 +204,9 @@ impl Split {
 /// source's [`WatermarkStrategy`] every `interval`:
 ///
 /// - each split's watermark is its highest timestamp minus `max_out_of_orderness` minus 1 ns;
-/// - a split without input for `idleness` is idle and holds nothing back until it has input
-///   again;
+/// - a split is idle when its reader has read everything there is (it is not
+///   [behind](SplitWatermarks::set_behind)) and had no input for `idleness`; an idle split holds
+///   nothing back until it has input again. A split merely slow to be read never goes idle;
 /// - the subtask's watermark is the minimum over its splits that are not idle, and it never
 ///   goes back (a split that comes back behind holds it where it is until it catches up);
 /// - a subtask whose splits are all idle, or that has no split at all, is idle: its markers
@@ -382,6 +387,16 @@ impl SplitWatermarks {
         }
     }
 
+    /// Whether `split`'s reader knows of input it has not read yet (a Kafka partition's lag
+    /// above 0, messages still queued). A split that is behind is not caught up: it is never
+    /// idle, whatever the idle timeout or [`SplitWatermarks::set_idle`] said, and its quiet time
+    /// starts again. Idle means caught up (`docs/event-time.md`, "Idleness").
+    pub fn set_behind(&mut self, split: SplitId, behind: bool) {
+        if let Some(s) = self.splits.get_mut(split.0 as usize) {
+            s.behind = behind;
+        }
+    }
+
     /// How many splits there are.
     pub fn len(&self) -> usize {
         self.live
@@ -444,6 +459,10 @@ impl SplitWatermarks {
                 s.active = false;
                 s.idle = false;
                 s.declared_idle = false;
+            } else if s.behind {
+                // Not caught up: never idle, and quiet only from when it is.
+                s.last_input_at = now;
+                s.idle = false;
             } else {
                 if s.last_input_at == i64::MIN {
                     s.last_input_at = now;
@@ -491,8 +510,12 @@ pub(crate) struct WatermarkGenerator {
     max_timestamp: i64,
     last_emitted: i64,
     next_emit: i64,
-    last_record_at: i64,
+    /// Since when every poll found nothing to read (`i64::MIN`: the last poll had input).
+    caught_up_since: i64,
     idle: bool,
+    /// A look was due at the last [`WatermarkGenerator::poll`] or
+    /// [`WatermarkGenerator::poll_splits`].
+    looked: bool,
 }
 
 /// What the generator wants sent.
@@ -510,8 +533,9 @@ impl WatermarkGenerator {
             max_timestamp: i64::MIN,
             last_emitted: i64::MIN,
             next_emit: i64::MIN,
-            last_record_at: i64::MIN,
+            caught_up_since: i64::MIN,
             idle: false,
+            looked: false,
         }
     }
 
@@ -525,8 +549,8 @@ impl WatermarkGenerator {
         self.max_timestamp = self.max_timestamp.max(max_timestamp);
     }
 
-    /// Notes the timestamps of a batch the source emitted at `now` (a source without splits).
-    pub(crate) fn observe(&mut self, records: &[Record], now: i64) {
+    /// Notes the timestamps of a batch the source emitted (a source without splits).
+    pub(crate) fn observe(&mut self, records: &[Record]) {
         if records.is_empty() {
             return;
         }
@@ -536,11 +560,27 @@ impl WatermarkGenerator {
             .max()
             .unwrap_or(i64::MIN);
         self.max_timestamp = self.max_timestamp.max(max);
-        self.last_record_at = now;
+        self.caught_up_since = i64::MIN;
+    }
+
+    /// The source's poll at `now` found nothing to read: it has read everything there is. A
+    /// source without splits is idle once every poll for `idleness` found nothing (idle means
+    /// caught up: a source that is slow to be polled, its thread starved, never goes idle).
+    pub(crate) fn caught_up(&mut self, now: i64) {
+        if self.caught_up_since == i64::MIN {
+            self.caught_up_since = now;
+        }
+    }
+
+    /// Whether the last poll looked at the inputs (a watermark interval had passed), whatever
+    /// it decided: the source's idle claims are renewed at every look.
+    pub(crate) fn looked(&self) -> bool {
+        self.looked
     }
 
     /// True when a watermark is due at `now`; then the next is due an interval later.
     fn due(&mut self, now: i64) -> bool {
+        self.looked = now >= self.next_emit;
         if now < self.next_emit {
             return false;
         }
@@ -571,17 +611,13 @@ impl WatermarkGenerator {
         self.decide(candidate)
     }
 
-    /// The whole subtask as one input: its highest timestamp, idle after `idleness` quiet.
+    /// The whole subtask as one input: its highest timestamp, idle after `idleness` of polls
+    /// that found nothing to read.
     fn whole(&mut self, now: i64) -> Candidate {
         if let Some(idleness) = self.strategy.idleness {
-            let quiet_since = if self.last_record_at == i64::MIN {
-                // Never had a record: idle after `idleness` from the first poll.
-                self.last_record_at = now;
-                now
-            } else {
-                self.last_record_at
-            };
-            if now.saturating_sub(quiet_since) >= duration_nanos(idleness) {
+            if self.caught_up_since != i64::MIN
+                && now.saturating_sub(self.caught_up_since) >= duration_nanos(idleness)
+            {
                 return Candidate::Idle;
             }
         }
@@ -734,16 +770,16 @@ mod tests {
             idleness: None,
         });
         assert_eq!(g.poll(0), WatermarkAction::None, "nothing seen yet");
-        g.observe(&[rec(1_000), rec(900), rec(1_200)], 5);
+        g.observe(&[rec(1_000), rec(900), rec(1_200)]);
         assert_eq!(g.poll(10), WatermarkAction::Emit(1_099));
-        g.observe(&[rec(1_100)], 12);
+        g.observe(&[rec(1_100)]);
         assert_eq!(g.poll(15), WatermarkAction::None, "before the interval");
         assert_eq!(
             g.poll(20),
             WatermarkAction::None,
             "no advance, nothing sent"
         );
-        g.observe(&[rec(1_500)], 22);
+        g.observe(&[rec(1_500)]);
         assert_eq!(g.poll(30), WatermarkAction::Emit(1_399));
     }
 
@@ -754,13 +790,81 @@ mod tests {
             interval: Duration::from_nanos(10),
             idleness: Some(Duration::from_nanos(50)),
         });
-        g.observe(&[rec(100)], 0);
+        g.observe(&[rec(100)]);
         assert_eq!(g.poll(0), WatermarkAction::Emit(99));
+        // From 5 on, every poll finds nothing to read.
+        g.caught_up(5);
         assert_eq!(g.poll(40), WatermarkAction::None);
-        assert_eq!(g.poll(50), WatermarkAction::GoIdle);
-        assert_eq!(g.poll(60), WatermarkAction::None, "idle is said once");
-        g.observe(&[rec(90)], 65);
-        assert_eq!(g.poll(70), WatermarkAction::Emit(99), "active again");
+        g.caught_up(45);
+        assert_eq!(g.poll(50), WatermarkAction::None, "caught up for 45 only");
+        assert_eq!(g.poll(60), WatermarkAction::GoIdle);
+        assert_eq!(g.poll(70), WatermarkAction::None, "idle is said once");
+        g.observe(&[rec(90)]);
+        assert_eq!(g.poll(80), WatermarkAction::Emit(99), "active again");
+        // Quiet again only from the next poll that finds nothing.
+        assert_eq!(g.poll(130), WatermarkAction::None);
+        g.caught_up(131);
+        assert_eq!(g.poll(180), WatermarkAction::None, "caught up for 49 only");
+        assert_eq!(g.poll(190), WatermarkAction::GoIdle);
+    }
+
+    #[test]
+    fn a_source_that_is_not_caught_up_never_goes_idle() {
+        // A source whose polls keep finding input, or whose thread does not get to poll (a
+        // starved thread): however long since its last record, it holds event time where it
+        // is.
+        let mut g = WatermarkGenerator::new(WatermarkStrategy {
+            max_out_of_orderness: Duration::ZERO,
+            interval: Duration::from_nanos(10),
+            idleness: Some(Duration::from_nanos(50)),
+        });
+        g.observe(&[rec(100)]);
+        assert_eq!(g.poll(0), WatermarkAction::Emit(99));
+        for now in [60, 1_000, 1_000_000] {
+            assert_eq!(g.poll(now), WatermarkAction::None, "at {now}");
+            assert!(g.looked());
+        }
+        assert_eq!(g.poll(1_000_001), WatermarkAction::None);
+        assert!(!g.looked(), "no look before the interval");
+        // A source that never had a record and finds nothing goes idle after `idleness`.
+        let mut fresh = WatermarkGenerator::new(WatermarkStrategy {
+            max_out_of_orderness: Duration::ZERO,
+            interval: Duration::from_nanos(10),
+            idleness: Some(Duration::from_nanos(50)),
+        });
+        fresh.caught_up(0);
+        assert_eq!(fresh.poll(40), WatermarkAction::None);
+        assert_eq!(fresh.poll(50), WatermarkAction::GoIdle);
+    }
+
+    #[test]
+    fn a_split_behind_its_input_never_goes_idle() {
+        let mut g = WatermarkGenerator::new(split_strategy(Some(50)));
+        let mut s = SplitWatermarks::new();
+        let quiet = s.add_split();
+        let behind = s.add_split();
+        s.observe(quiet, 1_000);
+        s.observe(behind, 500);
+        assert_eq!(g.poll_splits(&mut s, 0), WatermarkAction::Emit(489));
+        // Neither reads anything more; one of them knows of input it has not read (a starved
+        // thread, a slow reader): it holds the watermark however long it takes.
+        s.set_behind(behind, true);
+        assert_eq!(g.poll_splits(&mut s, 100), WatermarkAction::None);
+        assert_eq!(g.poll_splits(&mut s, 10_000), WatermarkAction::None);
+        assert_eq!(s.state(quiet), Some(SplitState::Idle));
+        assert_eq!(s.state(behind), Some(SplitState::At(489)));
+        // Even said idle by its writers, a split behind is not idle.
+        s.set_idle(behind);
+        assert_eq!(g.poll_splits(&mut s, 10_001), WatermarkAction::None);
+        assert_eq!(s.state(behind), Some(SplitState::At(489)));
+        // Caught up: quiet from now on, idle after `idleness` (or at once, as said).
+        s.set_behind(behind, false);
+        assert_eq!(g.poll_splits(&mut s, 10_002), WatermarkAction::GoIdle);
+        s.observe(behind, 2_000);
+        s.set_behind(behind, false);
+        assert_eq!(g.poll_splits(&mut s, 10_003), WatermarkAction::Emit(1_989));
+        assert_eq!(g.poll_splits(&mut s, 10_040), WatermarkAction::None);
+        assert_eq!(g.poll_splits(&mut s, 10_053), WatermarkAction::GoIdle);
     }
 
     fn split_strategy(idleness: Option<i64>) -> WatermarkStrategy {

@@ -435,7 +435,11 @@ impl Task {
                 }
             }
             if let Some(w) = watermarks.as_mut().filter(|_| !per_split) {
-                w.observe(out.records(), now);
+                w.observe(out.records());
+                // Idle means caught up: only a poll that found nothing counts towards idleness.
+                if out.is_empty() && matches!(status, SourceStatus::Idle { .. }) {
+                    w.caught_up(now);
+                }
             }
             records_out += out.len() as u64;
             if !out.is_empty() {
@@ -499,7 +503,7 @@ impl Task {
                     Some(splits) if per_split => w.poll_splits(splits, now),
                     _ => w.poll(now),
                 };
-                if per_split && action != WatermarkAction::None {
+                if per_split && w.looked() {
                     source.watermarks_looked();
                 }
                 if per_split {
@@ -517,6 +521,8 @@ impl Task {
                         self.chain.on_watermark(wm, &mut cx)?;
                     }
                     WatermarkAction::GoIdle => self.chain.on_idle()?,
+                    // Idle claims are leases: renewed at every look.
+                    WatermarkAction::None if w.looked() => self.chain.on_inputs_unchanged()?,
                     WatermarkAction::None => {}
                 }
             }

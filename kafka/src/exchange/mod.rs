@@ -37,10 +37,14 @@
 //! - Watermarks: the writer writes each watermark it gets ([`Sink::on_watermark`](tidemark_runtime::Sink::on_watermark)) as a
 //!   control message ([`CONTROL_WATERMARK`], headers [`HEADER_WATERMARK`] and [`HEADER_WRITER`],
 //!   the writer's id `<instance>/<vertex>/<subtask>`) to **every** partition, behind the
-//!   records before it; a hello (`i64::MIN`) when it starts, so readers wait for it; and
-//!   [`CONTROL_IDLE`] when its inputs are idle ([`Sink::on_idle`](tidemark_runtime::Sink::on_idle)) or it finishes. The reader's
-//!   watermark of a partition is the minimum over the writers it has heard from that are not
-//!   idle ([`crate::watermarks::WriterWatermarks`]); its subtask's is the minimum over its
+//!   records before it; a hello (`i64::MIN`) when it starts, so readers wait for it;
+//!   [`CONTROL_IDLE`] when its inputs are idle ([`Sink::on_idle`](tidemark_runtime::Sink::on_idle)),
+//!   renewed every watermark interval while they stay idle
+//!   ([`Sink::on_inputs_unchanged`](tidemark_runtime::Sink::on_inputs_unchanged)); and
+//!   [`CONTROL_ENDED`] when it finishes. The reader's watermark of a partition is the minimum
+//!   over the writers it has heard from that have not ended and whose idle claim still holds (a
+//!   lease: it lapses at the first advance after the writer's last renewal,
+//!   [`crate::watermarks::WriterWatermarks`]); its subtask's is the minimum over its
 //!   partitions, as for any `kafka` source (the reader vertex makes watermarks when any source
 //!   of the job does).
 //!

@@ -10,9 +10,14 @@ pub const CONTROL_MARKER: &str = "marker";
 /// Control kind of a watermark: headers [`HEADER_WATERMARK`] and [`HEADER_WRITER`], to every
 /// partition.
 pub const CONTROL_WATERMARK: &str = "watermark";
-/// Control kind of a writer whose inputs are idle (or that finished): header [`HEADER_WRITER`],
-/// to every partition; the writer holds nothing back until its next watermark.
+/// Control kind of a writer whose inputs are idle: header [`HEADER_WRITER`], to every
+/// partition, renewed every watermark interval while they are; the writer holds nothing back
+/// until its next watermark, as long as it keeps renewing the claim (a lease,
+/// [`crate::watermarks::WriterWatermarks`]).
 pub const CONTROL_IDLE: &str = "idle";
+/// Control kind of a writer that finished (its inputs ended): header [`HEADER_WRITER`], to every
+/// partition; the writer holds nothing back, for good.
+pub const CONTROL_ENDED: &str = "ended";
 /// Header of a watermark: nanoseconds since the Unix epoch, as decimal text; `i64::MIN` is the
 /// writer's hello, written before its first record so that readers wait for it.
 pub const HEADER_WATERMARK: &str = "tidemark-watermark";

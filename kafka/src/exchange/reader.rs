@@ -125,6 +125,8 @@ impl Relay {
                 watermarks.writer_watermark(message.topic(), message.partition(), writer()?, wm);
             } else if kind == CONTROL_IDLE.as_bytes() {
                 watermarks.writer_idle(message.topic(), message.partition(), writer()?);
+            } else if kind == CONTROL_ENDED.as_bytes() {
+                watermarks.writer_ended(message.topic(), message.partition(), writer()?);
             }
             // Control messages never reach user code.
             return Ok(false);

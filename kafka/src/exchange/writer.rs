@@ -40,6 +40,8 @@ pub struct ExchangeWriter {
     /// Chained behind a `kafka` source: it reports the source's partitions instead of its own
     /// watermark ([`crate::input_report`]). Known at the first record or watermark.
     reports: Option<bool>,
+    /// It speaks for itself and its last word was that it is idle: renewed at every look.
+    idle: bool,
 }
 
 impl std::fmt::Debug for ExchangeWriter {
@@ -96,6 +98,7 @@ impl ExchangeWriter {
             finished: false,
             writer,
             reports: None,
+            idle: false,
         };
         // The hello: readers wait for this writer from now on, before its first record.
         writer.control(CONTROL_WATERMARK, Some(i64::MIN))?;
@@ -288,7 +291,7 @@ impl Sink for ExchangeWriter {
         // its source's partitions says nothing: they keep their watermarks until their next
         // owner has read them (this instance is stopping; another takes them over).
         if !self.finished && self.reports == Some(false) {
-            self.control(CONTROL_IDLE, None)?;
+            self.control(CONTROL_ENDED, None)?;
         }
         flush_producer(
             &self.producer,
@@ -316,7 +319,10 @@ impl Sink for ExchangeWriter {
         match self.reports()? {
             true if first => Ok(()),
             true => self.report(),
-            false => self.control(CONTROL_WATERMARK, Some(watermark)),
+            false => {
+                self.idle = false;
+                self.control(CONTROL_WATERMARK, Some(watermark))
+            }
         }
     }
 
@@ -327,7 +333,20 @@ impl Sink for ExchangeWriter {
         match self.reports()? {
             true if first => Ok(()),
             true => self.report(),
-            false => self.control(CONTROL_IDLE, None),
+            false => {
+                self.idle = true;
+                self.control(CONTROL_IDLE, None)
+            }
+        }
+    }
+
+    /// Renews the idle claims readers hold for this writer (each is a lease that lapses at
+    /// the first advance after its last renewal): its own, or its source's idle partitions.
+    fn on_inputs_unchanged(&mut self) -> Result<(), BoxError> {
+        match self.reports {
+            Some(true) if crate::input_report::current_has_idle() => self.report(),
+            Some(false) if self.idle => self.control(CONTROL_IDLE, None),
+            _ => Ok(()),
         }
     }
 
