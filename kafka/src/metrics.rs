@@ -200,7 +200,7 @@ pub const WATERMARK_LAG_SECONDS: SeriesFamily = SeriesFamily::gauge(
 /// `tidemark_kafka_partition_idle{source_id, topic, partition}`.
 pub const PARTITION_IDLE: SeriesFamily = SeriesFamily::gauge(
     "tidemark_kafka_partition_idle",
-    "1 while the partition is idle (no message for watermarks.idleness): it does not hold its subtask's watermark back.",
+    "1 while the partition is idle (read to its end and no message for watermarks.idleness): it does not hold its subtask's watermark back.",
 );
 
 /// `tidemark_kafka_commits_total{source_id}`.
@@ -356,7 +356,7 @@ tidemark_source_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"i
 # HELP tidemark_kafka_watermark_lag_seconds Now minus the partition's own watermark (its highest timestamp minus the out-of-orderness), as its source subtask last looked.
 # TYPE tidemark_kafka_watermark_lag_seconds gauge
 tidemark_kafka_watermark_lag_seconds{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 2.5
-# HELP tidemark_kafka_partition_idle 1 while the partition is idle (no message for watermarks.idleness): it does not hold its subtask's watermark back.
+# HELP tidemark_kafka_partition_idle 1 while the partition is idle (read to its end and no message for watermarks.idleness): it does not hold its subtask's watermark back.
 # TYPE tidemark_kafka_partition_idle gauge
 tidemark_kafka_partition_idle{job_name=\"j\",tidemark_instance=\"a\",source_id=\"in\",topic=\"t\",partition=\"3\"} 1
 # HELP tidemark_kafka_commits_total Offset commits made to Kafka.

@@ -7,6 +7,9 @@
 // Each test binary uses a different subset of the helpers.
 #![allow(dead_code)]
 
+#[cfg(feature = "kafka")]
+pub mod brokers;
+
 use prometheus_parse::{Labels, Sample, Scrape, Value};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -858,4 +861,37 @@ pub fn report_sink_marker_count(report: &serde_json::Value) -> u64 {
         .filter(|l| l["operator_kind"] == "sink")
         .map(|l| as_u64(&l["count"], "latency[].count"))
         .sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A loaded machine
+
+/// Processes that keep `n` cores busy until dropped: a test of a job on a loaded machine
+/// (threads starved, polls late) runs beside one.
+pub struct CpuHog(Vec<Child>);
+
+impl CpuHog {
+    /// Starts `n` busy loops.
+    pub fn start(n: usize) -> CpuHog {
+        CpuHog(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .expect("sh starts")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
