@@ -495,8 +495,8 @@ pub trait Sink: Send {
     /// interval) and nothing changed: no [`Sink::on_watermark`] or [`Sink::on_idle`] follows.
     /// A sink that passes idleness on to readers elsewhere (the Kafka exchange writer) renews
     /// its idle claims here: idleness is a lease its reader keeps renewing, and a claim not
-    /// renewed lapses (`docs/event-time.md`, "Idleness"). Called only for sinks chained to a
-    /// source (same task).
+    /// renewed lapses (`docs/event-time.md`, "Idleness"). A sink in a task fed by channels is
+    /// called while every input stays idle, every 200 ms or so.
     fn on_inputs_unchanged(&mut self) -> Result<(), BoxError> {
         Ok(())
     }

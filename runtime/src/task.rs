@@ -626,6 +626,7 @@ impl Task {
         ChannelLoop {
             input,
             streaming: false,
+            renewed_at: i64::MIN,
         }
     }
 
@@ -672,7 +673,11 @@ impl Task {
             unreachable!("channel_turn on a source task")
         };
         let flags = &*self.flags;
-        let ChannelLoop { input, streaming } = state;
+        let ChannelLoop {
+            input,
+            streaming,
+            renewed_at,
+        } = state;
         let mut cx = SendContext {
             abort: &flags.abort,
             backpressured: &mut self.times.backpressured,
@@ -763,6 +768,12 @@ impl Task {
             self.chain.publish();
         }
         self.chain.on_time(now, &mut cx)?;
+        // Idle claims are leases (`Sink::on_inputs_unchanged`): while every input stays idle,
+        // the chain's sinks renew what they said.
+        if input.watermarks.all_idle() && now.saturating_sub(*renewed_at) >= RENEW_IDLE_NANOS {
+            *renewed_at = now;
+            self.chain.on_inputs_unchanged()?;
+        }
         self.chain.flush_expired(&mut cx)?;
         self.times.publish();
         Ok(took)
@@ -797,12 +808,19 @@ impl Task {
     }
 }
 
+/// How often a channel task whose inputs are all idle renews the idle claims of its sinks
+/// (at its next turn after this long; a task without timers turns at least every
+/// [`PARK_QUIET`]).
+const RENEW_IDLE_NANOS: i64 = 200_000_000;
+
 /// What a channel task's loop keeps from one turn to the next.
 pub(crate) struct ChannelLoop {
     input: ChannelInput,
     /// The last batch taken was full: its writer is sending as fast as it can, so the next
     /// one is likely a few microseconds away.
     streaming: bool,
+    /// When the sinks last renewed their idle claims (ns).
+    renewed_at: i64,
 }
 
 /// What a channel task took from its queue, whole or the rest of it after a barrier.

@@ -423,3 +423,62 @@ fn timestamp_checks_drop_and_count_at_the_source() {
         }
     }
 }
+
+/// Counts the idleness a sink is told, and how often it is asked to renew what it said.
+#[derive(Clone, Default)]
+struct IdleRenewals {
+    idle: Arc<std::sync::atomic::AtomicUsize>,
+    renewals: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tidemark_runtime::Sink for IdleRenewals {
+    fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn on_idle(&mut self) -> Result<(), BoxError> {
+        self.idle.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+    fn on_inputs_unchanged(&mut self) -> Result<(), BoxError> {
+        self.renewals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_sink_of_idle_inputs_is_asked_to_renew_its_claim_chained_and_behind_a_channel() {
+    // Idleness is a lease: a sink that passes it on (the Kafka exchange writer) must be able
+    // to say it again while its inputs stay idle, whether it is chained to the source (renewed
+    // at every watermark look) or fed by a channel (renewed while every input is idle).
+    for partitioning in [Partitioning::Forward, Partitioning::Rebalance] {
+        let counts = IdleRenewals::default();
+        let mut g = JobGraph::new("renewals");
+        let s = g
+            .add_source("s", 1, |_| {
+                Ok(Box::new(NoSplitSource {
+                    splits: SplitWatermarks::new(),
+                    polls: 3_000,
+                }))
+            })
+            .unwrap();
+        g.set_source_options(s, strategy(None));
+        let sink = counts.clone();
+        let k = g
+            .add_sink("k", 1, move |_| Ok(Box::new(sink.clone())))
+            .unwrap();
+        g.connect(s, k, partitioning).unwrap();
+        let result = wait_or_fail(
+            start(g, JobConfig::default()).unwrap(),
+            Duration::from_secs(120),
+        );
+        assert_eq!(result.outcome, JobOutcome::Finished);
+        let idle = counts.idle.load(std::sync::atomic::Ordering::Relaxed);
+        let renewals = counts.renewals.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(idle, 1, "{partitioning:?}: idle is said once");
+        assert!(
+            renewals >= 1,
+            "{partitioning:?}: the sink was never asked to renew its idle claim"
+        );
+    }
+}
