@@ -411,15 +411,8 @@ fn killed_instance_state_moves(kind: Kind) {
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-kill");
     let job = job(&dir, &bootstrap);
-    let (mut a, addr_a) = instance(dir.path(), &job, "a");
-    let (mut b, addr_b) = instance(dir.path(), &job, "b");
-    for (source, n) in [("events", 4), (READER, 8)] {
-        wait_until(&format!("{source} spread over both instances"), || {
-            spread(&[addr_a, addr_b], source, n)
-        });
-    }
-    produce(&bootstrap, (0..EVENTS / 2).map(event));
-    wait_for_first_half_committed(&bootstrap);
+    let ((mut a, _), (mut b, addr_b)) =
+        two_instances_through_the_first_half(&dir, &job, &bootstrap);
     let restored_before = restored_partitions(addr_b);
     // The forced point: a dies with windows open, their counts only in the state topic.
     sigkill(&mut a);
@@ -452,10 +445,39 @@ fn killed_instance_state_moves(kind: Kind) {
         spread(&[addr_b, addr_c], READER, 8)
     });
     assert!(restored_partitions(addr_c) >= 1, "c restored no state");
-    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
-    produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap, &mut [(&mut b, addr_b), (&mut c, addr_c)]);
-    for p in [&mut b, &mut c] {
+    second_half_gives_the_reference(&bootstrap, &mut [(&mut b, addr_b), (&mut c, addr_c)]);
+    stop(&mut [&mut b, &mut c]);
+}
+
+/// Instances `a` and `b` of `job`, each holding input and exchange partitions, and the first
+/// half written and committed through them.
+fn two_instances_through_the_first_half(
+    dir: &TempDir,
+    job: &Path,
+    bootstrap: &str,
+) -> ((Proc, SocketAddr), (Proc, SocketAddr)) {
+    let (a, addr_a) = instance(dir.path(), job, "a");
+    let (b, addr_b) = instance(dir.path(), job, "b");
+    for (source, n) in [("events", 4), (READER, 8)] {
+        wait_until(&format!("{source} spread over both instances"), || {
+            spread(&[addr_a, addr_b], source, n)
+        });
+    }
+    produce(bootstrap, (0..EVENTS / 2).map(event));
+    wait_for_first_half_committed(bootstrap);
+    ((a, addr_a), (b, addr_b))
+}
+
+/// Writes the second half and the flush event, then compares the output with the reference.
+fn second_half_gives_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, SocketAddr)]) {
+    produce(bootstrap, (EVENTS / 2..EVENTS).map(event));
+    produce_flush(bootstrap);
+    assert_output_is_the_reference(bootstrap, instances);
+}
+
+/// SIGTERM to each instance: each exits 0.
+fn stop(instances: &mut [&mut Proc]) {
+    for p in instances {
         p.terminate();
         assert_eq!(p.wait_code(), 0, "{}", p.stderr());
     }
@@ -504,11 +526,8 @@ fn joining_and_leaving_hand_state_over(kind: Kind, hog: Option<CpuHog>) {
     wait_until("b to hold every exchange partition", || {
         partitions_held(addr_b, READER) == 8
     });
-    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
-    produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap, &mut [(&mut b, addr_b)]);
-    b.terminate();
-    assert_eq!(b.wait_code(), 0, "{}", b.stderr());
+    second_half_gives_the_reference(&bootstrap, &mut [(&mut b, addr_b)]);
+    stop(&mut [&mut b]);
     // The report names the restores: b took every partition, some at the join, the rest when
     // a left.
     let report = common::read_report(&report);
@@ -547,26 +566,16 @@ fn killed_with_idle_partitions(kind: Kind, group: &str) {
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-idle-kill");
     let job = production_job(&dir, &bootstrap, group);
-    let (mut a, addr_a) = instance(dir.path(), &job, "a");
-    let (mut b, addr_b) = instance(dir.path(), &job, "b");
-    for (source, n) in [("events", 4), (READER, 8)] {
-        wait_until(&format!("{source} spread over both instances"), || {
-            spread(&[addr_a, addr_b], source, n)
-        });
-    }
-    produce(&bootstrap, (0..EVENTS / 2).map(event));
-    wait_for_first_half_committed(&bootstrap);
+    let ((mut a, addr_a), (mut b, addr_b)) =
+        two_instances_through_the_first_half(&dir, &job, &bootstrap);
     // The forced point: every input partition read to its end and idle at its owner.
     wait_until("every input partition idle", || {
         idle_inputs(&[addr_a, addr_b]) == 4.0
     });
     sigkill(&mut b);
-    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
-    produce_flush(&bootstrap);
-    assert_output_is_the_reference(&bootstrap, &mut [(&mut a, addr_a)]);
+    second_half_gives_the_reference(&bootstrap, &mut [(&mut a, addr_a)]);
     assert_eq!(late(addr_a), 0.0, "on-time records dropped as late");
-    a.terminate();
-    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    stop(&mut [&mut a]);
 }
 
 #[test]

@@ -783,13 +783,18 @@ mod tests {
         assert_eq!(g.poll(30), WatermarkAction::Emit(1_399));
     }
 
-    #[test]
-    fn a_quiet_source_goes_idle_and_comes_back() {
-        let mut g = WatermarkGenerator::new(WatermarkStrategy {
+    /// Watermarks every 10 ns, idle after 50 ns, no out-of-orderness.
+    fn idling() -> WatermarkGenerator {
+        WatermarkGenerator::new(WatermarkStrategy {
             max_out_of_orderness: Duration::ZERO,
             interval: Duration::from_nanos(10),
             idleness: Some(Duration::from_nanos(50)),
-        });
+        })
+    }
+
+    #[test]
+    fn a_quiet_source_goes_idle_and_comes_back() {
+        let mut g = idling();
         g.observe(&[rec(100)]);
         assert_eq!(g.poll(0), WatermarkAction::Emit(99));
         // From 5 on, every poll finds nothing to read.
@@ -813,11 +818,7 @@ mod tests {
         // A source whose polls keep finding input, or whose thread does not get to poll (a
         // starved thread): however long since its last record, it holds event time where it
         // is.
-        let mut g = WatermarkGenerator::new(WatermarkStrategy {
-            max_out_of_orderness: Duration::ZERO,
-            interval: Duration::from_nanos(10),
-            idleness: Some(Duration::from_nanos(50)),
-        });
+        let mut g = idling();
         g.observe(&[rec(100)]);
         assert_eq!(g.poll(0), WatermarkAction::Emit(99));
         for now in [60, 1_000, 1_000_000] {
@@ -827,11 +828,7 @@ mod tests {
         assert_eq!(g.poll(1_000_001), WatermarkAction::None);
         assert!(!g.looked(), "no look before the interval");
         // A source that never had a record and finds nothing goes idle after `idleness`.
-        let mut fresh = WatermarkGenerator::new(WatermarkStrategy {
-            max_out_of_orderness: Duration::ZERO,
-            interval: Duration::from_nanos(10),
-            idleness: Some(Duration::from_nanos(50)),
-        });
+        let mut fresh = idling();
         fresh.caught_up(0);
         assert_eq!(fresh.poll(40), WatermarkAction::None);
         assert_eq!(fresh.poll(50), WatermarkAction::GoIdle);
