@@ -35,10 +35,72 @@ pub struct GeneratorConfig {
     /// Hold back a fraction of the records, so they arrive late.
     #[serde(default)]
     pub disorder: Option<DisorderConfig>,
+    /// The event time of the first record, RFC 3339: create timestamps are then
+    /// `start_time + m / event_rate` for record `m` over all subtasks (subtask `i` of `p` makes
+    /// `i, i+p, …`), whatever the wall clock does, so two runs with the same seed give the
+    /// same records.
+    #[serde(default)]
+    pub start_time: Option<String>,
+    /// Records per second of event time with `start_time`; default `rate`.
+    #[serde(default)]
+    pub event_rate: Option<f64>,
 }
 
 fn default_keys() -> u64 {
     1024
+}
+
+impl GeneratorConfig {
+    /// With `start_time`: the first record's event time (ns since the Unix epoch) and the
+    /// records per second of event time; the message names the field.
+    pub fn event_clock(&self) -> Result<Option<(i64, f64)>, FieldError> {
+        let Some(start) = &self.start_time else {
+            return match self.event_rate {
+                Some(_) => Err(FieldError::new(
+                    "event_rate",
+                    "goes with start_time (the event time of the first record)",
+                )),
+                None => Ok(None),
+            };
+        };
+        let start = chrono::DateTime::parse_from_rfc3339(start)
+            .ok()
+            .and_then(|t| t.timestamp_nanos_opt())
+            .ok_or_else(|| {
+                FieldError::new(
+                    "start_time",
+                    format!("\"{start}\" is not an RFC 3339 time such as 2026-01-01T00:00:00Z"),
+                )
+            })?;
+        let rate = match (self.event_rate, self.rate) {
+            (Some(r), _) if !(r.is_finite() && r > 0.0) => {
+                return Err(FieldError::new(
+                    "event_rate",
+                    format!("{r} is not a positive number of records per second"),
+                ))
+            }
+            (Some(r), _) | (None, Some(r)) => r,
+            (None, None) => {
+                return Err(FieldError::new(
+                    "start_time",
+                    "needs event_rate (or rate): how far apart in event time the records are",
+                ))
+            }
+        };
+        if self.timestamps == crate::config::Timestamps::Ingestion {
+            return Err(FieldError::new(
+                "start_time",
+                "sets create timestamps; it does not go with timestamps: ingestion",
+            ));
+        }
+        if self.disorder.is_some() {
+            return Err(FieldError::new(
+                "start_time",
+                "does not go with disorder yet (held records are released by the wall clock)",
+            ));
+        }
+        Ok(Some((start, rate)))
+    }
 }
 
 /// Records held back at most per subtask unless `max_held` says otherwise.
@@ -132,6 +194,7 @@ impl GeneratorConfig {
         if self.keys == 0 {
             return Err(FieldError::new("keys", "must be at least 1"));
         }
+        self.event_clock()?;
         if let Some(d) = &self.disorder {
             d.validate()?;
         }

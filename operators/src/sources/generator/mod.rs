@@ -12,6 +12,8 @@
 //!     zipf_exponent: 1.2        # default 1.0; only with zipf
 //!     value: counter            # counter (default) | random
 //!     timestamps: create        # create (default) | ingestion
+//!     start_time: 2026-01-01T00:00:00Z  # optional: create timestamps in event time from here
+//!     event_rate: 1000          # records per second of event time (default rate)
 //!     disorder:                 # optional: hold back a fraction of the records
 //!       fraction: 0.01          # of the records, chosen at random (seeded)
 //!       delay: 1h               # how long each is held: the fixed delay, the maximum or the mean
@@ -38,6 +40,13 @@
 //!   shows how far behind schedule it is; without `rate`, the poll's wall clock
 //!   (`PollContext::now_nanos`, read once per poll). `ingestion` timestamps are always the wall
 //!   clock of the poll that emits the record.
+//! - **Event time from `start_time`.** With `start_time` (RFC 3339) create timestamps are event
+//!   time: record `m` over all subtasks (subtask `i` of `p` makes `i, i+p, …`) is stamped
+//!   `start_time + m / event_rate` (`event_rate` in records per second of event time, default
+//!   `rate`), whatever the wall clock does, also across a restore. Two runs with the same
+//!   `--seed` then give the same records and can be compared with `diff`. `rate` still paces
+//!   the wall clock (absent: as fast as possible). Not with `timestamps: ingestion` or
+//!   `disorder`.
 //! - **Disorder.** With `disorder`, each record is picked with probability `fraction` (from a
 //!   random generator seeded from the subtask's seed, separate from the keys' so the keys do not
 //!   change; gaps between picked records are drawn geometrically, so unpicked records cost
@@ -96,7 +105,7 @@ pub use config::{
 use disorder::Disorder;
 use keys::KeySampler;
 pub use keys::ZIPF_TABLE_MAX_KEYS;
-use pacing::Pace;
+use pacing::{Pace, Stamps};
 pub use position::GeneratorPosition;
 
 /// The registry entry.
@@ -112,6 +121,8 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
         "value",
         "timestamps",
         "disorder",
+        "start_time",
+        "event_rate",
     ],
     summary: "synthetic records: count, rate, keys (uniform or zipf), counter or random values, \
               optional disorder",
@@ -163,6 +174,8 @@ pub struct GeneratorSource {
     counter: u64,
     step: u64,
     pace: Option<Pace>,
+    /// With `start_time`: every record's event time, whatever the wall clock does.
+    event_time: Option<Stamps>,
     timestamp_type: TimestampType,
     disorder: Option<Disorder>,
     vertex: String,
@@ -180,7 +193,14 @@ impl GeneratorSource {
             period_nanos: 1e9 * p as f64 / rate,
             start: None,
         });
+        // Checked when the plan was made.
+        let event_time = config
+            .event_clock()
+            .ok()
+            .flatten()
+            .map(|(start, rate)| Stamps::of_event_time(start, rate, i, p));
         GeneratorSource {
+            event_time,
             rng: Xoshiro256PlusPlus::seed_from_u64(ctx.seed),
             share,
             made: 0,
@@ -241,9 +261,13 @@ impl GeneratorSource {
         mut key: K,
     ) {
         let timestamp_type = self.timestamp_type;
-        // Create timestamps of paced records: their place on the schedule.
-        let schedule = match (&self.pace, timestamp_type) {
-            (Some(pace), TimestampType::Create) => pace.start.map(|start| (*pace, start)),
+        // Create timestamps in event time from `start_time`, or of paced records: their place
+        // on the schedule.
+        let schedule = match (&self.event_time, &self.pace, timestamp_type) {
+            (Some(stamps), _, TimestampType::Create) => Some(*stamps),
+            (None, Some(pace), TimestampType::Create) => {
+                pace.start.map(|start| Stamps::of_pace(pace, start))
+            }
             _ => None,
         };
         // A local copy of the generator state stays in registers through the loop.
@@ -331,13 +355,13 @@ impl GeneratorSource {
     fn put(
         &mut self,
         records: &mut [Record],
-        schedule: Option<(Pace, i64)>,
+        schedule: Option<Stamps>,
         first: u64,
         out: &mut Output,
     ) {
-        if let Some((pace, start)) = schedule {
+        if let Some(stamps) = schedule {
             for (n, r) in (first..).zip(records.iter_mut()) {
-                r.timestamp = pace.due_at(start, n);
+                r.timestamp = stamps.at(n);
             }
         }
         match &mut self.disorder {

@@ -598,3 +598,85 @@ fn the_streams_are_small_rng_streams() {
         }
     }
 }
+
+#[test]
+fn with_start_time_timestamps_are_event_time_whatever_the_wall_clock() {
+    // 2026-01-01T00:00:00Z, 1,000 records a second of event time: record m at start + m ms.
+    const START: i64 = 1_767_225_600_000_000_000;
+    let events = plan(json!({
+        "count": 5_000, "keys": 7, "start_time": "2026-01-01T00:00:00Z", "event_rate": 1000
+    }));
+    let mut all = Vec::new();
+    for i in 0..3 {
+        let mut s = GeneratorSource::new(events.clone(), &ctx(i, 3, 9));
+        // Polled at wildly different wall-clock times: the stamps do not move.
+        let mut now = 5;
+        loop {
+            let (status, records) = poll(&mut s, now, 700);
+            all.extend(records);
+            now = now * 1_000 + 17;
+            if status == SourceStatus::Finished {
+                break;
+            }
+        }
+    }
+    assert_eq!(all.len(), 5_000);
+    for r in &all {
+        let m = kv(r).1 as i64;
+        assert_eq!(r.timestamp, START + m * 1_000_000, "record {m}");
+        assert_eq!(r.timestamp_type, TimestampType::Create);
+    }
+    // The same seed gives the same records, stamps included.
+    let again = drain(
+        &mut GeneratorSource::new(events.clone(), &ctx(1, 3, 9)),
+        333,
+    );
+    let first: Vec<_> = all
+        .iter()
+        .filter(|r| kv(r).1 as u64 % 3 == 1)
+        .map(|r| (kv(r), r.timestamp))
+        .collect();
+    let second: Vec<_> = again.iter().map(|r| (kv(r), r.timestamp)).collect();
+    assert_eq!(first, second);
+    // Without event_rate, rate is the event rate.
+    let paced = plan(json!({"count": 4, "rate": 2, "start_time": "2026-01-01T00:00:01Z"}));
+    let mut s = GeneratorSource::new(paced, &ctx(0, 1, 1));
+    let (_, records) = poll(&mut s, 42, 10);
+    assert_eq!(records[0].timestamp, START + 1_000_000_000);
+}
+
+#[test]
+fn start_time_and_event_rate_are_checked() {
+    for (config, field, says) in [
+        (
+            json!({"start_time": "yesterday", "rate": 1}),
+            "start_time",
+            "RFC 3339",
+        ),
+        (
+            json!({"start_time": "2026-01-01T00:00:00Z"}),
+            "start_time",
+            "needs event_rate",
+        ),
+        (
+            json!({"event_rate": 10}),
+            "event_rate",
+            "goes with start_time",
+        ),
+        (
+            json!({"start_time": "2026-01-01T00:00:00Z", "event_rate": 0}),
+            "event_rate",
+            "positive",
+        ),
+        (
+            json!({"start_time": "2026-01-01T00:00:00Z", "rate": 5, "timestamps": "ingestion"}),
+            "start_time",
+            "ingestion",
+        ),
+    ] {
+        let config: GeneratorConfig = crate::config::parse("generator", config.clone()).unwrap();
+        let err = GeneratorPlan::new(config).unwrap_err();
+        let text = format!("{err:?}");
+        assert!(text.contains(field) && text.contains(says), "{text}");
+    }
+}
