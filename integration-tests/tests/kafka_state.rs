@@ -80,6 +80,16 @@ fn job(dir: &TempDir, bootstrap: &str) -> PathBuf {
     job_checkpointing(dir, bootstrap, "500ms")
 }
 
+/// The job of the spec's state cases on `kind`: on tansu with production watermarks
+/// (`idleness: 3s`, far shorter than the time a rebalance leaves partitions without a reader
+/// there), on the mock as the spec writes it.
+fn job_on(kind: Kind, dir: &TempDir, bootstrap: &str) -> PathBuf {
+    match kind {
+        Kind::Mock => job(dir, bootstrap),
+        Kind::Tansu => production_job(dir, bootstrap, GROUP),
+    }
+}
+
 /// The job, with checkpoints every `interval`.
 fn job_checkpointing(dir: &TempDir, bootstrap: &str, interval: &str) -> PathBuf {
     job_with(dir, bootstrap, interval, GROUP, "")
@@ -410,7 +420,7 @@ fn killed_instance_state_moves(kind: Kind) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-kill");
-    let job = job(&dir, &bootstrap);
+    let job = job_on(kind, &dir, &bootstrap);
     let ((mut a, _), (mut b, addr_b)) =
         two_instances_through_the_first_half(&dir, &job, &bootstrap);
     let restored_before = restored_partitions(addr_b);
@@ -500,7 +510,7 @@ fn joining_and_leaving_hand_state_over(kind: Kind, hog: Option<CpuHog>) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-leave");
-    let job = job(&dir, &bootstrap);
+    let job = job_on(kind, &dir, &bootstrap);
     let (mut a, addr_a) = instance(dir.path(), &job, "a");
     wait_until("a to hold every partition", || {
         partitions_held(addr_a, READER) == 8 && partitions_held(addr_a, "events") == 4
