@@ -168,6 +168,13 @@ fn run_job(
             retain: settings.checkpoint_retain,
             last_id: restore::last_id(job_dir, restored.as_ref().map(|r| r.metadata.id)),
         });
+        let removed = tidemark_runtime::checkpoint_store::remove_incomplete(job_dir);
+        if removed > 0 {
+            eprintln!(
+                "tidemark: removed {removed} incomplete checkpoint folder(s) an earlier run left in {}",
+                job_dir.display()
+            );
+        }
     }
     let restored_from = restored.as_ref().map(|r| crate::live::RestoredFrom {
         id: r.metadata.id,

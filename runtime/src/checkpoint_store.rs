@@ -314,9 +314,11 @@ pub fn state_file_name(vertex: &str, subtask: u32, key_groups: Option<KeyGroupRa
 }
 
 /// Writes checkpoint `meta.id` into `job_dir`: each state file (synced), then `_metadata`
-/// by an atomic rename, then deletes the oldest complete checkpoints beyond `retain`. A
-/// failure removes the new folder and leaves every older checkpoint alone. Returns the folder
-/// and the bytes written.
+/// by an atomic rename; the oldest complete checkpoints beyond `retain` are deleted, those that
+/// would be one too many before the rename, so no moment has more than `retain` complete
+/// checkpoints (with `retain: 1`, after it). A failure removes the new folder (with `retain` of
+/// 2 or more, the oldest may be gone already: `retain - 1` remain). Returns the folder and the
+/// bytes written.
 pub fn write_checkpoint(
     job_dir: &Path,
     meta: Metadata,
@@ -363,6 +365,12 @@ pub fn write_checkpoint_with(
         })?;
         let tmp = folder.join("_metadata.inprogress");
         write_synced(&tmp, buffer)?;
+        // Retain is exact: the oldest go before the new one is complete, so a kill at any
+        // moment leaves at most `retain` complete checkpoints (with `retain: 1` the one there
+        // stays until the new one is complete: never none).
+        if retain >= 2 {
+            prune(job_dir, retain - 1)?;
+        }
         let path = folder.join(METADATA);
         fs::rename(&tmp, &path).map_err(io_error(&path))?;
         sync_dir(&folder)?;
@@ -376,14 +384,33 @@ pub fn write_checkpoint_with(
             return Err(e);
         }
     };
-    // Retain: only complete checkpoints count, and only older ones go.
+    prune(job_dir, retain)?;
+    Ok((folder, size))
+}
+
+/// Deletes the oldest complete checkpoints beyond `keep` (only complete ones count).
+fn prune(job_dir: &Path, keep: usize) -> Result<(), StoreError> {
     let complete = complete_checkpoints(job_dir)?;
-    if complete.len() > retain {
-        for (_, old) in &complete[..complete.len() - retain] {
+    if complete.len() > keep {
+        for (_, old) in &complete[..complete.len() - keep] {
             let _ = fs::remove_dir_all(old);
         }
     }
-    Ok((folder, size))
+    Ok(())
+}
+
+/// Removes the `chk-<n>` folders under `job_dir` that never became complete (no `_metadata`:
+/// an earlier run was stopped while writing them); returns how many. A new run calls it once
+/// at its start, after it took its first id (ids are never reused).
+pub fn remove_incomplete(job_dir: &Path) -> usize {
+    fs::read_dir(job_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().and_then(folder_id).is_some())
+        .filter(|e| !e.path().join(METADATA).is_file())
+        .filter(|e| fs::remove_dir_all(e.path()).is_ok())
+        .count()
 }
 
 /// A checkpoint read back whole: its metadata and every state file, checked.
@@ -575,6 +602,56 @@ mod tests {
             ),
         ];
         (meta, files)
+    }
+
+    #[test]
+    fn retain_is_exact_the_oldest_goes_before_the_new_one_is_complete() {
+        let dir = tmp("retain-exact");
+        for id in 1..=3 {
+            let (meta, files) = checkpoint(id);
+            write_checkpoint(&dir, meta, files, 3).unwrap();
+        }
+        // Checkpoint 4 cannot complete (its `_metadata` cannot be renamed into place): by then
+        // the oldest is gone, so a kill at that moment would not leave four.
+        fs::create_dir_all(dir.join("chk-4").join(METADATA).join("x")).unwrap();
+        let (meta, files) = checkpoint(4);
+        assert!(write_checkpoint(&dir, meta, files, 3).is_err());
+        let ids = |dir: &Path| -> Vec<u64> {
+            complete_checkpoints(dir)
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        };
+        assert_eq!(ids(&dir), [2, 3]);
+        // With retain 1, the one there stays until the new one is complete.
+        let one = tmp("retain-one");
+        let (meta, files) = checkpoint(1);
+        write_checkpoint(&one, meta, files, 1).unwrap();
+        fs::create_dir_all(one.join("chk-2").join(METADATA).join("x")).unwrap();
+        let (meta, files) = checkpoint(2);
+        assert!(write_checkpoint(&one, meta, files, 1).is_err());
+        assert_eq!(ids(&one), [1]);
+        let (meta, files) = checkpoint(3);
+        write_checkpoint(&one, meta, files, 1).unwrap();
+        assert_eq!(ids(&one), [3]);
+    }
+
+    #[test]
+    fn incomplete_folders_of_an_earlier_run_are_removed() {
+        let dir = tmp("incomplete");
+        let (meta, files) = checkpoint(1);
+        write_checkpoint(&dir, meta, files, 3).unwrap();
+        fs::create_dir_all(dir.join("chk-2")).unwrap();
+        fs::write(dir.join("chk-2").join("src.0"), b"half").unwrap();
+        fs::create_dir_all(dir.join("chk-5")).unwrap();
+        fs::create_dir_all(dir.join("not-a-checkpoint")).unwrap();
+        assert_eq!(highest_id(&dir), 5);
+        assert_eq!(remove_incomplete(&dir), 2);
+        assert!(dir.join("chk-1").join(METADATA).is_file());
+        assert!(!dir.join("chk-2").exists() && !dir.join("chk-5").exists());
+        assert!(dir.join("not-a-checkpoint").exists());
+        assert_eq!(remove_incomplete(&dir), 0);
     }
 
     #[test]
