@@ -235,8 +235,9 @@ impl ReadMessage {
 /// offset order per partition, read without a group (panics after `timeout`).
 ///
 /// Some brokers (tansu) report an end behind what a fetch returns: past the reported ends, the
-/// messages that keep coming are read too, until none came for half a second (or for three
-/// seconds at most, on a topic that is written all the time).
+/// messages that keep coming are read too, until none came for a second and a half (fetches
+/// are answered within 50 ms when there is nothing new), or for ten seconds at most, on a
+/// topic that is written all the time.
 pub fn read_all(
     bootstrap: &str,
     topic: &str,
@@ -247,6 +248,7 @@ pub fn read_all(
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "tidemark-testing-read-all")
         .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "50")
         .create()
         .unwrap();
     let mut ends = Vec::new();
@@ -277,8 +279,8 @@ pub fn read_all(
             ends_reached = Some(Instant::now());
         }
         if let Some(at) = ends_reached {
-            if last_message.elapsed() >= Duration::from_millis(500)
-                || at.elapsed() >= Duration::from_secs(3)
+            if last_message.elapsed() >= Duration::from_millis(1_500)
+                || at.elapsed() >= Duration::from_secs(10)
             {
                 break;
             }
