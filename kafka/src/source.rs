@@ -439,7 +439,7 @@ impl ConsumerContext for SourceContext {
                     }
                 }
                 drop(starts);
-                let mut a = self.assignment.lock().expect("assignment lock");
+                let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 for key in keys {
                     a.partitions.insert(key);
                 }
@@ -502,7 +502,7 @@ impl ConsumerContext for SourceContext {
                         }
                     }
                 }
-                let mut a = self.assignment.lock().expect("assignment lock");
+                let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 if cooperative {
                     for key in &keys {
                         a.partitions.remove(key);
@@ -519,7 +519,7 @@ impl ConsumerContext for SourceContext {
             }
             _ => {
                 // A failed rebalance: give up what we hold; the group will assign again.
-                let mut a = self.assignment.lock().expect("assignment lock");
+                let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 let all: Vec<_> = std::mem::take(&mut a.partitions).into_iter().collect();
                 self.state_revoked(&all);
                 a.revoked.extend(all);
@@ -773,8 +773,9 @@ impl KafkaSource {
             .context()
             .assignment
             .lock()
-            .map(|a| a.partitions.contains(key))
-            .unwrap_or(false)
+            .unwrap_or_else(|e| e.into_inner())
+            .partitions
+            .contains(key)
     }
 
     /// The partitions this subtask holds now.
@@ -783,8 +784,11 @@ impl KafkaSource {
             .context()
             .assignment
             .lock()
-            .map(|a| a.partitions.iter().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_else(|e| e.into_inner())
+            .partitions
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// How many rebalances this subtask's consumer has seen.
@@ -793,8 +797,9 @@ impl KafkaSource {
     }
 
     fn forget_revoked(&mut self) {
-        let (revoked, held) = match self.consumer.context().assignment.lock() {
-            Ok(mut a) if !a.revoked.is_empty() || a.assigned => {
+        let assignment = &self.consumer.context().assignment;
+        let (revoked, held) = match assignment.lock().unwrap_or_else(|e| e.into_inner()) {
+            mut a if !a.revoked.is_empty() || a.assigned => {
                 a.assigned = false;
                 (std::mem::take(&mut a.revoked), a.partitions.clone())
             }

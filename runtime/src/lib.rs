@@ -24,6 +24,7 @@
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
 //! | [`value`] | [`Value`] and [`Map`]: the JSON data model of the events records carry |
 //! | [`event_json`] | JSON objects into events ([`EventParser`](event_json::EventParser)), and checked without parsing for records kept as text ([`Record::from_json_object`]) |
+//! | [`sync`] | [`lock`](sync::lock): the one policy for poisoned locks |
 //! | [`name`] | [`Name`](name::Name), a field name, and [`intern`](name::intern): names made static once per process |
 //! | `testing` | small components for tests and examples (cargo feature `testing`, off by default) |
 //!
@@ -75,6 +76,7 @@ pub mod provenance;
 pub mod record;
 pub mod state_codec;
 pub mod state_move;
+pub mod sync;
 mod task;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
