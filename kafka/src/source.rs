@@ -490,8 +490,8 @@ impl ConsumerContext for SourceContext {
                         Err(e) => {
                             let partitions: Vec<String> =
                                 keys.iter().map(|(t, p)| format!("{t}/{p}")).collect();
-                            eprintln!(
-                                "tidemark: warning: kafka source \"{}\" subtask {}: the \
+                            tracing::warn!(
+                                "kafka source \"{}\" subtask {}: the \
                                  commit handing over {} on their revocation while closing was \
                                  not made ({e}); their next owner reads from the group's last \
                                  commit",
@@ -1083,8 +1083,8 @@ impl KafkaSource {
                     .iter()
                     .map(|((topic, partition), offset)| format!("{topic}/{partition} at {offset}"))
                     .collect();
-                eprintln!(
-                    "tidemark: warning: kafka source \"{}\" subtask {}: the hand-over commit of \
+                tracing::warn!(
+                    "kafka source \"{}\" subtask {}: the hand-over commit of \
                      {} after their revocation was refused for --kafka-timeout ({} s; last: \
                      {why}); their next owner reads from the group's last commit",
                     self.source_id,
@@ -1172,8 +1172,8 @@ impl KafkaSource {
             .iter()
             .map(|((topic, partition), offset)| format!("{topic}/{partition} at {offset}"))
             .collect();
-        eprintln!(
-            "tidemark: warning: kafka source \"{}\" subtask {}: commit of {} not made ({cause}); \
+        tracing::warn!(
+            "kafka source \"{}\" subtask {}: commit of {} not made ({cause}); \
              the next owner of those partitions reads from the group's last commit",
             self.source_id,
             self.subtask,

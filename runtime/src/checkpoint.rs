@@ -340,7 +340,7 @@ impl Checkpoints {
                 self.update_completed();
             }
             Err(e) => {
-                eprintln!("checkpoint {n} failed: {e}");
+                tracing::warn!("checkpoint {n} failed: {e}");
                 self.fail(n);
             }
         }
