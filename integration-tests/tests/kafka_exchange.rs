@@ -217,11 +217,11 @@ fn one_instance_ends_by_itself_and_conserves_records_and_markers() {
 /// on it, and the Kafka connector's warning reaches standard error as the command's own line.
 #[test]
 fn an_exchange_topic_with_another_partition_count_is_warned_about_on_stderr() {
+    let dir = TempDir::new("exchange-few");
+    // The topic exists with 2 partitions; the job file asks for 4.
     let topic = "tidemark-exch-few-sum-exchange";
     let cluster = cluster(&[(topic, 2)]);
-    let bootstrap = cluster.bootstrap_servers().to_owned();
-    let dir = TempDir::new("exchange-few");
-    let job = finite_job(&dir, "exch-few", &bootstrap, true);
+    let job = finite_job(&dir, "exch-few", cluster.bootstrap_servers(), true);
     let (mut a, _) = instance(dir.path(), &job, "a", &[]);
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     let stderr = a.stderr();
