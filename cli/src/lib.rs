@@ -21,6 +21,7 @@
 //! | `app`, `run` | command dispatch, `validate`, `plan`; `run` |
 //! | `dev_kafka` | `dev-kafka`: a mock Kafka cluster in the foreground (feature `kafka`) |
 //! | `endpoint`, `live` | the HTTP endpoint: `/metrics` and the live view's `/api/v1/job`, `/api/v1/metrics` |
+//! | `log` | standard error through `tracing`: the libraries' warnings as `tidemark: warning: …` lines, the `RUST_LOG` log |
 //! | `report`, `signals`, `progress`, `suggest` | the final report, SIGINT/SIGTERM, the status line, "did you mean" |
 //!
 //! ## Example
@@ -57,6 +58,7 @@ pub mod jobfile;
 mod kafka_clock;
 mod live;
 pub mod locate;
+mod log;
 mod progress;
 pub mod redact;
 mod report;
@@ -81,10 +83,7 @@ use crate::settings::{resolve, FileSettings, Settings, SettingsError};
 /// returns the exit code.
 pub fn main() -> ExitCode {
     use clap::Parser as _;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    log::init();
     let cli = args::Cli::parse();
     match app::run(cli) {
         Ok(code) => ExitCode::from(code),

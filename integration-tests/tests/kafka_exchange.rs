@@ -213,6 +213,32 @@ fn one_instance_ends_by_itself_and_conserves_records_and_markers() {
     assert_eq!(at_sum, emitted, "{r}");
 }
 
+/// An exchange topic that exists with fewer partitions than the job file asks for: the job runs
+/// on it, and the Kafka connector's warning reaches standard error as the command's own line.
+#[test]
+fn an_exchange_topic_with_another_partition_count_is_warned_about_on_stderr() {
+    let dir = TempDir::new("exchange-few");
+    // The topic exists with 2 partitions; the job file asks for 4.
+    let topic = "tidemark-exch-few-sum-exchange";
+    let cluster = cluster(&[(topic, 2)]);
+    let job = finite_job(&dir, "exch-few", cluster.bootstrap_servers(), true);
+    let (mut a, _) = instance(dir.path(), &job, "a", &[]);
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    let stderr = a.stderr();
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains(&format!("the exchange topic {topic} has 2 partitions")))
+        .unwrap_or_else(|| panic!("no warning about the partition count:\n{stderr}"));
+    assert!(warning.starts_with("tidemark: warning: "), "{warning}");
+    assert!(
+        warning.ends_with(
+            "not the 4 the job file asks for (it existed already, or the broker created it itself)"
+        ),
+        "{warning}"
+    );
+    assert_eq!(lines(&dir.join("out-a.jsonl")).len(), 4000);
+}
+
 /// With checkpoints every 100 ms, the first ones complete while the readers' group is still
 /// forming. Their commits used to be librdkafka's synchronous commit, which waits for the group
 /// without a limit while the task that would serve the group's rebalance waits in it: the job

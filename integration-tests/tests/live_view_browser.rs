@@ -666,6 +666,149 @@ fn the_live_view_names_the_bottleneck_inside_a_chain_and_the_input_holding_event
     proc.wait();
 }
 
+/// A job running in a folder of its own, and the live view open on it in Chromium.
+struct LivePage {
+    proc: Proc,
+    addr: SocketAddr,
+    // (Fields drop in this order: the session before its driver.)
+    session: Session,
+    _driver: Driver,
+    _dir: TempDir,
+}
+
+impl LivePage {
+    /// Writes `job` and `files` (name, text) into a new folder `name` and runs the job there.
+    fn open(name: &str, job: &str, files: &[(&str, &str)]) -> LivePage {
+        require_tools();
+        let dir = TempDir::new(name);
+        dir.write("job.yaml", job);
+        for (file, text) in files {
+            dir.write(file, text);
+        }
+        // The browser first: the job's page is opened as soon as it listens.
+        let driver = Driver::start();
+        let session = Session::new(&driver, &dir.join("chromium-profile"));
+        let mut proc = Proc::spawn(
+            dir.path(),
+            ["run", "job.yaml", "--metrics-addr", "127.0.0.1:0"],
+        );
+        let addr = proc.metrics_addr();
+        session.goto(&format!("http://{addr}/"));
+        LivePage {
+            proc,
+            addr,
+            session,
+            _driver: driver,
+            _dir: dir,
+        }
+    }
+
+    /// Checks that the page logged no error, then stops the job.
+    fn close(mut self) {
+        let errors = self.session.severe_logs();
+        assert!(errors.is_empty(), "console errors: {errors:#?}");
+        self.proc.terminate();
+        self.proc.wait();
+    }
+}
+
+/// A file source read slowly (a `delay` chained behind it), so its lag is in bytes for a while.
+const FILE_LAG_JOB: &str = "name: file-lag
+latency: {interval: 20ms}
+sources: {lines: {type: file, path: lines.jsonl}}
+operators: {slow: {type: delay, input: lines, per_record: 200us}}
+sinks: {out: {type: discard, input: slow}}
+";
+
+#[test]
+fn the_headline_writes_durations_in_human_units_and_the_lag_as_the_cards_do() {
+    let lines: String = (0..100_000)
+        .map(|i| format!("{{\"key\": {}, \"value\": {i}}}\n", i % 100))
+        .collect();
+    let page = LivePage::open(
+        "live-view-file-lag",
+        FILE_LAG_JOB,
+        &[("lines.jsonl", &lines)],
+    );
+    let session = &page.session;
+    // The file source counts its lag in bytes only: the headline says so as its card does,
+    // not "unknown".
+    session.wait_for(
+        "the file's lag in the headline and on its card",
+        "const h = document.getElementById('headline-lag'); \
+         const c = document.querySelector('#lag .lagcard[data-source=\"lines\"] .big'); \
+         return !!h && !!c && /^[0-9.]+ (B|KiB|MiB)$/.test(h.textContent) \
+           && c.textContent === 'lag ' + h.textContent;",
+    );
+    let headline = session.text(&session.find("#headline"));
+    assert!(!headline.contains("unknown"), "{headline}");
+    assert!(!headline.contains("e+"), "{headline}");
+    // Long durations, counts and sizes in units a reader takes in at a glance: never in
+    // exponent notation.
+    let shown = session.js(
+        "return [fmtSeconds(1790 * 3600), fmtSeconds(0.00042), fmtSeconds(95000000), \
+                 fmtSeconds(30), fmtSeconds(5400), fmtCount(2.5e12), fmtBytes(3 * 2 ** 40), \
+                 fmtBytes(51800000)];",
+    );
+    assert_eq!(
+        shown,
+        json!([
+            "74.6 days",
+            "420 µs",
+            "3.01 years",
+            "30.0 s",
+            "90.0 min",
+            "2500G",
+            "3.00 TiB",
+            "49.4 MiB"
+        ])
+    );
+    // The delay behind the source keeps its thread busy: it is the bottleneck, in red.
+    session.wait_for(
+        "the bottleneck",
+        "const b = document.getElementById('bottleneck'); \
+         return !!b && b.textContent.startsWith(' · bottleneck: slow (busy ') \
+           && last.bottleneck.busy >= 0.5;",
+    );
+    page.close();
+}
+
+/// A paced generator: every vertex has time to spare.
+const QUIET_JOB: &str = "name: quiet
+latency: {interval: 20ms}
+sources: {ticks: {type: generator, rate: 20000, keys: 8}}
+operators: {double: {type: map, input: ticks, scale: 2}}
+sinks: {out: {type: discard, input: double}}
+";
+
+#[test]
+fn a_vertex_busy_less_than_half_the_time_is_not_called_the_bottleneck() {
+    let page = LivePage::open("live-view-quiet", QUIET_JOB, &[]);
+    let session = &page.session;
+    // The busiest vertex is named, in grey, and nothing is called the bottleneck.
+    session.wait_for(
+        "the busiest vertex, not called a bottleneck",
+        "const b = document.getElementById('busiest'); \
+         return !!b && b.textContent.startsWith(' · no bottleneck: busiest ') \
+           && !document.getElementById('bottleneck');",
+    );
+    let api = http(page.addr, "GET", "/api/v1/metrics");
+    let metrics: Value = serde_json::from_str(&api.body).expect("/api/v1/metrics is JSON");
+    assert_eq!(metrics["bottleneck"], Value::Null, "{metrics}");
+    assert!(
+        metrics["busiest"]["busy"].as_f64().unwrap() < 0.5,
+        "{metrics}"
+    );
+    let colours = session.js("const b = document.getElementById('busiest'); \
+         return [getComputedStyle(b).color, getComputedStyle(b).fontWeight];");
+    assert_ne!(
+        colours[0], "rgb(180, 35, 24)",
+        "not in the bottleneck's red"
+    );
+    assert_ne!(colours[1], "700", "not in bold");
+    page.close();
+}
+
 /// Not a test but a measurement, run by hand (numbers, no thresholds): the page at W5's size
 /// (docs/examples/bench/w5.yaml: 12 vertices × 8 subtasks, 704 latency series, both cores
 /// saturated by the job). Prints how long the page's updates take and how long

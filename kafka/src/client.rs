@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tidemark_runtime::sync::lock;
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -93,8 +94,8 @@ pub struct ErrorContext {
 impl ErrorContext {
     /// The last error seen, if any: a logged connection failure, else an error event.
     pub fn last_error(&self) -> Option<String> {
-        let failure = self.last_failure.lock().ok().and_then(|l| l.clone());
-        failure.or_else(|| self.last.lock().ok().and_then(|l| l.clone()))
+        let failure = lock(&self.last_failure).clone();
+        failure.or_else(|| lock(&self.last).clone())
     }
 }
 
@@ -108,20 +109,16 @@ impl ClientContext for ErrorContext {
                 Some(rest) => rest.split_once("]: ").map_or(log_message, |(_, m)| m),
                 None => log_message,
             };
-            if let Ok(mut last) = self.last_failure.lock() {
-                *last = Some(message.to_owned());
-            }
+            *lock(&self.last_failure) = Some(message.to_owned());
         }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some(if reason.is_empty() {
-                error.to_string()
-            } else {
-                reason.to_owned()
-            });
-        }
+        *lock(&self.last) = Some(if reason.is_empty() {
+            error.to_string()
+        } else {
+            reason.to_owned()
+        });
     }
 }
 

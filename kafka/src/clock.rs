@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tidemark_runtime::sync::lock;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -73,9 +74,7 @@ pub struct ClockOffsets {
 impl ClockOffsets {
     /// Adds a sample for `peer`.
     pub fn record(&self, peer: &str, estimate: Estimate, now: Instant) {
-        let Ok(mut peers) = self.peers.lock() else {
-            return;
-        };
+        let mut peers = lock(&self.peers);
         let samples = peers.entry(peer.to_owned()).or_default();
         samples.push_back((now, estimate));
         while samples
@@ -88,7 +87,7 @@ impl ClockOffsets {
 
     /// The sample with the smallest error bound of the last minute, for `peer`.
     pub fn best(&self, peer: &str) -> Option<Estimate> {
-        let peers = self.peers.lock().ok()?;
+        let peers = lock(&self.peers);
         peers
             .get(peer)?
             .iter()
@@ -98,10 +97,7 @@ impl ClockOffsets {
 
     /// Every peer heard from.
     pub fn peers(&self) -> Vec<String> {
-        self.peers
-            .lock()
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default()
+        lock(&self.peers).keys().cloned().collect()
     }
 }
 

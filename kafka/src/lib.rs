@@ -24,7 +24,7 @@
 //! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
 //! | [`watermarks`] | per-partition watermarks of the source: partitions as the runtime's splits |
 //! | [`dev_cluster`] | librdkafka's mock cluster on its own thread (`tidemark dev-kafka`, tests) |
-//! | [`testing`] | test set-up: produce with back-pressure retry, read a topic back, committed offsets |
+//! | `testing` | test set-up: produce with back-pressure retry, read a topic back, committed offsets (cargo feature `testing`, off by default) |
 //!
 //! ## Example
 //! ```
@@ -53,6 +53,7 @@ mod refused_hand_over;
 mod restored;
 pub mod sink;
 pub mod source;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod watermarks;
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use tidemark_runtime::sync::lock;
 
 use tidemark_runtime::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
 
@@ -53,19 +54,17 @@ impl std::fmt::Debug for KafkaMetrics {
 impl KafkaMetrics {
     /// Sets one partition's lag.
     pub fn set_partition_lag(&self, source_id: &str, key: &PartitionKey, lag: i64) {
-        if let Ok(mut s) = self.state.lock() {
-            s.partition_lag
-                .insert((source_id.to_owned(), key.0.clone(), key.1), lag);
-        }
+        let mut s = lock(&self.state);
+        s.partition_lag
+            .insert((source_id.to_owned(), key.0.clone(), key.1), lag);
     }
 
     /// Forgets a partition that moved to another subtask.
     pub fn remove_partition(&self, source_id: &str, key: &PartitionKey) {
-        if let Ok(mut s) = self.state.lock() {
-            let k = (source_id.to_owned(), key.0.clone(), key.1);
-            s.partition_lag.remove(&k);
-            s.partition_watermark.remove(&k);
-        }
+        let mut s = lock(&self.state);
+        let k = (source_id.to_owned(), key.0.clone(), key.1);
+        s.partition_lag.remove(&k);
+        s.partition_watermark.remove(&k);
     }
 
     /// Sets one partition's watermark lag (now − its watermark, seconds) and idleness.
@@ -76,12 +75,11 @@ impl KafkaMetrics {
         lag_seconds: f64,
         idle: bool,
     ) {
-        if let Ok(mut s) = self.state.lock() {
-            s.partition_watermark.insert(
-                (source_id.to_owned(), key.0.clone(), key.1),
-                (lag_seconds, idle),
-            );
-        }
+        let mut s = lock(&self.state);
+        s.partition_watermark.insert(
+            (source_id.to_owned(), key.0.clone(), key.1),
+            (lag_seconds, idle),
+        );
     }
 
     /// One partition's watermark lag in seconds and whether it is idle, if this instance holds
@@ -92,89 +90,83 @@ impl KafkaMetrics {
         topic: &str,
         partition: i32,
     ) -> Option<(f64, bool)> {
-        self.state.lock().ok().and_then(|s| {
-            s.partition_watermark
-                .get(&(source_id.to_owned(), topic.to_owned(), partition))
-                .copied()
-        })
+        lock(&self.state)
+            .partition_watermark
+            .get(&(source_id.to_owned(), topic.to_owned(), partition))
+            .copied()
     }
 
     /// Sets a subtask's lag: records over its partitions, seconds since its last record's
     /// timestamp (0 when it is caught up).
     pub fn set_subtask_lag(&self, source_id: &str, subtask: usize, records: i64, seconds: f64) {
-        if let Ok(mut s) = self.state.lock() {
-            s.subtask_lag
-                .insert((source_id.to_owned(), subtask), (records, seconds));
-        }
+        let mut s = lock(&self.state);
+        s.subtask_lag
+            .insert((source_id.to_owned(), subtask), (records, seconds));
     }
 
     /// Counts one commit of offsets.
     pub fn count_commit(&self, source_id: &str) {
-        if let Ok(mut s) = self.state.lock() {
-            *s.commits.entry(source_id.to_owned()).or_default() += 1;
-        }
+        let mut s = lock(&self.state);
+        *s.commits.entry(source_id.to_owned()).or_default() += 1;
     }
 
     /// The lag of one partition, if this instance holds it.
     pub fn partition_lag(&self, source_id: &str, topic: &str, partition: i32) -> Option<i64> {
-        self.state.lock().ok().and_then(|s| {
-            s.partition_lag
-                .get(&(source_id.to_owned(), topic.to_owned(), partition))
-                .copied()
-        })
+        lock(&self.state)
+            .partition_lag
+            .get(&(source_id.to_owned(), topic.to_owned(), partition))
+            .copied()
     }
 
     /// A restore of exchange partition `partition`'s state for `operator_id` took `seconds`
     /// and read `records` state messages (`docs/kafka.md`, "State that moves with its
     /// partitions").
     pub fn state_restored(&self, operator_id: &str, partition: i32, seconds: f64, records: u64) {
-        if let Ok(mut s) = self.state.lock() {
-            s.state_restore_seconds
-                .insert((operator_id.to_owned(), partition), seconds);
-            *s.state_restored_records
-                .entry(operator_id.to_owned())
-                .or_insert(0) += records;
-        }
+        let mut s = lock(&self.state);
+        s.state_restore_seconds
+            .insert((operator_id.to_owned(), partition), seconds);
+        *s.state_restored_records
+            .entry(operator_id.to_owned())
+            .or_insert(0) += records;
     }
 
     /// The reader of the exchange into `operator_id` dropped `records` records read twice
     /// upstream (`docs/kafka.md`, "Replays upstream of the exchange").
     pub fn replays_dropped(&self, operator_id: &str, records: u64) {
-        if let Ok(mut s) = self.state.lock() {
-            *s.replayed_records
-                .entry(operator_id.to_owned())
-                .or_insert(0) += records;
-        }
+        let mut s = lock(&self.state);
+        *s.replayed_records
+            .entry(operator_id.to_owned())
+            .or_insert(0) += records;
     }
 
     /// Exchange records dropped as replays into `operator_id` so far.
     pub fn replayed_records(&self, operator_id: &str) -> u64 {
-        self.state
-            .lock()
-            .map(|s| s.replayed_records.get(operator_id).copied().unwrap_or(0))
+        lock(&self.state)
+            .replayed_records
+            .get(operator_id)
+            .copied()
             .unwrap_or(0)
     }
 
     /// Restores of partitions' state so far, for the live view and the report.
     pub fn state_restores(&self) -> StateRestores {
-        match self.state.lock() {
-            Ok(s) => StateRestores {
-                last_seconds: s
-                    .state_restore_seconds
-                    .iter()
-                    .map(|((o, p), t)| (o.clone(), *p, *t))
-                    .collect(),
-                records: s.state_restored_records.clone(),
-            },
-            Err(_) => StateRestores::default(),
+        let s = lock(&self.state);
+        StateRestores {
+            last_seconds: s
+                .state_restore_seconds
+                .iter()
+                .map(|((o, p), t)| (o.clone(), *p, *t))
+                .collect(),
+            records: s.state_restored_records.clone(),
         }
     }
 
     /// Commits made by a source's subtasks.
     pub fn commits(&self, source_id: &str) -> u64 {
-        self.state
-            .lock()
-            .map(|s| s.commits.get(source_id).copied().unwrap_or(0))
+        lock(&self.state)
+            .commits
+            .get(source_id)
+            .copied()
             .unwrap_or(0)
     }
 }
@@ -233,9 +225,7 @@ pub const EXCHANGE_REPLAYED_RECORDS: SeriesFamily = SeriesFamily::counter(
 /// [`MetricsRegistry::register_series`](tidemark_runtime::MetricsRegistry::register_series).
 impl SeriesSource for KafkaMetrics {
     fn collect(&self, out: &mut SeriesWriter) {
-        let Ok(s) = self.state.lock() else {
-            return;
-        };
+        let s = lock(&self.state);
         for ((source, topic, partition), lag) in &s.partition_lag {
             let partition = partition.to_string();
             let labels = [

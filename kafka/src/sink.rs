@@ -31,6 +31,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use tidemark_runtime::sync::lock;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
@@ -94,7 +95,7 @@ pub struct DeliveryContext {
 impl DeliveryContext {
     /// The first delivery failure, if any.
     pub(crate) fn failure(&self) -> Option<String> {
-        self.failed.lock().ok().and_then(|f| f.clone())
+        lock(&self.failed).clone()
     }
 }
 
@@ -117,11 +118,10 @@ impl ProducerContext for DeliveryContext {
                 self.delivered.fetch_add(1, Ordering::Relaxed);
             }
             Err((e, m)) => {
-                if let Ok(mut f) = self.failed.lock() {
-                    f.get_or_insert_with(|| {
-                        format!("delivery to {}/{} failed: {e}", m.topic(), m.partition())
-                    });
-                }
+                let mut f = lock(&self.failed);
+                f.get_or_insert_with(|| {
+                    format!("delivery to {}/{} failed: {e}", m.topic(), m.partition())
+                });
             }
         }
     }

@@ -439,7 +439,7 @@ impl ConsumerContext for SourceContext {
                     }
                 }
                 drop(starts);
-                let mut a = self.assignment.lock().expect("assignment lock");
+                let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 for key in keys {
                     a.partitions.insert(key);
                 }
@@ -490,8 +490,8 @@ impl ConsumerContext for SourceContext {
                         Err(e) => {
                             let partitions: Vec<String> =
                                 keys.iter().map(|(t, p)| format!("{t}/{p}")).collect();
-                            eprintln!(
-                                "tidemark: warning: kafka source \"{}\" subtask {}: the \
+                            tracing::warn!(
+                                "kafka source \"{}\" subtask {}: the \
                                  commit handing over {} on their revocation while closing was \
                                  not made ({e}); their next owner reads from the group's last \
                                  commit",
@@ -502,7 +502,7 @@ impl ConsumerContext for SourceContext {
                         }
                     }
                 }
-                let mut a = self.assignment.lock().expect("assignment lock");
+                let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 if cooperative {
                     for key in &keys {
                         a.partitions.remove(key);
@@ -519,7 +519,7 @@ impl ConsumerContext for SourceContext {
             }
             _ => {
                 // A failed rebalance: give up what we hold; the group will assign again.
-                let mut a = self.assignment.lock().expect("assignment lock");
+                let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 let all: Vec<_> = std::mem::take(&mut a.partitions).into_iter().collect();
                 self.state_revoked(&all);
                 a.revoked.extend(all);
@@ -777,8 +777,9 @@ impl KafkaSource {
             .context()
             .assignment
             .lock()
-            .map(|a| a.partitions.contains(key))
-            .unwrap_or(false)
+            .unwrap_or_else(|e| e.into_inner())
+            .partitions
+            .contains(key)
     }
 
     /// The partitions this subtask holds now.
@@ -787,8 +788,11 @@ impl KafkaSource {
             .context()
             .assignment
             .lock()
-            .map(|a| a.partitions.iter().cloned().collect())
-            .unwrap_or_default()
+            .unwrap_or_else(|e| e.into_inner())
+            .partitions
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// How many rebalances this subtask's consumer has seen.
@@ -797,8 +801,9 @@ impl KafkaSource {
     }
 
     fn forget_revoked(&mut self) {
-        let (revoked, held) = match self.consumer.context().assignment.lock() {
-            Ok(mut a) if !a.revoked.is_empty() || a.assigned => {
+        let assignment = &self.consumer.context().assignment;
+        let (revoked, held) = match assignment.lock().unwrap_or_else(|e| e.into_inner()) {
+            mut a if !a.revoked.is_empty() || a.assigned => {
                 a.assigned = false;
                 (std::mem::take(&mut a.revoked), a.partitions.clone())
             }
@@ -1090,8 +1095,8 @@ impl KafkaSource {
                     .iter()
                     .map(|((topic, partition), offset)| format!("{topic}/{partition} at {offset}"))
                     .collect();
-                eprintln!(
-                    "tidemark: warning: kafka source \"{}\" subtask {}: the hand-over commit of \
+                tracing::warn!(
+                    "kafka source \"{}\" subtask {}: the hand-over commit of \
                      {} after their revocation was refused for --kafka-timeout ({} s; last: \
                      {why}); their next owner reads from the group's last commit",
                     self.source_id,
@@ -1179,8 +1184,8 @@ impl KafkaSource {
             .iter()
             .map(|((topic, partition), offset)| format!("{topic}/{partition} at {offset}"))
             .collect();
-        eprintln!(
-            "tidemark: warning: kafka source \"{}\" subtask {}: commit of {} not made ({cause}); \
+        tracing::warn!(
+            "kafka source \"{}\" subtask {}: commit of {} not made ({cause}); \
              the next owner of those partitions reads from the group's last commit",
             self.source_id,
             self.subtask,

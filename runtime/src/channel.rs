@@ -250,7 +250,7 @@ impl ChannelWriter {
     /// at the abort flag every [`ABORT_POLL`].
     ///
     /// The sleeping wait is a `select!`, which does not spin first as `send_timeout` does: a
-    /// spinning sender holds a core its receiver may need (W1 at P=2, docs/performance.md).
+    /// spinning sender holds a core its receiver may need when tasks outnumber cores.
     fn blocking_send(&self, msg: Message, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
         match self.tx.try_send(msg) {
             Ok(()) => Ok(()),
@@ -345,9 +345,9 @@ impl ChannelWriter {
 ///
 /// Spinning instead (as a blocking `recv`/`send` of the queue does before it sleeps) takes a
 /// core from the thread that would fill or drain the queue when tasks outnumber cores; sleeping
-/// at once costs a futex wake-up and two context switches per batch on a busy hash edge. W1 at
-/// P=2 (docs/performance.md, "W1 at P=2") took 2.5 times the CPU sleeping at once, and 7% more
-/// spinning.
+/// at once costs a futex wake-up and two context switches per batch on a busy hash edge. On a
+/// generator → hash → reduce job at parallelism 2, sleeping at once took 2.5 times the CPU of
+/// this, and spinning 7% more.
 const YIELDS: usize = 8;
 
 /// A downstream subtask's receiving side: the queue, the buffer return paths per slot, and the

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::checkpoint_store::{write_checkpoint_with, Metadata, StateFile, VertexMeta};
 use crate::keyed_state::KeyedSnapshot;
 use crate::metrics::{SeriesFamily, SeriesSource, SeriesWriter};
+use crate::sync::lock;
 
 /// Upper bounds (seconds) of the checkpoint duration histogram's buckets.
 pub const DURATION_BUCKETS: [f64; 12] = [
@@ -161,7 +162,7 @@ impl Checkpoints {
             return;
         };
         let (tx, rx) = mpsc::channel::<ToWrite>();
-        *storage.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        *lock(&storage.writer) = Some(tx);
         let weak: Weak<Checkpoints> = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("checkpoint-writer".into())
@@ -174,7 +175,7 @@ impl Checkpoints {
                 }
             });
         if spawned.is_err() {
-            *storage.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock(&storage.writer) = None;
         }
     }
 
@@ -190,7 +191,7 @@ impl Checkpoints {
 
     /// The last complete checkpoint written to the directory, if any.
     pub fn last_completed(&self) -> Option<CompletedCheckpoint> {
-        self.inner.lock().ok().and_then(|i| i.last.clone())
+        lock(&self.inner).last.clone()
     }
 
     /// Whether checkpoint `n` has completed or failed.
@@ -206,10 +207,7 @@ impl Checkpoints {
     /// An empty snapshot of `max_parallelism` key groups for a task's checkpoint: one the
     /// writer is done with when there is one (its buffers are reused), else a new one.
     pub(crate) fn keyed_snapshot(&self, max_parallelism: u32) -> KeyedSnapshot {
-        let spare = self
-            .storage
-            .as_ref()
-            .and_then(|s| s.spare.lock().ok()?.pop());
+        let spare = self.storage.as_ref().and_then(|s| lock(&s.spare).pop());
         match spare {
             Some(mut snapshot) => {
                 snapshot.clear(max_parallelism);
@@ -224,9 +222,7 @@ impl Checkpoints {
         let Some(storage) = &self.storage else {
             return;
         };
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
+        let mut inner = lock(&self.inner);
         inner.parts.entry(n).or_default().push((vertex, file));
         self.settle(&mut inner, storage, n);
     }
@@ -254,7 +250,7 @@ impl Checkpoints {
                 files.push((*v, file.clone()));
             }
         }
-        let sent = match &*storage.writer.lock().unwrap_or_else(|e| e.into_inner()) {
+        let sent = match &*lock(&storage.writer) {
             Some(tx) => tx.send((n, files)).is_ok(),
             None => false,
         };
@@ -275,9 +271,7 @@ impl Checkpoints {
         let Some(storage) = &self.storage else {
             return;
         };
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
+        let mut inner = lock(&self.inner);
         match final_state {
             Some(file) => {
                 inner.finals.insert((vertex, subtask), file);
@@ -299,9 +293,7 @@ impl Checkpoints {
     }
 
     fn fail(&self, n: u64) {
-        if let Ok(mut inner) = self.inner.lock() {
-            self.fail_locked(&mut inner, n);
-        }
+        self.fail_locked(&mut lock(&self.inner), n);
     }
 
     /// Writes checkpoint `n` (on the writer thread, encoding each file in `buffer`), then
@@ -329,28 +321,26 @@ impl Checkpoints {
             storage.config.retain,
             buffer,
         );
-        if let Ok(mut spare) = storage.spare.lock() {
-            for keyed in files.into_iter().filter_map(|(_, f)| f.keyed) {
-                if spare.len() < storage.subtasks {
-                    spare.push(keyed);
-                }
+        let mut spare = lock(&storage.spare);
+        for keyed in files.into_iter().filter_map(|(_, f)| f.keyed) {
+            if spare.len() < storage.subtasks {
+                spare.push(keyed);
             }
         }
+        drop(spare);
         match written {
             Ok((path, size_bytes)) => {
-                if let Ok(mut inner) = self.inner.lock() {
-                    inner.last = Some(CompletedCheckpoint {
-                        id: n,
-                        path,
-                        size_bytes,
-                        completed_at,
-                    });
-                }
+                lock(&self.inner).last = Some(CompletedCheckpoint {
+                    id: n,
+                    path,
+                    size_bytes,
+                    completed_at,
+                });
                 storage.stored.fetch_max(n, Ordering::AcqRel);
                 self.update_completed();
             }
             Err(e) => {
-                eprintln!("checkpoint {n} failed: {e}");
+                tracing::warn!("checkpoint {n} failed: {e}");
                 self.fail(n);
             }
         }
@@ -379,19 +369,18 @@ impl Checkpoints {
         let Some(id) = self.vertex(vertex).map(|v| v.id.clone()) else {
             return;
         };
-        if let Ok(mut inner) = self.inner.lock() {
-            let (buckets, count, sum) =
-                which(&mut inner)
-                    .entry(id)
-                    .or_insert(([0; DURATION_BUCKETS.len()], 0, 0.0));
-            for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
-                if seconds <= *bound {
-                    buckets[i] += 1;
-                }
+        let mut inner = lock(&self.inner);
+        let (buckets, count, sum) =
+            which(&mut inner)
+                .entry(id)
+                .or_insert(([0; DURATION_BUCKETS.len()], 0, 0.0));
+        for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                buckets[i] += 1;
             }
-            *count += 1;
-            *sum += seconds;
         }
+        *count += 1;
+        *sum += seconds;
     }
 
     /// How often sources start a checkpoint, if checkpointing is on.
@@ -406,29 +395,29 @@ impl Checkpoints {
 
     /// Checkpoints completed so far.
     pub fn completed_total(&self) -> u64 {
-        self.inner.lock().map(|i| i.completed_total).unwrap_or(0)
+        lock(&self.inner).completed_total
     }
 
     /// Checkpoints that failed so far: not written (a write error, a subtask that ended before
     /// it gave its state), or started and given up on (the job ended, failed or was stopped
     /// hard before every sink acknowledged them).
     pub fn failed_total(&self) -> u64 {
-        self.inner.lock().map(|i| i.failed_total).unwrap_or(0)
+        lock(&self.inner).failed_total
     }
 
     /// The job has ended: every checkpoint still pending will never complete, so it failed.
     pub(crate) fn abandon_pending(&self) {
-        if let Ok(mut inner) = self.inner.lock() {
-            inner.failed_total += inner.started.len() as u64;
-            inner.started.clear();
-        }
+        let mut inner = lock(&self.inner);
+        inner.failed_total += inner.started.len() as u64;
+        inner.started.clear();
     }
 
     /// A source subtask sends barrier `n`; the first to do so starts the clock of `n`.
     pub(crate) fn triggered(&self, n: u64) {
-        if let Ok(mut inner) = self.inner.lock() {
-            inner.started.entry(n).or_insert_with(Instant::now);
-        }
+        lock(&self.inner)
+            .started
+            .entry(n)
+            .or_insert_with(Instant::now);
         // A job without sinks completes every checkpoint at once.
         self.update_completed();
     }
@@ -447,9 +436,7 @@ impl Checkpoints {
     }
 
     fn update_completed(&self) {
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
+        let mut inner = lock(&self.inner);
         let newest_started = inner.started.keys().next_back().copied().unwrap_or(0);
         let mut min = self
             .acked
@@ -536,9 +523,7 @@ impl SeriesSource for Checkpoints {
         if self.interval.is_none() {
             return;
         }
-        let Ok(inner) = self.inner.lock() else {
-            return;
-        };
+        let inner = lock(&self.inner);
         out.number(&COMPLETED, &[], inner.completed_total as f64);
         out.number(&FAILED, &[], inner.failed_total as f64);
         out.histogram(
@@ -831,6 +816,32 @@ mod tests {
             .unwrap()
             .is_empty());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn state_submitted_after_a_panic_under_the_lock_is_kept_and_written() {
+        let (c, dir) = stored("poisoned");
+        c.triggered(1);
+        c.submit(1, 0, file("src", 0, 1));
+        // Another thread panics while it holds the coordinator's lock (a bug that fails the
+        // job elsewhere): the lock is poisoned.
+        let holder = c.clone();
+        let panicked = std::thread::spawn(move || {
+            let _guard = holder.inner.lock();
+            panic!("a bug while holding the checkpoint lock");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert!(c.inner.is_poisoned());
+        // The second subtask's state is still taken, and the checkpoint is written with both.
+        c.submit(1, 0, file("src", 1, 1));
+        wait_settled(&c, 1);
+        assert_eq!((c.completed(), c.failed_total()), (1, 0));
+        let loaded = crate::checkpoint_store::read_checkpoint(&dir.join("chk-1")).unwrap();
+        assert_eq!(loaded.file("src", 0).unwrap().position, Some(vec![1]));
+        assert_eq!(loaded.file("src", 1).unwrap().position, Some(vec![1]));
+        assert_eq!(c.last_completed().map(|l| l.id), Some(1));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -300,8 +300,7 @@ pub trait Operator: Send {
     /// processing-time timers). The default says yes. An operator that returns `false` here
     /// lets a task whose operators all do so sleep on an empty input until a batch comes,
     /// waking once a second instead of every [`PARK_TICK`](crate::PARK_TICK): a quiet job
-    /// then costs less CPU (docs/performance.md, "W2: CPU while waiting"). Asked once, when the
-    /// job starts.
+    /// then costs less CPU. Asked once, when the job starts.
     fn uses_time(&self) -> bool {
         true
     }

@@ -25,7 +25,7 @@ pub const MAX_CHANNEL_CAPACITY: usize = 4096;
 /// queue is empty.
 ///
 /// Either way the results are the same; only the CPU a quiet or lightly loaded job costs and
-/// the latency of its records differ (docs/performance.md, W2).
+/// the latency of its records differ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum IdleStrategy {
     /// The default: a task sleeps until the next thing it must do is due — a marker, a

@@ -799,7 +799,7 @@ mod tests {
         ] {
             same(text);
         }
-        // Every amount of W6's form, and a spread of other decimals.
+        // Every amount of the form `<d>.dd`, and a spread of other decimals.
         for cents in (0..100_000u64).chain((0..2_000).map(|i| i * 7_919_113)) {
             same(&format!("{}.{:02}", cents / 100, cents % 100));
             same(&format!("-{}.{:03}", cents / 1000, cents % 1000));

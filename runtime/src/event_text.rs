@@ -2,7 +2,8 @@
 //! ([`EventText`]), and the fields set on it since ([`AddedFields`], `map set`).
 //!
 //! The text is held inside the record's own allocation when it is short (as most JSON events
-//! are: a W6 line is 70–85 bytes), else in a box of its own; the first two added fields are
+//! are: a line such as `{"id":1,"user":"u42","amount":12.34,"status":"paid","ts":…}` is 70–85
+//! bytes), else in a box of its own; the first two added fields are
 //! held inline too, so reading a JSON line and adding a field to it allocate nothing but the
 //! record.
 //!

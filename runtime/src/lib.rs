@@ -24,8 +24,9 @@
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |
 //! | [`value`] | [`Value`] and [`Map`]: the JSON data model of the events records carry |
 //! | [`event_json`] | JSON objects into events ([`EventParser`](event_json::EventParser)), and checked without parsing for records kept as text ([`Record::from_json_object`]) |
+//! | [`sync`] | [`lock`](sync::lock): the one policy for poisoned locks |
 //! | [`name`] | [`Name`](name::Name), a field name, and [`intern`](name::intern): names made static once per process |
-//! | [`testing`] | small components for tests and examples |
+//! | `testing` | small components for tests and examples (cargo feature `testing`, off by default) |
 //!
 //! Internally, `channel` holds the batched queues with buffer reuse, `partitioner` the
 //! per-edge routing and marker routing, `chain` the chained vertices of one task and `task` the
@@ -34,6 +35,7 @@
 //! ## Example
 //! ```
 //! use tidemark_runtime::{run, JobConfig, JobGraph, JobOutcome, Partitioning};
+//! // Test components (the cargo feature `testing`); a job brings its own.
 //! use tidemark_runtime::testing::{CountingSource, DiscardSink, MapOperator};
 //!
 //! let mut graph = JobGraph::new("example");
@@ -74,7 +76,9 @@ pub mod provenance;
 pub mod record;
 pub mod state_codec;
 pub mod state_move;
+pub mod sync;
 mod task;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod text_encoder;
 pub mod value;

@@ -94,8 +94,8 @@ impl EdgeWriter {
     ///
     /// Pushing each record into its channel's batch would chain every record to the previous
     /// one through memory: the batch's length is loaded, the record stored, the length stored,
-    /// and the next record for the same channel waits for that store (docs/performance.md, "W1
-    /// at P=2"). Here no record waits for another, and no record is copied twice.
+    /// and the next record for the same channel waits for that store. Here no record waits for
+    /// another, and no record is copied twice.
     fn write_hashed_two(
         &mut self,
         records: &[Record],

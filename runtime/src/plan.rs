@@ -160,7 +160,7 @@ impl ExecutionPlan {
     /// the same parallelism (2 or more). Whether they do depends on the source too: it must
     /// never wait inside its poll.
     ///
-    /// The channel task may send on (W6: the window sends to a file sink of parallelism 1).
+    /// The channel task may send on (say a window sending to a file sink of parallelism 1).
     /// Every task downstream of it has an input from a task not headed by a source, so it is
     /// in no pair and runs alone; and it keeps taking from its queue (barrier alignment holds
     /// what blocked inputs send, it does not stop reading) unless it waits for room itself,

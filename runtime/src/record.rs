@@ -51,8 +51,8 @@ impl TimestampType {
 ///
 /// Two representations hold the same thing. The generator's numeric events
 /// `{"key": <int>, "value": <double>}` keyed by that int are held inline, without heap
-/// allocation, so a record is 32 bytes and cloning one is a copy: the throughput path (W1)
-/// moves them as cheaply as plain numbers. Every other record holds its key and event behind
+/// allocation, so a record is 32 bytes and cloning one is a copy: a numeric job's throughput
+/// path moves them as cheaply as plain numbers. Every other record holds its key and event behind
 /// one reference count (one allocation, the event's map inside it), so cloning it never copies
 /// the event either. Changing a field turns a
 /// numeric record into the general form only when the result is no longer numeric, and a

@@ -47,8 +47,8 @@ pub(crate) struct JobFlags {
 ///
 /// Each task has its own channels: waiting in a `select!` registers with, then leaves, the
 /// channel's waker list under its lock, and one list shared by every task was contended on each
-/// wait (a channel task waits once per batch on a busy hash edge; W1 at P=2 spent much of its
-/// context switches in `SyncWaker::unregister`, docs/performance.md "W1 at P=2").
+/// wait (a channel task waits once per batch on a busy hash edge, and such a job spent much of
+/// its context switches in `SyncWaker::unregister`).
 pub(crate) struct Wakes {
     /// Disconnected at a stop or an abort.
     stopped: Receiver<()>,

@@ -1,6 +1,6 @@
 //! The Prometheus text format (version 0.0.4) written straight into a `String`: byte for byte
 //! what `prometheus::TextEncoder` writes for the same metric families, at a fraction of the
-//! cost, because a scrape of a large job (W5: ~30,000 series) is mostly this text.
+//! cost, because a scrape of a large job (~30,000 series) is mostly this text.
 //!
 //! What makes it cheaper: each series' label set is escaped and written once, then copied for
 //! every bucket or quantile line of the series (the encoder escapes every label again for

@@ -2,7 +2,7 @@
 //! together with the channel task subtask it feeds.
 //!
 //! One thread per task is simple, but when a source task feeds a channel task of the same
-//! parallelism over a hash edge (W1: `gen+map` ×P → hash → `sum+out` ×P) it runs twice as many
+//! parallelism over a hash edge (say `gen+map` ×P → hash → `sum+out` ×P) it runs twice as many
 //! threads as there are subtasks to keep busy, and the cores take turns between them: every
 //! batch costs context switches, and the records each consumer reads were written on another
 //! core. As timely's workers do, such a pair shares one thread (a [`Worker::Pair`]): the thread
@@ -19,7 +19,7 @@
 //!
 //! Why the rule keeps the job free of deadlocks: a sender whose queue is full runs the channel
 //! task sharing its thread, so of two such threads each sending to the other's queue, each
-//! drains its own. The channel task may itself wait for room in a queue further down (W6: the
+//! drains its own. The channel task may itself wait for room in a queue further down (say a
 //! window's results to a sink of parallelism 1, behind a rebalance edge). Every task down
 //! there runs alone (it has an input from a task not headed by a source, so it is in no
 //! pair), and it takes from its queue whenever it does not wait for room itself, barrier
@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 /// What one thread of a job runs.
 pub(crate) enum Worker {
     /// A task subtask alone in its thread. (Held by value, as before threads could be
-    /// shared: the task then lives in its thread's closure, and W1 at P=1 ran 15% slower with
-    /// the same instructions when it was boxed, docs/performance.md.)
+    /// shared: the task then lives in its thread's closure, and a generator → map → reduce job
+    /// at parallelism 1 ran 15% slower with the same instructions when it was boxed.)
     Alone(Task),
     /// A source task subtask and the channel task subtask it feeds.
     Pair {

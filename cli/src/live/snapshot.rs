@@ -120,9 +120,12 @@ pub struct Snapshot<'a> {
     #[serde(serialize_with = "number")]
     span_seconds: f64,
     granularity: &'static str,
-    /// The vertex whose busiest subtask has the highest own busy ratio over the span, if any
-    /// vertex was busy.
+    /// The busiest vertex ([`busiest`]) when its own busy ratio is at least
+    /// [`BOTTLENECK_BUSY`]: the vertex that limits the job's speed.
     bottleneck: Option<Bottleneck>,
+    /// The vertex whose busiest subtask has the highest own busy ratio over the span, if any
+    /// vertex was busy at all, bottleneck or not.
+    busiest: Option<Bottleneck>,
     vertices: Vec<VertexSnapshot>,
     latency: Vec<LatencyEntry>,
     /// The series of the components registered with the job's metrics registry
@@ -130,12 +133,20 @@ pub struct Snapshot<'a> {
     series: Vec<SeriesReport>,
 }
 
+/// A vertex is called the bottleneck when its own code keeps its busiest subtask's thread busy
+/// at least this share of the span (Flink colours a task busy from 50 % up, its backpressure
+/// "high" from 50 %): below it the vertex has time to spare, and whatever limits the job is not
+/// its code.
+pub(super) const BOTTLENECK_BUSY: f64 = 0.5;
+
 /// The busiest vertex over the span.
-#[derive(Debug, Serialize)]
-struct Bottleneck {
-    vertex: String,
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(super) struct Bottleneck {
+    /// The vertex id.
+    pub(super) vertex: String,
+    /// Its busiest subtask's own busy ratio over the span.
     #[serde(serialize_with = "number")]
-    busy: f64,
+    pub(super) busy: f64,
 }
 
 /// The size of an operator subtask's state.
@@ -502,14 +513,8 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
             subtasks,
         });
     }
-    let bottleneck = vertices
-        .iter()
-        .filter(|v| v.own_busy_max > 0.0)
-        .max_by(|a, b| a.own_busy_max.total_cmp(&b.own_busy_max))
-        .map(|v| Bottleneck {
-            vertex: v.id.clone(),
-            busy: v.own_busy_max,
-        });
+    let busiest = busiest(vertices.iter().map(|v| (v.id.as_str(), v.own_busy_max)));
+    let bottleneck = bottleneck(busiest.as_ref());
     Snapshot {
         job: registry.job_name(),
         state,
@@ -519,8 +524,25 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
         span_seconds: span,
         granularity: granularity.as_str(),
         bottleneck,
+        busiest,
         vertices,
         latency,
         series: series_report(registry.component_series()),
     }
+}
+
+/// The vertex with the highest own busy ratio of `busy` (vertex id, ratio), if any was busy.
+pub(super) fn busiest<'a>(busy: impl IntoIterator<Item = (&'a str, f64)>) -> Option<Bottleneck> {
+    busy.into_iter()
+        .filter(|(_, ratio)| *ratio > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(id, ratio)| Bottleneck {
+            vertex: id.to_owned(),
+            busy: ratio,
+        })
+}
+
+/// The busiest vertex if it is the bottleneck: busy at least [`BOTTLENECK_BUSY`].
+pub(super) fn bottleneck(busiest: Option<&Bottleneck>) -> Option<Bottleneck> {
+    busiest.filter(|b| b.busy >= BOTTLENECK_BUSY).cloned()
 }

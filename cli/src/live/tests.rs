@@ -401,3 +401,58 @@ fn registered_series_are_in_the_metrics_api_once() {
     let plain = parse(&finished(10, Granularity::Single).metrics_json());
     assert_eq!(plain["series"], json!([]));
 }
+
+#[test]
+fn the_busiest_vertex_is_the_bottleneck_only_when_busy_half_the_time() {
+    use snapshot::{bottleneck, busiest, Bottleneck, BOTTLENECK_BUSY};
+    let named = |vertex: &str, busy: f64| Bottleneck {
+        vertex: vertex.to_owned(),
+        busy,
+    };
+    // A job whose vertices barely work (a paced source): the busiest is named, but is no
+    // bottleneck.
+    let quiet = busiest([("src", 0.004), ("sum", 0.01), ("out", 0.002)]);
+    assert_eq!(quiet, Some(named("sum", 0.01)));
+    assert_eq!(bottleneck(quiet.as_ref()), None);
+    // Just below and at the threshold.
+    let below = busiest([("src", 0.2), ("slow", BOTTLENECK_BUSY - 0.001)]);
+    assert_eq!(bottleneck(below.as_ref()), None);
+    let at = busiest([("src", 0.2), ("slow", BOTTLENECK_BUSY)]);
+    assert_eq!(
+        bottleneck(at.as_ref()),
+        Some(named("slow", BOTTLENECK_BUSY))
+    );
+    let busy = busiest([("slow", 0.97), ("src", 0.03)]);
+    assert_eq!(bottleneck(busy.as_ref()), Some(named("slow", 0.97)));
+    // Nothing busy at all: neither.
+    let idle = busiest([("src", 0.0), ("out", 0.0)]);
+    assert_eq!(idle, None);
+    assert_eq!(bottleneck(idle.as_ref()), None);
+}
+
+#[test]
+fn metrics_json_names_the_busiest_vertex_and_calls_it_a_bottleneck_only_when_busy() {
+    let job = finished(20_000, Granularity::Operator);
+    let json = parse(&job.metrics_json());
+    let busiest = &json["busiest"];
+    let vertices = json["vertices"].as_array().unwrap();
+    let most = vertices
+        .iter()
+        .map(|v| v["own_busy_max"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    if most > 0.0 {
+        let vertex = vertices
+            .iter()
+            .find(|v| v["id"] == busiest["vertex"])
+            .unwrap_or_else(|| panic!("{busiest}"));
+        assert_eq!(vertex["own_busy_max"].as_f64().unwrap(), most, "{json}");
+        assert_eq!(busiest["busy"].as_f64().unwrap(), most);
+    } else {
+        assert_eq!(*busiest, Value::Null);
+    }
+    if most >= snapshot::BOTTLENECK_BUSY {
+        assert_eq!(json["bottleneck"], *busiest);
+    } else {
+        assert_eq!(json["bottleneck"], Value::Null, "{json}");
+    }
+}

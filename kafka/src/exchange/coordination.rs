@@ -366,10 +366,11 @@ impl Exchange {
     /// `n`, with a warning when it is not what the job file asks for.
     fn checked_count(&self, what: &str, n: i32) -> i32 {
         if n as u32 != self.config.partitions {
-            eprintln!(
-                "tidemark: warning: {what}: the exchange topic {} has {n} partitions, not the {} \
+            tracing::warn!(
+                "{what}: the exchange topic {} has {n} partitions, not the {} \
                  the job file asks for (it existed already, or the broker created it itself)",
-                self.topic, self.config.partitions
+                self.topic,
+                self.config.partitions
             );
         }
         n

@@ -16,8 +16,8 @@ mod tests {
 
     #[test]
     fn only_processing_time_windows_need_the_clock_while_no_input_comes() {
-        // A task whose operators all say no sleeps on its input (docs/performance.md, "W2: CPU
-        // while waiting"); one that wrongly said no would fire its windows late.
+        // A task whose operators all say no sleeps on its input; one that wrongly said no would
+        // fire its windows late.
         for (info, settings, uses_time) in [
             (
                 &super::window::INFO,

@@ -33,9 +33,9 @@
 //! `min` and `max` ignore NaN values (unless all are NaN).
 //!
 //! Both forms are one operator keeping every key's accumulators in one
-//! `KeyedAccs`. The older form's batch loop is the throughput benchmark's
-//! (W1) hot path: it is monomorphised per aggregate (no branch per record) and int keys below
-//! 65,536 find their slot through a vector instead of hashing.
+//! `KeyedAccs`. The older form's batch loop is the hot path of numeric throughput jobs: it is
+//! monomorphised per aggregate (no branch per record) and int keys below 65,536 find their slot
+//! through a vector instead of hashing.
 
 use serde::Deserialize;
 use tidemark_runtime::name::{name_of, Name};
@@ -139,9 +139,6 @@ pub struct ReduceOperator {
     /// This vertex: named in each output's result id (`aggregates:` only).
     vertex: Name,
 }
-
-/// The `reduce` subtask of `aggregates:` (now [`ReduceOperator`], which computes both forms).
-pub type AggregatesReduce = ReduceOperator;
 
 /// A new `reduce` subtask computing the old single `aggregate`.
 pub fn reduce_operator(aggregate: Aggregate) -> Box<dyn Operator> {
