@@ -300,3 +300,21 @@ pub fn read_all(
     }
     out
 }
+
+/// How many partitions `topic` has on `bootstrap`'s brokers (`None`: it does not exist),
+/// asked with a client that never creates it.
+pub fn partition_count(bootstrap: &str, topic: &str) -> Option<usize> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(None, Duration::from_secs(30))
+        .unwrap();
+    metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map(|t| t.partitions().len())
+}

@@ -59,3 +59,128 @@ fn three_brokers_on_fixed_ports_carry_messages() {
         .to_string()
         .starts_with(&format!("cannot listen on 127.0.0.1:{port}: ")));
 }
+
+/// Runs an admin future to its end on this thread (the admin client needs no runtime).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(output) => return output,
+            std::task::Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// What an admin client's CreateTopics gives for each `(name, partitions, replication)`.
+fn create_topics(
+    bootstrap: &str,
+    topics: &[(&str, i32, i32)],
+    validate_only: bool,
+) -> Vec<Result<String, rdkafka::types::RDKafkaErrorCode>> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|(name, n, r)| NewTopic::new(name, *n, TopicReplication::Fixed(*r)))
+        .collect();
+    let options = AdminOptions::new()
+        .request_timeout(Some(Duration::from_secs(30)))
+        .validate_only(validate_only);
+    block_on(admin.create_topics(&new, &options))
+        .expect("the brokers answer CreateTopics")
+        .into_iter()
+        .map(|r| r.map_err(|(_, code)| code))
+        .collect()
+}
+
+#[test]
+fn admin_clients_create_topics_with_the_partitions_they_ask_for() {
+    use rdkafka::types::RDKafkaErrorCode;
+    use tidemark_kafka::testing::partition_count;
+    let cluster = DevCluster::start(DevClusterOptions::default()).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+    // Validating creates nothing.
+    assert_eq!(
+        create_topics(bootstrap, &[("eight", 8, 1)], true),
+        [Ok("eight".to_owned())]
+    );
+    assert_eq!(partition_count(bootstrap, "eight"), None);
+    assert_eq!(
+        create_topics(
+            bootstrap,
+            &[("eight", 8, 1), ("zero", 0, 1), ("three-replicas", 1, 3)],
+            false
+        ),
+        [
+            Ok("eight".to_owned()),
+            Err(RDKafkaErrorCode::InvalidPartitions),
+            Err(RDKafkaErrorCode::InvalidReplicationFactor),
+        ]
+    );
+    assert_eq!(partition_count(bootstrap, "eight"), Some(8));
+    assert_eq!(partition_count(bootstrap, "zero"), None);
+    // The topic carries messages in each of its partitions.
+    produce_ids_to_partitions(bootstrap, "eight", 8);
+    assert_eq!(
+        create_topics(bootstrap, &[("eight", 2, 1)], false),
+        [Err(RDKafkaErrorCode::TopicAlreadyExists)]
+    );
+    assert_eq!(
+        create_topics(bootstrap, &[("eight", 2, 1)], true),
+        [Err(RDKafkaErrorCode::TopicAlreadyExists)]
+    );
+    assert_eq!(partition_count(bootstrap, "eight"), Some(8));
+}
+
+#[test]
+fn topics_are_created_on_fixed_ports_with_three_brokers_too() {
+    let port = free_port_block(3);
+    let cluster = DevCluster::start(DevClusterOptions {
+        brokers: 3,
+        port: Some(port),
+        topics: vec![],
+    })
+    .unwrap();
+    // Through broker 2: any broker answers.
+    let bootstrap = format!("127.0.0.1:{}", port + 1);
+    assert_eq!(
+        create_topics(&bootstrap, &[("twelve", 12, 3)], false),
+        [Ok("twelve".to_owned())]
+    );
+    assert_eq!(
+        tidemark_kafka::testing::partition_count(cluster.bootstrap_servers(), "twelve"),
+        Some(12)
+    );
+}
+
+/// Writes one message to each partition `0..partitions` of `topic` and reads them back.
+fn produce_ids_to_partitions(bootstrap: &str, topic: &str, partitions: i32) {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let producer = tidemark_kafka::testing::producer(bootstrap);
+    for p in 0..partitions {
+        let key = p.to_string();
+        producer
+            .send(BaseRecord::to(topic).partition(p).key(&key).payload(&key))
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let seen = tidemark_kafka::testing::read_keys(
+        bootstrap,
+        topic,
+        partitions as usize,
+        Duration::from_secs(60),
+    );
+    assert_eq!(seen.len(), partitions as usize);
+}
