@@ -54,6 +54,7 @@ mod restored;
 pub mod sink;
 pub mod source;
 pub mod testing;
+mod topics;
 pub mod watermarks;
 
 use std::sync::Arc;

@@ -4,6 +4,7 @@ mod common;
 
 use std::time::Duration;
 
+use tidemark_kafka::testing::create_topics;
 use tidemark_kafka::{DevCluster, DevClusterError, DevClusterOptions};
 
 fn free_port_block(n: u16) -> u16 {
@@ -58,51 +59,6 @@ fn three_brokers_on_fixed_ports_carry_messages() {
     assert!(err
         .to_string()
         .starts_with(&format!("cannot listen on 127.0.0.1:{port}: ")));
-}
-
-/// Runs an admin future to its end on this thread (the admin client needs no runtime).
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        match future.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(output) => return output,
-            std::task::Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
-        }
-    }
-}
-
-/// What an admin client's CreateTopics gives for each `(name, partitions, replication)`.
-fn create_topics(
-    bootstrap: &str,
-    topics: &[(&str, i32, i32)],
-    validate_only: bool,
-) -> Vec<Result<String, rdkafka::types::RDKafkaErrorCode>> {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
-        rdkafka::config::ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .create()
-            .unwrap();
-    let new: Vec<NewTopic<'_>> = topics
-        .iter()
-        .map(|(name, n, r)| NewTopic::new(name, *n, TopicReplication::Fixed(*r)))
-        .collect();
-    let options = AdminOptions::new()
-        .request_timeout(Some(Duration::from_secs(30)))
-        .validate_only(validate_only);
-    block_on(admin.create_topics(&new, &options))
-        .expect("the brokers answer CreateTopics")
-        .into_iter()
-        .map(|r| r.map_err(|(_, code)| code))
-        .collect()
 }
 
 #[test]

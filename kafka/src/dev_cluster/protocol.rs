@@ -8,7 +8,7 @@
 
 use std::io::{self, Read};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
@@ -366,6 +366,7 @@ pub(super) fn create_topics_response(request: &CreateTopics, outcomes: &[TopicOu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Buf;
     use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
     use kafka_protocol::messages::BrokerId;
 
