@@ -37,6 +37,9 @@ pub(super) type CreateTopicsFn =
 
 /// How much each direction reads from its socket at once.
 const READ_BUFFER: usize = 64 * 1024;
+/// The most memory a direction keeps for frames between two: after a larger frame (a big
+/// fetch response) its buffer is given back.
+const FRAME_KEPT: usize = 1024 * 1024;
 
 /// Accepts connections on `listener` and relays each to `target` until `stop`.
 pub(super) fn spawn_forwarder(
@@ -146,6 +149,7 @@ impl Connection {
             if to.write_all(&frame).is_err() {
                 return;
             }
+            frame.shrink_to(FRAME_KEPT);
         }
     }
 
@@ -171,6 +175,7 @@ impl Connection {
             if !self.to_client(rewritten.as_deref().unwrap_or(&frame)) {
                 return;
             }
+            frame.shrink_to(FRAME_KEPT);
         }
     }
 
