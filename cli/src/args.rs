@@ -44,7 +44,8 @@ pub struct DevKafkaArgs {
     /// Number of brokers
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub brokers: u16,
-    /// A topic to create, NAME:PARTITIONS (repeatable); others are auto-created with 4
+    /// A topic to create, NAME:PARTITIONS (repeatable); clients create others with CreateTopics
+    /// (or with 4 partitions on first use, where they allow it)
     #[arg(long, value_name = "NAME:PARTITIONS")]
     pub topic: Vec<String>,
 }

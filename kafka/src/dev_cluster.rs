@@ -4,17 +4,24 @@
 //! The mock cluster is `!Send`: [`DevCluster::start`] makes it on a thread of its own, which
 //! keeps it until the [`DevCluster`] is dropped, so the handle itself can go anywhere.
 //!
-//! With a fixed `port`, broker `i` (1-based) is reached at `port + i - 1`: a small TCP
-//! forwarder listens there and the brokers advertise those addresses in their metadata, so
-//! clients never see the mock's random ports.
+//! Clients never talk to the mock directly: each broker is reached through a small TCP
+//! forwarder on 127.0.0.1 (random ports, or with a fixed `port` broker `i` (1-based) at
+//! `port + i - 1`), whose address the broker advertises in its metadata. The forwarder answers
+//! **CreateTopics** itself, which the mock lacks: it creates each topic on the mock with the
+//! partition count asked for (`TOPIC_ALREADY_EXISTS` when it exists, `INVALID_PARTITIONS`
+//! below 1, `INVALID_REPLICATION_FACTOR` above the number of brokers) and adds CreateTopics
+//! (versions 2–6) to the versions the brokers offer, so admin clients create topics here as on
+//! a real broker.
 //!
-//! What the mock lacks compared with a real broker: admin CreateTopics (topics are made here, or
-//! auto-created with 4 partitions on first use), `offsetsForTimes`, topic configs (so no
-//! LogAppendTime), meaningful timestamps in produce responses, and leader moves on a broker
-//! going down.
+//! What the mock still lacks compared with a real broker: DescribeConfigs and topic configs
+//! (so no compaction and no LogAppendTime), `offsetsForTimes`, meaningful timestamps in
+//! produce responses, and leader moves on a broker going down. A client that allows it still
+//! makes a topic it asks for with 4 partitions (auto-creation); Tidemark's clients never do.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+mod forwarder;
+mod protocol;
+
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -22,7 +29,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseProducer, Producer};
+use rdkafka::error::KafkaError;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, DefaultProducerContext, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+
+use forwarder::{spawn_forwarder, CreateTopicsFn};
+use protocol::{code, settle, CreateTopics, TopicOutcome, WantedTopic};
 
 /// What to start.
 #[derive(Clone, Debug)]
@@ -82,6 +95,9 @@ impl std::fmt::Debug for DevCluster {
 
 enum Command {
     CreateTopic(String, i32, mpsc::Sender<Result<(), String>>),
+    /// A CreateTopics request a forwarder received: the topics, whether only to validate,
+    /// and where its outcomes go.
+    CreateTopics(Vec<WantedTopic>, bool, mpsc::Sender<Vec<TopicOutcome>>),
     TrackRequests(mpsc::Sender<()>),
     CountRequests(Request, mpsc::Sender<usize>),
     ServeAgain(Request, mpsc::Sender<()>),
@@ -121,15 +137,15 @@ impl DevCluster {
         if options.brokers == 0 {
             return Err(DevClusterError::NoBrokers);
         }
-        // Bind the fixed ports first, so a taken port is reported before anything starts.
+        // Bind the ports first, so a taken port is reported before anything starts. Every
+        // broker is reached through a forwarder (random ports unless `port` is fixed), which
+        // answers what the mock lacks ([`forwarder`]).
         let mut listeners = Vec::new();
-        if let Some(port) = options.port {
-            for i in 0..options.brokers {
-                let port = port.saturating_add(i);
-                let listener = TcpListener::bind(("127.0.0.1", port))
-                    .map_err(|error| DevClusterError::Port { port, error })?;
-                listeners.push(listener);
-            }
+        for i in 0..options.brokers {
+            let port = options.port.map_or(0, |p| p.saturating_add(i));
+            let listener = TcpListener::bind(("127.0.0.1", port))
+                .map_err(|error| DevClusterError::Port { port, error })?;
+            listeners.push(listener);
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel::<Result<String, String>>();
@@ -137,7 +153,10 @@ impl DevCluster {
         let thread_stop = stop.clone();
         let thread = std::thread::Builder::new()
             .name("tidemark-dev-kafka".into())
-            .spawn(move || run_cluster(options, listeners, thread_stop, ready_tx, cmd_rx))
+            .spawn({
+                let cmd_tx = cmd_tx.clone();
+                move || run_cluster(options, listeners, thread_stop, ready_tx, (cmd_tx, cmd_rx))
+            })
             .map_err(|e| DevClusterError::Kafka(e.to_string()))?;
         match ready_rx.recv() {
             Ok(Ok(bootstrap)) => Ok(DevCluster {
@@ -221,8 +240,9 @@ fn run_cluster(
     listeners: Vec<TcpListener>,
     stop: Arc<AtomicBool>,
     ready: mpsc::Sender<Result<String, String>>,
-    commands: mpsc::Receiver<Command>,
+    (sender, commands): (mpsc::Sender<Command>, mpsc::Receiver<Command>),
 ) {
+    let brokers = i32::from(options.brokers);
     // A client configured with test.mock.num.brokers owns a mock cluster for its lifetime.
     let producer: BaseProducer = match ClientConfig::new()
         .set("test.mock.num.brokers", options.brokers.to_string())
@@ -251,32 +271,44 @@ fn run_cluster(
     // the producer lives.
     let raw =
         unsafe { rdkafka::bindings::rd_kafka_handle_mock_cluster(producer.client().native_ptr()) };
-    let bootstrap = if listeners.is_empty() {
-        inner
-    } else {
-        let targets: Vec<String> = inner.split(',').map(str::to_owned).collect();
-        let mut outer = Vec::new();
-        for (i, listener) in listeners.into_iter().enumerate() {
-            let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-            // Broker ids are 1-based and listed in order in the bootstrap string.
-            let host = std::ffi::CString::new("127.0.0.1").expect("no NUL");
-            unsafe {
-                rdkafka::bindings::rd_kafka_mock_broker_set_host_port(
-                    raw,
-                    i as i32 + 1,
-                    host.as_ptr(),
-                    port as i32,
-                );
-            }
-            outer.push(format!("127.0.0.1:{port}"));
-            let target = targets
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| targets[0].clone());
-            forwarders.push(spawn_forwarder(listener, target, stop.clone()));
+    let targets: Vec<String> = inner.split(',').map(str::to_owned).collect();
+    // The forwarders ask this thread to create the topics of CreateTopics requests.
+    let create: CreateTopicsFn = Arc::new(move |request: &CreateTopics| {
+        let (tx, rx) = mpsc::channel();
+        let topics = request.topics.clone();
+        sender
+            .send(Command::CreateTopics(topics, request.validate_only, tx))
+            .ok()?;
+        rx.recv().ok()
+    });
+    let mut outer = Vec::new();
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        // Broker ids are 1-based and listed in order in the bootstrap string.
+        let host = std::ffi::CString::new("127.0.0.1").expect("no NUL");
+        // SAFETY: `raw` is the live mock cluster of `producer`; the host is copied.
+        unsafe {
+            rdkafka::bindings::rd_kafka_mock_broker_set_host_port(
+                raw,
+                i as i32 + 1,
+                host.as_ptr(),
+                port as i32,
+            );
         }
-        outer.join(",")
-    };
+        outer.push(format!("127.0.0.1:{port}"));
+        let target = targets
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| targets[0].clone());
+        forwarders.push(spawn_forwarder(
+            listener,
+            target,
+            stop.clone(),
+            create.clone(),
+        ));
+    }
+    drop(create);
+    let bootstrap = outer.join(",");
     let _ = ready.send(Ok(bootstrap));
     while !stop.load(Ordering::SeqCst) {
         match commands.recv_timeout(Duration::from_millis(50)) {
@@ -286,6 +318,13 @@ fn run_cluster(
                         .create_topic(&name, partitions, 1)
                         .map_err(|e| format!("cannot create topic {name}: {e}")),
                 );
+            }
+            Ok(Command::CreateTopics(topics, validate_only, reply)) => {
+                let outcomes = topics
+                    .iter()
+                    .map(|t| make_topic(&cluster, &producer, brokers, t, validate_only))
+                    .collect();
+                let _ = reply.send(outcomes);
             }
             Ok(Command::TrackRequests(reply)) => {
                 // SAFETY: `raw` is the live mock cluster of `producer`.
@@ -349,50 +388,52 @@ fn count_requests(raw: *mut rdkafka::bindings::rd_kafka_mock_cluster_t, api_key:
     }
 }
 
-/// Accepts connections on `listener` and relays each to `target` until `stop`.
-fn spawn_forwarder(listener: TcpListener, target: String, stop: Arc<AtomicBool>) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let _ = listener.set_nonblocking(true);
-        while !stop.load(Ordering::SeqCst) {
-            match listener.accept() {
-                Ok((client, _)) => {
-                    let _ = client.set_nonblocking(false);
-                    if let Ok(server) = TcpStream::connect(&target) {
-                        relay(client, server);
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    })
-}
+/// The mock's partition count for a topic made with the broker's default (`-1`).
+const MOCK_DEFAULT_PARTITIONS: i32 = 4;
 
-/// Copies bytes both ways between two sockets on two threads.
-fn relay(a: TcpStream, b: TcpStream) {
-    let _ = a.set_nodelay(true);
-    let _ = b.set_nodelay(true);
-    let (Ok(a2), Ok(b2)) = (a.try_clone(), b.try_clone()) else {
-        return;
+/// Creates `wanted` on `cluster` (of `brokers` brokers), or only checks that it could be
+/// (`validate_only`, asking `producer`, the cluster's owner, for the topics there are).
+fn make_topic(
+    cluster: &MockCluster<'_, DefaultProducerContext>,
+    producer: &BaseProducer,
+    brokers: i32,
+    wanted: &WantedTopic,
+    validate_only: bool,
+) -> TopicOutcome {
+    let (partitions, replication) = match settle(wanted, brokers, MOCK_DEFAULT_PARTITIONS) {
+        Ok(counts) => counts,
+        Err(refused) => return refused,
     };
-    std::thread::spawn(move || pipe(a, b2));
-    std::thread::spawn(move || pipe(b, a2));
-}
-
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
+    let name = &wanted.name;
+    let made = if validate_only {
+        match producer
+            .client()
+            .fetch_metadata(None, Duration::from_secs(5))
+        {
+            Ok(m) if m.topics().iter().any(|t| t.name() == name) => Err(KafkaError::MockCluster(
+                RDKafkaErrorCode::TopicAlreadyExists,
+            )),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
         }
+    } else {
+        cluster.create_topic(name, partitions, replication)
+    };
+    match made {
+        Ok(()) => TopicOutcome {
+            error: 0,
+            message: None,
+            partitions,
+            replication,
+        },
+        Err(KafkaError::MockCluster(RDKafkaErrorCode::TopicAlreadyExists)) => {
+            TopicOutcome::refused(
+                code::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{name}' already exists."),
+            )
+        }
+        Err(KafkaError::MockCluster(c)) => TopicOutcome::refused(c as i16, c.to_string()),
+        // UNKNOWN_SERVER_ERROR
+        Err(e) => TopicOutcome::refused(-1, e.to_string()),
     }
-    let _ = to.shutdown(Shutdown::Write);
-    let _ = from.shutdown(Shutdown::Read);
 }

@@ -55,6 +55,7 @@ pub mod sink;
 pub mod source;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod topics;
 pub mod watermarks;
 
 use std::sync::Arc;

@@ -319,3 +319,63 @@ pub fn read_all(
     }
     out
 }
+
+/// How many partitions `topic` has on `bootstrap`'s brokers (`None`: it does not exist),
+/// asked with a client that never creates it.
+pub fn partition_count(bootstrap: &str, topic: &str) -> Option<usize> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(None, Duration::from_secs(30))
+        .unwrap();
+    metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map(|t| t.partitions().len())
+}
+
+/// What the brokers at `bootstrap` answer to CreateTopics for each `(name, partitions,
+/// replication)` (only validating, creating nothing, with `validate_only`): the topic's name,
+/// or the broker's error code.
+pub fn create_topics(
+    bootstrap: &str,
+    topics: &[(&str, i32, i32)],
+    validate_only: bool,
+) -> Vec<Result<String, rdkafka::types::RDKafkaErrorCode>> {
+    create_topics_with(bootstrap, topics, &[], validate_only)
+}
+
+/// [`create_topics`], each topic with the topic configs `configs`.
+pub fn create_topics_with(
+    bootstrap: &str,
+    topics: &[(&str, i32, i32)],
+    configs: &[(&str, &str)],
+    validate_only: bool,
+) -> Vec<Result<String, rdkafka::types::RDKafkaErrorCode>> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|(name, n, r)| {
+            configs.iter().fold(
+                NewTopic::new(name, *n, TopicReplication::Fixed(*r)),
+                |t, (k, v)| t.set(k, v),
+            )
+        })
+        .collect();
+    let options = AdminOptions::new()
+        .request_timeout(Some(Duration::from_secs(30)))
+        .validate_only(validate_only);
+    crate::topics::block_on(admin.create_topics(&new, &options))
+        .expect("the brokers answer CreateTopics")
+        .into_iter()
+        .map(|r| r.map_err(|(_, code)| code))
+        .collect()
+}

@@ -465,6 +465,13 @@ pub fn sigkill(p: &mut Proc) {
 /// `tidemark run <job> --metrics-addr 127.0.0.1:0 --instance-id <id> <extra…>` in `dir`, and
 /// its metrics address once it serves.
 pub fn run_instance(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, SocketAddr) {
+    let mut p = spawn_instance(dir, job, id, extra);
+    let addr = p.metrics_addr();
+    (p, addr)
+}
+
+/// [`run_instance`] without waiting for the instance to serve.
+pub fn spawn_instance(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> Proc {
     let mut args = vec![
         "run",
         job.to_str().unwrap(),
@@ -474,9 +481,17 @@ pub fn run_instance(dir: &Path, job: &Path, id: &str, extra: &[&str]) -> (Proc, 
         id,
     ];
     args.extend_from_slice(extra);
-    let mut p = Proc::spawn(dir, args);
-    let addr = p.metrics_addr();
-    (p, addr)
+    Proc::spawn(dir, args)
+}
+
+/// Asks `ready` every 100 ms until it says yes; fails naming `what` after `deadline` (a bound
+/// on waiting, not a timing assertion).
+pub fn wait_until(what: &str, deadline: Duration, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < deadline, "gave up waiting for {what}");
+        thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Kafka partitions of `source_id` the instance at `addr` holds (its lag series).

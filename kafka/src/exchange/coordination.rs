@@ -2,17 +2,9 @@
 //! its local side has ended.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::producer::Producer as _;
-use rdkafka::types::RDKafkaErrorCode;
 use serde::Deserialize;
 use tidemark_operators::config::parse_settings;
 use tidemark_operators::event_json::EventParser;
@@ -23,8 +15,9 @@ use tidemark_runtime::{Sink, Source, SubtaskContext};
 use super::naming::{topic_name, KIND};
 use super::reader::Relay;
 use super::writer::ExchangeWriter;
-use crate::client::{client_config, unreachable_message, Brokers, Properties};
+use crate::client::{Brokers, Properties, PropertyValue};
 use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
+use crate::topics::{TopicAdmin, AUTO_CREATE};
 use crate::KafkaJob;
 
 /// Settings of `exchange: {kafka: …}`.
@@ -36,16 +29,14 @@ pub struct ExchangeConfig {
     /// Partitions of the exchange topic when Tidemark creates it: the most subtasks, over all
     /// instances, that can read it.
     pub partitions: u32,
-    /// Passed to librdkafka as they are (writer, reader and topic creation).
+    /// Passed to librdkafka as they are (writer, reader, state and topic creation), with
+    /// `allow.auto.create.topics=false` always: Tidemark creates its topics itself.
     #[serde(default)]
     pub properties: Properties,
 }
 
 /// The settings' names, for "did you mean".
 pub const FIELDS: &[&str] = &["brokers", "partitions", "properties"];
-
-/// How long topic creation may take before the broker is taken not to support it.
-const CREATE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The most partitions an exchange topic may have.
 pub const MAX_PARTITIONS: u32 = 10_000;
@@ -64,6 +55,18 @@ impl ExchangeConfig {
                     self.partitions
                 ),
             ));
+        }
+        if let Some(v) = self.properties.get(AUTO_CREATE) {
+            if v.as_text() != "false" {
+                return Err((
+                    "properties.allow.auto.create.topics",
+                    format!(
+                        "Tidemark creates the exchange and state topics itself and never lets \
+                         the brokers create them on first use: leave it out (found {})",
+                        v.as_text()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -117,8 +120,12 @@ impl Exchange {
         vertex: &str,
         kafka: &Arc<KafkaJob>,
     ) -> Result<Arc<Exchange>, ConfigError> {
-        let config: ExchangeConfig = parse_settings(KIND, settings)?;
+        let mut config: ExchangeConfig = parse_settings(KIND, settings)?;
         config.check().map_err(invalid)?;
+        // Every client of the exchange (writer, reader, state, admin) gets it.
+        config
+            .properties
+            .insert(AUTO_CREATE.into(), PropertyValue::Bool(false));
         Ok(Arc::new(Exchange {
             config,
             topic: topic_name(job, vertex),
@@ -163,13 +170,15 @@ impl Exchange {
     }
 
     /// Makes sure the state topic exists with the exchange topic's partition count (creating
-    /// it compacted, [`super::state::STATE_TOPIC_CONFIG`]); one with another count is an error.
+    /// it compacted, [`super::state::STATE_TOPIC_CONFIG`]) and a configuration that keeps
+    /// committed state; one with another count or configuration is an error. Where the brokers
+    /// cannot describe topic configs, a warning says so (once: the answer is kept).
     pub(super) fn state_ready(&self, what: &str) -> Result<i32, String> {
         let partitions = self.ready(what)?;
         self.state_ready
             .get_or_init(|| {
-                let n = self.ensure_topic(
-                    what,
+                let admin = self.admin(what);
+                let n = admin.ensure_topic(
                     &self.state_topic,
                     partitions,
                     super::state::STATE_TOPIC_CONFIG,
@@ -184,9 +193,20 @@ impl Exchange {
                         self.state_topic, self.topic, self.state_topic
                     ));
                 }
+                admin.check_state_config(&self.state_topic)?;
                 Ok(n)
             })
             .clone()
+    }
+
+    /// Creates and checks this exchange's topics for `what`.
+    fn admin<'a>(&'a self, what: &'a str) -> TopicAdmin<'a> {
+        TopicAdmin {
+            what,
+            brokers: &self.config.brokers,
+            properties: &self.config.properties,
+            timeout: self.kafka.timeout(),
+        }
     }
 
     /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
@@ -265,102 +285,14 @@ impl Exchange {
     pub(super) fn ready(&self, what: &str) -> Result<i32, String> {
         self.topic_ready
             .get_or_init(|| {
-                let n = self.ensure_topic(what, &self.topic, self.config.partitions as i32, &[])?;
+                let n = self.admin(what).ensure_topic(
+                    &self.topic,
+                    self.config.partitions as i32,
+                    &[],
+                )?;
                 Ok(self.checked_count(what, n))
             })
             .clone()
-    }
-
-    /// Makes sure `topic` exists (creating it with `partitions` and `configs`, replication as
-    /// the brokers allow) and returns its partition count.
-    fn ensure_topic(
-        &self,
-        what: &str,
-        topic: &str,
-        partitions: i32,
-        configs: &[(&str, &str)],
-    ) -> Result<i32, String> {
-        let timeout = self.kafka.timeout();
-        let mut config = client_config(&self.config.brokers, &self.config.properties);
-        // Asking for the topic's metadata must not create it with the broker's defaults.
-        config.set("allow.auto.create.topics", "false");
-        // First the brokers must answer: a producer whose context keeps the broker's own
-        // words (a refused connection) for the error, its log served while waiting.
-        let probe: rdkafka::producer::BaseProducer<crate::client::ErrorContext> = config
-            .create_with_context(crate::client::ErrorContext::default())
-            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
-        let deadline = std::time::Instant::now() + timeout;
-        let metadata = loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let attempt = left.clamp(Duration::from_millis(1), Duration::from_millis(500));
-            let answer = probe.client().fetch_metadata(None, attempt);
-            probe.poll(Duration::ZERO);
-            match answer {
-                Ok(m) => break m,
-                Err(e) if std::time::Instant::now() >= deadline => {
-                    let errors = probe.context();
-                    return Err(unreachable_message(
-                        what,
-                        &self.config.brokers,
-                        timeout,
-                        &e,
-                        errors,
-                    ));
-                }
-                Err(_) => {}
-            }
-        };
-        let admin: AdminClient<DefaultClientContext> = config
-            .create()
-            .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
-        if let Some(n) = partitions_in(&metadata, topic) {
-            return Ok(n);
-        }
-        let replication = metadata.brokers().len().clamp(1, 3) as i32;
-        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
-        for (k, v) in configs {
-            new = new.set(k, v);
-        }
-        let wait = timeout.min(CREATE_TIMEOUT);
-        let options = AdminOptions::new()
-            .request_timeout(Some(wait))
-            .operation_timeout(Some(wait));
-        let refusal = match block_on(admin.create_topics([&new], &options)) {
-            Ok(results) => results.into_iter().find_map(|r| match r {
-                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) | Ok(_) => None,
-                Err((_, code)) => Some(code.to_string()),
-            }),
-            Err(e) => Some(e.to_string()),
-        };
-        if refusal.is_some() {
-            // A broker without CreateTopics (librdkafka's mock cluster): let it create the
-            // topic itself, as a producer would, with its default partition count.
-            let mut config = client_config(&self.config.brokers, &self.config.properties);
-            config.set("allow.auto.create.topics", "true");
-            if let Ok(producer) = config.create::<rdkafka::producer::BaseProducer>() {
-                use rdkafka::producer::Producer as _;
-                let _ = producer
-                    .client()
-                    .fetch_metadata(Some(topic), Duration::from_millis(500));
-            }
-        }
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let metadata = admin
-                .inner()
-                .fetch_metadata(Some(topic), Duration::from_millis(500));
-            if let Some(n) = metadata.ok().and_then(|m| partitions_in(&m, topic)) {
-                return Ok(n);
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "{what}: cannot create the topic {topic} at {}: {}",
-                    self.config.brokers.to_bootstrap(),
-                    refusal.unwrap_or_else(|| "it does not appear in the metadata".into())
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
     }
 
     /// `n`, with a warning when it is not what the job file asks for.
@@ -368,7 +300,7 @@ impl Exchange {
         if n as u32 != self.config.partitions {
             tracing::warn!(
                 "{what}: the exchange topic {} has {n} partitions, not the {} \
-                 the job file asks for (it existed already, or the broker created it itself)",
+                 the job file asks for (it existed already)",
                 self.topic,
                 self.config.partitions
             );
@@ -414,35 +346,6 @@ impl Exchange {
     }
 }
 
-/// `topic`'s partition count in `metadata`, if it exists there.
-fn partitions_in(metadata: &rdkafka::metadata::Metadata, topic: &str) -> Option<i32> {
-    metadata
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic && t.error().is_none())
-        .map(|t| t.partitions().len() as i32)
-        .filter(|n| *n > 0)
-}
-
-/// Runs a future to completion on this thread (the admin client's futures need no runtime).
-fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        match future.as_mut().poll(&mut cx) {
-            Poll::Ready(output) => return output,
-            Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,6 +374,15 @@ mod tests {
         assert!(e.contains("partitions"), "{e}");
         let e = err(json!({"brokers": "h:1", "partitions": 2, "partitons": 3}));
         assert!(e.contains("unknown field `partitons`"), "{e}");
+        let e = err(json!({"brokers": "h:1", "partitions": 2,
+                           "properties": {"allow.auto.create.topics": true}}));
+        assert!(
+            e.contains(
+                "properties.allow.auto.create.topics: Tidemark creates the exchange and \
+                        state topics itself"
+            ),
+            "{e}"
+        );
         let e = err(json!({"brokers": "", "partitions": 2}));
         assert!(
             e.contains("brokers: must name at least one host:port"),
