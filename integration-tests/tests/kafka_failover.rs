@@ -39,16 +39,6 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// A broker of `kind` with `topics`; the exchange topic `exchange` is made here on the mock
-/// cluster, by Tidemark itself on tansu (which answers CreateTopics, as any real broker).
-fn broker(kind: Kind, topics: &[(&str, i32)], exchange: Option<(&str, i32)>) -> Broker {
-    let broker = Broker::start(kind, topics);
-    if let (Kind::Mock, Some((name, partitions))) = (kind, exchange) {
-        broker.create_topic(name, partitions);
-    }
-    broker
-}
-
 fn instance(dir: &Path, job: &Path, id: &str) -> (Proc, SocketAddr) {
     common::run_instance(dir, job, id, &[])
 }
@@ -79,7 +69,7 @@ fn start_earliest_resumes_a_dead_instances_partitions_at_the_commit_on_tansu() {
 
 fn start_earliest_resumes_at_the_commit(kind: Kind) {
     const IDS: u64 = 20_000;
-    let broker = broker(kind, &[("in", 4), ("out", 4)], None);
+    let broker = Broker::start(kind, &[("in", 4), ("out", 4)]);
     let bootstrap = broker.bootstrap().to_owned();
     testing::produce_ids(&bootstrap, "in", 0..IDS);
     let dir = TempDir::new("failover-earliest");
@@ -263,10 +253,8 @@ fn a_dead_instance_stops_holding_event_time_back_on_tansu() {
     dead_instance_stops_holding_event_time_back(Kind::Tansu);
 }
 
-const EXCHANGE: (&str, i32) = ("tidemark-failover-per_key-exchange", 4);
-
 fn dead_instance_stops_holding_event_time_back(kind: Kind) {
-    let broker = broker(kind, &[("in", 4)], Some(EXCHANGE));
+    let broker = Broker::start(kind, &[("in", 4)]);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("failover-event-time");
     let (mut a, addr_a) = instance(
@@ -346,7 +334,7 @@ fn one_instance_on_a_backlog(kind: Kind) {
     // read everything: librdkafka's mock keeps 5 MB of a partition (docs/kafka.md, "Limits of
     // the mock cluster").
     const PER_PARTITION: i64 = 10_000;
-    let broker = broker(kind, &[("in", 4)], Some(EXCHANGE));
+    let broker = Broker::start(kind, &[("in", 4)]);
     let bootstrap = broker.bootstrap().to_owned();
     let backlog = events(BASE_MS, PER_PARTITION);
     produce_events(&bootstrap, &backlog);

