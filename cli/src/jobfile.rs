@@ -936,7 +936,7 @@ impl Parser {
                 return self.fail(&path, None, wrong_type(field, expected, other));
             }
         };
-        crate::args::parse_channel_capacity(&text)
+        crate::values::parse_channel_capacity(&text)
             .map_err(|message| {
                 let field = field.into();
                 self.err(&path, None, Problem::Invalid { field, message })

@@ -62,10 +62,12 @@ pub mod redact;
 mod report;
 pub mod restore;
 mod run;
+mod setting_flags;
 pub mod settings;
 mod signals;
 pub mod substitute;
 mod suggest;
+mod values;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 use tidemark_runtime::TimestampType;
 
-use crate::registry::{ConfigError, FieldError, SettingProblem};
+use crate::error::{ConfigError, FieldError, SettingProblem};
 use serde_value::DeserializerError;
 
 /// Which timestamp a source gives its records (Kafka KIP-32).

@@ -4,7 +4,6 @@
 //! Both are options of a source vertex ([`SourceOptions`]) applied by the runtime to whatever
 //! the source emits, so every source, built-in or user-written, gets them.
 
-use crate::component::BoxError;
 use crate::record::{Record, TimestampType};
 use std::time::Duration;
 
@@ -61,7 +60,11 @@ impl TimestampCheck {
 
     /// Applies the check to a batch in place: drops or clamps invalid records and returns how
     /// many were invalid, or fails on the first one with `Fail`.
-    pub fn apply(&self, records: &mut Vec<Record>, now_nanos: i64) -> Result<u64, BoxError> {
+    pub fn apply(
+        &self,
+        records: &mut Vec<Record>,
+        now_nanos: i64,
+    ) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
         let (low, high) = self.range(now_nanos);
         let invalid = |r: &Record| {
             r.timestamp_type != TimestampType::Ingestion

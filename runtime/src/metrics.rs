@@ -6,7 +6,7 @@
 //! shares no cache line. Latency statistics change once per marker and sit behind a mutex that
 //! only the owning task and a scrape ever take.
 
-use crate::graph::VertexKind;
+use crate::vertex_kind::VertexKind;
 use crossbeam_utils::CachePadded;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};

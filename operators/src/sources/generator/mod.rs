@@ -87,7 +87,8 @@ use tidemark_runtime::{
     TimestampType,
 };
 
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
+use crate::error::{ConfigError, FieldError};
 
 pub use config::{
     DelayDistribution, DisorderConfig, GeneratorConfig, KeyDistribution, ValueKind,
