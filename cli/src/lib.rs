@@ -52,6 +52,7 @@ mod endpoint;
 pub mod error;
 mod exchange;
 pub mod instance;
+mod job_fields;
 pub mod jobfile;
 #[cfg(feature = "kafka")]
 mod kafka_clock;
@@ -65,9 +66,11 @@ mod run;
 mod setting_flags;
 pub mod settings;
 mod signals;
+mod spanned;
 pub mod substitute;
 mod suggest;
 mod values;
+mod yaml;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -8,7 +8,10 @@ use crate::record::{Record, TimestampType};
 use std::time::Duration;
 
 /// What a source does with a record whose create timestamp is out of the allowed range.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// Deserialized from its job-file name (`drop`, `clamp`, `fail`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InvalidTimestampPolicy {
     /// Drop the record and count it.
     Drop,

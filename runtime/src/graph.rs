@@ -19,7 +19,10 @@ impl VertexId {
 }
 
 /// How an edge spreads records over the downstream subtasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+///
+/// Deserialized from its job-file name (`forward`, `rebalance`, `hash`, `broadcast`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Partitioning {
     /// Subtask `i` sends to subtask `i`; needs equal parallelism.
     #[default]
