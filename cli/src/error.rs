@@ -296,12 +296,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 pub fn print(error: &anyhow::Error) {
     use std::io::Write as _;
     let mut err = std::io::stderr().lock();
-    let errors = error.downcast_ref::<JobFileErrors>().or_else(|| {
-        match error.downcast_ref::<crate::LoadError>() {
-            Some(crate::LoadError::JobFile(errors)) => Some(errors),
-            _ => None,
-        }
-    });
+    // Job-file errors, or a load error made of them (their source): one line each.
+    let errors = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<JobFileErrors>());
     if let Some(errors) = errors {
         for e in &errors.0 {
             let _ = writeln!(err, "error: {e}");

@@ -203,7 +203,9 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
 /// milliseconds, parsed by [`tidemark_markers::parse_duration`] so errors read the same
 /// everywhere.
 pub(crate) mod duration {
-    use super::*;
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+    use std::time::Duration;
 
     struct DurationVisitor;
 
