@@ -4,6 +4,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub use crate::setting_flags::SettingFlags;
+pub use crate::values::{parse_channel_capacity, parse_duration, parse_parallelism};
+#[cfg(test)]
 use tidemark_markers::Granularity;
 
 /// Tidemark: a streaming dataflow runtime with latency markers.
@@ -118,39 +122,6 @@ pub struct RunArgs {
     pub defines: Vec<(String, String)>,
 }
 
-/// Settings that may also come from the job file or `-D`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct SettingFlags {
-    /// Latency marker interval, with a unit; 0 disables markers [default: job file, else 200ms]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
-    pub latency_interval: Option<Duration>,
-    /// Latency series per: single | operator | subtask [default: job file, else operator]
-    #[arg(long, value_name = "G", value_parser = parse_granularity)]
-    pub latency_granularity: Option<Granularity>,
-    /// Samples in each latency series' sliding window [default: job file, else 128]
-    #[arg(long, value_name = "N", value_parser = parse_history_size)]
-    pub latency_history_size: Option<NonZeroUsize>,
-    /// Longest a partly filled batch waits before it is sent [default: job file, else 1ms]
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
-    pub buffer_timeout: Option<Duration>,
-    /// Batches each channel holds before its sender blocks (1 to 4096); deeper queues mean
-    /// fewer context switches but more queued records under backpressure [default: job file,
-    /// else 8]
-    #[arg(long, value_name = "N", value_parser = parse_channel_capacity)]
-    pub channel_capacity: Option<usize>,
-    /// Default parallelism of every vertex [default: job file, else 1]
-    #[arg(long, value_name = "N", value_parser = parse_parallelism)]
-    pub parallelism: Option<NonZeroUsize>,
-    /// Run every vertex in its own task (Flink's disableOperatorChaining) [default: job file,
-    /// else chaining on]
-    #[arg(long)]
-    pub no_chaining: bool,
-    /// Record end-to-end latency at every vertex, not only at sources and terminal vertices
-    /// [default: job file, else off]
-    #[arg(long)]
-    pub e2e_latency_everywhere: bool,
-}
-
 /// `tidemark validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -194,53 +165,6 @@ pub enum PlanFormat {
     Text,
     /// Graphviz DOT.
     Dot,
-}
-
-/// A duration on the command line: it needs a unit (`1.5s`, `200ms`); a bare number is an
-/// error suggesting one (only `0` needs none), and a negative one says so.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.starts_with('-') {
-        return Err(format!(
-            "negative duration \"{s}\": a duration is 0 or more, e.g. 1s or 200ms"
-        ));
-    }
-    if t.parse::<f64>().is_ok_and(|n| n != 0.0) {
-        return Err(format!(
-            "duration \"{s}\" has no unit: write {t}s for seconds or {t}ms for milliseconds \
-             (units: ns, us, ms, s, m, h)"
-        ));
-    }
-    tidemark_markers::parse_duration(t).map_err(|e| e.to_string())
-}
-
-fn parse_granularity(s: &str) -> Result<Granularity, String> {
-    s.parse()
-        .map_err(|e: tidemark_markers::ConfigError| e.to_string())
-}
-
-fn parse_history_size(s: &str) -> Result<NonZeroUsize, String> {
-    tidemark_markers::parse_history_size(s).map_err(|e| e.to_string())
-}
-
-/// A parallelism: a whole number of at least 1.
-pub fn parse_parallelism(s: &str) -> Result<NonZeroUsize, String> {
-    s.trim()
-        .parse::<NonZeroUsize>()
-        .map_err(|_| format!("invalid parallelism \"{s}\": expected a whole number of at least 1"))
-}
-
-/// A channel capacity: a whole number of batches from 1 to
-/// [`MAX_CHANNEL_CAPACITY`](tidemark_runtime::config::MAX_CHANNEL_CAPACITY).
-pub fn parse_channel_capacity(s: &str) -> Result<usize, String> {
-    use tidemark_runtime::config::MAX_CHANNEL_CAPACITY;
-    match s.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_CHANNEL_CAPACITY).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "invalid channel capacity \"{s}\": expected a whole number of batches from 1 to \
-             {MAX_CHANNEL_CAPACITY}"
-        )),
-    }
 }
 
 fn parse_define(s: &str) -> Result<(String, String), String> {

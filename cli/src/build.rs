@@ -8,7 +8,7 @@
 
 use crate::error::{JobFileError, JobFileErrors, Problem};
 use crate::jobfile::{
-    section_of, sort_errors, JobFile, VertexSpec, SOURCE_EVENT_TIME_FIELDS, VERTEX_FIELDS,
+    section_of, sort_errors, source_event_time_fields, vertex_fields, JobFile, VertexSpec,
 };
 use crate::settings::Settings;
 use crate::suggest::did_you_mean;
@@ -44,10 +44,11 @@ fn common_fields(kind: VertexKind) -> Vec<&'static str> {
     match kind {
         VertexKind::Source => ["type", "parallelism"]
             .into_iter()
-            .chain(SOURCE_EVENT_TIME_FIELDS)
+            .chain(source_event_time_fields().iter().copied())
             .collect(),
-        _ => VERTEX_FIELDS
-            .into_iter()
+        _ => vertex_fields()
+            .iter()
+            .copied()
             .chain([EDGE_KEY, crate::exchange::FIELD])
             .collect(),
     }

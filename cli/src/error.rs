@@ -56,7 +56,7 @@ pub enum Problem {
         /// The field.
         field: String,
         /// What it should hold.
-        expected: &'static str,
+        expected: String,
         /// What it holds.
         found: String,
     },
@@ -81,7 +81,8 @@ pub enum Problem {
         /// The closest accepted value.
         suggestion: Option<String>,
     },
-    /// A value that is well-formed but not allowed here.
+    /// A value that is well-formed but not allowed here (a duration that does not parse, a
+    /// parallelism out of range, …).
     #[error("field \"{field}\": {message}")]
     Invalid {
         /// The field.
@@ -95,22 +96,6 @@ pub enum Problem {
              records enter the job; set it on the sources this vertex reads from"
     )]
     SourceOnlyField(String),
-    /// A duration, granularity or history size that does not parse.
-    #[error("field \"{field}\": {error}")]
-    Setting {
-        /// The field.
-        field: String,
-        /// The markers crate's parse error.
-        error: tidemark_markers::ConfigError,
-    },
-    /// A parallelism out of range (0, or above the runtime's maximum).
-    #[error("field \"{field}\": {error}")]
-    Parallelism {
-        /// `parallelism`.
-        field: String,
-        /// The runtime's rule, as it words it.
-        error: String,
-    },
     /// A `type` that no component of this section has.
     #[error("unknown {section} type \"{type_name}\", expected one of {}{}{}", known.join(", "), hint(suggestion), elsewhere_hint(type_name, elsewhere))]
     UnknownType {
@@ -311,12 +296,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 pub fn print(error: &anyhow::Error) {
     use std::io::Write as _;
     let mut err = std::io::stderr().lock();
-    let errors = error.downcast_ref::<JobFileErrors>().or_else(|| {
-        match error.downcast_ref::<crate::LoadError>() {
-            Some(crate::LoadError::JobFile(errors)) => Some(errors),
-            _ => None,
-        }
-    });
+    // Job-file errors, or a load error made of them (their source): one line each.
+    let errors = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<JobFileErrors>());
     if let Some(errors) = errors {
         for e in &errors.0 {
             let _ = writeln!(err, "error: {e}");

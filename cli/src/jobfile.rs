@@ -7,77 +7,47 @@
 //! parse's problems ([`JobFile::problems`]) together with its own, so every error comes out at
 //! once, in file order.
 //!
-//! The structure is derived with serde (`deny_unknown_fields`, as the components' settings are):
-//! the keys a mapping's struct has are read into it and the others are reported as unknown in a
-//! pass of their own (serde would stop at the first), every field is checked by its own reader,
-//! and each vertex is read on its own, so that one mistake hides no other. Positions come from
-//! [`crate::locate`].
+//! Serde reads the fields into the structs of [`crate::job_fields`], each field a
+//! [`Spanned`] of its type, through [`crate::spanned`]: a value that is not of its field's
+//! type is a fault at the field's path, unknown keys are faults of their own, and the rest is
+//! still read, so that one mistake hides no other. Here the faults become errors (positions
+//! from [`crate::locate`]), the vertex sections are read id by id, each vertex on its own, and
+//! the rules that take more than one field are checked.
 //!
 //! Top-level keys starting with `x-` are ignored, so YAML anchors can live there.
 
 use crate::error::{JobFileError, JobFileErrors, Problem, VertexRef};
+use crate::job_fields::{
+    fields_of, CheckpointFields, EventTimeFields, JobName, TopLevel, VertexFields, WatermarkFields,
+    Watermarks,
+};
 use crate::locate::{Pos, SourceMap};
+use crate::spanned::{read, Fault, FaultKind, Spanned};
 use crate::suggest::did_you_mean;
+use crate::yaml::{describe, key_text, to_json, Document};
 use anyhow::Context as _;
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_aux::serde_introspection::serde_introspect;
 use serde_yaml_ng::{Mapping, Value};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tidemark_markers::{parse_duration, parse_history_size, Buckets, ConfigError, Granularity};
+use tidemark_markers::{Buckets, Granularity};
 use tidemark_runtime::{
-    check_parallelism, valid_id, IdleStrategy, InvalidTimestampPolicy, ParallelismError,
-    Partitioning, SourceOptions, TimestampCheck, VertexKind, WatermarkStrategy,
+    valid_id, IdleStrategy, InvalidTimestampPolicy, Partitioning, SourceOptions, TimestampCheck,
+    VertexKind, WatermarkStrategy,
 };
 
-/// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 14] = [
-    "name",
-    "parallelism",
-    "max_parallelism",
-    "buffer_timeout",
-    "channel_capacity",
-    "chaining",
-    "e2e_latency_everywhere",
-    "idle_strategy",
-    "latency",
-    "e2e",
-    "checkpoint",
-    "sources",
-    "operators",
-    "sinks",
-];
-/// The fields of the `latency` section.
-pub const LATENCY_FIELDS: [&str; 4] = ["interval", "granularity", "history_size", "buckets"];
-/// The fields of the `e2e` section (record end-to-end latency).
-pub const E2E_FIELDS: [&str; 1] = ["buckets"];
-/// The fields of the `checkpoint` section.
-pub const CHECKPOINT_FIELDS: [&str; 3] = ["interval", "dir", "retain"];
-/// The fields every vertex has, besides its component's own.
-pub const VERTEX_FIELDS: [&str; 5] = [
-    "type",
-    "input",
-    "parallelism",
-    "max_parallelism",
-    "partition",
-];
+/// The fields every vertex has, besides its component's own (and `exchange`), in order.
+pub fn vertex_fields() -> &'static [&'static str] {
+    fields_of::<VertexFields>()
+}
+
 /// The event-time fields every source has, besides its component's own: applied by the
 /// runtime to whatever the source emits ([`SourceOptions`]).
-pub const SOURCE_EVENT_TIME_FIELDS: [&str; 4] = [
-    "timestamp_before_max",
-    "timestamp_after_max",
-    "invalid_timestamp",
-    "watermarks",
-];
-/// The fields of a source's `watermarks` mapping.
-pub const WATERMARK_FIELDS: [&str; 3] = ["max_out_of_orderness", "interval", "idleness"];
-/// The values of `invalid_timestamp`.
-pub const INVALID_TIMESTAMP_POLICIES: [&str; 3] = ["drop", "clamp", "fail"];
-/// The YAML tag the reader gives integers too large for 64 bits (kept as their digits).
-const BIG_NUMBER_TAG: &str = "!tidemark-big-number";
+pub fn source_event_time_fields() -> &'static [&'static str] {
+    fields_of::<EventTimeFields>()
+}
 
 /// A parsed job file.
 #[derive(Debug, Clone)]
@@ -232,6 +202,7 @@ impl JobFile {
             file: file.to_string(),
             map,
             errors: Vec::new(),
+            faults: RefCell::default(),
         };
         let job = p.parse(text);
         sort_errors(&mut p.errors);
@@ -289,281 +260,19 @@ fn locate(map: &SourceMap, path: &[&str]) -> Option<Pos> {
     (1..=path.len()).rev().find_map(|n| map.find(&path[..n]))
 }
 
-struct Parser {
-    file: String,
-    map: SourceMap,
-    errors: Vec<JobFileError>,
-}
-
-/// A short description of a YAML value for "found …".
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "nothing (null)".into(),
-        Value::Bool(b) => format!("{b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the string \"{s}\""),
-        Value::Sequence(_) => "a list".into(),
-        Value::Mapping(_) => "a mapping".into(),
-        Value::Tagged(t) if t.tag == BIG_NUMBER_TAG => match &t.value {
-            Value::String(digits) => format!("the number {digits}"),
-            _ => "a number".into(),
-        },
-        Value::Tagged(t) => format!("a value tagged {}", t.tag),
-    }
-}
-
-/// A YAML document as a [`Value`], except that integers beyond 64 bits are kept (as their
-/// digits, tagged [`BIG_NUMBER_TAG`]) rather than failing the whole document, so that
-/// `parallelism: 99999999999999999999` is one error about one field.
-struct Document(Value);
-
-impl<'de> serde::Deserialize<'de> for Document {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(DocumentVisitor).map(Document)
-    }
-}
-
-struct DocumentVisitor;
-
-impl<'de> serde::de::Visitor<'de> for DocumentVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any YAML value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-    fn visit_i128<E>(self, v: i128) -> Result<Value, E> {
-        Ok(big_number(v.to_string()))
-    }
-    fn visit_u128<E>(self, v: u128) -> Result<Value, E> {
-        Ok(big_number(v.to_string()))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(DocumentVisitor)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Document(v)) = seq.next_element()? {
-            items.push(v);
-        }
-        Ok(Value::Sequence(items))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Mapping::new();
-        while let Some(Document(k)) = map.next_key()? {
-            let Document(v) = map.next_value()?;
-            if out.contains_key(&k) {
-                return Err(serde::de::Error::custom(format!(
-                    "duplicate key {}",
-                    describe(&k)
-                )));
-            }
-            out.insert(k, v);
-        }
-        Ok(Value::Mapping(out))
-    }
-    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
-        use serde::de::VariantAccess as _;
-        let (tag, variant): (String, _) = data.variant()?;
-        let Document(value) = variant.newtype_variant()?;
-        Ok(Value::Tagged(Box::new(serde_yaml_ng::value::TaggedValue {
-            tag: serde_yaml_ng::value::Tag::new(tag),
-            value,
-        })))
-    }
-}
-
-fn big_number(digits: String) -> Value {
-    Value::Tagged(Box::new(serde_yaml_ng::value::TaggedValue {
-        tag: serde_yaml_ng::value::Tag::new(BIG_NUMBER_TAG),
-        value: Value::String(digits),
-    }))
-}
-
-/// A mapping key as text (ids and fields may be written as numbers or booleans in YAML).
-fn key_text(k: &Value) -> Option<String> {
-    match k {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-/// The text of a scalar, for the markers' parsers (a bare number means milliseconds).
-fn scalar_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn valid_name(s: &str) -> bool {
-    valid_id(s)
-}
+/// What a section of vertices is.
+const VERTICES: &str = "a mapping of vertex ids to vertices";
 
 /// The vertex sections, in the order their vertices are added to the graph.
 fn section_kinds() -> [(&'static str, VertexKind); 3] {
     VertexKind::ALL.map(|k| (k.section(), k))
 }
 
-/// A field's value as written (`null` too), or `None` when the field is absent. Reading one
-/// never fails, so that one bad value hides no other problem: each field's reader in
-/// [`Parser`] checks it, naming it.
-#[derive(Debug, Default)]
-struct Written(Option<Value>);
-
-impl Written {
-    /// What `read` makes of the value, if the field is written.
-    fn read<R>(&self, read: impl FnOnce(&Value) -> Option<R>) -> Option<R> {
-        self.0.as_ref().and_then(read)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Written {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Document::deserialize(d).map(|Document(v)| Written(Some(v)))
-    }
-}
-
-/// The top-level fields ([`TOP_LEVEL_FIELDS`]; keys starting with `x-` are ignored).
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct TopLevel {
-    name: Written,
-    parallelism: Written,
-    max_parallelism: Written,
-    buffer_timeout: Written,
-    channel_capacity: Written,
-    chaining: Written,
-    e2e_latency_everywhere: Written,
-    idle_strategy: Written,
-    latency: Written,
-    e2e: Written,
-    checkpoint: Written,
-    sources: Written,
-    operators: Written,
-    sinks: Written,
-}
-
-/// The fields of `latency` ([`LATENCY_FIELDS`]).
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct LatencyFields {
-    interval: Written,
-    granularity: Written,
-    history_size: Written,
-    buckets: Written,
-}
-
-/// The fields of `e2e` ([`E2E_FIELDS`]).
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct E2eFields {
-    buckets: Written,
-}
-
-/// The fields of `checkpoint` ([`CHECKPOINT_FIELDS`]).
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct CheckpointFields {
-    interval: Written,
-    dir: Written,
-    retain: Written,
-}
-
-/// The fields of a source's `watermarks` ([`WATERMARK_FIELDS`]).
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct WatermarkFields {
-    max_out_of_orderness: Written,
-    interval: Written,
-    idleness: Written,
-}
-
-/// A vertex's own fields: [`VERTEX_FIELDS`], `exchange` and [`SOURCE_EVENT_TIME_FIELDS`].
-/// Every other field is its component's.
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct VertexFields {
-    #[serde(rename = "type")]
-    type_name: Written,
-    input: Written,
-    parallelism: Written,
-    max_parallelism: Written,
-    partition: Written,
-    exchange: Written,
-    timestamp_before_max: Written,
-    timestamp_after_max: Written,
-    invalid_timestamp: Written,
-    watermarks: Written,
-}
-
-impl VertexFields {
-    /// The event-time fields, which only sources have.
-    fn event_time(&self) -> [(&'static str, &Written); 4] {
-        [
-            ("timestamp_before_max", &self.timestamp_before_max),
-            ("timestamp_after_max", &self.timestamp_after_max),
-            ("invalid_timestamp", &self.invalid_timestamp),
-            ("watermarks", &self.watermarks),
-        ]
-    }
-}
-
-/// The fields of mapping `m` that `T` has, read as `T`, and the other entries, in file order.
-fn split<T: DeserializeOwned + Default>(m: &Mapping) -> (T, Vec<(&Value, &Value)>) {
-    let names = serde_introspect::<T>();
-    let mut known = Mapping::new();
-    let mut others = Vec::new();
-    for (k, v) in m {
-        match key_text(k) {
-            Some(key) if names.contains(&key.as_str()) => {
-                known.insert(Value::String(key), v.clone());
-            }
-            _ => others.push((k, v)),
-        }
-    }
-    // Only `T`'s fields, each `Written`, which takes any value: this does not fail.
-    let fields = serde_yaml_ng::from_value(Value::Mapping(known)).unwrap_or_else(|e| {
-        debug_assert!(false, "reading the known fields of a mapping: {e}");
-        T::default()
-    });
-    (fields, others)
-}
-
-/// What a section of vertices is.
-const VERTICES: &str = "a mapping of vertex ids to vertices";
-
 /// `field` holds `found` where `expected` is wanted.
-fn wrong_type(field: impl Into<String>, expected: &'static str, found: &Value) -> Problem {
+fn wrong_type(field: impl Into<String>, expected: &str, found: &Value) -> Problem {
     Problem::WrongType {
         field: field.into(),
-        expected,
+        expected: expected.into(),
         found: describe(found),
     }
 }
@@ -574,13 +283,15 @@ fn not_a_mapping(what: &'static str, found: &Value) -> Problem {
     Problem::NotAMapping { what, found }
 }
 
-impl Parser {
-    /// [`Parser::err`], and `None` for a reader to return.
-    fn fail<T>(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) -> Option<T> {
-        self.err(path, vertex, problem);
-        None
-    }
+struct Parser {
+    file: String,
+    map: SourceMap,
+    errors: Vec<JobFileError>,
+    /// What serde found wrong with single values ([`crate::spanned`]), made errors at the end.
+    faults: RefCell<Vec<Fault>>,
+}
 
+impl Parser {
     fn err(&mut self, path: &[&str], vertex: Option<VertexRef>, problem: Problem) {
         self.errors.push(JobFileError {
             file: self.file.clone(),
@@ -662,95 +373,152 @@ impl Parser {
                 return None;
             }
         };
-        let root = match root {
-            Value::Mapping(m) => m,
+        let fields = match &root {
+            Value::Mapping(fields) => fields,
             Value::Null => {
                 self.err(&[], None, Problem::Empty);
                 return None;
             }
             other => {
                 let what = "a mapping of fields (name, sources, operators, sinks, …)";
-                return self.fail(&[], None, not_a_mapping(what, &other));
+                let problem = not_a_mapping(what, other);
+                self.err(&[], None, problem);
+                return None;
             }
         };
+        let top: TopLevel = read(&root, &[], &self.faults).unwrap_or_default();
+        let name = self.name(top.name);
+        let latency = top.latency.value.flatten().map(|l| LatencySection {
+            interval: l.interval.value.map(|d| d.0),
+            granularity: l.granularity.value.map(|g| g.0),
+            history_size: l.history_size.value.map(|h| h.0),
+            buckets: l.buckets.value.map(|b| b.0),
+        });
+        let e2e_buckets = top.e2e.value.flatten().and_then(|e| e.buckets.value);
+        let checkpoint: CheckpointFields = top.checkpoint.value.flatten().unwrap_or_default();
+        let vertices = self.vertices(fields);
+        for fault in self.faults.take() {
+            self.fault(fault);
+        }
+        Some(JobFile {
+            file: self.file.clone(),
+            dir: PathBuf::from("."),
+            name: name.unwrap_or_default(),
+            parallelism: top.parallelism.value.map(|p| p.0),
+            max_parallelism: top.max_parallelism.value.map(|m| m.0),
+            buffer_timeout: top.buffer_timeout.value.map(|d| d.0),
+            channel_capacity: top.channel_capacity.value.map(|c| c.0),
+            chaining: top.chaining.value.map(|f| f.0),
+            e2e_latency_everywhere: top.e2e_latency_everywhere.value.map(|f| f.0),
+            idle_strategy: top.idle_strategy.value.map(|s| s.0),
+            checkpoint_interval: checkpoint.interval.value.map(|d| d.0),
+            checkpoint_dir: checkpoint.dir.value.map(|d| d.0),
+            checkpoint_retain: checkpoint.retain.value.map(|r| r.0),
+            latency: latency.unwrap_or_default(),
+            e2e_buckets: e2e_buckets.map(|b| b.0),
+            vertices,
+            source_map: std::mem::take(&mut self.map),
+            problems: Vec::new(),
+        })
+    }
 
-        let (top, others) = split::<TopLevel>(&root);
-        for (k, _) in others {
-            match key_text(k) {
-                None => self.err(&[], None, wrong_type("(a key)", "a field name", k)),
-                // Extension keys: ignored, so YAML anchors can live there.
-                Some(key) if key.starts_with("x-") => {}
-                Some(key) => self.unknown_field::<TopLevel>(&[], None, "", &key),
+    /// The job's name: required, and made of the characters ids are.
+    fn name(&mut self, name: Spanned<JobName>) -> Option<String> {
+        if !name.written {
+            let problem = Problem::MissingField {
+                field: "name",
+                expected: "the job's name (letters, digits, '.', '_' or '-')".into(),
+            };
+            self.err(&[], None, problem);
+        }
+        let text = name.value.as_ref()?.0.clone();
+        if valid_id(&text) {
+            return Some(text);
+        }
+        self.err(&name.at(), None, Problem::InvalidName(text));
+        None
+    }
+
+    /// The faults serde found, as errors: the field named by its path (within its vertex,
+    /// for a vertex's field), at the position of its key.
+    fn fault(&mut self, fault: Fault) {
+        let path: Vec<&str> = fault.path.iter().map(String::as_str).collect();
+        let vertex = match path.as_slice() {
+            [section, id, ..] => {
+                section_kinds()
+                    .into_iter()
+                    .find(|(s, _)| s == section)
+                    .map(|(_, kind)| VertexRef {
+                        kind,
+                        id: id.to_string(),
+                    })
             }
-        }
-        let name = top.name.read(|v| self.name(v));
-        if top.name.0.is_none() {
-            self.err(
-                &[],
-                None,
-                Problem::MissingField {
-                    field: "name",
-                    expected: "the job's name (letters, digits, '.', '_' or '-')".into(),
-                },
-            );
-        }
-        let parallelism = (top.parallelism).read(|v| self.parallelism(&["parallelism"], None, v));
-        let max_parallelism =
-            (top.max_parallelism).read(|v| self.max_parallelism(&["max_parallelism"], None, v));
-        let buffer_timeout =
-            (top.buffer_timeout).read(|v| self.duration(&["buffer_timeout"], None, v));
-        let channel_capacity = top.channel_capacity.read(|v| self.channel_capacity(v));
-        let chaining = top.chaining.read(|v| self.boolean("chaining", v));
-        let e2e_latency_everywhere =
-            (top.e2e_latency_everywhere).read(|v| self.boolean("e2e_latency_everywhere", v));
-        let idle_strategy = top.idle_strategy.read(|v| self.idle_strategy(v));
-        let latency = top.latency.read(|v| self.latency(v)).unwrap_or_default();
-        let e2e = top
-            .e2e
-            .read(|v| self.section::<E2eFields>("e2e", "a mapping with buckets", v));
-        let e2e_buckets =
-            e2e.and_then(|e| e.buckets.read(|v| self.buckets(&["e2e", "buckets"], v)));
-        let checkpoint = (top.checkpoint)
-            .read(|v| self.section::<CheckpointFields>("checkpoint", "a mapping with interval", v));
-        let checkpoint_interval = checkpoint.as_ref().and_then(|c| {
-            c.interval
-                .read(|v| self.duration(&["checkpoint", "interval"], None, v))
-        });
-        let checkpoint_dir = checkpoint.as_ref().and_then(|c| {
-            c.dir.read(|v| match v {
-                Value::String(s) if !s.trim().is_empty() => Some(PathBuf::from(s)),
-                other => {
-                    let problem = wrong_type("dir", "a directory path as a string", other);
-                    self.fail(&["checkpoint", "dir"], None, problem)
+            _ => None,
+        };
+        let own = if vertex.is_some() {
+            &path[2..]
+        } else {
+            &path[..]
+        };
+        let field = match own {
+            // Named alone, as they have always been.
+            ["checkpoint", name @ ("dir" | "retain")] => name.to_string(),
+            _ => own.join("."),
+        };
+        let found = fault.found;
+        let problem = match fault.kind {
+            FaultKind::Expected(expected) => Problem::WrongType {
+                field,
+                expected,
+                found,
+            },
+            FaultKind::Message(message) => Problem::Invalid { field, message },
+            FaultKind::UnknownVariant { value, expected } if own.last() == Some(&"partition") => {
+                Problem::UnknownPartition {
+                    suggestion: did_you_mean(&value, expected.iter().copied()),
+                    value,
                 }
-            })
-        });
-        let checkpoint_retain = checkpoint.as_ref().and_then(|c| {
-            c.retain.read(|v| match v.as_u64() {
-                Some(n @ 1..=1000) => Some(n as usize),
-                _ => {
-                    let expected = "a whole number of checkpoints from 1 to 1000";
-                    self.fail(
-                        &["checkpoint", "retain"],
-                        None,
-                        wrong_type("retain", expected, v),
-                    )
-                }
-            })
-        });
+            }
+            FaultKind::UnknownVariant { value, expected } => Problem::UnknownValue {
+                field,
+                suggestion: did_you_mean(&value, expected.iter().copied()),
+                expected: expected.join(", "),
+                value,
+            },
+            FaultKind::UnknownField {
+                field: key,
+                expected,
+            } => Problem::UnknownField {
+                // A vertex's by their path within it (`watermarks.intervall`), the others alone.
+                field: if vertex.is_some() { field } else { key.clone() },
+                expected: expected.iter().map(|s| s.to_string()).collect(),
+                suggestion: did_you_mean(&key, expected.iter().copied()),
+            },
+            FaultKind::NotAMapping { what } => Problem::NotAMapping { what, found },
+            FaultKind::KeyNotText => Problem::WrongType {
+                field: "(a key)".into(),
+                expected: "a field name".into(),
+                found,
+            },
+        };
+        self.err(&path, vertex, problem);
+    }
 
+    /// The vertices of every section, each id checked, each vertex read on its own.
+    fn vertices(&mut self, root: &Mapping) -> Vec<VertexSpec> {
         let mut vertices = Vec::new();
         let mut seen: HashMap<String, (VertexKind, usize)> = HashMap::new();
         for (section, kind) in section_kinds() {
-            let written = match section {
-                "sources" => &top.sources,
-                "operators" => &top.operators,
-                _ => &top.sinks,
+            let m = match root.get(section) {
+                None | Some(Value::Null) => continue,
+                Some(Value::Mapping(m)) => m,
+                Some(other) => {
+                    let problem = not_a_mapping(VERTICES, other);
+                    self.err(&[section], None, problem);
+                    continue;
+                }
             };
-            let Some(m) = written.read(|v| self.mapping(section, VERTICES, v).cloned()) else {
-                continue;
-            };
-            for (k, v) in &m {
+            for (k, v) in m {
                 let Some(id) = key_text(k) else {
                     let problem = wrong_type("(a vertex id)", "a vertex id", k);
                     self.err(&[section], None, problem);
@@ -760,7 +528,7 @@ impl Parser {
                     kind,
                     id: id.clone(),
                 };
-                if !valid_name(&id) {
+                if !valid_id(&id) {
                     self.err(&[section, &id], Some(vref), Problem::InvalidId(id.clone()));
                     continue;
                 }
@@ -783,509 +551,102 @@ impl Parser {
                 }
             }
         }
-        Some(JobFile {
-            file: self.file.clone(),
-            dir: PathBuf::from("."),
-            name: name.unwrap_or_default(),
-            parallelism,
-            max_parallelism,
-            buffer_timeout,
-            channel_capacity,
-            chaining,
-            e2e_latency_everywhere,
-            idle_strategy,
-            checkpoint_interval,
-            checkpoint_dir,
-            checkpoint_retain,
-            latency,
-            e2e_buckets,
-            vertices,
-            source_map: std::mem::take(&mut self.map),
-            problems: Vec::new(),
-        })
+        vertices
     }
 
-    /// An unknown field `key` of the mapping at `path` (of `T`'s fields), with the closest
-    /// known one; `prefix` goes before its name in the message (`watermarks.`).
-    fn unknown_field<'de, T: serde::Deserialize<'de>>(
-        &mut self,
-        path: &[&str],
-        vertex: Option<&VertexRef>,
-        prefix: &str,
-        key: &str,
-    ) {
-        let expected = serde_introspect::<T>();
-        let mut at = path.to_vec();
-        at.push(key);
-        self.err(
-            &at,
-            vertex.cloned(),
-            Problem::UnknownField {
-                field: format!("{prefix}{key}"),
-                expected: expected.iter().map(|s| s.to_string()).collect(),
-                suggestion: did_you_mean(key, expected.iter().copied()),
-            },
-        );
-    }
-
-    /// The mapping `m` at `path` as `T`, each field it does not have reported as unknown.
-    fn fields<T: DeserializeOwned + Default>(
-        &mut self,
-        path: &[&str],
-        vertex: Option<&VertexRef>,
-        prefix: &str,
-        m: &Mapping,
-    ) -> T {
-        let (fields, others) = split::<T>(m);
-        for (k, _) in others {
-            let key = key_text(k).unwrap_or_default();
-            self.unknown_field::<T>(path, vertex, prefix, &key);
-        }
-        fields
-    }
-
-    /// A top-level section read as `T`: `None` for `null`, and for anything but a mapping (an
-    /// error saying it should be `what`).
-    fn section<T: DeserializeOwned + Default>(
-        &mut self,
-        name: &str,
-        what: &'static str,
-        v: &Value,
-    ) -> Option<T> {
-        let m = self.mapping(name, what, v)?;
-        Some(self.fields(&[name], None, "", m))
-    }
-
-    /// The mapping at top-level field `name`: `None` for `null`, and for anything else (an
-    /// error saying it should be `what`).
-    fn mapping<'v>(&mut self, name: &str, what: &'static str, v: &'v Value) -> Option<&'v Mapping> {
-        match v {
-            Value::Mapping(m) => Some(m),
-            Value::Null => None,
-            other => self.fail(&[name], None, not_a_mapping(what, other)),
-        }
-    }
-
-    fn name(&mut self, v: &Value) -> Option<String> {
-        match v {
-            Value::String(s) if valid_name(s) => Some(s.clone()),
-            Value::String(s) => self.fail(&["name"], None, Problem::InvalidName(s.clone())),
-            other => {
-                let expected = "the job's name (letters, digits, '.', '_' or '-')";
-                self.fail(&["name"], None, wrong_type("name", expected, other))
-            }
-        }
-    }
-
-    fn parallelism(
-        &mut self,
-        path: &[&str],
-        vertex: Option<VertexRef>,
-        v: &Value,
-    ) -> Option<NonZeroUsize> {
-        let field = path.last().copied().unwrap_or("parallelism").to_string();
-        let error = match (v, v.as_u64()) {
-            (Value::Tagged(t), _) if t.tag == BIG_NUMBER_TAG => {
-                let number = describe(v).trim_start_matches("the number ").to_string();
-                let error = ParallelismError::TooHigh(u64::MAX).to_string();
-                error.replacen(&u64::MAX.to_string(), &number, 1)
-            }
-            (_, Some(n)) => match check_parallelism(n) {
-                Ok(n) => return NonZeroUsize::new(n),
-                Err(e) => e.to_string(),
-            },
-            (_, None) => {
-                let problem = wrong_type(field, "a whole number of at least 1", v);
-                return self.fail(path, vertex, problem);
-            }
-        };
-        self.fail(path, vertex, Problem::Parallelism { field, error })
-    }
-
-    /// `max_parallelism`: the number of key groups, 1 to 32768 (checked against the vertex's
-    /// parallelism when the graph is built).
-    fn max_parallelism(
-        &mut self,
-        path: &[&str],
-        vertex: Option<VertexRef>,
-        v: &Value,
-    ) -> Option<u32> {
-        let max = tidemark_runtime::key_group::MAX_KEY_GROUPS;
-        match v.as_u64() {
-            Some(n) if (1..=max as u64).contains(&n) => Some(n as u32),
-            _ => {
-                debug_assert_eq!(max, 32_768);
-                let expected = "a whole number of key groups from 1 to 32768";
-                self.fail(path, vertex, wrong_type("max_parallelism", expected, v))
-            }
-        }
-    }
-
-    /// `channel_capacity`: a whole number of batches within the bounds `--channel-capacity`
-    /// takes.
-    fn channel_capacity(&mut self, v: &Value) -> Option<usize> {
-        let (path, field) = (["channel_capacity"], "channel_capacity");
-        let text = match v {
-            Value::Number(n) => n.to_string(),
-            // Too large for 64 bits: kept as its digits, and out of range all the same.
-            Value::Tagged(t) if t.tag == BIG_NUMBER_TAG => {
-                describe(v).trim_start_matches("the number ").to_string()
-            }
-            other => {
-                let expected = "a whole number of batches from 1 to 4096";
-                return self.fail(&path, None, wrong_type(field, expected, other));
-            }
-        };
-        crate::args::parse_channel_capacity(&text)
-            .map_err(|message| {
-                let field = field.into();
-                self.err(&path, None, Problem::Invalid { field, message })
-            })
-            .ok()
-    }
-
-    /// `idle_strategy`: `park` or `spin`.
-    fn idle_strategy(&mut self, v: &Value) -> Option<IdleStrategy> {
-        let field = "idle_strategy";
-        let Value::String(text) = v else {
-            return self.fail(&[field], None, wrong_type(field, "park or spin", v));
-        };
-        text.parse()
-            .map_err(|message| {
-                let problem = Problem::Invalid {
-                    field: field.into(),
-                    message,
-                };
-                self.err(&[field], None, problem)
-            })
-            .ok()
-    }
-
-    fn boolean(&mut self, field: &str, v: &Value) -> Option<bool> {
-        match v {
-            Value::Bool(b) => Some(*b),
-            other => self.fail(&[field], None, wrong_type(field, "true or false", other)),
-        }
-    }
-
-    fn duration(
-        &mut self,
-        path: &[&str],
-        vertex: Option<VertexRef>,
-        v: &Value,
-    ) -> Option<Duration> {
-        self.duration_named(path, vertex, path.join("."), v)
-    }
-
-    /// A duration whose field is called `field` in messages.
-    fn duration_named(
-        &mut self,
-        path: &[&str],
-        vertex: Option<VertexRef>,
-        field: String,
-        v: &Value,
-    ) -> Option<Duration> {
-        let Some(text) = scalar_text(v) else {
-            let expected = "a duration like 200ms, 1s, 5us (a bare number means milliseconds)";
-            return self.fail(path, vertex, wrong_type(field, expected, v));
-        };
-        parse_duration(&text)
-            .map_err(|error| self.err(path, vertex, Problem::Setting { field, error }))
-            .ok()
-    }
-
-    /// A list of durations, ascending, as histogram bucket bounds (`latency.buckets`,
-    /// `e2e.buckets`).
-    fn buckets(&mut self, path: &[&str], v: &Value) -> Option<Buckets> {
-        let field = path.join(".");
-        let Value::Sequence(items) = v else {
-            let expected = "a list of durations in ascending order, like [1ms, 10ms, 100ms, 1s]";
-            return self.fail(path, None, wrong_type(field, expected, v));
-        };
-        let mut bounds = Vec::with_capacity(items.len());
-        for item in items {
-            bounds.push(self.duration_named(path, None, field.clone(), item)?);
-        }
-        Buckets::new(&bounds)
-            .map_err(|e| {
-                let error = ConfigError::from(e);
-                self.err(path, None, Problem::Setting { field, error })
-            })
-            .ok()
-    }
-
-    fn latency(&mut self, v: &Value) -> Option<LatencySection> {
-        let what = "a mapping with interval, granularity, history_size";
-        let l = self.section::<LatencyFields>("latency", what, v)?;
-        Some(LatencySection {
-            interval: (l.interval).read(|v| self.duration(&["latency", "interval"], None, v)),
-            granularity: l.granularity.read(|v| self.granularity(v)),
-            history_size: l.history_size.read(|v| self.history_size(v)),
-            buckets: l.buckets.read(|v| self.buckets(&["latency", "buckets"], v)),
-        })
-    }
-
-    fn granularity(&mut self, v: &Value) -> Option<Granularity> {
-        let (path, field) = (
-            ["latency", "granularity"],
-            "latency.granularity".to_string(),
-        );
-        let problem = match v {
-            Value::String(s) => match s.parse::<Granularity>() {
-                Ok(g) => return Some(g),
-                Err(error) => Problem::Setting { field, error },
-            },
-            other => wrong_type(field, "one of single, operator, subtask", other),
-        };
-        self.fail(&path, None, problem)
-    }
-
-    fn history_size(&mut self, v: &Value) -> Option<NonZeroUsize> {
-        let text = scalar_text(v).unwrap_or_else(|| describe(v));
-        parse_history_size(&text)
-            .map_err(|error| {
-                let field = "latency.history_size".into();
-                let problem = Problem::Setting { field, error };
-                self.err(&["latency", "history_size"], None, problem)
-            })
-            .ok()
-    }
-
-    /// A source's `invalid_timestamp`.
-    fn invalid_timestamp(
-        &mut self,
-        path: &[&str],
-        vref: &VertexRef,
-        v: &Value,
-    ) -> Option<InvalidTimestampPolicy> {
-        let field = "invalid_timestamp".to_string();
-        let problem = match v {
-            Value::String(s) => match s.parse::<InvalidTimestampPolicy>() {
-                Ok(p) => return Some(p),
-                Err(_) => Problem::UnknownValue {
-                    field,
-                    value: s.clone(),
-                    expected: INVALID_TIMESTAMP_POLICIES.join(", "),
-                    suggestion: did_you_mean(s, INVALID_TIMESTAMP_POLICIES),
-                },
-            },
-            other => wrong_type(field, "one of drop, clamp, fail", other),
-        };
-        self.fail(path, Some(vref.clone()), problem)
-    }
-
-    /// A source's `watermarks`: a mapping (empty or `null` for the defaults) or `true` turns
-    /// them on, `false` leaves them off. `Some(None)` is off.
-    fn watermarks(
-        &mut self,
-        path: &[&str],
-        vref: &VertexRef,
-        v: &Value,
-    ) -> Option<Option<WatermarkStrategy>> {
-        let mut strategy = WatermarkStrategy::default();
-        let m = match v {
-            Value::Mapping(m) => m,
-            Value::Null | Value::Bool(true) => return Some(Some(strategy)),
-            Value::Bool(false) => return Some(None),
-            other => {
-                let expected = "a mapping with max_out_of_orderness, interval, idleness (empty \
-                                for the defaults), or true or false";
-                return self.fail(
-                    path,
-                    Some(vref.clone()),
-                    wrong_type("watermarks", expected, other),
-                );
-            }
-        };
-        let before = self.errors.len();
-        let w: WatermarkFields = self.fields(path, Some(vref), "watermarks.", m);
-        let mut duration = |key: &str, written: &Written| {
-            let at = [path, &[key]].concat();
-            let field = format!("watermarks.{key}");
-            written.read(|v| self.duration_named(&at, Some(vref.clone()), field, v))
-        };
-        if let Some(d) = duration("max_out_of_orderness", &w.max_out_of_orderness) {
-            strategy.max_out_of_orderness = d;
-        }
-        if let Some(d) = duration("interval", &w.interval) {
-            strategy.interval = d;
-        }
-        match duration("idleness", &w.idleness) {
-            Some(d) if d.is_zero() => self.err(
-                &[path, &["idleness"]].concat(),
-                Some(vref.clone()),
-                Problem::Invalid {
-                    field: "watermarks.idleness".into(),
-                    message: "must be more than 0 (leave it out to never mark the source idle)"
-                        .into(),
-                },
-            ),
-            Some(d) => strategy.idleness = Some(d),
-            None => {}
-        }
-        (self.errors.len() == before).then_some(Some(strategy))
-    }
-
-    /// One vertex: its own fields ([`VertexFields`]) are checked here, every other field is
-    /// kept for its component (checked when the graph is built).
+    /// One vertex: its own fields ([`VertexFields`], a source's [`EventTimeFields`]) are read
+    /// here, every other field is kept for its component (checked when the graph is built).
     fn vertex(&mut self, section: &'static str, vref: VertexRef, v: &Value) -> Option<VertexSpec> {
-        let (kind, id) = (vref.kind, vref.id.as_str());
+        let (kind, id) = (vref.kind, vref.id.clone());
         let Value::Mapping(m) = v else {
             let problem = not_a_mapping("a mapping with at least \"type\"", v);
-            return self.fail(&[section, id], Some(vref.clone()), problem);
+            self.err(&[section, &id], Some(vref), problem);
+            return None;
         };
-        let (fields, others) = split::<VertexFields>(m);
+        let source = kind == VertexKind::Source;
+        let (mut own, mut event_time) = (Mapping::new(), Mapping::new());
         let mut config = serde_json::Map::new();
-        for (k, v) in others {
+        for (k, v) in m {
             let Some(key) = key_text(k) else {
                 let problem = wrong_type("(a key)", "a field name", k);
-                self.err(&[section, id], Some(vref.clone()), problem);
+                self.err(&[section, &id], Some(vref.clone()), problem);
                 continue;
             };
-            match to_json(v) {
-                Ok(j) => {
-                    config.insert(key, j);
+            let problem = if vertex_fields().contains(&key.as_str()) {
+                match key.as_str() {
+                    "input" if source => Some(Problem::InputOnSource),
+                    "partition" if source => Some(Problem::PartitionOnSource),
+                    _ => own.insert(Value::String(key.clone()), v.clone()).and(None),
                 }
-                Err(expected) => {
-                    let problem = wrong_type(&key, expected, v);
-                    self.err(&[section, id, &key], Some(vref.clone()), problem)
+            } else if source_event_time_fields().contains(&key.as_str()) {
+                match source {
+                    true => event_time
+                        .insert(Value::String(key.clone()), v.clone())
+                        .and(None),
+                    false => Some(Problem::SourceOnlyField(key.clone())),
                 }
-            }
-        }
-        let at = |field: &'static str| [section, id, field];
-        let vertex = Some(vref.clone());
-        let source = kind == VertexKind::Source;
-        let type_name = fields.type_name.read(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            other => {
-                let problem = wrong_type("type", "the component type as a string", other);
-                self.fail(&at("type"), vertex.clone(), problem)
-            }
-        });
-        let inputs = match &fields.input.0 {
-            Some(_) if source => {
-                self.err(&at("input"), vertex.clone(), Problem::InputOnSource);
-                Vec::new()
-            }
-            Some(v) => self.inputs(&at("input"), &vref, v),
-            None => Vec::new(),
-        };
-        let parallelism =
-            (fields.parallelism).read(|v| self.parallelism(&at("parallelism"), vertex.clone(), v));
-        let max_parallelism = (fields.max_parallelism)
-            .read(|v| self.max_parallelism(&at("max_parallelism"), vertex.clone(), v));
-        let partition = fields.partition.read(|v| match source {
-            true => self.fail(&at("partition"), vertex.clone(), Problem::PartitionOnSource),
-            false => self.partition(&at("partition"), &vref, v),
-        });
-        let exchange = fields.exchange.read(|v| {
-            let problem = match to_json(v) {
-                _ if source => Problem::Invalid {
-                    field: "exchange".into(),
+            } else if key == EXCHANGE && source {
+                Some(Problem::Invalid {
+                    field: EXCHANGE.into(),
                     message: "an exchange is on an input edge: set it on the operator or sink \
                               that reads this source"
                         .into(),
-                },
-                Ok(j) => return Some(j),
-                Err(expected) => wrong_type("exchange", expected, v),
-            };
-            self.fail(&at("exchange"), vertex.clone(), problem)
-        });
-        let source_options = match source {
-            true => self.source_options(section, &vref, &fields),
-            false => {
-                for (field, written) in fields.event_time() {
-                    if written.0.is_some() {
-                        let problem = Problem::SourceOnlyField(field.to_string());
-                        self.err(&at(field), vertex.clone(), problem);
-                    }
+                })
+            } else {
+                match to_json(v) {
+                    Ok(j) => config.insert(key.clone(), j).and(None),
+                    Err(expected) => Some(wrong_type(&key, expected, v)),
                 }
-                SourceOptions::default()
+            };
+            if let Some(problem) = problem {
+                self.err(&[section, &id, &key], Some(vref.clone()), problem);
             }
+        }
+        let path = [section.to_owned(), id.clone()];
+        let fields: VertexFields =
+            read(&Value::Mapping(own), &path, &self.faults).unwrap_or_default();
+        let source_options = match source {
+            true => self.source_options(&path, &vref, event_time),
+            false => SourceOptions::default(),
         };
-        if !source && fields.input.0.is_none() {
-            self.err(&[section, id], vertex, Problem::MissingInput(kind.as_str()));
+        if !source && !fields.input.written {
+            self.err(
+                &[section, &id],
+                Some(vref),
+                Problem::MissingInput(kind.as_str()),
+            );
         }
         Some(VertexSpec {
-            id: id.to_string(),
+            id,
             kind,
-            type_name: type_name.unwrap_or_default(),
-            inputs,
-            parallelism,
-            max_parallelism,
-            partition,
-            exchange,
+            type_name: fields.type_name.value.map(|t| t.0).unwrap_or_default(),
+            inputs: fields.input.value.map(|i| i.0).unwrap_or_default(),
+            parallelism: fields.parallelism.value.map(|p| p.0),
+            max_parallelism: fields.max_parallelism.value.map(|m| m.0),
+            partition: fields.partition.value,
+            exchange: config.remove(EXCHANGE),
             source_options,
             config,
         })
     }
 
-    /// An operator's or sink's `input`: an id or a non-empty list of ids.
-    fn inputs(&mut self, path: &[&str], vref: &VertexRef, v: &Value) -> Vec<String> {
-        let (items, expected) = match v {
-            Value::Sequence(items) if !items.is_empty() => (&items[..], "a vertex id"),
-            other => (
-                std::slice::from_ref(other),
-                "a vertex id or a non-empty list of vertex ids",
-            ),
-        };
-        let mut inputs = Vec::new();
-        for item in items {
-            match key_text(item) {
-                Some(s) => inputs.push(s),
-                None => self.err(
-                    path,
-                    Some(vref.clone()),
-                    wrong_type("input", expected, item),
-                ),
-            }
-        }
-        inputs
-    }
-
-    fn partition(&mut self, path: &[&str], vref: &VertexRef, v: &Value) -> Option<Partitioning> {
-        let problem = match v {
-            Value::String(s) => match s.parse::<Partitioning>() {
-                Ok(p) => return Some(p),
-                Err(_) => Problem::UnknownPartition {
-                    value: s.clone(),
-                    suggestion: did_you_mean(s, Partitioning::ALL.iter().map(|p| p.as_str())),
-                },
-            },
-            other => wrong_type(
-                "partition",
-                "one of forward, rebalance, hash, broadcast",
-                other,
-            ),
-        };
-        self.fail(path, Some(vref.clone()), problem)
-    }
-
-    /// A source's timestamp check and watermarks ([`SOURCE_EVENT_TIME_FIELDS`]).
+    /// A source's timestamp check and watermarks ([`EventTimeFields`], as `written`).
     fn source_options(
         &mut self,
-        section: &'static str,
+        path: &[String],
         vref: &VertexRef,
-        fields: &VertexFields,
+        written: Mapping,
     ) -> SourceOptions {
-        let id = vref.id.as_str();
-        let mut duration = |key: &'static str, written: &Written| {
-            written.read(|v| {
-                self.duration_named(&[section, id, key], Some(vref.clone()), key.into(), v)
-            })
-        };
-        let before_max = duration("timestamp_before_max", &fields.timestamp_before_max);
-        let after_max = duration("timestamp_after_max", &fields.timestamp_after_max);
-        let path = [section, id, "invalid_timestamp"];
-        let on_invalid =
-            (fields.invalid_timestamp).read(|v| self.invalid_timestamp(&path, vref, v));
-        let path = [section, id, "watermarks"];
-        let watermarks = fields.watermarks.read(|v| self.watermarks(&path, vref, v));
+        let fields: EventTimeFields =
+            read(&Value::Mapping(written), path, &self.faults).unwrap_or_default();
+        let before_max = fields.timestamp_before_max.value.map(|d| d.0);
+        let after_max = fields.timestamp_after_max.value.map(|d| d.0);
+        let on_invalid: Option<InvalidTimestampPolicy> = fields.invalid_timestamp.value;
         let bound_written =
-            fields.timestamp_before_max.0.is_some() || fields.timestamp_after_max.0.is_some();
+            fields.timestamp_before_max.written || fields.timestamp_after_max.written;
         if on_invalid.is_some() && !bound_written {
             self.err(
-                &[section, id, "invalid_timestamp"],
+                &fields.invalid_timestamp.at(),
                 Some(vref.clone()),
                 Problem::Invalid {
                     field: "invalid_timestamp".into(),
@@ -1295,6 +656,10 @@ impl Parser {
                 },
             );
         }
+        let watermarks = match fields.watermarks.value {
+            Some(Watermarks::On(w)) => self.watermarks(w, &fields.watermarks.path, vref),
+            Some(Watermarks::Off) | None => None,
+        };
         let bounded = before_max.is_some() || after_max.is_some();
         SourceOptions {
             timestamp_check: bounded.then(|| TimestampCheck {
@@ -1302,40 +667,50 @@ impl Parser {
                 after_max,
                 on_invalid: on_invalid.unwrap_or_default(),
             }),
-            watermarks: watermarks.flatten(),
+            watermarks,
         }
+    }
+
+    /// The watermark strategy of a source's `watermarks` fields (the defaults for those not
+    /// written); `None` when anything in them is wrong.
+    fn watermarks(
+        &mut self,
+        w: WatermarkFields,
+        at: &[String],
+        vref: &VertexRef,
+    ) -> Option<WatermarkStrategy> {
+        let wrong = self.faults.borrow().iter().any(|f| f.path.starts_with(at));
+        let mut strategy = WatermarkStrategy::default();
+        if let Some(d) = w.max_out_of_orderness.value {
+            strategy.max_out_of_orderness = d.0;
+        }
+        if let Some(d) = w.interval.value {
+            strategy.interval = d.0;
+        }
+        match w.idleness.value.as_ref().map(|d| d.0) {
+            Some(d) if d.is_zero() => {
+                self.err(
+                    &w.idleness.at(),
+                    Some(vref.clone()),
+                    Problem::Invalid {
+                        field: "watermarks.idleness".into(),
+                        message: "must be more than 0 (leave it out to never mark the source \
+                                  idle)"
+                            .into(),
+                    },
+                );
+                return None;
+            }
+            Some(d) => strategy.idleness = Some(d),
+            None => {}
+        }
+        (!wrong).then_some(strategy)
     }
 }
 
-/// Converts a YAML value of a component's configuration to JSON, or says what is expected.
-fn to_json(v: &Value) -> Result<serde_json::Value, &'static str> {
-    use serde_json::Value as J;
-    Ok(match v {
-        Value::Null => J::Null,
-        Value::Bool(b) => J::Bool(*b),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                J::from(u)
-            } else if let Some(i) = n.as_i64() {
-                J::from(i)
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                J::Number(serde_json::Number::from_f64(f).ok_or("a finite number")?)
-            }
-        }
-        Value::String(s) => J::String(s.clone()),
-        Value::Sequence(items) => J::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
-        Value::Mapping(m) => {
-            let mut out = serde_json::Map::new();
-            for (k, v) in m {
-                let k = key_text(k).ok_or("a mapping with text keys")?;
-                out.insert(k, to_json(v)?);
-            }
-            J::Object(out)
-        }
-        Value::Tagged(_) => return Err("a plain value (YAML tags are not supported)"),
-    })
-}
+/// The field of an operator or sink whose input edges cross instances through Kafka
+/// ([`crate::exchange`]): read as a setting, kept apart from the component's.
+const EXCHANGE: &str = "exchange";
 
 #[cfg(test)]
 mod tests {
@@ -1382,21 +757,6 @@ sinks:
     type: discard
     input: both
 ";
-
-    #[test]
-    fn the_public_field_lists_are_the_derived_fields() {
-        assert_eq!(serde_introspect::<TopLevel>(), TOP_LEVEL_FIELDS);
-        assert_eq!(serde_introspect::<LatencyFields>(), LATENCY_FIELDS);
-        assert_eq!(serde_introspect::<E2eFields>(), E2E_FIELDS);
-        assert_eq!(serde_introspect::<CheckpointFields>(), CHECKPOINT_FIELDS);
-        assert_eq!(serde_introspect::<WatermarkFields>(), WATERMARK_FIELDS);
-        let vertex: Vec<&str> = VERTEX_FIELDS
-            .into_iter()
-            .chain(["exchange"])
-            .chain(SOURCE_EVENT_TIME_FIELDS)
-            .collect();
-        assert_eq!(serde_introspect::<VertexFields>(), vertex);
-    }
 
     #[test]
     fn flow_style_fields_are_located_at_their_column() {

@@ -8,9 +8,10 @@
 //! [`Settings::entries`] and [`Settings::json`] (the report's `settings` object and
 //! `/api/v1/job`'s).
 
-use crate::args::{parse_channel_capacity, parse_duration, parse_parallelism, SettingFlags};
 use crate::jobfile::{JobFile, LatencySection};
+use crate::setting_flags::SettingFlags;
 use crate::suggest::{did_you_mean, hint};
+use crate::values::{parse_channel_capacity, parse_duration, parse_parallelism};
 use serde_json::{Map, Value};
 use std::num::NonZeroUsize;
 use std::time::Duration;

@@ -3,6 +3,7 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use crate::error::ConfigError;
 use crate::granularity::Granularity;
 
 /// Default number of samples in each key's sliding window (rule 15).
@@ -216,35 +217,6 @@ pub fn format_duration(d: Duration) -> String {
         .find(|&(unit_nanos, _)| nanos.checked_rem(unit_nanos) == Some(0))
         .expect("every duration is a whole number of nanoseconds");
     format!("{}{unit}", nanos / unit_nanos)
-}
-
-/// An invalid latency-marker setting (rule 7). The message names the bad value and what is
-/// expected instead.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// The granularity is not `single`, `operator` or `subtask`.
-    #[error("unknown latency granularity \"{value}\": expected one of single, operator, subtask")]
-    UnknownGranularity {
-        /// The text that was given.
-        value: String,
-    },
-    /// The duration (interval) could not be parsed or is negative.
-    #[error("invalid duration \"{value}\": {reason}")]
-    InvalidDuration {
-        /// The text that was given.
-        value: String,
-        /// What is wrong and what is expected.
-        reason: String,
-    },
-    /// The history size is not a whole number of at least 1.
-    #[error("invalid latency history size \"{value}\": expected a whole number of at least 1")]
-    InvalidHistorySize {
-        /// The text that was given.
-        value: String,
-    },
-    /// A histogram bucket list that cannot be used.
-    #[error("invalid buckets: {0}")]
-    InvalidBuckets(#[from] crate::BucketsError),
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::marker::LatencyMarker;
 
 /// How finely an operator subtask splits its latency statistics (rule 14).

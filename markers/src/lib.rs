@@ -61,6 +61,7 @@ mod buckets;
 mod clock;
 mod config;
 mod emitter;
+mod error;
 mod granularity;
 mod histogram;
 mod marker;
@@ -73,10 +74,10 @@ pub use buckets::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    format_duration, parse_duration, parse_history_size, ConfigError, LatencyConfig,
-    DEFAULT_HISTORY_SIZE,
+    format_duration, parse_duration, parse_history_size, LatencyConfig, DEFAULT_HISTORY_SIZE,
 };
 pub use emitter::MarkerEmitter;
+pub use error::ConfigError;
 pub use granularity::{Granularity, LatencyKey};
 pub use histogram::{HistogramAddError, LatencyHistogram};
 pub use marker::LatencyMarker;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 use tidemark_runtime::TimestampType;
 
-use crate::registry::{ConfigError, FieldError, SettingProblem};
+use crate::error::{ConfigError, FieldError, SettingProblem};
 use serde_value::DeserializerError;
 
 /// Which timestamp a source gives its records (Kafka KIP-32).
@@ -203,7 +203,9 @@ fn json_kind(value: &serde_json::Value) -> &'static str {
 /// milliseconds, parsed by [`tidemark_markers::parse_duration`] so errors read the same
 /// everywhere.
 pub(crate) mod duration {
-    use super::*;
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+    use std::time::Duration;
 
     struct DurationVisitor;
 

@@ -6,7 +6,9 @@
 //! ## Map of the crate
 //! | module | holds |
 //! |---|---|
-//! | [`registry`] | [`Registry`] (built-ins plus your own [`Component`]s), [`components`], [`find`], [`build`]: settings → [`Built`] factory; structured [`ConfigError`]s ([`FieldError`]: field path + [`SettingProblem`]) |
+//! | [`registry`] | [`Registry`] (built-ins plus your own [`Component`]s), [`components`], [`find`], [`build`]: settings → [`Built`] factory |
+//! | [`component`] | what every component shares and the registry lists: its entry ([`ComponentInfo`]), [`BuildEnv`], [`Built`]; no component needs the registry |
+//! | [`error`] | structured [`ConfigError`]s ([`FieldError`]: field path + [`SettingProblem`]) |
 //! | [`sources`] | [`generator`](sources::generator), [`file`](sources::file), [`stdin`](sources::stdin) |
 //! | [`operators`] | [`map`](operators::map), [`filter`](operators::filter), [`delay`](operators::delay), [`reduce`](operators::reduce), [`window`](operators::window) |
 //! | [`sinks`] | [`discard`](sinks::discard), [`stdout`](sinks::stdout), [`file`](sinks::file) |
@@ -85,7 +87,9 @@
 
 mod aggregate;
 pub mod aggregates;
+pub mod component;
 pub mod config;
+pub mod error;
 pub use tidemark_runtime::event_json;
 pub mod expr;
 mod json_lines;

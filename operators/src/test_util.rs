@@ -6,7 +6,7 @@ use tidemark_runtime::{
     Operator, Output, PollContext, Record, Source, SourceStatus, SubtaskContext,
 };
 
-use crate::registry::{BuildEnv, Built, ComponentInfo};
+use crate::component::{BuildEnv, Built, ComponentInfo};
 
 /// The context of subtask `subtask` of `parallelism`.
 pub(crate) fn ctx(subtask: usize, parallelism: usize, seed: u64) -> SubtaskContext {

@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::key_group::KeyGroupRange;
 use crate::keyed_state::KeyedSnapshot;
 use crate::state_codec::{decode, encode_into};
+pub use crate::state_file::StateFile;
 
 /// The first bytes of every checkpoint file.
 pub const MAGIC: [u8; 8] = *b"TDMKCHK\0";
@@ -49,32 +50,6 @@ pub const METADATA: &str = "_metadata";
 /// The marker a finished job leaves in `<dir>/<job>/`.
 pub const FINISHED: &str = "_finished";
 const HEADER: usize = 22;
-
-/// What one vertex subtask kept at a checkpoint.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StateFile {
-    /// The vertex id.
-    pub vertex: String,
-    /// The subtask index.
-    pub subtask: u32,
-    /// The vertex's parallelism then.
-    pub parallelism: u32,
-    /// The key groups the subtask owned (keyed vertices).
-    pub key_groups: Option<(u32, u32)>,
-    /// Keyed state, per key group ([`crate::keyed_state`]).
-    pub keyed: Option<KeyedSnapshot>,
-    /// State that is not per key ([`crate::Operator::snapshot_local`]).
-    pub local: Option<Vec<u8>>,
-    /// A source's position or a sink's written length ([`crate::Source::position`],
-    /// [`crate::Sink::position`]).
-    pub position: Option<Vec<u8>>,
-    /// A source's watermark generator state: the greatest timestamp it had seen.
-    pub max_timestamp: Option<i64>,
-    /// The subtask had ended (its input all read, what it held emitted) before this
-    /// checkpoint: this is its state after the end, and a restore does not end it again
-    /// (its operators emit nothing more at the end of input).
-    pub finished: bool,
-}
 
 /// One vertex in a checkpoint's `_metadata`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::checkpoint_store::StateFile;
 use crate::key_group::MAX_KEY_GROUPS;
 use crate::keyed_state::{KeyedSnapshot, StateKey};
 use crate::state_codec::decode;
+use crate::state_file::StateFile;
 
 /// A [`StateFile`] as version 1 wrote it (the same fields in the same order).
 #[derive(Deserialize)]

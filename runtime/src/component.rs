@@ -5,6 +5,7 @@
 
 use crate::event_time::SplitWatermarks;
 use crate::metrics::DropReason;
+pub use crate::metrics::StateSize;
 use crate::output::Output;
 use crate::record::Record;
 use tidemark_markers::LatencyMarker;
@@ -395,17 +396,6 @@ pub trait Operator: Send {
     fn state_size(&self) -> Option<StateSize> {
         None
     }
-}
-
-/// The size of an operator subtask's state ([`Operator::state_size`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StateSize {
-    /// Key entries with state (a key with state in two windows counts twice).
-    pub keys: u64,
-    /// Windows not yet expired (0 for an operator without windows).
-    pub windows_open: u64,
-    /// An estimate of the bytes the state takes in memory.
-    pub bytes: u64,
 }
 
 /// The error a sink returns when its output has gone away for good (standard output whose

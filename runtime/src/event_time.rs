@@ -4,12 +4,14 @@
 //! Both are options of a source vertex ([`SourceOptions`]) applied by the runtime to whatever
 //! the source emits, so every source, built-in or user-written, gets them.
 
-use crate::component::BoxError;
 use crate::record::{Record, TimestampType};
 use std::time::Duration;
 
 /// What a source does with a record whose create timestamp is out of the allowed range.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// Deserialized from its job-file name (`drop`, `clamp`, `fail`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum InvalidTimestampPolicy {
     /// Drop the record and count it.
     Drop,
@@ -61,7 +63,11 @@ impl TimestampCheck {
 
     /// Applies the check to a batch in place: drops or clamps invalid records and returns how
     /// many were invalid, or fails on the first one with `Fail`.
-    pub fn apply(&self, records: &mut Vec<Record>, now_nanos: i64) -> Result<u64, BoxError> {
+    pub fn apply(
+        &self,
+        records: &mut Vec<Record>,
+        now_nanos: i64,
+    ) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
         let (low, high) = self.range(now_nanos);
         let invalid = |r: &Record| {
             r.timestamp_type != TimestampType::Ingestion

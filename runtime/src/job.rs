@@ -8,12 +8,13 @@ use crate::component::SubtaskContext;
 use crate::config::JobConfig;
 use crate::event_time::WatermarkGenerator;
 use crate::graph::{Factory, GraphError, JobGraph, VertexKind};
+use crate::job_flags::JobFlags;
 use crate::metrics::{
     MetricsRegistry, SubtaskMetrics, TaskMetrics, TaskMetricsGroup, VertexMetrics,
 };
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
-use crate::task::{Head, Holding, JobFlags, Task, Waiting, COUNTED_BY_HANDLE, NOT_COUNTED};
+use crate::task::{Head, Holding, Task, Waiting, COUNTED_BY_HANDLE, NOT_COUNTED};
 use crate::worker::Worker;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;

@@ -6,13 +6,24 @@
 //! shares no cache line. Latency statistics change once per marker and sit behind a mutex that
 //! only the owning task and a scrape ever take.
 
-use crate::graph::VertexKind;
+use crate::vertex_kind::VertexKind;
 use crossbeam_utils::CachePadded;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 use tidemark_markers::{Buckets, Granularity, LatencyStats, LatencyTracker};
+
+/// The size of an operator subtask's state ([`crate::Operator::state_size`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateSize {
+    /// Key entries with state (a key with state in two windows counts twice).
+    pub keys: u64,
+    /// Windows not yet expired (0 for an operator without windows).
+    pub windows_open: u64,
+    /// An estimate of the bytes the state takes in memory.
+    pub bytes: u64,
+}
 
 /// Counters of one vertex subtask, read by the exporter and the report.
 ///
@@ -218,9 +229,9 @@ impl SubtaskMetrics {
 
     /// The size of this (operator) subtask's state as last published (about once a second),
     /// `None` for a stateless one ([`crate::Operator::state_size`]).
-    pub fn state_size(&self) -> Option<crate::StateSize> {
+    pub fn state_size(&self) -> Option<StateSize> {
         let keys = self.state[0].load(Ordering::Relaxed);
-        (keys >= 0).then(|| crate::StateSize {
+        (keys >= 0).then(|| StateSize {
             keys: keys as u64,
             windows_open: self.state[1].load(Ordering::Relaxed) as u64,
             bytes: self.state[2].load(Ordering::Relaxed) as u64,
@@ -228,7 +239,7 @@ impl SubtaskMetrics {
     }
 
     /// Publishes the state size; called by the owning task.
-    pub(crate) fn set_state_size(&self, size: crate::StateSize) {
+    pub(crate) fn set_state_size(&self, size: StateSize) {
         let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
         self.state[1].store(clamp(size.windows_open), Ordering::Relaxed);
         self.state[2].store(clamp(size.bytes), Ordering::Relaxed);

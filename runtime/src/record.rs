@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use crate::event_json::{self, EventError, FieldIndex};
 use crate::event_text::{AddedFields, EventText};
 use crate::name::Name;
-use crate::provenance::{Origin, ResultId};
+use crate::record_id::{Origin, ResultId};
 use crate::value::{Map, Value};
 
 /// Where a record's timestamp came from (Kafka KIP-32).

@@ -10,105 +10,20 @@ use crate::config::{IdleStrategy, PARK_QUIET, PARK_TICK};
 use crate::event_time::{
     InputWatermarks, InvalidTimestampPolicy, TimestampCheck, WatermarkAction, WatermarkGenerator,
 };
+use crate::job_flags::{JobFlags, Wakes};
 use crate::metrics::{DropReason, SubtaskMetrics, TaskMetrics};
 use crate::output::Output;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidemark_markers::{Clock, MarkerEmitter};
 
 /// How often an idle task wakes to run operator timers, emit markers and watch for a stop
 /// under [`IdleStrategy::Spin`].
 const IDLE_TICK: Duration = Duration::from_millis(2);
-
-/// Flags shared by all tasks of a job, and the wake-ups that go with them.
-///
-/// Set them with [`JobFlags::request_stop`] and [`JobFlags::request_abort`]: besides the flag,
-/// each drops the sending ends of channels nothing is ever sent on, so every task waiting on
-/// its receiving end ([`Wakes`]: a source's wait for its next record, a channel task's
-/// blocking receive) wakes at once rather than at its next timed look.
-pub(crate) struct JobFlags {
-    pub stop: AtomicBool,
-    pub abort: AtomicBool,
-    /// Stop keeping state: operators do not emit what they hold at the end (open windows stay
-    /// in the last checkpoint for a restore).
-    pub suspend: AtomicBool,
-    /// One per task, dropped at a stop or an abort (then `None`): wakes sources waiting for
-    /// their next record.
-    stop_wakes: Mutex<Option<Vec<Sender<()>>>>,
-    /// One per task, dropped at an abort: wakes channel tasks blocked on their input.
-    abort_wakes: Mutex<Option<Vec<Sender<()>>>>,
-}
-
-/// One task's ends of the [`JobFlags`] wake-ups.
-///
-/// Each task has its own channels: waiting in a `select!` registers with, then leaves, the
-/// channel's waker list under its lock, and one list shared by every task was contended on each
-/// wait (a channel task waits once per batch on a busy hash edge, and such a job spent much of
-/// its context switches in `SyncWaker::unregister`).
-pub(crate) struct Wakes {
-    /// Disconnected at a stop or an abort.
-    stopped: Receiver<()>,
-    /// Disconnected at an abort.
-    aborted: Receiver<()>,
-}
-
-impl JobFlags {
-    pub(crate) fn new() -> Self {
-        JobFlags {
-            stop: AtomicBool::new(false),
-            abort: AtomicBool::new(false),
-            suspend: AtomicBool::new(false),
-            stop_wakes: Mutex::new(Some(Vec::new())),
-            abort_wakes: Mutex::new(Some(Vec::new())),
-        }
-    }
-
-    /// A task's own wake-ups; disconnected already if the stop or abort was requested before.
-    pub(crate) fn wakes(&self) -> Wakes {
-        Wakes {
-            stopped: wake(&self.stop_wakes),
-            aborted: wake(&self.abort_wakes),
-        }
-    }
-
-    /// Asks the sources to stop, and wakes those that wait.
-    pub(crate) fn request_stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-        drop(take(&self.stop_wakes));
-    }
-
-    /// Asks every task to end at once, and wakes those that wait.
-    pub(crate) fn request_abort(&self) {
-        self.abort.store(true, Ordering::Relaxed);
-        drop(take(&self.stop_wakes));
-        drop(take(&self.abort_wakes));
-    }
-}
-
-impl Wakes {
-    /// Sleeps for `wait`, or less if a stop or an abort is requested meanwhile.
-    fn wait_for_stop(&self, wait: Duration) {
-        let _ = self.stopped.recv_timeout(wait);
-    }
-}
-
-/// A new wake-up channel whose sender `wakes` keeps (or drops at once, if it fired already).
-fn wake(wakes: &Mutex<Option<Vec<Sender<()>>>>) -> Receiver<()> {
-    // Capacity 1, not 0: waiting in a `select!` on a zero-capacity channel allocates.
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    if let Some(senders) = wakes.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        senders.push(tx);
-    }
-    rx
-}
-
-fn take(wakes: &Mutex<Option<Vec<Sender<()>>>>) -> Option<Vec<Sender<()>>> {
-    wakes.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
 
 /// How a task waits when it has nothing to do: the job's [`IdleStrategy`] and buffer timeout.
 #[derive(Clone, Copy, Debug)]

@@ -13,7 +13,7 @@ use cel::context::VariableResolver;
 use cel::ExecutionError;
 use tidemark_runtime::value::{Map, Value};
 
-use super::{EventRef, Number, Scope};
+use super::event::{EvalError, EventRef, Number, Scope};
 
 /// Hands the scope's event fields and `record` to an expression, on demand.
 pub(crate) struct Resolver<'a> {
@@ -85,7 +85,7 @@ fn map_to_val<'b>(m: &'b Map) -> Box<dyn Val + 'b> {
 
 /// A CEL result as an event value. A `uint` becomes an int where it fits, else a double;
 /// timestamps, durations and bytes become their string forms.
-pub(crate) fn to_value(v: &dyn Val) -> Result<Value, super::EvalError> {
+pub(crate) fn to_value(v: &dyn Val) -> Result<Value, EvalError> {
     if let Some(b) = v.downcast_ref::<CelBool>() {
         return Ok(Value::Bool(*b.inner()));
     }
@@ -103,7 +103,7 @@ pub(crate) fn to_value(v: &dyn Val) -> Result<Value, super::EvalError> {
     }
     match cel::Value::try_from(v) {
         Ok(value) => Ok(from_cel(&value)),
-        Err(e) => Err(super::EvalError {
+        Err(e) => Err(EvalError {
             message: format!("gave a value that is not JSON data: {e}"),
         }),
     }

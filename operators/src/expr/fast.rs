@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cel::common::ast::{operators, CallExpr, Expr as Ast, IdedExpr, LiteralValue};
 use tidemark_runtime::value::Value;
 
-use super::{EventRef, Scope};
+use super::event::{EventRef, Number, Scope};
 
 /// An expression the shortcut can evaluate.
 #[derive(Debug, Clone)]
@@ -166,10 +166,10 @@ impl Node {
 
     /// A number (`Some(None)` for null), or `None` to leave this record to the crate.
     #[inline]
-    pub(crate) fn eval_number(&self, scope: &Scope<'_>) -> Option<Option<super::Number>> {
+    pub(crate) fn eval_number(&self, scope: &Scope<'_>) -> Option<Option<Number>> {
         match *self.eval_ref(scope)? {
-            Value::Int(i) => Some(Some(super::Number::Int(i))),
-            Value::Double(d) => Some(Some(super::Number::Double(d))),
+            Value::Int(i) => Some(Some(Number::Int(i))),
+            Value::Double(d) => Some(Some(Number::Double(d))),
             Value::Null => Some(None),
             _ => None,
         }

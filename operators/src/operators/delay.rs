@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config::{self, duration, nanos_i64};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+use crate::error::ConfigError;
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

@@ -31,10 +31,11 @@
 use serde::Deserialize;
 use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config;
+use crate::error::ConfigError;
 use crate::expr::{self, Evaluator, Expr};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

@@ -23,9 +23,9 @@
 use tidemark_runtime::component::OperatorFactory;
 use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskContext};
 
+use crate::component::BuildEnv;
 use crate::expr::{self, CompileError, Evaluator, Expr};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
-use crate::registry::BuildEnv;
 
 /// The factory of the operator that keys records by `expression`, failing records handled by
 /// `on_error`. Compile errors come back for the loader to locate.

@@ -48,10 +48,11 @@ use tidemark_runtime::name::{name_of, Name};
 use tidemark_runtime::value::Value;
 use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskContext};
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config::{self, duration};
+use crate::error::ConfigError;
 use crate::expr::{self, Evaluator, Expr};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

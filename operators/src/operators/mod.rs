@@ -9,8 +9,8 @@ pub mod window;
 
 #[cfg(test)]
 mod tests {
+    use crate::component::BuildEnv;
     use crate::on_error::ErrorPolicy;
-    use crate::registry::BuildEnv;
     use crate::test_util::{ctx, operator};
     use serde_json::json;
 

@@ -47,10 +47,11 @@ use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, SubtaskCo
 
 use crate::aggregate::{dense_acc, input, with_aggregator, Aggregator, KeyedAccs};
 use crate::aggregates::{Aggregates, AggregatesConfig};
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config::{self, Aggregate};
+use crate::error::ConfigError;
 use crate::expr::{self, Evaluator, Number};
 use crate::on_error::{ErrorPolicy, OnError, OnErrorFactory};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

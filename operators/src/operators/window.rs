@@ -78,10 +78,11 @@ use tidemark_runtime::{BoxError, Operator, Output, Record, SubtaskContext};
 
 use crate::aggregate::{input, with_aggregator};
 use crate::aggregates::AggregatesConfig;
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config::{self, duration, nanos_i64, Aggregate};
+use crate::error::{ConfigError, FieldError};
 use crate::expr::{self, Evaluator, Number};
 use crate::on_error::{self, ErrorPolicy, OnError, OnErrorFactory};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError, FieldError};
 use crate::window_assigner::{KindError, Window, WindowKind};
 use crate::window_state::{Computed, Input, WindowState};
 

@@ -10,8 +10,9 @@
 use serde::Deserialize;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config;
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
+use crate::error::ConfigError;
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

@@ -34,10 +34,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 use tidemark_runtime::{state_codec, BoxError, Record, Sink, SubtaskContext};
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config;
+use crate::error::ConfigError;
 use crate::json_lines::write_record;
 use crate::positions::{self, check_length, FileLength, RestoreError, Start};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

@@ -25,9 +25,10 @@ use std::io::Write;
 use serde::Deserialize;
 use tidemark_runtime::{BoxError, OutputClosed, Record, Sink, SubtaskContext};
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config;
+use crate::error::ConfigError;
 use crate::json_lines::write_record;
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

@@ -59,11 +59,12 @@ use tidemark_runtime::{
     SubtaskContext,
 };
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config::{self, Timestamps};
+use crate::error::ConfigError;
 use crate::json_lines::{self, Format, LineReader, Rejects, Stamping};
 use crate::on_error::{ErrorPolicy, OnErrorFactory};
 use crate::positions::{self, FileLength, RestoreError};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

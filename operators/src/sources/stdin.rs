@@ -36,10 +36,11 @@ use tidemark_runtime::{
     BoxError, Output, PollContext, Source, SourceErrorCounts, SourceStatus, SubtaskContext,
 };
 
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 use crate::config::{self, Timestamps};
+use crate::error::ConfigError;
 use crate::json_lines::{self, Format, LineReader, LineRecord, Rejects, Stamping};
 use crate::on_error::{ErrorPolicy, OnErrorFactory};
-use crate::registry::{BuildEnv, Built, ComponentInfo, ComponentKind, ConfigError};
 
 /// The registry entry.
 pub(crate) const INFO: ComponentInfo = ComponentInfo {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::{duration, Timestamps};
-use crate::registry::FieldError;
+use crate::error::FieldError;
 
 /// Settings of the `generator` source.
 #[derive(Clone, Debug, Deserialize)]

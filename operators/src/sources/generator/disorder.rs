@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tidemark_runtime::{Output, Record, TimestampType};
 
 use super::config::{DelayDistribution, DisorderConfig};
-use super::unit_f64;
+use super::random::unit_f64;
 use crate::config::nanos_i64;
 
 /// A record held back by `disorder`, ordered so that a [`BinaryHeap`] pops the one due first

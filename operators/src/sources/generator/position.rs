@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tidemark_runtime::{state_codec, BoxError};
 
 use super::disorder::DisorderPosition;
-use super::GeneratorSource;
+use super::source::GeneratorSource;
 use crate::positions::{self, RestoreError};
 
 /// A generator subtask's [`tidemark_runtime::Source::position`].
