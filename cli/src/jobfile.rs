@@ -34,7 +34,7 @@ use tidemark_runtime::{
 };
 
 /// The top-level fields of a job file.
-pub const TOP_LEVEL_FIELDS: [&str; 14] = [
+pub const TOP_LEVEL_FIELDS: [&str; 16] = [
     "name",
     "parallelism",
     "max_parallelism",
@@ -46,6 +46,8 @@ pub const TOP_LEVEL_FIELDS: [&str; 14] = [
     "latency",
     "e2e",
     "checkpoint",
+    "stall_timeout",
+    "web_config_file",
     "sources",
     "operators",
     "sinks",
@@ -108,6 +110,12 @@ pub struct JobFile {
     pub checkpoint_dir: Option<PathBuf>,
     /// `checkpoint.retain`: complete checkpoints kept.
     pub checkpoint_retain: Option<usize>,
+    /// `stall_timeout`: how long a vertex subtask with input waiting may take no record before
+    /// `/readyz` says `stalled` (`docs/operations.md`).
+    pub stall_timeout: Option<Duration>,
+    /// `web_config_file`: TLS and basic auth of the HTTP endpoint, in the Prometheus exporter
+    /// toolkit's format (relative to the job file's folder).
+    pub web_config_file: Option<PathBuf>,
     /// The `latency` section.
     pub latency: LatencySection,
     /// `e2e.buckets`: the bucket bounds of `tidemark_record_e2e_latency_seconds`.
@@ -465,6 +473,8 @@ struct TopLevel {
     latency: Written,
     e2e: Written,
     checkpoint: Written,
+    stall_timeout: Written,
+    web_config_file: Written,
     sources: Written,
     operators: Written,
     sinks: Written,
@@ -738,6 +748,15 @@ impl Parser {
                 }
             })
         });
+        let stall_timeout =
+            (top.stall_timeout).read(|v| self.duration(&["stall_timeout"], None, v));
+        let web_config_file = top.web_config_file.read(|v| match v {
+            Value::String(s) if !s.trim().is_empty() => Some(PathBuf::from(s)),
+            other => {
+                let problem = wrong_type("web_config_file", "a file path as a string", other);
+                self.fail(&["web_config_file"], None, problem)
+            }
+        });
 
         let mut vertices = Vec::new();
         let mut seen: HashMap<String, (VertexKind, usize)> = HashMap::new();
@@ -797,6 +816,8 @@ impl Parser {
             checkpoint_interval,
             checkpoint_dir,
             checkpoint_retain,
+            stall_timeout,
+            web_config_file,
             latency,
             e2e_buckets,
             vertices,
@@ -1521,8 +1542,8 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             max_parallelism, buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, sources, \
-             operators, sinks; did you mean \"parallelism\"?"
+             max_parallelism, buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, stall_timeout, \
+             web_config_file, sources, operators, sinks; did you mean \"parallelism\"?"
         );
     }
 
