@@ -14,6 +14,9 @@ use std::time::Instant;
 
 use crate::error::EXIT_JOB_FAILED;
 
+/// How much earlier than the deadline the net acts, for the exit itself to be done by then.
+const EXIT_LATENCY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The exit code the net exits with: 1 (stopped hard after the drain timed out) unless `run`
 /// says otherwise (130 after a second signal).
 #[derive(Debug, Clone)]
@@ -35,6 +38,8 @@ impl ExitCode {
 /// Starts the net: at `at`, if the process still lives, it prints why and exits with `code`.
 /// Returns at once; the thread ends with the process.
 pub fn arm(at: Instant, code: ExitCode) {
+    // Early by the time an exit takes on a loaded machine.
+    let at = at.checked_sub(EXIT_LATENCY).unwrap_or(at);
     let spawned = std::thread::Builder::new()
         .name("tidemark-exit-deadline".into())
         .spawn(move || {

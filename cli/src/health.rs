@@ -405,11 +405,11 @@ fn judge(
                     format!("source lag {lag} records")
                 };
                 verdict = Some(format!(
-                    "{} \"{}\" subtask {i} has {waiting} and has taken no record for {} \
-                     (stall_timeout {})",
+                    "{} \"{}\" subtask {i} has {waiting} and has taken no record for \
+                     {:.1} s (stall_timeout {})",
                     vertex.kind.as_str(),
                     vertex.id,
-                    format_duration(Duration::from_millis(still.as_millis() as u64 / 100 * 100)),
+                    still.as_secs_f64(),
                     format_duration(timeout)
                 ));
             }

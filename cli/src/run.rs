@@ -265,7 +265,7 @@ fn run_job(
     #[cfg(feature = "kafka")]
     registry.register_series(kafka.metrics().clone());
     #[cfg(feature = "kafka")]
-    let _clock = crate::kafka_clock::start(&job, &registry, &known.instance, &kafka);
+    let mut clock = crate::kafka_clock::start(&job, &registry, &known.instance, &kafka);
     let components: Vec<ComponentInfo> = job
         .vertices
         .iter()
@@ -494,6 +494,14 @@ fn run_job(
         }
     }
     server.shutdown();
+    // On the way out after a signal the clock exchange's Kafka clients close in the
+    // background: the process does not wait for brokers that may not answer.
+    #[cfg(feature = "kafka")]
+    if let Some(clock) = clock.take().filter(|_| ending.deadline.is_some()) {
+        let _ = std::thread::Builder::new()
+            .name("tidemark-clock-close".into())
+            .spawn(move || drop(clock));
+    }
 
     match result.outcome {
         JobOutcome::Failed(failure) => Err(JobFailed {
