@@ -235,7 +235,7 @@ fn run_job(
         channel_capacity: config.channel_capacity,
         batch_size: config.batch_size,
     };
-    let signals = signals::install()?;
+    let signals = signals::install(args.drain_timeout)?;
 
     // Named before the subtasks are made: exchange writers name their watermarks with it.
     #[cfg(feature = "kafka")]
@@ -572,7 +572,7 @@ struct Ending {
 fn wait(
     handle: &JobHandle,
     health: &Health,
-    signals: &Receiver<&'static str>,
+    signals: &Receiver<crate::signals::Signal>,
     duration: Option<Duration>,
     drain_timeout: Duration,
     keep_state: bool,
@@ -585,40 +585,43 @@ fn wait(
         hard: None,
         deadline: None,
     };
-    let exit_code = crate::deadline::ExitCode::default();
     // When the drain must be over, once a stop was asked for.
     let mut drain_until: Option<Instant> = None;
     while !handle.is_finished() {
         let mut stop = None;
         match signals.recv_timeout(POLL) {
-            Ok(name) => {
+            Ok((name, arrived)) => {
                 ending.interrupted = true;
+                // The exit deadline the signal thread armed (`crate::signals`).
                 let deadline = match drain_until {
                     Some(_) => {
                         ending.hard = Some(HardStop::SecondSignal(name));
-                        exit_code.set(EXIT_INTERRUPTED);
-                        Instant::now() + EXIT_WITHIN
+                        arrived + EXIT_WITHIN
                     }
                     None => {
-                        stop = Some(name.to_string());
-                        Instant::now() + drain_timeout + EXIT_WITHIN
+                        stop = Some((name.to_string(), arrived));
+                        arrived + drain_timeout + EXIT_WITHIN
                     }
                 };
                 if ending.deadline.is_none_or(|d| deadline < d) {
                     ending.deadline = Some(deadline);
-                    crate::deadline::arm(deadline, exit_code.clone());
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
         }
         if drain_until.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
-            stop = Some(format!(
-                "--duration {}",
-                format_duration(duration.unwrap_or_default())
+            stop = Some((
+                format!(
+                    "--duration {}",
+                    format_duration(duration.unwrap_or_default())
+                ),
+                Instant::now(),
             ));
         }
-        if let Some(reason) = stop {
+        // The drain is timed from the stop's cause (a signal that came while the job was
+        // still being built waited in the channel).
+        if let Some((reason, asked)) = stop {
             if keep_state {
                 handle.stop_handle().suspend();
             } else {
@@ -629,7 +632,7 @@ fn wait(
                 &format!("{reason}: the sources stopped, records in flight drain"),
             );
             ending.stop_reason = Some(reason);
-            drain_until = Some(Instant::now() + drain_timeout);
+            drain_until = Some(asked + drain_timeout);
         }
         if ending.hard.is_none() && drain_until.is_some_and(|d| Instant::now() >= d) {
             let msg = format!(

@@ -103,8 +103,8 @@ fn a_sink_blocked_in_a_write_makes_the_job_stalled() {
 }
 
 /// A job whose source waits for a broker that never answers: `/readyz` answers 503 `starting`
-/// (and `/livez` 200) while the job is being built; a job that runs is ready (200,
-/// `tidemark_job_ready` 1).
+/// (and `/livez` 200) while the job is being built, and SIGTERM then still ends the process
+/// within `--drain-timeout` plus 2 s; a job that runs is ready (200, `tidemark_job_ready` 1).
 #[test]
 fn readyz_is_starting_before_the_job_runs_and_200_after() {
     let dir = TempDir::new("ops-starting");
@@ -131,6 +131,8 @@ sinks:
             "kafka.yaml",
             "--kafka-timeout",
             "60s",
+            "--drain-timeout",
+            "1s",
             "--metrics-addr",
             &addr.to_string(),
         ],
@@ -153,7 +155,25 @@ sinks:
     assert_eq!(http(addr, "GET", "/livez").status, 200);
     let metrics = common::scrape(addr);
     assert_eq!(metrics.value("tidemark_job_ready", &[]), Some(0.0));
-    drop(waiting);
+    // SIGTERM while the job is still being built (its source still waits for the broker):
+    // the process exits within --drain-timeout plus 2 s all the same, saying why.
+    let signalled = Instant::now();
+    waiting.terminate();
+    let status = waiting.wait_for(TIMEOUT);
+    let took = signalled.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "exited {took:?} after SIGTERM; stderr:\n{}",
+        waiting.stderr()
+    );
+    assert_eq!(status.code(), Some(1), "{}", waiting.stderr());
+    assert!(
+        waiting
+            .stderr()
+            .contains("tidemark: still not ended at --drain-timeout plus 2s after the stop"),
+        "{}",
+        waiting.stderr()
+    );
     drop(silent);
 
     dir.write("job.yaml", DISCARD_JOB);
