@@ -9,7 +9,7 @@ use tidemark_runtime::ExecutionPlan;
 /// Runs the command; returns the exit code, or an error whose kind sets it.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Run(args) => crate::run::run(args),
+        Command::Run(args) => crate::run::run(*args),
         Command::Validate(args) => validate(args),
         Command::Plan(args) => plan(args),
         #[cfg(feature = "kafka")]

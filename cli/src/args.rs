@@ -28,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a job until its sources end, --duration passes, or SIGINT/SIGTERM.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check a job file and print its execution plan.
     Validate(ValidateArgs),
     /// Print the execution graph: vertices, subtasks, chains, edges.
@@ -67,6 +67,15 @@ pub struct RunArgs {
     /// [default: 127.0.0.1:9249]
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
+    /// TLS, client certificates, basic auth and headers of the endpoint, in the Prometheus
+    /// exporter toolkit's web config format (as node_exporter's --web.config.file)
+    /// [default: the job file's web_config_file, else plain HTTP without login]
+    #[arg(long, value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+    /// Also serve /livez and /readyz alone, plain HTTP without login, on this address (for
+    /// kubelets when the web config requires client certificates)
+    #[arg(long, value_name = "HOST:PORT")]
+    pub probe_addr: Option<String>,
     /// Stop the job after this long (sources stop, in-flight records drain)
     #[arg(long, value_name = "DUR", value_parser = parse_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,

@@ -7,12 +7,23 @@
 //! | `GET /` | 200, the live view page (HTML, everything inline, no network fetches) |
 //! | `GET /api/v1/job` | 200, JSON: the job, its settings, vertices and edges |
 //! | `GET /api/v1/metrics` | 200, JSON: a snapshot of the job's numbers |
+//! | `GET /livez` | 200 `ok`; 503 and why once the job has failed |
+//! | `GET /readyz` | 200 when the job is ready; 503 and a JSON body with the reason if not |
 //! | `HEAD` on any of these | the same headers, no body |
 //! | another method on one of these paths | 405 with `Allow: GET, HEAD` |
 //! | any other path | 404 naming the paths there are |
 //! | a request that does not parse | 400 (431 when its head is too large) |
 //!
-//! A query string is ignored. Every answer closes its connection.
+//! A query string is ignored. Every answer closes its connection. Before the job is built the
+//! probes answer (`starting`), `/metrics` holds only `tidemark_job_ready` and
+//! `tidemark_job_stalled`, and the JSON API answers 503.
+//!
+//! # Securing it
+//! With a [`WebConfig`] (`--web-config-file`), every connection is TLS (rustls over the same
+//! blocking sockets: `StreamOwned`), optionally with client certificates, and every path but
+//! the probes needs basic auth (401 with `WWW-Authenticate` otherwise). A server started with
+//! [`Role::Probes`] (`--probe-addr`) serves the two probes alone, plain HTTP, for kubelets that
+//! cannot present a client certificate.
 //!
 //! # Whatever the clients do
 //! One thread accepts connections and hands each to a thread of its own (at most
@@ -34,13 +45,17 @@ use std::net::ToSocketAddrs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use tidemark_runtime::exporter::{render_text, CONTENT_TYPE};
 
+use crate::health::Health;
 use crate::live::{LiveJob, PAGE_HTML};
+
+pub mod web_config;
+pub use web_config::WebConfig;
 
 /// The path the metrics are served on.
 pub const METRICS_PATH: &str = "/metrics";
@@ -48,6 +63,10 @@ pub const METRICS_PATH: &str = "/metrics";
 pub const JOB_API_PATH: &str = "/api/v1/job";
 /// The path of the metrics snapshot (JSON).
 pub const METRICS_API_PATH: &str = "/api/v1/metrics";
+/// The liveness probe.
+pub const LIVEZ_PATH: &str = "/livez";
+/// The readiness probe.
+pub const READYZ_PATH: &str = "/readyz";
 
 /// Connections served at once; one more gets a 503 and is closed.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -125,14 +144,55 @@ impl Default for Limits {
     }
 }
 
+/// What the endpoint serves: the run's health from the start, its job once built.
+#[derive(Debug)]
+pub struct Site {
+    health: Arc<Health>,
+    job: OnceLock<Arc<LiveJob>>,
+}
+
+impl Site {
+    /// A site with `health` and no job yet.
+    pub fn new(health: Arc<Health>) -> Arc<Site> {
+        Arc::new(Site {
+            health,
+            job: OnceLock::new(),
+        })
+    }
+
+    /// The job, once built: served from now on.
+    pub fn set_job(&self, job: Arc<LiveJob>) {
+        let _ = self.job.set(job);
+    }
+}
+
+/// Which paths a server answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Everything.
+    All,
+    /// `/livez` and `/readyz` alone (`--probe-addr`).
+    Probes,
+}
+
+/// What every connection of one server shares.
+struct Serving {
+    site: Arc<Site>,
+    web: Arc<WebConfig>,
+    role: Role,
+    limits: Limits,
+}
+
 /// A running endpoint. Stops on [`shutdown`](Self::shutdown) or when dropped.
 pub struct MetricsServer {
     local_addr: SocketAddr,
+    tls: bool,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
 }
 
 impl MetricsServer {
+    #[cfg(test)]
     /// Binds `addr` (e.g. `127.0.0.1:9249`; port 0 picks a free port, see
     /// [`local_addr`](Self::local_addr)) and serves `job` on threads of its own.
     ///
@@ -143,6 +203,7 @@ impl MetricsServer {
         MetricsServer::start_with(addr, job, Limits::default())
     }
 
+    #[cfg(test)]
     /// [`start`](Self::start) with other [`Limits`].
     ///
     /// # Errors
@@ -152,6 +213,37 @@ impl MetricsServer {
         job: Arc<LiveJob>,
         limits: Limits,
     ) -> Result<MetricsServer, EndpointError> {
+        let health = Health::new(job.registry().job_name(), "");
+        health.set_phase(crate::health::Phase::Running, "");
+        let site = Site::new(health);
+        site.set_job(job);
+        MetricsServer::serve(
+            addr,
+            site,
+            Arc::new(WebConfig::default()),
+            Role::All,
+            limits,
+        )
+    }
+
+    /// Binds `addr` and serves the paths of `role` of `site`, secured as `web` says.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn serve(
+        addr: &str,
+        site: Arc<Site>,
+        web: Arc<WebConfig>,
+        role: Role,
+        limits: Limits,
+    ) -> Result<MetricsServer, EndpointError> {
+        let tls = web.tls.is_some();
+        let serving = Arc::new(Serving {
+            site,
+            web,
+            role,
+            limits,
+        });
         let listener = bind(addr)?;
         let local_addr = listener
             .local_addr()
@@ -161,7 +253,7 @@ impl MetricsServer {
             let stop = stop.clone();
             thread::Builder::new()
                 .name("http-accept".to_owned())
-                .spawn(move || accept_loop(&listener, &stop, &job, limits))
+                .spawn(move || accept_loop(&listener, &stop, &serving))
                 .map_err(|error| EndpointError::Server {
                     addr: addr.to_owned(),
                     reason: format!("cannot start a thread: {error}"),
@@ -170,6 +262,7 @@ impl MetricsServer {
         tracing::debug!(%local_addr, "metrics endpoint listening");
         Ok(MetricsServer {
             local_addr,
+            tls,
             stop,
             acceptor: Some(acceptor),
         })
@@ -180,14 +273,19 @@ impl MetricsServer {
         self.local_addr
     }
 
-    /// The URL of the metrics, e.g. `http://127.0.0.1:9249/metrics`.
+    /// The URL of the metrics, e.g. `http://127.0.0.1:9249/metrics` (`https` with TLS).
     pub fn url(&self) -> String {
-        format!("http://{}{METRICS_PATH}", self.local_addr())
+        format!("{}{METRICS_PATH}", self.base_url())
     }
 
     /// The URL of the live view, e.g. `http://127.0.0.1:9249/`.
     pub fn page_url(&self) -> String {
-        format!("http://{}/", self.local_addr())
+        format!("{}/", self.base_url())
+    }
+
+    fn base_url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.local_addr())
     }
 
     /// Stops accepting connections and closes the listening socket. Connections being served
@@ -286,7 +384,8 @@ impl Drop for Open {
 }
 
 /// Accepts connections until `stop`, each served on a thread of its own.
-fn accept_loop(listener: &TcpListener, stop: &AtomicBool, job: &Arc<LiveJob>, limits: Limits) {
+fn accept_loop(listener: &TcpListener, stop: &AtomicBool, serving: &Arc<Serving>) {
+    let limits = serving.limits;
     let open = Arc::new(AtomicUsize::new(0));
     loop {
         let accepted = listener.accept();
@@ -308,23 +407,27 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, job: &Arc<LiveJob>, li
             // A small answer fits the socket buffer: this write does not block. The short
             // linger (on this thread: the server is overloaded anyway) reads the request so
             // that the client sees the answer rather than a reset.
-            let _ = stream.set_write_timeout(Some(REJECT_LINGER));
-            let _ = write_answer(
-                &stream,
-                &Answer::text(503, "too many connections; try again\n"),
-                false,
-            );
-            linger(&stream, REJECT_LINGER);
+            // Under TLS a plain answer would be garbage to the client: just close.
+            if serving.web.tls.is_none() {
+                let _ = stream.set_write_timeout(Some(REJECT_LINGER));
+                let _ = write_answer(
+                    &mut &stream,
+                    &Answer::text(503, "too many connections; try again\n"),
+                    false,
+                    &[],
+                );
+                linger(&stream, REJECT_LINGER);
+            }
             continue;
         }
         let guard = Open(open.clone());
-        let job = job.clone();
+        let serving = serving.clone();
         let spawned = thread::Builder::new()
             .name("http-conn".to_owned())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
                 let _guard = guard;
-                if let Err(error) = serve_connection(stream, &job, limits) {
+                if let Err(error) = serve_connection(stream, &serving) {
                     tracing::debug!(%error, "metrics endpoint: connection ended");
                 }
             });
@@ -340,25 +443,81 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, job: &Arc<LiveJob>, li
 struct Head {
     method: String,
     path: String,
+    /// The `Authorization` header, if sent.
+    authorization: Option<String>,
 }
 
+/// A connection the endpoint reads a request from and answers on: a plain TCP stream, or TLS
+/// over one.
+trait Connection: Read + Write {
+    /// The TCP stream underneath (for timeouts and the shutdown).
+    fn tcp(&self) -> &TcpStream;
+    /// Ends the connection's own protocol before the TCP linger (TLS: `close_notify`).
+    fn close(&mut self) {}
+}
+
+impl Connection for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+type TlsStream = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
+impl Connection for TlsStream {
+    fn tcp(&self) -> &TcpStream {
+        &self.sock
+    }
+
+    fn close(&mut self) {
+        self.conn.send_close_notify();
+        let _ = self.flush();
+    }
+}
+
+/// The answer to a plain HTTP request on a TLS port (as Go's servers give it).
+const PLAIN_ON_TLS: &str =
+    "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                            Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS \
+                            server.\n";
+
 /// Reads one request from `stream`, answers it and closes the connection.
-fn serve_connection(mut stream: TcpStream, job: &LiveJob, limits: Limits) -> io::Result<()> {
+fn serve_connection(stream: TcpStream, serving: &Serving) -> io::Result<()> {
+    let limits = serving.limits;
     stream.set_write_timeout(Some(limits.write_timeout))?;
     let _ = stream.set_nodelay(true);
-    let answer = match read_head(&mut stream, limits.request_deadline)? {
+    let Some(tls) = &serving.web.tls else {
+        return answer_on(stream, serving);
+    };
+    // A TLS connection starts with a handshake record (0x16); a letter is a plain request.
+    stream.set_read_timeout(Some(limits.request_deadline))?;
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first)? == 1 && first[0].is_ascii_alphabetic() {
+        (&stream).write_all(PLAIN_ON_TLS.as_bytes())?;
+        linger(&stream, LINGER);
+        return Ok(());
+    }
+    let connection = rustls::ServerConnection::new(tls.clone()).map_err(io::Error::other)?;
+    answer_on(rustls::StreamOwned::new(connection, stream), serving)
+}
+
+/// Reads one request from `connection`, answers it and lingers.
+fn answer_on<C: Connection>(mut connection: C, serving: &Serving) -> io::Result<()> {
+    let headers = &serving.web.headers;
+    let answer = match read_head(&mut connection, serving.limits.request_deadline)? {
         Ok(head) => {
-            let answer = respond(&head.method, &head.path, job);
-            write_answer(&stream, &answer, head.method == "HEAD")?;
+            let answer = respond(&head, serving);
+            write_answer(&mut connection, &answer, head.method == "HEAD", headers)?;
             answer
         }
         Err(answer) => {
-            write_answer(&stream, &answer, false)?;
+            write_answer(&mut connection, &answer, false, headers)?;
             answer
         }
     };
     tracing::trace!(status = answer.status, "metrics endpoint: answered");
-    linger(&stream, LINGER);
+    connection.close();
+    linger(connection.tcp(), LINGER);
     Ok(())
 }
 
@@ -390,9 +549,13 @@ fn linger(mut stream: &TcpStream, time: Duration) {
     }
 }
 
-/// Reads the request head within `deadline`. `Ok(Err(answer))` is a bad request answered with
-/// `answer`; `Err` an I/O error or a timeout (the connection is dropped).
-fn read_head(stream: &mut TcpStream, deadline: Duration) -> io::Result<Result<Head, Answer>> {
+/// Reads the request head within `deadline` (the TLS handshake included). `Ok(Err(answer))` is
+/// a bad request answered with `answer`; `Err` an I/O error, a failed handshake or a timeout
+/// (the connection is dropped).
+fn read_head<C: Connection>(
+    stream: &mut C,
+    deadline: Duration,
+) -> io::Result<Result<Head, Answer>> {
     let deadline = Instant::now() + deadline;
     let mut buf = vec![0u8; MAX_HEAD_BYTES];
     let mut len = 0;
@@ -401,7 +564,7 @@ fn read_head(stream: &mut TcpStream, deadline: Duration) -> io::Result<Result<He
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "request head too slow"))?;
-        stream.set_read_timeout(Some(left))?;
+        stream.tcp().set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf[len..])?;
         if n == 0 {
             return Err(io::Error::new(
@@ -427,9 +590,16 @@ fn read_head(stream: &mut TcpStream, deadline: Duration) -> io::Result<Result<He
                         "bad request: Content-Length is not a number\n",
                     )));
                 }
+                let authorization = request
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok())
+                    .map(str::to_owned);
                 return Ok(Ok(Head {
                     method: request.method.unwrap_or("").to_owned(),
                     path: request.path.unwrap_or("").to_owned(),
+                    authorization,
                 }));
             }
             Ok(httparse::Status::Partial) if len == buf.len() => {
@@ -455,6 +625,8 @@ struct Answer {
     content_type: &'static str,
     body: Vec<u8>,
     allow: bool,
+    /// Ask for basic auth (`WWW-Authenticate`).
+    login: bool,
 }
 
 impl Answer {
@@ -464,6 +636,7 @@ impl Answer {
             content_type,
             body: body.into(),
             allow: false,
+            login: false,
         }
     }
 
@@ -476,6 +649,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
@@ -485,7 +659,12 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn write_answer(mut stream: &TcpStream, answer: &Answer, head_only: bool) -> io::Result<()> {
+fn write_answer(
+    stream: &mut impl Write,
+    answer: &Answer,
+    head_only: bool,
+    headers: &[(String, String)],
+) -> io::Result<()> {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         answer.status,
@@ -496,7 +675,13 @@ fn write_answer(mut stream: &TcpStream, answer: &Answer, head_only: bool) -> io:
     if answer.allow {
         out.push_str("Allow: GET, HEAD\r\n");
     }
+    if answer.login {
+        out.push_str("WWW-Authenticate: Basic realm=\"tidemark\", charset=\"UTF-8\"\r\n");
+    }
     out.push_str("Cache-Control: no-store\r\n");
+    for (name, value) in headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
     out.push_str("\r\n");
     let mut bytes = out.into_bytes();
     if !head_only {
@@ -513,6 +698,15 @@ enum Resource {
     Page,
     JobApi,
     MetricsApi,
+    Livez,
+    Readyz,
+}
+
+impl Resource {
+    /// The probes: served without a login, and on the probe address.
+    fn is_probe(self) -> bool {
+        matches!(self, Resource::Livez | Resource::Readyz)
+    }
 }
 
 /// What the endpoint answers to `method` on `target`.
@@ -523,27 +717,42 @@ enum Route {
     NotFound,
 }
 
-fn route(method: &str, target: &str) -> Route {
+fn route(method: &str, target: &str, role: Role) -> Route {
     let path = target.split(['?', '#']).next().unwrap_or("");
     let resource = match path {
         METRICS_PATH => Resource::Metrics,
         "/" | "/index.html" => Resource::Page,
         JOB_API_PATH => Resource::JobApi,
         METRICS_API_PATH => Resource::MetricsApi,
+        LIVEZ_PATH => Resource::Livez,
+        READYZ_PATH => Resource::Readyz,
         _ => return Route::NotFound,
     };
+    if role == Role::Probes && !resource.is_probe() {
+        return Route::NotFound;
+    }
     match method {
         "GET" | "HEAD" => Route::Serve(resource),
         _ => Route::MethodNotAllowed,
     }
 }
 
-fn respond(method: &str, target: &str, job: &LiveJob) -> Answer {
-    match route(method, target) {
-        Route::Serve(resource) => match catch_unwind(AssertUnwindSafe(|| serve(resource, job))) {
-            Ok(answer) => answer,
-            Err(_) => Answer::text(500, "cannot answer; see the log\n"),
-        },
+fn respond(head: &Head, serving: &Serving) -> Answer {
+    let (method, target) = (head.method.as_str(), head.path.as_str());
+    match route(method, target, serving.role) {
+        Route::Serve(resource)
+            if !resource.is_probe() && !serving.web.allows(head.authorization.as_deref()) =>
+        {
+            let mut answer = Answer::text(401, "unauthorized: log in (basic auth)\n");
+            answer.login = true;
+            answer
+        }
+        Route::Serve(resource) => {
+            match catch_unwind(AssertUnwindSafe(|| serve(resource, &serving.site))) {
+                Ok(answer) => answer,
+                Err(_) => Answer::text(500, "cannot answer; see the log\n"),
+            }
+        }
         Route::MethodNotAllowed => {
             let mut answer = Answer::text(
                 405,
@@ -552,25 +761,48 @@ fn respond(method: &str, target: &str, job: &LiveJob) -> Answer {
             answer.allow = true;
             answer
         }
+        Route::NotFound if serving.role == Role::Probes => Answer::text(
+            404,
+            format!(
+                "not found: {target}; this address serves the probes {LIVEZ_PATH} and \
+                 {READYZ_PATH} alone\n"
+            ),
+        ),
         Route::NotFound => Answer::text(
             404,
             format!(
                 "not found: {target}; this endpoint serves {METRICS_PATH} (Prometheus), / (the \
-                 live view), {JOB_API_PATH} and {METRICS_API_PATH}\n"
+                 live view), {JOB_API_PATH}, {METRICS_API_PATH}, {LIVEZ_PATH} and \
+                 {READYZ_PATH}\n"
             ),
         ),
     }
 }
 
-fn serve(resource: Resource, job: &LiveJob) -> Answer {
-    match resource {
-        Resource::Metrics => match render_text(job.registry()) {
+fn serve(resource: Resource, site: &Site) -> Answer {
+    let job = site.job.get();
+    match (resource, job) {
+        (Resource::Livez, _) => match site.health.live() {
+            Ok(()) => Answer::text(200, "ok\n"),
+            Err(why) => Answer::text(503, format!("{why}\n")),
+        },
+        (Resource::Readyz, _) => {
+            let (status, body) = site.health.readyz();
+            Answer::new(status, JSON, body)
+        }
+        (Resource::Page, _) => Answer::new(200, HTML, PAGE_HTML),
+        (Resource::Metrics, Some(job)) => match render_text(job.registry()) {
             Ok(text) => Answer::new(200, CONTENT_TYPE, text),
             Err(error) => Answer::text(500, format!("cannot render the metrics: {error}\n")),
         },
-        Resource::Page => Answer::new(200, HTML, PAGE_HTML),
-        Resource::JobApi => Answer::new(200, JSON, job.job_json()),
-        Resource::MetricsApi => Answer::new(200, JSON, job.metrics_json()),
+        (Resource::Metrics, None) => Answer::new(200, CONTENT_TYPE, site.health.metrics_text()),
+        (Resource::JobApi, Some(job)) => Answer::new(200, JSON, job.job_json()),
+        (Resource::MetricsApi, Some(job)) => Answer::new(200, JSON, job.metrics_json()),
+        (Resource::JobApi | Resource::MetricsApi, None) => Answer::new(
+            503,
+            JSON,
+            "{\"error\": \"the job is starting: nothing to show yet\"}\n",
+        ),
     }
 }
 

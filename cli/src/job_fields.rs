@@ -41,6 +41,8 @@ pub(crate) struct TopLevel {
     pub latency: Spanned<Option<LatencyFields>>,
     pub e2e: Spanned<Option<E2eFields>>,
     pub checkpoint: Spanned<Option<CheckpointFields>>,
+    pub stall_timeout: Spanned<Dur>,
+    pub web_config_file: Spanned<FilePath>,
     // The vertex sections are read by id, with the rules ids have, where the job file is put
     // together: here they are only known fields.
     pub sources: Spanned<IgnoredAny>,
@@ -417,21 +419,35 @@ pub(crate) struct DirPath(pub PathBuf);
 
 impl<'de> Deserialize<'de> for DirPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = DirPath;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a directory path as a string")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<DirPath, E> {
-                match s.trim().is_empty() {
-                    true => Err(E::invalid_value(de::Unexpected::Str(s), &self)),
-                    false => Ok(DirPath(PathBuf::from(s))),
-                }
+        path(d, "a directory path as a string").map(DirPath)
+    }
+}
+
+/// A file's path (`web_config_file`): a string that is not blank.
+pub(crate) struct FilePath(pub PathBuf);
+
+impl<'de> Deserialize<'de> for FilePath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        path(d, "a file path as a string").map(FilePath)
+    }
+}
+
+/// A path written as a string that is not blank; `expected` says what it names.
+fn path<'de, D: Deserializer<'de>>(d: D, expected: &'static str) -> Result<PathBuf, D::Error> {
+    struct V(&'static str);
+    impl Visitor<'_> for V {
+        type Value = PathBuf;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<PathBuf, E> {
+            match s.trim().is_empty() {
+                true => Err(E::invalid_value(de::Unexpected::Str(s), &self)),
+                false => Ok(PathBuf::from(s)),
             }
         }
-        d.deserialize_any(V)
     }
+    d.deserialize_any(V(expected))
 }
 
 /// `checkpoint.retain`: complete checkpoints kept, 1 to 1000.

@@ -78,6 +78,12 @@ pub struct JobFile {
     pub checkpoint_dir: Option<PathBuf>,
     /// `checkpoint.retain`: complete checkpoints kept.
     pub checkpoint_retain: Option<usize>,
+    /// `stall_timeout`: how long a vertex subtask with input waiting may take no record before
+    /// `/readyz` says `stalled` (`docs/operations.md`).
+    pub stall_timeout: Option<Duration>,
+    /// `web_config_file`: TLS and basic auth of the HTTP endpoint, in the Prometheus exporter
+    /// toolkit's format (relative to the job file's folder).
+    pub web_config_file: Option<PathBuf>,
     /// The `latency` section.
     pub latency: LatencySection,
     /// `e2e.buckets`: the bucket bounds of `tidemark_record_e2e_latency_seconds`.
@@ -414,6 +420,8 @@ impl Parser {
             checkpoint_interval: checkpoint.interval.value.map(|d| d.0),
             checkpoint_dir: checkpoint.dir.value.map(|d| d.0),
             checkpoint_retain: checkpoint.retain.value.map(|r| r.0),
+            stall_timeout: top.stall_timeout.value.map(|d| d.0),
+            web_config_file: top.web_config_file.value.map(|f| f.0),
             latency: latency.unwrap_or_default(),
             e2e_buckets: e2e_buckets.map(|b| b.0),
             vertices,
@@ -881,8 +889,8 @@ sinks:
         assert_eq!(
             e,
             "job.yaml:2:1: unknown field \"paralelism\", expected one of name, parallelism, \
-             max_parallelism, buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, sources, \
-             operators, sinks; did you mean \"parallelism\"?"
+             max_parallelism, buffer_timeout, channel_capacity, chaining, e2e_latency_everywhere, idle_strategy, latency, e2e, checkpoint, stall_timeout, \
+             web_config_file, sources, operators, sinks; did you mean \"parallelism\"?"
         );
     }
 

@@ -20,8 +20,9 @@
 //! | [`args`] | the command line (clap) |
 //! | `app`, `run` | command dispatch, `validate`, `plan`; `run` |
 //! | `dev_kafka` | `dev-kafka`: a mock Kafka cluster in the foreground (feature `kafka`) |
-//! | `endpoint`, `live` | the HTTP endpoint: `/metrics` and the live view's `/api/v1/job`, `/api/v1/metrics` |
+//! | `endpoint`, `live` | the HTTP endpoint: `/metrics`, the live view's `/api/v1/job`, `/api/v1/metrics`, the probes; TLS and basic auth (`--web-config-file`) |
 //! | `log` | standard error through `tracing`: the libraries' warnings as `tidemark: warning: …` lines, the `RUST_LOG` log |
+//! | `health` | `/livez`, `/readyz`, `tidemark_job_ready`, `tidemark_job_stalled`: the run's phase and the stall watchdog |
 //! | `report`, `signals`, `progress`, `suggest` | the final report, SIGINT/SIGTERM, the status line, "did you mean" |
 //!
 //! ## Example
@@ -47,11 +48,13 @@
 mod app;
 pub mod args;
 pub mod build;
+mod deadline;
 #[cfg(feature = "kafka")]
 mod dev_kafka;
 mod endpoint;
 pub mod error;
 mod exchange;
+mod health;
 pub mod instance;
 mod job_fields;
 pub mod jobfile;

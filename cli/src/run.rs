@@ -3,8 +3,9 @@
 //! outcome, linger, and say how it went.
 
 use crate::args::RunArgs;
-use crate::endpoint::MetricsServer;
+use crate::endpoint::{Limits, MetricsServer, Role, Site, WebConfig};
 use crate::error::{self, JobFailed, RunError, EXIT_INTERRUPTED, EXIT_JOB_FAILED, EXIT_OK};
+use crate::health::{Health, Phase};
 use crate::live::{settings_json, ComponentInfo, LiveJob, QueueShape};
 use crate::progress::Progress;
 use crate::report::{plural, FailureReport, NotStarted, Report, RunSummary};
@@ -26,9 +27,14 @@ use tidemark_runtime::{DropReason, JobHandle, JobOutcome, StartError};
 const POLL: Duration = Duration::from_millis(50);
 
 /// How long a hard stop waits for the tasks to end. Tasks notice a hard stop within
-/// milliseconds unless user code keeps them busy (a long sleep in a `delay` step); the report is
-/// written without them after this long, naming them.
-const HARD_STOP_GRACE: Duration = Duration::from_secs(2);
+/// milliseconds unless user code or a broker call keeps them busy (a long sleep in a `delay`
+/// step, a Kafka commit to brokers that are gone); the report is written without them after
+/// this long, naming them.
+const HARD_STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// After a stop the process exits within `--drain-timeout` plus this, whatever its tasks or
+/// broker calls are doing ([`crate::deadline`]).
+pub const EXIT_WITHIN: Duration = Duration::from_secs(2);
 
 /// What `run` knows so far, for the report of a run that fails before its job runs.
 #[derive(Default)]
@@ -100,6 +106,48 @@ fn run_job(
     }
     known.job_name = Some(job.name.clone());
     known.settings = Some(settings.clone());
+    // The endpoint first, secured as the web config says: a bad file or a taken address stops
+    // us before anything runs, and the probes answer (`starting`, `restoring`) from now on.
+    let web = match args
+        .web_config_file
+        .clone()
+        .or_else(|| (job.web_config_file.as_ref()).map(|f| job.dir.join(f)))
+    {
+        Some(path) => WebConfig::load(&path)?,
+        None => WebConfig::default(),
+    };
+    let web = Arc::new(web);
+    let health = Health::new(&job.name, &known.instance);
+    let site = Site::new(health.clone());
+    let server = MetricsServer::serve(
+        &settings.metrics_addr,
+        site.clone(),
+        web.clone(),
+        Role::All,
+        Limits::default(),
+    )?;
+    let _probes = match &args.probe_addr {
+        Some(addr) => Some(
+            MetricsServer::serve(
+                addr,
+                site.clone(),
+                Arc::new(WebConfig::default()),
+                Role::Probes,
+                Limits::default(),
+            )
+            .map_err(|e| anyhow::anyhow!("--probe-addr: {e}"))?,
+        ),
+        None => None,
+    };
+    if web.client_cert_required && args.probe_addr.is_none() {
+        eprintln!(
+            "tidemark: warning: the web config requires client certificates: kubelets and \
+             load balancers cannot probe /livez and /readyz; serve them with --probe-addr"
+        );
+    }
+    if args.restore.is_some() {
+        health.set_phase(Phase::Restoring, "reading the checkpoint to restore from");
+    }
     // Checkpoints to a directory, and what to start from: the checkpoint is read whole and
     // checked here, before anything is written or cut.
     let checkpoint_dir = settings.checkpoint_dir.clone();
@@ -116,6 +164,7 @@ fn run_job(
                 return Ok(EXIT_OK);
             }
             restore::Start::Fresh => {
+                health.set_phase(Phase::Starting, "");
                 if args.restore.is_some() {
                     eprintln!(
                         "tidemark: --restore auto: no complete checkpoint of job \"{}\" yet; \
@@ -153,6 +202,14 @@ fn run_job(
                     loaded.metadata.id,
                     loaded.path.display()
                 );
+                health.set_phase(
+                    Phase::Restoring,
+                    &format!(
+                        "restoring checkpoint {} from {}",
+                        loaded.metadata.id,
+                        loaded.path.display()
+                    ),
+                );
                 (job, graph, config, Some(loaded))
             }
         };
@@ -185,7 +242,7 @@ fn run_job(
         channel_capacity: config.channel_capacity,
         batch_size: config.batch_size,
     };
-    let signals = signals::install()?;
+    let signals = signals::install(args.drain_timeout)?;
 
     // Named before the subtasks are made: exchange writers name their watermarks with it.
     #[cfg(feature = "kafka")]
@@ -215,7 +272,7 @@ fn run_job(
     #[cfg(feature = "kafka")]
     registry.register_series(kafka.metrics().clone());
     #[cfg(feature = "kafka")]
-    let _clock = crate::kafka_clock::start(&job, &registry, &known.instance, &kafka);
+    let mut clock = crate::kafka_clock::start(&job, &registry, &known.instance, &kafka);
     let components: Vec<ComponentInfo> = job
         .vertices
         .iter()
@@ -241,10 +298,19 @@ fn run_job(
     if let Some(restored) = restored_from {
         live.set_restored_from(restored);
     }
-    let server = MetricsServer::start(&settings.metrics_addr, live.clone())?;
+    registry.register_series(health.clone());
+    live.set_health(health.clone());
+    #[cfg(feature = "kafka")]
+    {
+        let metrics = kafka.metrics().clone();
+        health.set_source_check(Box::new(move || crate::health::kafka_readiness(&metrics)));
+    }
+    site.set_job(live.clone());
     let handle = prepared
         .start()
         .map_err(|e| RunError(anyhow::Error::new(e).context("the job could not start")))?;
+    health.set_phase(Phase::Running, "");
+    let watchdog = crate::health::watch(&health, registry.clone(), settings.stall_timeout);
     let threads = handle.thread_count();
     eprintln!(
         "tidemark: job \"{}\" running ({threads} {}); metrics at {}",
@@ -256,6 +322,7 @@ fn run_job(
 
     let ending = wait(
         &handle,
+        &health,
         &signals,
         args.duration,
         args.drain_timeout,
@@ -266,11 +333,44 @@ fn run_job(
         Progress::new(registry.clone()),
     );
     let result = match ending.hard {
-        Some(_) => handle.wait_at_most(HARD_STOP_GRACE),
+        Some(_) => {
+            // Leave the report time to be written before the exit deadline.
+            let left = ending.deadline.map_or(HARD_STOP_GRACE, |d| {
+                d.saturating_duration_since(Instant::now())
+                    .saturating_sub(EXIT_WITHIN / 2)
+            });
+            handle.wait_at_most(HARD_STOP_GRACE.min(left))
+        }
         None => handle.wait(),
     };
+    drop(watchdog);
     let ended = SystemTime::now();
     live.set_outcome(&result.outcome);
+    match &result.outcome {
+        JobOutcome::Failed(failure) => health.set_phase(Phase::Failed, &failure.to_string()),
+        JobOutcome::Aborted => health.set_phase(Phase::Ended, "the job was stopped hard"),
+        JobOutcome::Finished => health.set_phase(Phase::Ended, "the job has finished"),
+        JobOutcome::Stopped => health.set_phase(Phase::Ended, "the job has stopped"),
+    }
+    // Broker calls a hard stop cut short (a Kafka commit to brokers that are gone, say).
+    #[cfg(feature = "kafka")]
+    let cut_short: Vec<String> = if ending.hard.is_some() {
+        kafka
+            .metrics()
+            .closing_steps()
+            .into_iter()
+            .map(|(id, subtask, step)| format!("kafka source \"{id}\" subtask {subtask} {step}"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    #[cfg(not(feature = "kafka"))]
+    let cut_short: Vec<String> = Vec::new();
+    let cut_short_text = if cut_short.is_empty() {
+        String::new()
+    } else {
+        format!("; cut short: {}", cut_short.join(", "))
+    };
     if let Some(job_dir) = &job_dir {
         let last = result.checkpoints.last_completed();
         match (&result.outcome, &last) {
@@ -306,7 +406,7 @@ fn run_job(
         (JobOutcome::Aborted, Some(HardStop::DrainTimeout)) => (
             Some(format!(
                 "job \"{}\" did not drain within --drain-timeout {}: stopped hard, {left} left \
-                 in flight (undelivered)",
+                 in flight (undelivered){cut_short_text}",
                 job.name,
                 format_duration(args.drain_timeout)
             )),
@@ -319,7 +419,8 @@ fn run_job(
         ),
         (JobOutcome::Aborted, hard) => (
             Some(format!(
-                "job \"{}\" stopped hard by a second signal: {left} left in flight (undelivered)",
+                "job \"{}\" stopped hard by a second signal: {left} left in flight \
+                 (undelivered){cut_short_text}",
                 job.name
             )),
             EXIT_INTERRUPTED,
@@ -373,7 +474,7 @@ fn run_job(
     }
     if !tasks_not_ended.is_empty() {
         eprintln!(
-            "tidemark: {} had not ended after the hard stop (user code still busy): {}; the \
+            "tidemark: {} had not ended after the hard stop (user code or a broker call still busy): {}; the \
              batch each was working on is counted as in flight, its partly filled output \
              batches are not",
             plural(tasks_not_ended.len() as u64, "task", "tasks"),
@@ -400,6 +501,14 @@ fn run_job(
         }
     }
     server.shutdown();
+    // On the way out after a signal the clock exchange's Kafka clients close in the
+    // background: the process does not wait for brokers that may not answer.
+    #[cfg(feature = "kafka")]
+    if let Some(clock) = clock.take().filter(|_| ending.deadline.is_some()) {
+        let _ = std::thread::Builder::new()
+            .name("tidemark-clock-close".into())
+            .spawn(move || drop(clock));
+    }
 
     match result.outcome {
         JobOutcome::Failed(failure) => Err(JobFailed {
@@ -461,13 +570,16 @@ struct Ending {
     stop_reason: Option<String>,
     /// Set when the job was stopped hard ([`JobHandle::abort`]).
     hard: Option<HardStop>,
+    /// When the process must have exited, after a stop by a signal.
+    deadline: Option<Instant>,
 }
 
 /// Waits until the job ends, stopping it when `duration` passes or a signal arrives, and
 /// stopping it hard when the drain takes longer than `drain_timeout` or a second signal comes.
 fn wait(
     handle: &JobHandle,
-    signals: &Receiver<&'static str>,
+    health: &Health,
+    signals: &Receiver<crate::signals::Signal>,
     duration: Option<Duration>,
     drain_timeout: Duration,
     keep_state: bool,
@@ -478,37 +590,56 @@ fn wait(
         interrupted: false,
         stop_reason: None,
         hard: None,
+        deadline: None,
     };
     // When the drain must be over, once a stop was asked for.
     let mut drain_until: Option<Instant> = None;
     while !handle.is_finished() {
         let mut stop = None;
         match signals.recv_timeout(POLL) {
-            Ok(name) => {
+            Ok((name, arrived)) => {
                 ending.interrupted = true;
-                if drain_until.is_some() {
-                    ending.hard = Some(HardStop::SecondSignal(name));
-                } else {
-                    stop = Some(name.to_string());
+                // The exit deadline the signal thread armed (`crate::signals`).
+                let deadline = match drain_until {
+                    Some(_) => {
+                        ending.hard = Some(HardStop::SecondSignal(name));
+                        arrived + EXIT_WITHIN
+                    }
+                    None => {
+                        stop = Some((name.to_string(), arrived));
+                        arrived + drain_timeout + EXIT_WITHIN
+                    }
+                };
+                if ending.deadline.is_none_or(|d| deadline < d) {
+                    ending.deadline = Some(deadline);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
         }
         if drain_until.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
-            stop = Some(format!(
-                "--duration {}",
-                format_duration(duration.unwrap_or_default())
+            stop = Some((
+                format!(
+                    "--duration {}",
+                    format_duration(duration.unwrap_or_default())
+                ),
+                Instant::now(),
             ));
         }
-        if let Some(reason) = stop {
+        // The drain is timed from the stop's cause (a signal that came while the job was
+        // still being built waited in the channel).
+        if let Some((reason, asked)) = stop {
             if keep_state {
                 handle.stop_handle().suspend();
             } else {
                 handle.stop();
             }
+            health.set_phase(
+                Phase::Stopping,
+                &format!("{reason}: the sources stopped, records in flight drain"),
+            );
             ending.stop_reason = Some(reason);
-            drain_until = Some(Instant::now() + drain_timeout);
+            drain_until = Some(asked + drain_timeout);
         }
         if ending.hard.is_none() && drain_until.is_some_and(|d| Instant::now() >= d) {
             let msg = format!(

@@ -46,6 +46,11 @@ pub const CHECKPOINT_RETAIN_KEY: &str = "state.checkpoints.num-retained";
 pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
 /// `-D` key of how tasks wait when they have nothing to do.
 pub const IDLE_STRATEGY_KEY: &str = "execution.idle-strategy";
+/// `-D` key of the stall timeout (`/readyz` says `stalled` past it).
+pub const STALL_TIMEOUT_KEY: &str = "execution.stall-timeout";
+/// How long a vertex subtask with input waiting may take no record before it counts as
+/// stalled, unless `stall_timeout` says otherwise.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The default marker interval: markers are on unless turned off with 0 (they cost under 1 %).
 pub const DEFAULT_MARKER_INTERVAL: Duration = Duration::from_millis(200);
@@ -123,7 +128,7 @@ impl std::fmt::Debug for SettingSpec {
 }
 
 /// Every setting, in the order help and `plan` list them.
-pub static SETTINGS: [SettingSpec; 14] = [
+pub static SETTINGS: [SettingSpec; 15] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
         json_name: "latency_interval",
@@ -456,6 +461,26 @@ pub static SETTINGS: [SettingSpec; 14] = [
         },
         from_flags: |_, _, _| {},
     },
+    SettingSpec {
+        key: STALL_TIMEOUT_KEY,
+        json_name: "stall_timeout",
+        json_kind: JsonKind::Text,
+        file_field: Some("stall_timeout"),
+        flag: None,
+        default: "5m",
+        help: "how long a vertex subtask with input waiting may take no record before /readyz says stalled (and tidemark_job_stalled is 1); 0 turns the rule off",
+        apply: |s, v| {
+            s.stall_timeout = parse_duration(v)?;
+            Ok(())
+        },
+        show: |s| format_duration(s.stall_timeout),
+        from_file: |f, s| {
+            if let Some(t) = f.stall_timeout {
+                s.stall_timeout = t;
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
 ];
 
 fn apply_latency(s: &mut Settings, key: &str, value: &str) -> Result<(), String> {
@@ -512,6 +537,8 @@ pub struct FileSettings {
     pub max_parallelism: Option<u32>,
     /// `idle_strategy`.
     pub idle_strategy: Option<IdleStrategy>,
+    /// `stall_timeout`.
+    pub stall_timeout: Option<Duration>,
 }
 
 impl FileSettings {
@@ -530,6 +557,7 @@ impl FileSettings {
             checkpoint_retain: job.checkpoint_retain,
             max_parallelism: job.max_parallelism,
             idle_strategy: job.idle_strategy,
+            stall_timeout: job.stall_timeout,
         }
     }
 }
@@ -566,6 +594,9 @@ pub struct Settings {
     pub max_parallelism: Option<u32>,
     /// How tasks wait when they have nothing to do.
     pub idle_strategy: IdleStrategy,
+    /// How long a vertex subtask with input waiting may take no record before the job counts
+    /// as stalled; zero: never.
+    pub stall_timeout: Duration,
 }
 
 /// A bad `-D`.
@@ -612,6 +643,7 @@ impl Settings {
             checkpoint_retain: DEFAULT_CHECKPOINT_RETAIN,
             max_parallelism: None,
             idle_strategy: IdleStrategy::Park,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
         }
     }
 
@@ -717,6 +749,7 @@ mod tests {
             checkpoint_retain: Some(5),
             max_parallelism: Some(256),
             idle_strategy: Some(IdleStrategy::Spin),
+            stall_timeout: Some(Duration::from_secs(60)),
         }
     }
 
@@ -966,8 +999,8 @@ mod tests {
              execution.buffer-timeout, execution.channel-capacity, parallelism.default, metrics.reporter.prom.port, \
              pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere, \
              execution.checkpointing.interval, execution.checkpointing.dir, \
-             state.checkpoints.num-retained, pipeline.max-parallelism, execution.idle-strategy; \
-             did you mean \"metrics.latency.interval\"?"
+             state.checkpoints.num-retained, pipeline.max-parallelism, execution.idle-strategy, \
+             execution.stall-timeout; did you mean \"metrics.latency.interval\"?"
         );
     }
 

@@ -6,15 +6,11 @@
 
 mod common;
 
-use common::{http, Proc, TempDir, TIMEOUT};
+use common::{encode, http, Proc, Prometheus, TempDir, PROMETHEUS, TIMEOUT};
 use serde_json::Value;
-use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
-
-const PROMETHEUS: &str = "/usr/bin/prometheus";
 
 /// Two sources (a rate generator with watermarks, and a file read at once), a keyed reduce at
 /// parallelism 2 and a sink: every series a panel needs exists and moves.
@@ -66,82 +62,6 @@ fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
         }
     }
     queries
-}
-
-/// Percent-encodes a query parameter.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// A Prometheus server; killed on drop.
-struct Prometheus {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    fn start(dir: &TempDir, config: &str) -> Prometheus {
-        let config_path = dir.write("prometheus.yml", config);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let child = Command::new(PROMETHEUS)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        let prometheus = Prometheus { child, addr };
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            if std::net::TcpStream::connect(addr).is_ok()
-                && http(addr, "GET", "/-/ready").status == 200
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "prometheus never became ready");
-            thread::sleep(Duration::from_millis(100));
-        }
-        prometheus
-    }
-
-    /// An instant query; returns its result vector.
-    fn query(&self, expr: &str) -> Vec<Value> {
-        let response = http(
-            self.addr,
-            "GET",
-            &format!("/api/v1/query?query={}", encode(expr)),
-        );
-        let answer: Value = serde_json::from_str(&response.body)
-            .unwrap_or_else(|e| panic!("{e}: {}", response.body));
-        assert_eq!(answer["status"], "success", "{expr}: {answer}");
-        answer["data"]["result"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{expr}: {answer}"))
-            .clone()
-    }
 }
 
 /// Whether a result has at least one sample with a number (not NaN).

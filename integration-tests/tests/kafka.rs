@@ -423,8 +423,9 @@ sinks:
     assert_eq!(report["exit_code"], 1, "{report}");
 }
 
-/// The Kafka and checkpoint series are registered with the job's registry: `/metrics` has each
-/// family once, and `/api/v1/metrics` lists the same series (name and labels) under `series`.
+/// The Kafka, checkpoint and readiness series are registered with the job's registry:
+/// `/metrics` has each family once, and `/api/v1/metrics` lists the same series (name and
+/// labels) under `series`.
 #[test]
 fn kafka_and_checkpoint_series_are_in_both_apis_once() {
     let cluster = cluster();
@@ -440,6 +441,8 @@ fn kafka_and_checkpoint_series_are_in_both_apis_once() {
         "tidemark_kafka_lag_records",
         "tidemark_source_lag_seconds",
         "tidemark_kafka_commits_total",
+        "tidemark_job_ready",
+        "tidemark_job_stalled",
     ];
     // One instance holds all 4 partitions, has read them all and committed.
     let m = common::scrape_until(addr, "lag 0 on 4 partitions and a commit", |m| {

@@ -317,6 +317,12 @@ fn the_live_view_in_headless_chromium() {
          && document.getElementById('state').textContent === 'running' \
          && !document.querySelector('[data-vertex=\"out\"] text.rate').textContent.startsWith('0/s');",
     );
+    // Readiness beside the state: the job runs and nothing stalls.
+    session.wait_for(
+        "the job shown ready",
+        "const h = document.getElementById('health'); \
+         return !h.hidden && h.textContent === 'ready' && h.className === 'state ready';",
+    );
 
     // Every vertex id is on the page, visible.
     for id in ids() {

@@ -243,11 +243,24 @@ impl ClockService {
     }
 }
 
+/// How long dropping a [`ClockService`] waits for its thread to end.
+const CLOSE_WITHIN: Duration = Duration::from_millis(500);
+
 impl Drop for ClockService {
+    /// Stops the thread and waits for it at most [`CLOSE_WITHIN`]: it flushes its last ping
+    /// and closes its clients, which waits for the brokers (up to their own timeouts when they
+    /// stopped answering); past that it ends in the background, so a process on its way out
+    /// does not wait for them.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let deadline = Instant::now() + CLOSE_WITHIN;
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }

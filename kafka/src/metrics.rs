@@ -28,6 +28,24 @@ struct State {
     state_restored_records: BTreeMap<String, u64>,
     /// operator_id → exchange records dropped as replays upstream.
     replayed_records: BTreeMap<String, u64>,
+    /// (source_id, subtask) → where the subtask is with its consumer group.
+    assignments: BTreeMap<(String, usize), Assignment>,
+    /// (source_id, subtask) → the broker call a closing subtask is in, if any.
+    closing_steps: BTreeMap<(String, usize), &'static str>,
+}
+
+/// Where a Kafka source subtask (or exchange reader) is with its consumer group, for the
+/// readiness probe (`docs/operations.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// Subscribed, waiting for its first assignment.
+    Waiting,
+    /// Being given partitions whose keyed state it restores from the state topic first.
+    Restoring,
+    /// Holds its assignment (possibly empty: more subtasks than partitions).
+    Assigned,
+    /// Lost its partitions in a rebalance and waits to be given partitions again.
+    Rebalancing,
 }
 
 /// Restores of exchange partitions' keyed state ([`KafkaMetrics::state_restores`]).
@@ -102,6 +120,50 @@ impl KafkaMetrics {
         let mut s = lock(&self.state);
         s.subtask_lag
             .insert((source_id.to_owned(), subtask), (records, seconds));
+    }
+
+    /// Sets where a source subtask is with its group.
+    pub fn set_assignment(&self, source_id: &str, subtask: usize, assignment: Assignment) {
+        if let Ok(mut s) = self.state.lock() {
+            s.assignments
+                .insert((source_id.to_owned(), subtask), assignment);
+        }
+    }
+
+    /// Every source subtask's [`Assignment`]: (source_id, subtask, assignment).
+    pub fn assignments(&self) -> Vec<(String, usize, Assignment)> {
+        self.state.lock().map_or_else(
+            |_| Vec::new(),
+            |s| {
+                (s.assignments.iter())
+                    .map(|((id, subtask), a)| (id.clone(), *subtask, *a))
+                    .collect()
+            },
+        )
+    }
+
+    /// A closing source subtask is now in `step` (`committing its offsets`, ...), or done
+    /// with broker calls (`None`): what a hard stop cuts short, for the run's summary.
+    pub fn set_closing_step(&self, source_id: &str, subtask: usize, step: Option<&'static str>) {
+        if let Ok(mut s) = self.state.lock() {
+            let key = (source_id.to_owned(), subtask);
+            match step {
+                Some(step) => s.closing_steps.insert(key, step),
+                None => s.closing_steps.remove(&key),
+            };
+        }
+    }
+
+    /// The broker calls closing source subtasks are in: (source_id, subtask, step).
+    pub fn closing_steps(&self) -> Vec<(String, usize, &'static str)> {
+        self.state.lock().map_or_else(
+            |_| Vec::new(),
+            |s| {
+                (s.closing_steps.iter())
+                    .map(|((id, subtask), step)| (id.clone(), *subtask, *step))
+                    .collect()
+            },
+        )
     }
 
     /// Counts one commit of offsets.

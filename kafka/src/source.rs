@@ -68,7 +68,7 @@ use crate::client::{
 use crate::decode::{Decoder, Format};
 use crate::departure::Departure;
 use crate::exchange::state::PartitionProgress;
-use crate::metrics::{KafkaMetrics, PartitionKey};
+use crate::metrics::{Assignment as AssignState, KafkaMetrics, PartitionKey};
 use crate::refused_hand_over::{passed, Next, RefusedHandOvers};
 use crate::watermarks::PartitionWatermarks;
 
@@ -392,6 +392,16 @@ impl ConsumerContext for SourceContext {
         );
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let metrics = self.kafka.metrics();
+                if let Some(kept) = self.state.get() {
+                    if keys.iter().any(|k| k.0 == kept.exchange_topic) {
+                        metrics.set_assignment(
+                            &self.source_id,
+                            self.subtask,
+                            AssignState::Restoring,
+                        );
+                    }
+                }
                 // `start` is librdkafka's `auto.offset.reset`: it applies only where the group
                 // has no committed offset. A partition another subtask of this process held
                 // resumes where that one stopped, or at the commit if it lies further.
@@ -445,6 +455,7 @@ impl ConsumerContext for SourceContext {
                 }
                 a.assigned = true;
                 drop(a);
+                metrics.set_assignment(&self.source_id, self.subtask, AssignState::Assigned);
                 let _ = if cooperative {
                     consumer.incremental_assign(tpl)
                 } else {
@@ -503,6 +514,16 @@ impl ConsumerContext for SourceContext {
                     }
                 }
                 let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
+                // Nothing left to read: waiting for the group to assign again (not while
+                // closing: the process leaves).
+                let emptied = !cooperative || keys.len() >= a.partitions.len();
+                if emptied && !self.closing.load(Ordering::Relaxed) {
+                    (self.kafka.metrics()).set_assignment(
+                        &self.source_id,
+                        self.subtask,
+                        AssignState::Rebalancing,
+                    );
+                }
                 if cooperative {
                     for key in &keys {
                         a.partitions.remove(key);
@@ -519,6 +540,13 @@ impl ConsumerContext for SourceContext {
             }
             _ => {
                 // A failed rebalance: give up what we hold; the group will assign again.
+                if !self.closing.load(Ordering::Relaxed) {
+                    (self.kafka.metrics()).set_assignment(
+                        &self.source_id,
+                        self.subtask,
+                        AssignState::Rebalancing,
+                    );
+                }
                 let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 let all: Vec<_> = std::mem::take(&mut a.partitions).into_iter().collect();
                 self.state_revoked(&all);
@@ -703,6 +731,7 @@ impl KafkaSource {
         consumer
             .subscribe(&topics)
             .map_err(|e| format!("{what}: cannot subscribe to {topics:?}: {e}"))?;
+        (factory.kafka.metrics()).set_assignment(&ctx.vertex_id, ctx.subtask, AssignState::Waiting);
         Ok(KafkaSource {
             consumer: ManuallyDrop::new(Arc::new(consumer)),
             stash: std::collections::VecDeque::new(),
@@ -1803,10 +1832,18 @@ impl Drop for KafkaSource {
     fn drop(&mut self) {
         // With the brokers gone there is no one to commit to or say goodbye to.
         let lost = self.watch.down_since().is_some();
+        // What a hard stop would cut short, for the run's summary.
+        let (kafka, id, subtask) = (
+            self.consumer.context().kafka.clone(),
+            self.source_id.clone(),
+            self.subtask,
+        );
+        let step = |step| kafka.metrics().set_closing_step(&id, subtask, step);
         self.consumer
             .context()
             .closing
             .store(true, Ordering::Relaxed);
+        step(Some("committing its offsets"));
         if self.auto_commit && !lost {
             self.store_positions();
             let mut positions = std::mem::take(&mut self.positions);
@@ -1826,6 +1863,9 @@ impl Drop for KafkaSource {
         // have made their last commit: each leave starts a rebalance, during which the group
         // refuses commits (`crate::departure`). Meanwhile the group is served (a rebalance
         // another instance started); messages polled are dropped, not committed.
+        step(Some(
+            "waiting for the group's other subtasks in this process to commit",
+        ));
         if !lost {
             self.departure.ready();
             let deadline = std::time::Instant::now() + self.timeout;
@@ -1837,6 +1877,7 @@ impl Drop for KafkaSource {
         // until nothing is assigned. Closing while a rebalance is still assigning partitions
         // (another instance leaving at the same moment) tripped an assertion in librdkafka
         // (`rd_kafka_cgrp_terminated: !rd_kafka_assignment_in_progress`) that aborts the process.
+        step(Some("leaving its consumer group"));
         if !lost {
             let _ = self.consumer.unsubscribe_and_settle(self.timeout);
         }
@@ -1845,7 +1886,9 @@ impl Drop for KafkaSource {
         // Dropping the consumer leaves the group (librdkafka's close), which waits for the
         // group's coordinator: at most --kafka-timeout, then it goes on in the background.
         let limit = if lost { Duration::ZERO } else { self.timeout };
+        step(Some("closing its consumer"));
         crate::client::drop_within(consumer, limit);
+        step(None);
     }
 }
 

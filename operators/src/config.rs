@@ -1,8 +1,7 @@
 //! Settings shared by several components, and the serde helpers their config structs use.
 
-use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use std::fmt;
 use std::time::Duration;
 use tidemark_runtime::TimestampType;
 

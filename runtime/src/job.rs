@@ -14,7 +14,9 @@ use crate::metrics::{
 };
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
-use crate::task::{Head, Holding, Task, Waiting, COUNTED_BY_HANDLE, NOT_COUNTED};
+use crate::task::{
+    Head, Holding, Task, Waiting, COUNTED_BY_HANDLE, COUNTING_BY_TASK, NOT_COUNTED,
+};
 use crate::worker::Worker;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -232,33 +234,33 @@ impl JobHandle {
                 while !t.is_finished() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                // Still busy in user code: count the batch each of its tasks holds, unless the
-                // task is just now counting exactly what it left (then, if all of them are,
-                // the thread ends in a moment: join it).
-                let mut gave_up = false;
-                for (name, holding) in &holdings {
-                    let give_up = !t.is_finished()
-                        && holding
-                            .counted
-                            .compare_exchange(
-                                NOT_COUNTED,
-                                COUNTED_BY_HANDLE,
-                                Ordering::AcqRel,
-                                Ordering::Acquire,
-                            )
-                            .is_ok();
-                    if give_up {
-                        let held = holding.held.load(Ordering::Relaxed);
-                        if held > 0 {
-                            holding
-                                .head
-                                .add_records_dropped(crate::DropReason::InFlight, held);
+                if !t.is_finished() {
+                    // Still busy: in user code, or past its work and closing its components
+                    // (a Kafka source's last commit and leaving its group wait for the brokers,
+                    // up to their own timeouts). Left behind, named; the batch each of its
+                    // tasks holds is counted here unless the task counted what it left itself.
+                    for (name, holding) in &holdings {
+                        let claimed = holding.counted.compare_exchange(
+                            NOT_COUNTED,
+                            COUNTED_BY_HANDLE,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                        if claimed.is_ok() {
+                            let held = holding.held.load(Ordering::Relaxed);
+                            if held > 0 {
+                                holding
+                                    .head
+                                    .add_records_dropped(crate::DropReason::InFlight, held);
+                            }
+                        } else {
+                            // The task's count is a few stores: let it finish them.
+                            while holding.counted.load(Ordering::Acquire) == COUNTING_BY_TASK {
+                                std::thread::yield_now();
+                            }
                         }
                         tasks_not_ended.push(name.clone());
-                        gave_up = true;
                     }
-                }
-                if gave_up {
                     continue;
                 }
             }

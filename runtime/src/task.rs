@@ -95,9 +95,9 @@ pub(crate) struct Holding {
     /// Records taken (from the input queue, or from a source poll) and not yet pushed through
     /// the chain; stored twice per batch by the task.
     pub held: CachePadded<AtomicU64>,
-    /// Who counted what the task left at a hard stop: [`NOT_COUNTED`], [`COUNTED_BY_TASK`] or
-    /// [`COUNTED_BY_HANDLE`]; whoever moves it from `NOT_COUNTED` counts, so nothing is counted
-    /// twice.
+    /// Who counted what the task left at a hard stop: [`NOT_COUNTED`], [`COUNTING_BY_TASK`]
+    /// then [`COUNTED_BY_TASK`], or [`COUNTED_BY_HANDLE`]; whoever moves it from `NOT_COUNTED`
+    /// counts, so nothing is counted twice.
     pub counted: AtomicU8,
     /// The head vertex subtask's metrics, where the handle counts the held records.
     pub head: Arc<SubtaskMetrics>,
@@ -107,6 +107,9 @@ pub(crate) struct Holding {
 pub(crate) const NOT_COUNTED: u8 = 0;
 /// [`Holding::counted`]: the task counted exactly what it left as it ended.
 pub(crate) const COUNTED_BY_TASK: u8 = 1;
+/// [`Holding::counted`]: the task is counting what it left (a few stores); then
+/// [`COUNTED_BY_TASK`].
+pub(crate) const COUNTING_BY_TASK: u8 = 3;
 /// [`Holding::counted`]: the job handle gave up on the task and counted its held batch.
 pub(crate) const COUNTED_BY_HANDLE: u8 = 2;
 
@@ -245,13 +248,14 @@ impl Task {
         if counted
             .compare_exchange(
                 NOT_COUNTED,
-                COUNTED_BY_TASK,
+                COUNTING_BY_TASK,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
             .is_ok()
         {
             self.chain.count_undelivered(taken, source);
+            counted.store(COUNTED_BY_TASK, Ordering::Release);
         }
         match result {
             Ok(()) => TaskEnd::Done,

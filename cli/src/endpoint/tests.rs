@@ -88,9 +88,14 @@ fn exchange(addr: SocketAddr, raw: &str) -> io::Result<String> {
 }
 
 fn request(addr: SocketAddr, method: &str, path: &str) -> Answer {
+    request_with(addr, method, path, "")
+}
+
+/// [`request`] with `headers` (each ending in CRLF).
+fn request_with(addr: SocketAddr, method: &str, path: &str, headers: &str) -> Answer {
     let text = exchange(
         addr,
-        &format!("{method} {path} HTTP/1.0\r\nHost: test\r\n\r\n"),
+        &format!("{method} {path} HTTP/1.0\r\nHost: test\r\n{headers}\r\n"),
     )
     .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
     let (head, body) = text
@@ -438,5 +443,115 @@ fn past_the_connection_limit_clients_get_503() {
             "the held connections never ended"
         );
         thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A server with basic auth (no TLS) for `user:password`, its site not yet holding a job.
+fn guarded_server(dir: &tempfile::TempDir) -> (MetricsServer, Arc<Health>, Arc<Site>) {
+    let hash = bcrypt::hash("pw", 4).unwrap();
+    let path = dir.path().join("web.yml");
+    std::fs::write(
+        &path,
+        format!("basic_auth_users:\n  user: {hash}\nhttp_server_config:\n  headers: {{X-Content-Type-Options: nosniff}}\n"),
+    )
+    .unwrap();
+    let web = Arc::new(WebConfig::load(&path).unwrap());
+    let health = Health::new("guarded", "");
+    let site = Site::new(health.clone());
+    let server = MetricsServer::serve(
+        "127.0.0.1:0",
+        site.clone(),
+        web,
+        Role::All,
+        Limits::default(),
+    )
+    .unwrap();
+    (server, health, site)
+}
+
+#[test]
+fn every_path_but_the_probes_needs_the_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, health, site) = guarded_server(&dir);
+    let addr = server.local_addr();
+    // Before the job: the probes say starting, /metrics holds the two gauges, the API 503.
+    let ready = request(addr, "GET", "/readyz");
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready.body.contains("\"reason\":\"starting\""),
+        "{}",
+        ready.body
+    );
+    assert_eq!(ready.header("X-Content-Type-Options"), Some("nosniff"));
+    assert_eq!(request(addr, "GET", "/livez").status, 200);
+    let login = {
+        use base64::Engine as _;
+        format!(
+            "Authorization: Basic {}\r\n",
+            base64::engine::general_purpose::STANDARD.encode("user:pw")
+        )
+    };
+    let early = request_with(addr, "GET", "/metrics", &login);
+    assert_eq!(early.status, 200);
+    assert!(
+        early
+            .body
+            .contains("tidemark_job_ready{job_name=\"guarded\"} 0"),
+        "{}",
+        early.body
+    );
+    assert_eq!(request_with(addr, "GET", "/api/v1/job", &login).status, 503);
+
+    site.set_job(finished_job());
+    health.set_phase(crate::health::Phase::Running, "");
+    for path in ["/metrics", "/", "/api/v1/job", "/api/v1/metrics"] {
+        let refused = request(addr, "GET", path);
+        assert_eq!(refused.status, 401, "{path}");
+        assert!(
+            refused
+                .header("WWW-Authenticate")
+                .is_some_and(|v| v.starts_with("Basic realm=")),
+            "{path}"
+        );
+        let wrong = request_with(addr, "GET", path, "Authorization: Basic dXNlcjpubw==\r\n");
+        assert_eq!(wrong.status, 401, "{path}");
+        assert_eq!(
+            request_with(addr, "GET", path, &login).status,
+            200,
+            "{path}"
+        );
+    }
+    let ready = request(addr, "GET", "/readyz");
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (200, "{\"ready\":true}\n")
+    );
+}
+
+#[test]
+fn the_probe_role_serves_the_probes_alone() {
+    let health = Health::new("probes", "");
+    let site = Site::new(health.clone());
+    let server = MetricsServer::serve(
+        "127.0.0.1:0",
+        site,
+        Arc::new(WebConfig::default()),
+        Role::Probes,
+        Limits::default(),
+    )
+    .unwrap();
+    let addr = server.local_addr();
+    health.set_phase(
+        crate::health::Phase::Failed,
+        "vertex \"m\" subtask 0 failed: boom",
+    );
+    let live = request(addr, "GET", "/livez");
+    assert_eq!(
+        (live.status, live.body.as_str()),
+        (503, "failed: vertex \"m\" subtask 0 failed: boom\n")
+    );
+    assert_eq!(request(addr, "GET", "/readyz").status, 503);
+    for path in ["/metrics", "/", "/api/v1/job"] {
+        assert_eq!(request(addr, "GET", path).status, 404, "{path}");
     }
 }

@@ -143,6 +143,8 @@ pub struct LiveJob {
     restored_from: Mutex<Option<RestoredFrom>>,
     /// The restores of keyed state that moves with Kafka partitions.
     state_restores: Mutex<RestoresSource>,
+    /// The run's readiness and stall verdict, once set.
+    health: std::sync::OnceLock<Arc<crate::health::Health>>,
 }
 
 impl LiveJob {
@@ -232,6 +234,7 @@ impl LiveJob {
             checkpoints: Mutex::new(None),
             restored_from: Mutex::new(None),
             state_restores: Mutex::new(RestoresSource::default()),
+            health: std::sync::OnceLock::new(),
             registry,
         }
     }
@@ -264,6 +267,16 @@ impl LiveJob {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .0 = Some(restores);
+    }
+
+    /// The run's health: `/api/v1/metrics` shows it (`health`), and the page with it.
+    pub fn set_health(&self, health: Arc<crate::health::Health>) {
+        let _ = self.health.set(health);
+    }
+
+    /// The run's health, once set.
+    pub fn health(&self) -> Option<&crate::health::Health> {
+        self.health.get().map(Arc::as_ref)
     }
 
     /// Records how the job ended; `/api/v1/job` and `/api/v1/metrics` report it from now on.

@@ -131,6 +131,9 @@ pub struct Snapshot<'a> {
     /// The series of the components registered with the job's metrics registry
     /// (checkpoints, Kafka), as `/metrics` has them.
     series: Vec<SeriesReport>,
+    /// Readiness as `/readyz` says it, and whether the job is stalled
+    /// (`{"ready", "reason", "detail", "stalled"}`); `null` without a health watch.
+    health: Option<serde_json::Value>,
 }
 
 /// A vertex is called the bottleneck when its own code keeps its busiest subtask's thread busy
@@ -528,6 +531,7 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
         vertices,
         latency,
         series: series_report(registry.component_series()),
+        health: job.health().map(|h| h.json()),
     }
 }
 

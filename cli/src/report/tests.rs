@@ -543,6 +543,7 @@ fn every_setting_of_the_table_is_in_the_report() {
             "checkpoint_retain": 3,
             "max_parallelism": "auto",
             "idle_strategy": "spin",
+            "stall_timeout": "5m",
         })
     );
 }

@@ -14,7 +14,7 @@ use prometheus_parse::{Labels, Sample, Scrape, Value};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -258,12 +258,18 @@ impl Proc {
 
     /// Starts `command` (`tidemark …`, perhaps behind a wrapper such as `faketime`) in `dir`
     /// with its output captured and standard input closed.
-    pub fn spawn_command(mut command: Command, dir: &Path, what: &str) -> Proc {
+    pub fn spawn_command(command: Command, dir: &Path, what: &str) -> Proc {
+        Proc::spawn_command_to(command, dir, what, Stdio::piped())
+    }
+
+    /// [`Proc::spawn_command`] with standard output going to `stdout` (a pipe nobody reads,
+    /// say) rather than captured.
+    pub fn spawn_command_to(mut command: Command, dir: &Path, what: &str, stdout: Stdio) -> Proc {
         let child = command
             .current_dir(dir)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
@@ -385,10 +391,12 @@ impl Proc {
         }
     }
 
-    /// Waits for the start line (`...; metrics at http://ADDR/metrics`) and returns ADDR.
+    /// Waits for the start line (`...; metrics at http://ADDR/metrics`, or `https://` with
+    /// TLS) and returns ADDR.
     pub fn metrics_addr(&mut self) -> SocketAddr {
         let text = self.wait_for_stderr("/metrics\n");
         find_url_addr(&text, "metrics at http://")
+            .or_else(|| find_url_addr(&text, "metrics at https://"))
             .unwrap_or_else(|| panic!("no metrics address in stderr:\n{text}"))
     }
 
@@ -494,6 +502,15 @@ pub fn wait_until(what: &str, deadline: Duration, mut ready: impl FnMut() -> boo
     }
 }
 
+/// A port of 127.0.0.1 free a moment ago (for a process that must be told its address before
+/// it prints it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// Kafka partitions of `source_id` the instance at `addr` holds (its lag series).
 pub fn partitions_held(addr: SocketAddr, source_id: &str) -> usize {
     scrape(addr)
@@ -527,9 +544,33 @@ pub fn http(addr: SocketAddr, method: &str, path: &str) -> Response {
     http_with_body(addr, method, path, "")
 }
 
+/// Polls `GET PATH` on `addr` until `done` holds for an answer (at most [`TIMEOUT`]); returns
+/// it. `what` names what is waited for in the failure.
+pub fn http_until(
+    addr: SocketAddr,
+    path: &str,
+    what: &str,
+    done: impl Fn(&Response) -> bool,
+) -> Response {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let answer = http(addr, "GET", path);
+        if done(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never said {what}; last: {} {}",
+            answer.status,
+            answer.body
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// [`http`] with a JSON request body (sent when not empty).
 pub fn http_with_body(addr: SocketAddr, method: &str, path: &str, body: &str) -> Response {
-    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT)
+    let stream = TcpStream::connect_timeout(&addr, TIMEOUT)
         .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
     stream.set_read_timeout(Some(TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(TIMEOUT)).unwrap();
@@ -538,38 +579,52 @@ pub fn http_with_body(addr: SocketAddr, method: &str, path: &str, body: &str) ->
     } else {
         "Content-Type: application/json; charset=utf-8\r\n"
     };
+    http_over(stream, addr, method, path, content_type, body)
+        .unwrap_or_else(|e| panic!("{method} {path} to {addr}: {e}"))
+}
+
+/// Sends `METHOD PATH` with `headers` (each ending in CRLF) and `body` over `stream` (plain
+/// or TLS, already connected to `addr`) and reads the whole response. Understands
+/// `Content-Length`, chunked bodies and bodiless `HEAD`.
+pub fn http_over<S: Read + Write>(
+    mut stream: S,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> std::io::Result<Response> {
+    use std::io::{Error, ErrorKind};
+    let bad = |what: String| Error::new(ErrorKind::InvalidData, what);
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{content_type}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
-    )
-    .and_then(|()| stream.flush())
-    .unwrap_or_else(|e| panic!("cannot send the request to {addr}: {e}"));
+    )?;
+    stream.flush()?;
 
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
-    let read_line = |reader: &mut BufReader<TcpStream>, line: &mut String| {
+    let read_line = |reader: &mut BufReader<S>, line: &mut String| {
         line.clear();
-        reader
-            .read_line(line)
-            .unwrap_or_else(|e| panic!("reading {method} {path} from {addr}: {e}"));
+        reader.read_line(line).map(|_| ())
     };
-    read_line(&mut reader, &mut line);
+    read_line(&mut reader, &mut line)?;
     let status: u16 = line
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {line:?}"));
+        .ok_or_else(|| bad(format!("bad status line {line:?}")))?;
     let mut headers = Vec::new();
     loop {
-        read_line(&mut reader, &mut line);
+        read_line(&mut reader, &mut line)?;
         let l = line.trim_end();
         if l.is_empty() {
             break;
         }
         let (name, value) = l
             .split_once(':')
-            .unwrap_or_else(|| panic!("bad header line {l:?}"));
+            .ok_or_else(|| bad(format!("bad header line {l:?}")))?;
         headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
     }
     let mut response = Response {
@@ -578,7 +633,7 @@ pub fn http_with_body(addr: SocketAddr, method: &str, path: &str, body: &str) ->
         body: String::new(),
     };
     if method.eq_ignore_ascii_case("HEAD") || status == 204 || status == 304 {
-        return response;
+        return Ok(response);
     }
     let mut body = Vec::new();
     let chunked = response
@@ -586,14 +641,14 @@ pub fn http_with_body(addr: SocketAddr, method: &str, path: &str, body: &str) ->
         .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
     if chunked {
         loop {
-            read_line(&mut reader, &mut line);
+            read_line(&mut reader, &mut line)?;
             let size_text = line.trim().split(';').next().unwrap_or("");
             let size = usize::from_str_radix(size_text, 16)
-                .unwrap_or_else(|_| panic!("bad chunk size line {line:?}"));
+                .map_err(|_| bad(format!("bad chunk size line {line:?}")))?;
             if size == 0 {
                 // Trailers, up to the empty line (or the end of the stream).
                 loop {
-                    read_line(&mut reader, &mut line);
+                    read_line(&mut reader, &mut line)?;
                     if line.trim().is_empty() {
                         break;
                     }
@@ -602,24 +657,20 @@ pub fn http_with_body(addr: SocketAddr, method: &str, path: &str, body: &str) ->
             }
             let start = body.len();
             body.resize(start + size, 0);
-            reader
-                .read_exact(&mut body[start..])
-                .unwrap_or_else(|e| panic!("reading a chunk from {addr}: {e}"));
-            read_line(&mut reader, &mut line); // the CRLF after the chunk
+            reader.read_exact(&mut body[start..])?;
+            read_line(&mut reader, &mut line)?; // the CRLF after the chunk
         }
     } else if let Some(len) = response.header("content-length") {
-        let len: usize = len.parse().expect("content-length");
+        let len: usize = len
+            .parse()
+            .map_err(|_| bad(format!("bad content-length {len:?}")))?;
         body.resize(len, 0);
-        reader
-            .read_exact(&mut body)
-            .unwrap_or_else(|e| panic!("reading the body from {addr}: {e}"));
+        reader.read_exact(&mut body)?;
     } else {
-        reader
-            .read_to_end(&mut body)
-            .unwrap_or_else(|e| panic!("reading the body from {addr}: {e}"));
+        reader.read_to_end(&mut body)?;
     }
-    response.body = String::from_utf8(body).expect("body is UTF-8");
-    response
+    response.body = String::from_utf8(body).map_err(|e| bad(format!("body: {e}")))?;
+    Ok(response)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -837,6 +888,85 @@ impl RawSeries {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus
+
+/// Debian's Prometheus server (`scripts/test` installs the package `prometheus`).
+pub const PROMETHEUS: &str = "/usr/bin/prometheus";
+
+/// Percent-encodes a query parameter.
+pub fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A Prometheus server (Debian's `prometheus`, [`PROMETHEUS`]) on a free port of 127.0.0.1,
+/// with its storage in the test's folder; killed on drop.
+pub struct Prometheus {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    pub fn start(dir: &TempDir, config: &str) -> Prometheus {
+        let config_path = dir.write("prometheus.yml", config);
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        let prometheus = Prometheus { child, addr };
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if std::net::TcpStream::connect(addr).is_ok()
+                && http(addr, "GET", "/-/ready").status == 200
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "prometheus never became ready");
+            thread::sleep(Duration::from_millis(100));
+        }
+        prometheus
+    }
+
+    /// An instant query; returns its result vector.
+    pub fn query(&self, expr: &str) -> Vec<serde_json::Value> {
+        let response = http(
+            self.addr,
+            "GET",
+            &format!("/api/v1/query?query={}", encode(expr)),
+        );
+        let answer: serde_json::Value = serde_json::from_str(&response.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", response.body));
+        assert_eq!(answer["status"], "success", "{expr}: {answer}");
+        answer["data"]["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{expr}: {answer}"))
+            .clone()
     }
 }
 
