@@ -316,15 +316,15 @@ impl Registry {
                 Ok(text) => return Ok(text),
                 Err(Attempt::Final(e)) => return Err(e),
                 Err(Attempt::Retry(detail)) => {
-                    let waited = start.elapsed();
-                    if waited + backoff > self.timeout {
+                    let left = self.timeout.saturating_sub(start.elapsed());
+                    if left.is_zero() {
                         return Err(RegistryError::Unreachable {
                             url,
                             waited: self.timeout,
                             detail,
                         });
                     }
-                    std::thread::sleep(backoff);
+                    std::thread::sleep(backoff.min(left));
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }

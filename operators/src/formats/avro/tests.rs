@@ -168,6 +168,40 @@ fn events_that_do_not_fit_name_the_field() {
 }
 
 #[test]
+fn decimals_resolve_whatever_their_length() {
+    // The crate alone refuses 1.25 (one byte) at precision 10 when it resolves.
+    let schema = r#"{"type":"record","name":"D","fields":[
+        {"name":"a","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+        {"name":"n","type":["null",{"type":"bytes","logicalType":"decimal","precision":30,"scale":3}]}]}"#;
+    let v = parse_schema(schema).unwrap();
+    let mut b = Vec::new();
+    AvroWriter::new(v.clone())
+        .unwrap()
+        .write(&event(r#"{"a":"1.25","n":"-0.001"}"#), &mut b)
+        .unwrap();
+    let r = AvroReader::new(v.clone(), Some(Arc::new(v))).unwrap();
+    assert_eq!(
+        Value::from(r.read(&b).unwrap()).to_string(),
+        r#"{"a":"1.25","n":"-0.001"}"#
+    );
+}
+
+#[test]
+fn a_reader_schema_that_cannot_read_the_writer_is_refused() {
+    let writer =
+        parse_schema(r#"{"type":"record","name":"O","fields":[{"name":"id","type":"string"}]}"#)
+            .unwrap();
+    let reader =
+        parse_schema(r#"{"type":"record","name":"O","fields":[{"name":"id","type":"long"}]}"#)
+            .unwrap();
+    let err = AvroReader::new(writer, Some(Arc::new(reader))).unwrap_err();
+    assert!(
+        err.starts_with("the reader schema cannot read the writer schema"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_reader_schema_resolves_every_version_to_one_shape() {
     let v1 = parse_schema(
         r#"{"type":"record","name":"O","fields":[{"name":"id","type":"long"},{"name":"gone","type":"string"}]}"#,
