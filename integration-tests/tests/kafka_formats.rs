@@ -1,0 +1,349 @@
+//! Avro and Protobuf in and out of Kafka with a Schema Registry, through the real binary
+//! (`docs/formats.md`): the spec's worked cases on librdkafka's mock cluster and on tansu, with
+//! the test data written and read by Confluent's own serialisers (`formats/confluent.py`) and a
+//! stand-in registry (`formats/registry.py`).
+#![cfg(unix)]
+
+mod common;
+mod formats;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Proc, TempDir};
+use formats::{confluent, require_python, Broker, BrokerKind, Registry};
+
+/// The longest a test waits for output.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits until `path` has at least `n` lines (failing with the job's stderr after the
+/// deadline); returns them.
+fn wait_for_lines(job: &mut Proc, path: &Path, n: usize) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let l = lines(path);
+        if l.len() >= n {
+            return l;
+        }
+        assert!(
+            !job.has_exited(),
+            "the job ended with {} of {n} lines in {}:\n{}",
+            l.len(),
+            path.display(),
+            job.stderr()
+        );
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{} of {n} lines in {} after {DEADLINE:?}:\n{}",
+            l.len(),
+            path.display(),
+            job.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run(dir: &TempDir, job: &str) -> Proc {
+    let mut p = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            job,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--kafka-timeout",
+            "10s",
+        ],
+    );
+    p.metrics_addr();
+    p
+}
+
+/// The reference of the worked case's windows: per customer and 10 s window of `created_at`,
+/// the paid orders, their items and their amounts' total.
+fn reference(events: &[serde_json::Value]) -> BTreeMap<(String, i64), (i64, i64, f64)> {
+    let mut windows = BTreeMap::new();
+    for e in events.iter().filter(|e| e["status"] == "PAID") {
+        let start = e["created_at"].as_i64().unwrap().div_euclid(10_000) * 10_000;
+        let w = windows
+            .entry((e["customer"].as_str().unwrap().to_owned(), start))
+            .or_insert((0, 0, 0.0));
+        w.0 += 1;
+        w.1 += e["quantity"].as_i64().unwrap();
+        w.2 += e["amount"].as_str().unwrap().parse::<f64>().unwrap();
+    }
+    windows
+}
+
+/// The spec's worked case (checkpoints every 200 ms flush the file sinks): a topic written by Confluent's `AvroSerializer` in two schema
+/// versions (the second adds a field with a default), with a nested record, a nullable union,
+/// an enum, an array, a map, a decimal and a timestamp-millis, and two bad messages. One job
+/// reads it three ways:
+/// - as written (every version with its own writer schema) into JSON lines, compared with the
+///   events the mapping gives, field for field and in order;
+/// - resolved to `reader.avsc` (a field dropped, one filled with its default);
+/// - filtered and windowed in event time, written as Avro with its own schema, which
+///   Confluent's `AvroDeserializer` reads; the values equal the reference computed here.
+///
+/// The message without the magic byte and the one with an unknown id go to the dead letter
+/// with their offsets, are counted as malformed, and the job goes on.
+fn worked_case(kind: BrokerKind) {
+    require_python();
+    let broker = Broker::start(kind, &[("orders", 1), ("out", 1)]);
+    let bootstrap = broker.bootstrap();
+    let registry = Registry::start(None);
+    let url = registry.url();
+    let dir = TempDir::new("avro-worked-case");
+    confluent(&["schemas", dir.path().to_str().unwrap()]);
+    let written: serde_json::Value = serde_json::from_str(&confluent(&[
+        "produce-avro",
+        &bootstrap,
+        &url,
+        "orders",
+        "--bad",
+    ]))
+    .unwrap();
+    let events = written["events"].as_array().unwrap();
+    dir.write(
+        "job.yaml",
+        &format!(
+            r#"name: avro-worked-case
+checkpoint: {{interval: 200ms}}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [orders]
+    group: windows
+    format: avro
+    schema_registry: {{url: "{url}"}}
+    timestamp: created_at
+    on_error: {{dead_letter: bad.jsonl}}
+    watermarks: {{max_out_of_orderness: 0s}}
+    properties: {{session.timeout.ms: 6000}}
+  as_written:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [orders]
+    group: as-written
+    format: avro
+    schema_registry: {{url: "{url}"}}
+    on_error: skip
+    properties: {{session.timeout.ms: 6000}}
+  resolved:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [orders]
+    group: resolved
+    format: avro
+    schema_registry: {{url: "{url}"}}
+    reader_schema: reader.avsc
+    on_error: skip
+    properties: {{session.timeout.ms: 6000}}
+operators:
+  paid:
+    type: filter
+    input: orders
+    where: 'status == "PAID"'
+  per_customer:
+    type: window
+    input: paid
+    key: customer
+    size: 10s
+    time: event
+    aggregates: {{orders: count, items: {{sum: quantity}}, total: {{sum: 'double(amount)'}}}}
+sinks:
+  out:
+    type: kafka
+    input: per_customer
+    brokers: {bootstrap}
+    topic: out
+    format: avro
+    schema: out.avsc
+    schema_registry: {{url: "{url}"}}
+  written:
+    type: file
+    input: as_written
+    path: written.jsonl
+  read_resolved:
+    type: file
+    input: resolved
+    path: resolved.jsonl
+"#
+        ),
+    );
+    let mut job = run(&dir, "job.yaml");
+    let n = events.len() + 1; // and the far-future order
+    let as_written = wait_for_lines(&mut job, &dir.join("written.jsonl"), n);
+    // Compact JSON, fields in the schema's order.
+    let text = |name: &str| -> Vec<String> {
+        written[name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(as_written[..events.len()], text("events_text")[..]);
+    let resolved = wait_for_lines(&mut job, &dir.join("resolved.jsonl"), n);
+    assert_eq!(resolved[..events.len()], text("resolved_text")[..]);
+    assert!(resolved.iter().all(|l| !l.contains("\"tags\"")));
+
+    let expected = reference(events);
+    let read = confluent(&[
+        "consume-avro",
+        &bootstrap,
+        &url,
+        "out",
+        &expected.len().to_string(),
+    ]);
+    let mut got = BTreeMap::new();
+    for line in read.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            v["window_end"].as_i64().unwrap() - v["window_start"].as_i64().unwrap(),
+            10_000
+        );
+        got.insert(
+            (
+                v["key"].as_str().unwrap().to_owned(),
+                v["window_start"].as_i64().unwrap(),
+            ),
+            (
+                v["orders"].as_i64().unwrap(),
+                v["items"].as_i64().unwrap(),
+                v["total"].as_f64().unwrap(),
+            ),
+        );
+    }
+    assert_eq!(got, expected);
+
+    let dead = lines(&dir.join("bad.jsonl"));
+    let offsets: Vec<i64> = dead
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["vertex"], "orders", "{l}");
+            assert_eq!(v["record"]["topic"], "orders", "{l}");
+            assert_eq!(v["record"]["partition"], 0, "{l}");
+            v["record"]["offset"].as_i64().unwrap()
+        })
+        .collect();
+    let bad: Vec<i64> = written["bad_offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_i64().unwrap())
+        .collect();
+    assert_eq!(offsets, bad);
+    assert!(
+        dead[0].contains(&format!(
+            "message at orders/0 offset {}: not in the Confluent wire format: the first byte is 0x7b",
+            bad[0]
+        )),
+        "{}",
+        dead[0]
+    );
+    assert!(
+        dead[1].contains(&format!(
+            "message at orders/0 offset {}: schema id 999 is not in the schema registry {url}",
+            bad[1]
+        )),
+        "{}",
+        dead[1]
+    );
+    let malformed = |m: &common::Metrics| {
+        m.sum("tidemark_records_dropped_total", |l| {
+            l.get("reason") == Some("malformed") && l.get("operator_id") == Some("orders")
+        })
+    };
+    let metrics = common::scrape_until(job.metrics_addr(), "2 malformed messages counted", |m| {
+        malformed(m) >= 2.0
+    });
+    assert_eq!(malformed(&metrics), 2.0);
+    // Each schema id is fetched once per source, not per message.
+    let stats = registry.stats();
+    for id in [1, 2] {
+        let asked = stats[format!("GET /schemas/ids/{id}")]
+            .as_u64()
+            .unwrap_or(0);
+        assert!(
+            (1..=3).contains(&asked),
+            "schema {id} asked {asked} times: {stats}"
+        );
+    }
+    job.terminate();
+    job.wait();
+}
+
+#[test]
+fn worked_case_on_the_mock_cluster() {
+    worked_case(BrokerKind::Mock);
+}
+
+#[test]
+fn worked_case_on_tansu() {
+    worked_case(BrokerKind::Tansu);
+}
+
+/// A registry that does not answer at start: the job fails after `--kafka-timeout`, naming
+/// the URL, with exit 1.
+#[test]
+fn a_stopped_registry_fails_the_start_naming_the_url() {
+    let broker = Broker::start(BrokerKind::Mock, &[("orders", 1)]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = TempDir::new("avro-no-registry");
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: no-registry
+sources:
+  orders:
+    type: kafka
+    brokers: {}
+    topics: [orders]
+    format: avro
+    schema_registry: {{url: 'http://127.0.0.1:{port}'}}
+sinks:
+  out:
+    type: discard
+    input: orders
+",
+            broker.bootstrap()
+        ),
+    );
+    let started = Instant::now();
+    let out = common::tidemark(
+        dir.path(),
+        [
+            "run",
+            "job.yaml",
+            "--kafka-timeout",
+            "2s",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(
+        out.stderr.contains(&format!(
+            "kafka source \"orders\": schema registry http://127.0.0.1:{port}/subjects did not answer within 2s"
+        )),
+        "{}",
+        out.stderr
+    );
+}
