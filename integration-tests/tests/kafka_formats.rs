@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Proc, TempDir};
-use formats::{confluent, require_python, Broker, BrokerKind, Registry};
+use formats::{confluent, confluent_with, require_python, Broker, BrokerKind, Registry};
 
 /// The longest a test waits for output.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -346,4 +346,239 @@ sinks:
         "{}",
         out.stderr
     );
+}
+
+/// `validate` refuses bad format settings with the file, line and column and exit 2, before
+/// any broker or registry is asked.
+#[test]
+fn validate_refuses_bad_format_settings_at_their_line() {
+    let dir = TempDir::new("avro-validate");
+    dir.write(
+        "bad.avsc",
+        r#"{"type":"record","name":"X","fields":[{"name":"a","type":"lng"}]}"#,
+    );
+    dir.write(
+        "default.avsc",
+        r#"{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":"x"}]}"#,
+    );
+    dir.write(
+        "a.proto",
+        "syntax = \"proto3\";\nmessage A { int64 x = 1; }\n",
+    );
+    let source = |settings: &str| {
+        format!(
+            "name: bad
+sources:
+  orders:
+    type: kafka
+    brokers: 127.0.0.1:1
+    topics: [in]
+{settings}sinks:
+  out:
+    type: discard
+    input: orders
+"
+        )
+    };
+    let cases = [
+        (
+            source("    format: xml\n"),
+            "7:5",
+            "format: unknown value `xml`, expected one of `json`, `text`, `avro`, `protobuf`",
+        ),
+        (
+            source("    format: avro\n"),
+            "7:5",
+            "format: avro needs a schema: schema_registry: {url: …} for messages in the \
+             Confluent wire format, or schema: FILE for plain messages",
+        ),
+        (
+            source("    format: avro\n    schema: bad.avsc\n"),
+            "8:5",
+            "schema: ./bad.avsc: Unknown primitive type: lng",
+        ),
+        (
+            source(
+                "    format: avro\n    schema_registry: {url: 'http://127.0.0.1:1'}\n    reader_schema: default.avsc\n",
+            ),
+            "9:5",
+            "reader_schema: ./default.avsc: `default`'s value type of field `a` in `R` must be a `\"int\"`",
+        ),
+        (
+            source("    format: protobuf\n    schema: a.proto\n"),
+            "3:3",
+            "message: format: protobuf with schema: FILE.proto needs message: pkg.Name",
+        ),
+        (
+            source("    format: protobuf\n    schema: a.proto\n    message: B\n"),
+            "9:5",
+            "message: no message `B` in the schema (it has A)",
+        ),
+        (
+            source("    schema: a.proto\n"),
+            "7:5",
+            "schema: applies to format: avro or format: protobuf only",
+        ),
+        (
+            source("    format: avro\n    schema_registry: {url: 'localhost:8081'}\n"),
+            "8:23",
+            "schema_registry.url: expected an http:// or https:// URL, found \"localhost:8081\"",
+        ),
+        (
+            "name: bad
+sources:
+  g: {type: generator, count: 1}
+sinks:
+  out:
+    type: kafka
+    input: g
+    brokers: 127.0.0.1:1
+    topic: out
+    format: avro
+"
+            .to_owned(),
+            "10:5",
+            "format: avro needs schema: FILE.avsc (the writer schema)",
+        ),
+    ];
+    for (i, (text, at, what)) in cases.iter().enumerate() {
+        let file = format!("bad{i}.yaml");
+        dir.write(&file, text);
+        let out = common::tidemark(dir.path(), ["validate", file.as_str()]);
+        assert_eq!(out.code(), 2, "{file}: {}", out.stderr);
+        let prefix = format!("error: {file}:{at}: ");
+        assert!(
+            out.stderr
+                .lines()
+                .any(|l| l.starts_with(&prefix) && l.contains(what)),
+            "{file}: expected {prefix}…{what}, got:\n{}",
+            out.stderr
+        );
+    }
+}
+
+/// The sink writes Avro registered under `<topic>-value` through a registry that needs basic
+/// auth: Confluent's `AvroDeserializer` reads every message; events that do not fit the schema
+/// go to the sink's dead letter naming the field, and nothing half is written. The password
+/// (from the environment) is in no output; a wrong one fails the start naming the URL and the
+/// HTTP status, without the password.
+#[test]
+fn the_sink_writes_avro_that_confluent_reads_with_basic_auth() {
+    require_python();
+    let broker = Broker::start(BrokerKind::Mock, &[("out", 1)]);
+    let bootstrap = broker.bootstrap();
+    let registry = Registry::start(Some(("svc", "hunter2")));
+    let url = registry.url();
+    let dir = TempDir::new("avro-sink");
+    confluent(&["schemas", dir.path().to_str().unwrap()]);
+    let fits = [
+        r#"{"key":"c1","window_start":1700000000000,"window_end":1700000010000,"items":3,"orders":2,"total":12.5}"#,
+        r#"{"key":"c2","window_start":1700000010000,"window_end":1700000020000,"items":1,"orders":1,"total":0.25,"extra":"not written"}"#,
+    ];
+    dir.write(
+        "in.jsonl",
+        &format!(
+            "{}\n{}\n{}\n{}\n",
+            fits[0],
+            r#"{"key":"c3","window_start":1,"window_end":2,"items":1,"total":1.0}"#,
+            r#"{"key":"c4","window_start":1,"window_end":2,"items":"many","orders":1,"total":1.0}"#,
+            fits[1]
+        ),
+    );
+    dir.write(
+        "job.yaml",
+        &format!(
+            r#"name: avro-sink
+sources:
+  results: {{type: file, path: in.jsonl, timestamps: ingestion}}
+sinks:
+  out:
+    type: kafka
+    input: results
+    brokers: {bootstrap}
+    topic: out
+    format: avro
+    schema: out.avsc
+    schema_registry:
+      url: "{url}"
+      basic_auth: {{username: svc, password: "${{SR_PASSWORD}}"}}
+    on_error: {{dead_letter: unfit.jsonl}}
+"#
+        ),
+    );
+    let tidemark = |args: &[&str], password: &str| {
+        let mut cmd = std::process::Command::new(common::tidemark_bin());
+        cmd.args(args).env("SR_PASSWORD", password);
+        let mut p = Proc::spawn_command(cmd, dir.path(), "tidemark");
+        let code = p.wait_code();
+        (code, format!("{}{}", p.stdout(), p.stderr()))
+    };
+    let run = |password: &str| {
+        tidemark(
+            &[
+                "run",
+                "job.yaml",
+                "--kafka-timeout",
+                "5s",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--report-file",
+                "report.json",
+            ],
+            password,
+        )
+    };
+    let (code, output) = run("hunter2");
+    assert_eq!(code, 0, "{output}");
+    assert!(!output.contains("hunter2"), "{output}");
+    assert!(!dir.read("report.json").contains("hunter2"));
+    let read = confluent_with(
+        &["consume-avro", &bootstrap, &url, "out", "2"],
+        &[("REGISTRY_AUTH", "svc:hunter2")],
+    );
+    let got: Vec<serde_json::Value> = read
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut want: Vec<serde_json::Value> = fits
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    want[1].as_object_mut().unwrap().remove("extra");
+    assert_eq!(got, want);
+    assert_eq!(
+        registry.stats()["POST /subjects/out-value/versions"],
+        1,
+        "registered once"
+    );
+    let unfit = lines(&dir.join("unfit.jsonl"));
+    assert_eq!(unfit.len(), 2, "{unfit:?}");
+    assert!(
+        unfit[0].contains(
+            "the event does not fit the schema: field `orders`: missing, expected an int (long) \
+             (the schema gives no default)"
+        ),
+        "{}",
+        unfit[0]
+    );
+    assert!(
+        unfit[1].contains("field `items`: expected an int (long), found string \\\"many\\\""),
+        "{}",
+        unfit[1]
+    );
+
+    let (code, output) = run("wrong-password");
+    assert_eq!(code, 1, "{output}");
+    assert!(
+        output.contains(&format!(
+            "kafka sink \"out\": schema registry {url}/subjects/out-value/versions: HTTP 401: Unauthorized"
+        )),
+        "{output}"
+    );
+    assert!(!output.contains("wrong-password"), "{output}");
+    // validate shows the settings with the password redacted.
+    let (code, output) = tidemark(&["validate", "job.yaml"], "hunter2");
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains("\"password\":\"***\""), "{output}");
+    assert!(!output.contains("hunter2"), "{output}");
 }

@@ -140,7 +140,7 @@ impl KafkaSinkConfig {
             SinkFormat::Avro if self.schema.is_none() => {
                 return Err((
                     "format",
-                    "format: avro needs schema: FILE.avsc (the writer schema)".into(),
+                    "avro needs schema: FILE.avsc (the writer schema)".into(),
                 ))
             }
             SinkFormat::Json => {

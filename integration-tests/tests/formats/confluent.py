@@ -160,8 +160,17 @@ def plain(value):
     return value
 
 
+def registry_client(url):
+    """A registry client; REGISTRY_AUTH=user:password in the environment adds basic auth."""
+    import os
+    config = {"url": url}
+    if os.environ.get("REGISTRY_AUTH"):
+        config["basic.auth.user.info"] = os.environ["REGISTRY_AUTH"]
+    return SchemaRegistryClient(config)
+
+
 def consume_avro(bootstrap, registry_url, topic, count):
-    registry = SchemaRegistryClient({"url": registry_url})
+    registry = registry_client(registry_url)
     deserializer = AvroDeserializer(registry)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check-%f" % time.time(),
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})

@@ -39,9 +39,15 @@ pub fn require_python() {
 
 /// Runs `confluent.py ARGS`; returns its standard output. Fails the test with its error.
 pub fn confluent(args: &[&str]) -> String {
+    confluent_with(args, &[])
+}
+
+/// [`confluent`] with environment variables (`REGISTRY_AUTH=user:password`).
+pub fn confluent_with(args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new("python3")
         .arg(here().join("confluent.py"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("python3 runs");
     assert!(

@@ -158,7 +158,7 @@ impl BinaryFormat {
                 return Err((
                     "format",
                     format!(
-                        "format: {name} needs a schema: schema_registry: {{url: …}} for messages \
+                        "{name} needs a schema: schema_registry: {{url: …}} for messages \
                          in the Confluent wire format, or schema: FILE for plain messages"
                     ),
                 ))
