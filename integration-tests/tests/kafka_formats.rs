@@ -582,3 +582,106 @@ sinks:
     assert!(output.contains("\"password\":\"***\""), "{output}");
     assert!(!output.contains("hunter2"), "{output}");
 }
+
+fn texts(written: &serde_json::Value) -> Vec<String> {
+    written["events_text"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Protobuf written by Confluent's `ProtobufSerializer` (which registers the schema as a
+/// base64 file descriptor; the message uses a well-known `Timestamp`, an enum, a repeated
+/// field, a map and a `oneof`) reads as the mapping says.
+#[test]
+fn protobuf_from_confluents_serializer_reads_as_events() {
+    require_python();
+    let broker = Broker::start(BrokerKind::Mock, &[("porders", 1)]);
+    let bootstrap = broker.bootstrap();
+    let registry = Registry::start(None);
+    let url = registry.url();
+    let dir = TempDir::new("protobuf");
+    let written: serde_json::Value = serde_json::from_str(&confluent(&[
+        "produce-protobuf",
+        &bootstrap,
+        &url,
+        "porders",
+    ]))
+    .unwrap();
+    let expected = texts(&written);
+    dir.write(
+        "job.yaml",
+        &format!(
+            r#"name: protobuf
+checkpoint: {{interval: 200ms}}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [porders]
+    format: protobuf
+    schema_registry: {{url: "{url}"}}
+    timestamp: created_at
+    properties: {{session.timeout.ms: 6000}}
+sinks:
+  out: {{type: file, input: orders, path: out.jsonl}}
+"#
+        ),
+    );
+    let mut job = run(&dir, "job.yaml");
+    let got = wait_for_lines(&mut job, &dir.join("out.jsonl"), expected.len());
+    assert_eq!(got, expected);
+    job.terminate();
+    job.wait();
+}
+
+/// Without a registry: plain Avro values of `schema:` on a topic (written by fastavro), and an
+/// Avro object container file on the `file` source (deflate, schema in the file).
+#[test]
+fn plain_avro_and_container_files_read_without_a_registry() {
+    require_python();
+    let broker = Broker::start(BrokerKind::Mock, &[("plain", 1)]);
+    let bootstrap = broker.bootstrap();
+    let dir = TempDir::new("plain-avro");
+    confluent(&["schemas", dir.path().to_str().unwrap()]);
+    let plain: serde_json::Value =
+        serde_json::from_str(&confluent(&["produce-plain-avro", &bootstrap, "plain"])).unwrap();
+    let container: serde_json::Value = serde_json::from_str(&confluent(&[
+        "write-container",
+        dir.join("orders.avro").to_str().unwrap(),
+    ]))
+    .unwrap();
+    dir.write(
+        "job.yaml",
+        &format!(
+            r#"name: plain-avro
+checkpoint: {{interval: 200ms}}
+sources:
+  topic:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [plain]
+    format: avro
+    schema: v1.avsc
+    properties: {{session.timeout.ms: 6000}}
+  history:
+    type: file
+    path: orders.avro
+    format: avro
+    timestamp: created_at
+sinks:
+  from_topic: {{type: file, input: topic, path: topic.jsonl}}
+  from_file: {{type: file, input: history, path: file.jsonl}}
+"#
+        ),
+    );
+    let mut job = run(&dir, "job.yaml");
+    let got = wait_for_lines(&mut job, &dir.join("topic.jsonl"), 10);
+    assert_eq!(got, texts(&plain));
+    let got = wait_for_lines(&mut job, &dir.join("file.jsonl"), 10);
+    assert_eq!(got, texts(&container));
+    job.terminate();
+    job.wait();
+}

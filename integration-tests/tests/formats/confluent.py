@@ -18,6 +18,12 @@
         descriptor: no protoc); prints {"events": [...]} as Tidemark should read them.
     confluent.py schemas DIR
         Writes v1.avsc, v2.avsc, reader.avsc and out.avsc into DIR.
+    confluent.py produce-plain-avro BOOTSTRAP TOPIC
+        Writes 10 orders as plain Avro values of v1.avsc (fastavro, no wire format); prints
+        {"events_text": [...]}.
+    confluent.py write-container PATH
+        Writes 10 orders of v2.avsc into an Avro object container file (fastavro, deflate);
+        prints {"events_text": [...]}.
     confluent.py create-topic BOOTSTRAP TOPIC PARTITIONS
         Creates a topic (on brokers that support CreateTopics; the mock cluster does not).
 """
@@ -274,7 +280,35 @@ def produce_protobuf(bootstrap, registry_url, topic):
         event["amount"] = i + 0.5
         events.append(event)
     producer.flush(30)
-    print(json.dumps({"events": events}))
+    print(json.dumps({"events": events, "events_text": compact(events)}))
+
+
+def compact(events):
+    return [json.dumps(e, separators=(",", ":")) for e in events]
+
+
+def produce_plain_avro(bootstrap, topic):
+    import io
+    import fastavro
+    parsed = fastavro.parse_schema(V1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    events = []
+    for i in range(10):
+        o = order(i, 1)
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, o)
+        producer.produce(topic, value=buf.getvalue())
+        events.append(as_event(o, V1["fields"]))
+    producer.flush(30)
+    print(json.dumps({"events_text": compact(events)}))
+
+
+def write_container(path):
+    import fastavro
+    records = [order(i, 2) for i in range(10)]
+    with open(path, "wb") as f:
+        fastavro.writer(f, fastavro.parse_schema(V2), records, codec="deflate")
+    print(json.dumps({"events_text": compact([as_event(o, V2["fields"]) for o in records])}))
 
 
 def write_schemas(folder):
@@ -291,6 +325,10 @@ def main():
         consume_avro(args[0], args[1], args[2], int(args[3]))
     elif cmd == "produce-protobuf":
         produce_protobuf(args[0], args[1], args[2])
+    elif cmd == "produce-plain-avro":
+        produce_plain_avro(args[0], args[1])
+    elif cmd == "write-container":
+        write_container(args[0])
     elif cmd == "create-topic":
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": args[0]})
