@@ -94,8 +94,9 @@ fn reference(events: &[serde_json::Value]) -> BTreeMap<(String, i64), (i64, i64,
 /// - filtered and windowed in event time, written as Avro with its own schema, which
 ///   Confluent's `AvroDeserializer` reads; the values equal the reference computed here.
 ///
-/// The message without the magic byte and the one with an unknown id go to the dead letter
-/// with their offsets, are counted as malformed, and the job goes on.
+/// The message without the magic byte, one that does not decode with its schema and one with
+/// an unknown id go to the dead letter with their offsets, are counted as malformed, and the
+/// job goes on.
 fn worked_case(kind: BrokerKind) {
     require_python();
     let broker = Broker::start(kind, &[("orders", 1), ("out", 1)]);
@@ -245,31 +246,26 @@ sinks:
         .map(|o| o.as_i64().unwrap())
         .collect();
     assert_eq!(offsets, bad);
-    assert!(
-        dead[0].contains(&format!(
-            "message at orders/0 offset {}: not in the Confluent wire format: the first byte is 0x7b",
-            bad[0]
-        )),
-        "{}",
-        dead[0]
-    );
-    assert!(
-        dead[1].contains(&format!(
-            "message at orders/0 offset {}: schema id 999 is not in the schema registry {url}",
-            bad[1]
-        )),
-        "{}",
-        dead[1]
-    );
+    let reasons = [
+        "not in the Confluent wire format: the first byte is 0x7b, expected 0x00".to_owned(),
+        "value does not decode with schema id 1: ".to_owned(),
+        format!("schema id 999 is not in the schema registry {url}"),
+    ];
+    for ((line, offset), reason) in dead.iter().zip(&bad).zip(&reasons) {
+        assert!(
+            line.contains(&format!("message at orders/0 offset {offset}: {reason}")),
+            "{line}"
+        );
+    }
     let malformed = |m: &common::Metrics| {
         m.sum("tidemark_records_dropped_total", |l| {
             l.get("reason") == Some("malformed") && l.get("operator_id") == Some("orders")
         })
     };
-    let metrics = common::scrape_until(job.metrics_addr(), "2 malformed messages counted", |m| {
-        malformed(m) >= 2.0
+    let metrics = common::scrape_until(job.metrics_addr(), "3 malformed messages counted", |m| {
+        malformed(m) >= 3.0
     });
-    assert_eq!(malformed(&metrics), 2.0);
+    assert_eq!(malformed(&metrics), 3.0);
     // Each schema id is fetched once per source, not per message.
     let stats = registry.stats();
     for id in [1, 2] {
@@ -576,6 +572,33 @@ sinks:
         "{output}"
     );
     assert!(!output.contains("wrong-password"), "{output}");
+    // auto_register: false and a subject without the schema: the start fails naming it.
+    dir.write(
+        "lookup.yaml",
+        &dir.read("job.yaml").replace(
+            "on_error:",
+            "auto_register: false\n    subject: missing-value\n    on_error:",
+        ),
+    );
+    let (code, output) = tidemark(
+        &[
+            "run",
+            "lookup.yaml",
+            "--kafka-timeout",
+            "5s",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+        "hunter2",
+    );
+    assert_eq!(code, 1, "{output}");
+    assert!(
+        output.contains(&format!(
+            "kafka sink \"out\": schema registry {url}/subjects/missing-value: the schema under \
+             subject \"missing-value\" not found (HTTP 404: Subject 'missing-value' not found.)"
+        )),
+        "{output}"
+    );
     // validate shows the settings with the password redacted.
     let (code, output) = tidemark(&["validate", "job.yaml"], "hunter2");
     assert_eq!(code, 0, "{output}");
@@ -684,4 +707,92 @@ sinks:
     assert_eq!(got, texts(&container));
     job.terminate();
     job.wait();
+}
+
+/// `on_error: fail` (the default) stops the job at a bad message, naming its topic, partition
+/// and offset; a registry lost while the job runs fails it after `--kafka-timeout`, naming the
+/// URL, when a message needs a schema it has not fetched yet.
+#[test]
+fn a_bad_message_or_a_lost_registry_fails_the_job_naming_where() {
+    require_python();
+    let broker = Broker::start(BrokerKind::Mock, &[("orders", 1), ("later", 1)]);
+    let bootstrap = broker.bootstrap();
+    let registry = Registry::start(None);
+    let url = registry.url();
+    let dir = TempDir::new("avro-failures");
+    let written: serde_json::Value = serde_json::from_str(&confluent(&[
+        "produce-avro",
+        &bootstrap,
+        &url,
+        "orders",
+        "--bad",
+    ]))
+    .unwrap();
+    let job = |topic: &str, url: &str| {
+        format!(
+            r#"name: failing-{topic}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [{topic}]
+    format: avro
+    schema_registry: {{url: "{url}"}}
+    properties: {{session.timeout.ms: 6000}}
+sinks:
+  out: {{type: discard, input: orders}}
+"#
+        )
+    };
+    dir.write("fail.yaml", &job("orders", &url));
+    let out = common::tidemark(
+        dir.path(),
+        [
+            "run",
+            "fail.yaml",
+            "--kafka-timeout",
+            "10s",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    assert_eq!(out.code(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "kafka source \"orders\": message at orders/0 offset {}: not in the Confluent wire \
+             format: the first byte is 0x7b, expected 0x00 (on_error: fail)",
+            written["bad_offsets"][0]
+        )),
+        "{}",
+        out.stderr
+    );
+
+    // The job's registry answers at start, then goes away; the messages come later, written
+    // with another registry's ids.
+    let lost = Registry::start(None);
+    let lost_url = lost.url();
+    dir.write("lost.yaml", &job("later", &lost_url));
+    let mut p = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            "lost.yaml",
+            "--kafka-timeout",
+            "2s",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    p.metrics_addr();
+    drop(lost);
+    confluent(&["produce-avro", &bootstrap, &url, "later"]);
+    assert_eq!(p.wait_code(), 1, "{}", p.stderr());
+    assert!(
+        p.stderr().contains(&format!(
+            "kafka source \"orders\": message at later/0 offset 0: schema registry \
+             {lost_url}/schemas/ids/1 did not answer within 2s"
+        )),
+        "{}",
+        p.stderr()
+    );
 }

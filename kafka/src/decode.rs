@@ -439,6 +439,73 @@ mod tests {
     }
 
     #[test]
+    fn keys_are_read_as_key_format_says() {
+        let mut d = Decoder::default().with_key_format(KeyFormat::Json, None);
+        let r = d
+            .decode(
+                Some(br#"{"region":"eu"}"#),
+                Some(b"{}"),
+                Timestamp::CreateTime(1),
+                0,
+            )
+            .unwrap();
+        assert_eq!(
+            r.key().into_owned(),
+            Value::from_json(br#"{"region":"eu"}"#).unwrap()
+        );
+        let err = d
+            .decode(Some(b"not json"), Some(b"{}"), Timestamp::CreateTime(1), 0)
+            .unwrap_err();
+        assert!(err.message().starts_with("key is not JSON"), "{err:?}");
+        assert!(matches!(err, Rejected::Malformed(_)));
+        // No key is null in every format.
+        let r = d
+            .decode(None, Some(b"{}"), Timestamp::CreateTime(1), 0)
+            .unwrap();
+        assert_eq!(r.key().into_owned(), Value::Null);
+    }
+
+    #[test]
+    fn avro_values_decode_with_their_schema() {
+        use std::sync::Arc;
+        use tidemark_operators::formats::{avro, Binary, BinaryFormat, SchemaSettings};
+        let dir = std::env::temp_dir().join(format!("tidemark-decode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = r#"{"type":"record","name":"E","fields":[{"name":"id","type":"long"},{"name":"status","type":"string"}]}"#;
+        std::fs::write(dir.join("e.avsc"), schema).unwrap();
+        let format = BinaryFormat::new(
+            Binary::Avro,
+            &SchemaSettings {
+                schema: Some("e.avsc".into()),
+                ..SchemaSettings::default()
+            },
+            &dir,
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let mut d =
+            Decoder::new(Format::Avro, extract("id"), None).with_binary(Arc::new(format).decoder());
+        let writer = avro::AvroWriter::new(avro::parse_schema(schema).unwrap()).unwrap();
+        let mut bytes = Vec::new();
+        let event = Value::from_json(br#"{"id":7,"status":"paid"}"#).unwrap();
+        writer.write(event.as_map().unwrap(), &mut bytes).unwrap();
+        let r = d
+            .decode(None, Some(&bytes), Timestamp::CreateTime(1), 0)
+            .unwrap();
+        assert_eq!(r.key().into_owned(), Value::Int(7));
+        assert_eq!(r.event_json(), r#"{"id":7,"status":"paid"}"#);
+        let err = d
+            .decode(None, Some(&[0x0e]), Timestamp::CreateTime(1), 0)
+            .unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("value does not decode with the schema:"),
+            "{err:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn malformed_values_are_reported() {
         let mut d = Decoder::default();
         let err = d

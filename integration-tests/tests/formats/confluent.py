@@ -139,6 +139,10 @@ def produce_avro(bootstrap, registry_url, topic, bad):
         if bad and i == 10:
             send(b'{"id": 10, "not": "avro"}')
             bad_offsets.append(offsets[-1])
+        if bad and i == 20:
+            # Schema id 1 (version 1), but the customer string is cut short.
+            send(b"\x00\x00\x00\x00\x01\x02\x08ab")
+            bad_offsets.append(offsets[-1])
         if bad and i == 30:
             send(b"\x00\x00\x00\x03\xe7\x02\x04")
             bad_offsets.append(offsets[-1])

@@ -467,6 +467,104 @@ mod tests {
         );
     }
 
+    /// A registry that answers each connection with the next of `replies` (status, body).
+    fn serve(replies: Vec<(u16, &'static str)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let handle = std::thread::spawn(move || {
+            let mut requests = Vec::new();
+            for (status, body) in replies {
+                let (stream, _) = listener.accept().unwrap();
+                let mut reader = BufReader::new(&stream);
+                let mut head = String::new();
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                let mut sent = vec![0; length];
+                reader.read_exact(&mut sent).unwrap();
+                requests.push(format!("{head}\r\n{}", String::from_utf8_lossy(&sent)));
+                write!(
+                    &stream,
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+            }
+            requests
+        });
+        (url, handle)
+    }
+
+    #[test]
+    fn server_errors_are_retried_and_schemas_kept() {
+        let (url, server) = serve(vec![
+            (503, r#"{"error_code":50301,"message":"busy"}"#),
+            (200, r#"{"schema":"\"string\""}"#),
+            (
+                404,
+                r#"{"error_code":40403,"message":"Schema 9 not found"}"#,
+            ),
+            (200, r#"{"id":7}"#),
+        ]);
+        let config = RegistryConfig {
+            url,
+            basic_auth: Some(BasicAuth {
+                username: "svc".into(),
+                password: "pw".into(),
+            }),
+        };
+        let registry = Registry::new(&config, Duration::from_secs(10));
+        let schema = registry.schema(1).unwrap();
+        assert_eq!(
+            (schema.schema.as_str(), schema.kind),
+            ("\"string\"", SchemaKind::Avro)
+        );
+        // Kept: asked again, the server is not asked.
+        assert_eq!(registry.schema(1).unwrap(), schema);
+        match registry.schema(9).unwrap_err() {
+            RegistryError::NotFound { what, detail, .. } => {
+                assert_eq!(what, "schema id 9");
+                assert_eq!(detail, "HTTP 404: Schema 9 not found");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            registry
+                .register("t-value", "\"long\"", SchemaKind::Avro)
+                .unwrap(),
+            7
+        );
+        let requests = server.join().unwrap();
+        assert!(
+            requests[0].starts_with("GET /schemas/ids/1 "),
+            "{}",
+            requests[0]
+        );
+        // svc:pw
+        assert!(
+            requests.iter().all(|r| r.contains("Basic c3ZjOnB3")),
+            "{requests:?}"
+        );
+        assert!(requests[3].starts_with("POST /subjects/t-value/versions "));
+        let body = requests[3].split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(body).unwrap(),
+            json!({"schema": "\"long\""}),
+            "{}",
+            requests[3]
+        );
+    }
+
     #[test]
     fn a_closed_port_is_retried_until_the_timeout_and_named() {
         let port = {
