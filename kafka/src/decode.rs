@@ -4,6 +4,7 @@ use rdkafka::message::Timestamp;
 use serde::Deserialize;
 use tidemark_operators::event_json::{EventError, EventParser};
 use tidemark_operators::expr::Evaluator;
+use tidemark_operators::formats::{BinaryDecoder, DecodeError};
 use tidemark_operators::{timestamp_nanos, Extract};
 use tidemark_runtime::{Map, Record, TimestampType, Value};
 
@@ -16,6 +17,37 @@ pub enum Format {
     Json,
     /// UTF-8 text.
     Text,
+    /// Avro: in the Confluent wire format with a schema registry, or plain with `schema:`.
+    Avro,
+    /// Protobuf: in the Confluent wire format with a schema registry, or plain with `schema:`.
+    Protobuf,
+}
+
+impl Format {
+    /// The binary format this is, if it is one.
+    pub fn binary(self) -> Option<tidemark_operators::formats::Binary> {
+        use tidemark_operators::formats::Binary;
+        match self {
+            Format::Avro => Some(Binary::Avro),
+            Format::Protobuf => Some(Binary::Protobuf),
+            Format::Json | Format::Text => None,
+        }
+    }
+}
+
+/// How a message's key is read (`key_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyFormat {
+    /// Text: a decimal integer as an int, anything else as a string.
+    #[default]
+    String,
+    /// A JSON value.
+    Json,
+    /// Avro in the Confluent wire format (the source's `schema_registry`).
+    Avro,
+    /// Protobuf in the Confluent wire format (the source's `schema_registry`).
+    Protobuf,
 }
 
 /// Where the record's key and timestamp come from.
@@ -32,11 +64,51 @@ pub struct Decoder {
     eval: Option<Evaluator>,
     /// Parses JSON events, sharing names and repeated strings from message to message.
     parser: EventParser,
+    /// Reads Avro or Protobuf values (`format: avro | protobuf`).
+    binary: Option<BinaryDecoder>,
+    /// How keys are read, and the decoder of binary keys.
+    key_format: KeyFormat,
+    key_binary: Option<BinaryDecoder>,
 }
 
 /// A message that does not fit `format`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Malformed(pub String);
+
+/// Why a message did not become a record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Rejected {
+    /// The message is bad: the source's `on_error` decides.
+    Malformed(Malformed),
+    /// The message cannot be read for a reason outside it (the schema registry does not
+    /// answer): the job fails.
+    Fatal(String),
+}
+
+impl Rejected {
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        match self {
+            Rejected::Malformed(m) => &m.0,
+            Rejected::Fatal(f) => f,
+        }
+    }
+}
+
+impl From<Malformed> for Rejected {
+    fn from(m: Malformed) -> Rejected {
+        Rejected::Malformed(m)
+    }
+}
+
+impl From<DecodeError> for Rejected {
+    fn from(e: DecodeError) -> Rejected {
+        match e {
+            DecodeError::Malformed(m) => Rejected::Malformed(Malformed(m)),
+            DecodeError::Fatal(f) => Rejected::Fatal(f),
+        }
+    }
+}
 
 const NANOS_PER_MS: i64 = 1_000_000;
 
@@ -50,7 +122,41 @@ impl Decoder {
             timestamp,
             eval: None,
             parser: EventParser::new(),
+            binary: None,
+            key_format: KeyFormat::String,
+            key_binary: None,
         }
+    }
+
+    /// Reads values with `binary` (for `format: avro | protobuf`).
+    pub fn with_binary(mut self, binary: BinaryDecoder) -> Self {
+        self.binary = Some(binary);
+        self
+    }
+
+    /// Reads keys as `format` (with `binary` for Avro and Protobuf keys).
+    pub fn with_key_format(mut self, format: KeyFormat, binary: Option<BinaryDecoder>) -> Self {
+        self.key_format = format;
+        self.key_binary = binary;
+        self
+    }
+
+    /// The message key as the record's key, as `key_format` says.
+    fn key_value(&mut self, key: Option<&[u8]>) -> Result<Value, Rejected> {
+        let Some(bytes) = key else {
+            return Ok(Value::Null);
+        };
+        Ok(match (self.key_format, &mut self.key_binary) {
+            (KeyFormat::String, _) => key_of(bytes),
+            (KeyFormat::Json, _) => {
+                Value::from_json(bytes).map_err(|e| Malformed(format!("key is not JSON: {e}")))?
+            }
+            (_, Some(binary)) => Value::from(binary.decode(bytes).map_err(|e| match e {
+                DecodeError::Malformed(m) => Rejected::Malformed(Malformed(format!("key: {m}"))),
+                fatal => fatal.into(),
+            })?),
+            (_, None) => unreachable!("binary key formats come with their decoder"),
+        })
     }
 
     /// Turns one message into a record. `now_nanos` stamps messages without a timestamp. In
@@ -62,7 +168,7 @@ impl Decoder {
         payload: Option<&[u8]>,
         timestamp: Timestamp,
         now_nanos: i64,
-    ) -> Result<Record, Malformed> {
+    ) -> Result<Record, Rejected> {
         let (mut ts, mut ts_type) = match timestamp {
             Timestamp::CreateTime(ms) => (ms.saturating_mul(NANOS_PER_MS), TimestampType::Create),
             Timestamp::LogAppendTime(ms) => {
@@ -71,13 +177,16 @@ impl Decoder {
             Timestamp::NotAvailable => (now_nanos, TimestampType::Ingestion),
         };
         let payload = payload.unwrap_or_default();
-        let mut record_key = key.map(key_of).unwrap_or(Value::Null);
+        let mut record_key = match self.key_format {
+            KeyFormat::String => key.map(key_of).unwrap_or(Value::Null),
+            _ => self.key_value(key)?,
+        };
         // Nothing here reads the event: it is kept as its text, checked, and made only where
         // a field is read (`Record::from_json_object`); unchanged, the sink writes the text.
         if self.format == Format::Json && self.key.is_none() && self.timestamp.is_none() {
             return match Record::from_json_object(record_key, payload, ts) {
                 Ok(record) => Ok(record.with_timestamp_type(ts_type)),
-                Err(e) => Err(malformed_json(e)),
+                Err(e) => Err(malformed_json(e).into()),
             };
         }
         let event = match self.format {
@@ -89,6 +198,11 @@ impl Decoder {
                 m
             }
             Format::Json => self.parser.parse(payload).map_err(malformed_json)?,
+            Format::Avro | Format::Protobuf => self
+                .binary
+                .as_mut()
+                .expect("binary formats come with their decoder")
+                .decode(payload)?,
         };
         let message_ms = ts.div_euclid(NANOS_PER_MS);
         let key_value = match &self.key {
@@ -202,7 +316,7 @@ mod tests {
         let err = d
             .decode(None, Some(br#"{"ts": 1}"#), Timestamp::NotAvailable, 0)
             .unwrap_err();
-        assert_eq!(err.0, "key: no field `id` in the event (it has ts)");
+        assert_eq!(err.message(), "key: no field `id` in the event (it has ts)");
     }
 
     #[test]
@@ -248,7 +362,7 @@ mod tests {
             )
             .unwrap_err();
         assert!(
-            err.0
+            err.message()
                 .starts_with("timestamp: expression `record.timestamp + delay` failed:"),
             "{err:?}"
         );
@@ -262,7 +376,7 @@ mod tests {
             )
             .unwrap_err();
         assert!(
-            err.0
+            err.message()
                 .starts_with("timestamp: \"yesterday\" is not an RFC 3339 time"),
             "{err:?}"
         );
@@ -325,12 +439,82 @@ mod tests {
     }
 
     #[test]
+    fn keys_are_read_as_key_format_says() {
+        let mut d = Decoder::default().with_key_format(KeyFormat::Json, None);
+        let r = d
+            .decode(
+                Some(br#"{"region":"eu"}"#),
+                Some(b"{}"),
+                Timestamp::CreateTime(1),
+                0,
+            )
+            .unwrap();
+        assert_eq!(
+            r.key().into_owned(),
+            Value::from_json(br#"{"region":"eu"}"#).unwrap()
+        );
+        let err = d
+            .decode(Some(b"not json"), Some(b"{}"), Timestamp::CreateTime(1), 0)
+            .unwrap_err();
+        assert!(err.message().starts_with("key is not JSON"), "{err:?}");
+        assert!(matches!(err, Rejected::Malformed(_)));
+        // No key is null in every format.
+        let r = d
+            .decode(None, Some(b"{}"), Timestamp::CreateTime(1), 0)
+            .unwrap();
+        assert_eq!(r.key().into_owned(), Value::Null);
+    }
+
+    #[test]
+    fn avro_values_decode_with_their_schema() {
+        use std::sync::Arc;
+        use tidemark_operators::formats::{avro, Binary, BinaryFormat, SchemaSettings};
+        let dir = std::env::temp_dir().join(format!("tidemark-decode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = r#"{"type":"record","name":"E","fields":[{"name":"id","type":"long"},{"name":"status","type":"string"}]}"#;
+        std::fs::write(dir.join("e.avsc"), schema).unwrap();
+        let format = BinaryFormat::new(
+            Binary::Avro,
+            &SchemaSettings {
+                schema: Some("e.avsc".into()),
+                ..SchemaSettings::default()
+            },
+            &dir,
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let mut d =
+            Decoder::new(Format::Avro, extract("id"), None).with_binary(Arc::new(format).decoder());
+        let writer = avro::AvroWriter::new(avro::parse_schema(schema).unwrap()).unwrap();
+        let mut bytes = Vec::new();
+        let event = Value::from_json(br#"{"id":7,"status":"paid"}"#).unwrap();
+        writer.write(event.as_map().unwrap(), &mut bytes).unwrap();
+        let r = d
+            .decode(None, Some(&bytes), Timestamp::CreateTime(1), 0)
+            .unwrap();
+        assert_eq!(r.key().into_owned(), Value::Int(7));
+        assert_eq!(r.event_json(), r#"{"id":7,"status":"paid"}"#);
+        let err = d
+            .decode(None, Some(&[0x0e]), Timestamp::CreateTime(1), 0)
+            .unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("value does not decode with the schema:"),
+            "{err:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn malformed_values_are_reported() {
         let mut d = Decoder::default();
         let err = d
             .decode(None, Some(b"not json"), Timestamp::NotAvailable, 0)
             .unwrap_err();
-        assert!(err.0.starts_with("value is not a JSON object"), "{err:?}");
+        assert!(
+            err.message().starts_with("value is not a JSON object"),
+            "{err:?}"
+        );
         let mut text = Decoder::new(Format::Text, None, None);
         assert_eq!(
             text.decode(None, Some(b" 3 "), Timestamp::NotAvailable, 0)
@@ -341,7 +525,7 @@ mod tests {
         let err = d
             .decode(None, Some(b"[1]"), Timestamp::NotAvailable, 0)
             .unwrap_err();
-        assert_eq!(err.0, "value is not a JSON object: found a list");
+        assert_eq!(err.message(), "value is not a JSON object: found a list");
         assert!(text
             .decode(None, Some(&[0xff, 0xfe]), Timestamp::NotAvailable, 0)
             .is_err());

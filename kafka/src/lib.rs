@@ -41,6 +41,7 @@
 
 pub mod client;
 pub mod clock;
+mod dead_letter;
 pub mod decode;
 mod departure;
 pub mod dev_cluster;
@@ -94,14 +95,18 @@ impl KafkaJob {
                 ComponentKind::Source,
                 TYPE_NAME,
                 source::FIELDS,
-                move |settings, _env| Ok(Built::Source(source.build_source(settings)?)),
+                move |settings, env| {
+                    Ok(Built::Source(
+                        source.build_source_in(settings, &env.job_dir)?,
+                    ))
+                },
             )
             .summary(SOURCE_SUMMARY),
             Component::new(
                 ComponentKind::Sink,
                 TYPE_NAME,
                 sink::FIELDS,
-                move |settings, _env| Ok(Built::Sink(sink.build_sink(settings)?)),
+                move |settings, env| Ok(Built::Sink(sink.build_sink_in(settings, &env.job_dir)?)),
             )
             .summary(SINK_SUMMARY),
         ]
@@ -113,8 +118,19 @@ impl KafkaJob {
         self: &Arc<Self>,
         config: serde_json::Value,
     ) -> Result<SourceFactory, ConfigError> {
-        let config: KafkaSourceConfig = parse_settings(TYPE_NAME, config)?;
+        self.build_source_in(config, std::path::Path::new(""))
+    }
+
+    /// [`KafkaJob::build_source`] with relative paths in the settings (schema files, dead
+    /// letter) relative to `dir`, the job file's folder.
+    pub fn build_source_in(
+        self: &Arc<Self>,
+        config: serde_json::Value,
+        dir: &std::path::Path,
+    ) -> Result<SourceFactory, ConfigError> {
+        let mut config: KafkaSourceConfig = parse_settings(TYPE_NAME, config)?;
         config.check().map_err(invalid)?;
+        config.resolve_paths(dir);
         let factory = Arc::new(KafkaSourceFactory::new(config, self)?);
         Ok(Box::new(move |ctx: &SubtaskContext| {
             Ok(Box::new(factory.make(ctx)?) as Box<dyn Source>)
@@ -123,8 +139,18 @@ impl KafkaJob {
 
     /// Builds the `kafka` sink from its job-file settings.
     pub fn build_sink(&self, config: serde_json::Value) -> Result<SinkFactory, ConfigError> {
-        let config: KafkaSinkConfig = parse_settings(TYPE_NAME, config)?;
+        self.build_sink_in(config, std::path::Path::new(""))
+    }
+
+    /// [`KafkaJob::build_sink`] with relative paths in the settings relative to `dir`.
+    pub fn build_sink_in(
+        &self,
+        config: serde_json::Value,
+        dir: &std::path::Path,
+    ) -> Result<SinkFactory, ConfigError> {
+        let mut config: KafkaSinkConfig = parse_settings(TYPE_NAME, config)?;
         config.check().map_err(invalid)?;
+        config.resolve_paths(dir);
         let factory = Arc::new(KafkaSinkFactory::new(config, self)?);
         Ok(Box::new(move |ctx: &SubtaskContext| {
             Ok(Box::new(factory.make(ctx)?) as Box<dyn Sink>)

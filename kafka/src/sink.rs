@@ -11,7 +11,18 @@
 //!     topic: totals
 //!     key: 'string(key)'      # CEL over the record; default: the record key
 //!     properties: {}          # passed to librdkafka as they are
+//!     format: json            # json (default) | avro (docs/formats.md)
+//!     schema: totals.avsc     # avro: the writer schema
+//!     schema_registry: {url: http://127.0.0.1:8081}   # avro in the Confluent wire format
+//!     subject: totals-value   # default: <topic>-value
+//!     auto_register: true     # false: the schema must be registered already
+//!     on_error: fail          # an event that does not fit the schema: fail | skip | {dead_letter: PATH}
 //! ```
+//!
+//! - `format: avro`: at start the schema is registered under the subject (or looked up), and
+//!   each event is written as an Avro value in the Confluent wire format with that id (plain
+//!   Avro without `schema_registry`). An event that does not fit the schema is never written
+//!   half: `on_error` decides, the message naming the field and what the schema expects.
 //!
 //! - The message key is the value of `key:` (event fields at top level, `record.key`,
 //!   `record.timestamp` in ms), compiled when the job is built; without it, the record's key. A
@@ -38,7 +49,9 @@ use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use serde::Deserialize;
 use tidemark_operators::expr::{with_record, Evaluator, Expr};
-use tidemark_operators::ConfigError;
+use tidemark_operators::formats::{avro, wire, AvroWriter, Registry, RegistryConfig, SchemaKind};
+use tidemark_operators::on_error::{DeadLetterWriter, ErrorPolicy, OnErrorFactory};
+use tidemark_operators::{ConfigError, FieldError};
 use tidemark_runtime::provenance::write_result_id;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext, Value};
 
@@ -66,10 +79,54 @@ pub struct KafkaSinkConfig {
     /// Passed to librdkafka as they are.
     #[serde(default)]
     pub properties: Properties,
+    /// How events are written.
+    #[serde(default)]
+    pub format: SinkFormat,
+    /// `format: avro`: the writer schema (`.avsc`).
+    #[serde(default)]
+    pub schema: Option<std::path::PathBuf>,
+    /// The Schema Registry the schema is registered in (Confluent wire format).
+    #[serde(default)]
+    pub schema_registry: Option<RegistryConfig>,
+    /// The subject; default `<topic>-value`.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// Register the schema at start (default), or only look its id up.
+    #[serde(default = "yes")]
+    pub auto_register: bool,
+    /// An event that does not fit the schema.
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// How the `kafka` sink writes events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkFormat {
+    /// A JSON object per message.
+    #[default]
+    Json,
+    /// An Avro value of the sink's schema.
+    Avro,
 }
 
 /// The settings' names, for the registry's "did you mean".
-pub const FIELDS: &[&str] = &["brokers", "topic", "key", "properties"];
+pub const FIELDS: &[&str] = &[
+    "brokers",
+    "topic",
+    "key",
+    "properties",
+    "format",
+    "schema",
+    "schema_registry",
+    "subject",
+    "auto_register",
+    "on_error",
+];
 
 impl KafkaSinkConfig {
     /// Checks what can be checked without a broker.
@@ -80,8 +137,53 @@ impl KafkaSinkConfig {
         if self.topic.trim().is_empty() {
             return Err(("topic", "must not be empty".into()));
         }
+        match self.format {
+            SinkFormat::Avro if self.schema.is_none() => {
+                return Err((
+                    "format",
+                    "avro needs schema: FILE.avsc (the writer schema)".into(),
+                ))
+            }
+            SinkFormat::Json => {
+                for (set, name) in [
+                    (self.schema.is_some(), "schema"),
+                    (self.schema_registry.is_some(), "schema_registry"),
+                    (self.subject.is_some(), "subject"),
+                ] {
+                    if set {
+                        return Err((name, "applies to format: avro only".into()));
+                    }
+                }
+            }
+            SinkFormat::Avro => {}
+        }
+        if self.subject.is_some() && self.schema_registry.is_none() {
+            return Err(("subject", "needs schema_registry".into()));
+        }
+        if let Some(r) = &self.schema_registry {
+            r.check().map_err(|e| ("schema_registry.url", e))?;
+        }
         Ok(())
     }
+
+    /// Makes the relative paths of the settings (schema, dead letter) relative to `dir`.
+    pub fn resolve_paths(&mut self, dir: &std::path::Path) {
+        if let Some(p) = &mut self.schema {
+            *p = dir.join(&*p);
+        }
+        if let ErrorPolicy::DeadLetter(p) = &mut self.on_error {
+            *p = dir.join(&*p);
+        }
+    }
+}
+
+/// `format: avro`: the writer, its schema's text and the id it has in the registry.
+struct AvroOut {
+    writer: Arc<AvroWriter>,
+    text: String,
+    registry: Option<Registry>,
+    /// Made by the first subtask: the schema's id.
+    id: OnceLock<Result<u32, String>>,
 }
 
 /// Counts deliveries and keeps the first failure.
@@ -131,6 +233,8 @@ impl ProducerContext for DeliveryContext {
 pub struct KafkaSinkFactory {
     config: Arc<KafkaSinkConfig>,
     key: Option<Expr>,
+    avro: Option<AvroOut>,
+    on_error: OnErrorFactory,
     reachable: OnceLock<Result<(), String>>,
     /// `--kafka-timeout`.
     timeout: Duration,
@@ -145,9 +249,35 @@ impl KafkaSinkFactory {
             .as_deref()
             .map(|s| Expr::compile(s).map_err(|e| e.into_config_error(crate::TYPE_NAME, "key")))
             .transpose()?;
+        let invalid = |(path, message): (&str, String)| {
+            ConfigError::invalid(crate::TYPE_NAME, FieldError::new(path, message))
+        };
+        let avro = match (config.format, &config.schema) {
+            (SinkFormat::Avro, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    invalid(("schema", format!("cannot read {}: {e}", path.display())))
+                })?;
+                let schema = avro::parse_schema(&text)
+                    .and_then(AvroWriter::new)
+                    .map_err(|e| invalid(("schema", format!("{}: {e}", path.display()))))?;
+                Some(AvroOut {
+                    writer: Arc::new(schema),
+                    text,
+                    registry: config
+                        .schema_registry
+                        .as_ref()
+                        .map(|r| Registry::new(r, kafka.timeout())),
+                    id: OnceLock::new(),
+                })
+            }
+            _ => None,
+        };
+        let on_error = OnErrorFactory::new(config.on_error.clone(), std::path::Path::new(""));
         Ok(KafkaSinkFactory {
             config: Arc::new(config),
             key,
+            avro,
+            on_error,
             reachable: OnceLock::new(),
             timeout: kafka.timeout(),
         })
@@ -196,6 +326,31 @@ impl KafkaSinkFactory {
             })
         });
         reachable.clone()?;
+        let avro = match &self.avro {
+            Some(out) => {
+                let id = match &out.registry {
+                    None => None,
+                    Some(registry) => Some(
+                        out.id
+                            .get_or_init(|| {
+                                let subject = config
+                                    .subject
+                                    .clone()
+                                    .unwrap_or_else(|| format!("{}-value", config.topic));
+                                let id = if config.auto_register {
+                                    registry.register(&subject, &out.text, SchemaKind::Avro)
+                                } else {
+                                    registry.lookup(&subject, &out.text, SchemaKind::Avro)
+                                };
+                                id.map_err(|e| format!("{what}: {e}"))
+                            })
+                            .clone()?,
+                    ),
+                };
+                Some((out.writer.clone(), id))
+            }
+            None => None,
+        };
         let topic = TopicHandle::new(&producer, &config.topic)
             .map_err(|e| format!("{what}: topic \"{}\": {e}", config.topic))?;
         Ok(KafkaSink {
@@ -210,6 +365,10 @@ impl KafkaSinkFactory {
             result_id: Vec::with_capacity(64),
             key_expr: self.key.clone().map(|e| (e, Evaluator::new())),
             timeout: self.timeout,
+            avro,
+            on_error: config.on_error.clone(),
+            dead_letter: self.on_error.dead_letter()?,
+            vertex: ctx.vertex_id.clone(),
         })
     }
 }
@@ -231,6 +390,12 @@ pub struct KafkaSink {
     key_expr: Option<(Expr, Evaluator)>,
     /// `--kafka-timeout`.
     timeout: Duration,
+    /// `format: avro`: the writer and the schema id for the wire format's header (`None`:
+    /// plain Avro).
+    avro: Option<(Arc<AvroWriter>, Option<u32>)>,
+    on_error: ErrorPolicy,
+    dead_letter: Option<DeadLetterWriter>,
+    vertex: String,
 }
 
 impl std::fmt::Debug for KafkaSink {
@@ -259,7 +424,17 @@ impl KafkaSink {
     fn send(&mut self, record: &Record) -> Result<(), BoxError> {
         self.value.clear();
         self.key.clear();
-        write_json(&mut self.value, record);
+        match &self.avro {
+            None => write_json(&mut self.value, record),
+            Some((writer, id)) => {
+                if let Some(id) = id {
+                    wire::write_header(&mut self.value, *id);
+                }
+                if let Err(e) = writer.write(&record.event_map(), &mut self.value) {
+                    return self.reject(record, &e);
+                }
+            }
+        }
         let has_key = match &self.key_expr {
             None => write_key(&mut self.key, &record.key()),
             Some((expr, eval)) => {
@@ -289,6 +464,34 @@ impl KafkaSink {
             .produce(&self.producer, &self.context, &self.what, &message)?;
         self.written += 1;
         Ok(())
+    }
+}
+
+impl KafkaSink {
+    /// An event that does not fit the schema: `on_error` decides.
+    fn reject(&mut self, record: &Record, error: &str) -> Result<(), BoxError> {
+        let reason = format!("the event does not fit the schema: {error}");
+        match &self.on_error {
+            ErrorPolicy::Fail => Err(format!("{}: {reason} (on_error: fail)", self.what).into()),
+            ErrorPolicy::Skip => Ok(()),
+            ErrorPolicy::DeadLetter(_) => match &self.dead_letter {
+                Some(file) => file
+                    .write(
+                        &self.vertex,
+                        &reason,
+                        &Value::from(record.event_map().into_owned()),
+                    )
+                    .map_err(|e| {
+                        format!(
+                            "{}: cannot write to dead-letter file {}: {e} (after {reason})",
+                            self.what,
+                            file.path().display()
+                        )
+                        .into()
+                    }),
+                None => Ok(()),
+            },
+        }
     }
 }
 

@@ -9,10 +9,15 @@
 //!     topics: [orders]
 //!     group: orders-job              # default: the job name
 //!     start: committed               # without a commit: committed (= earliest) | earliest | latest
-//!     format: json                   # json | text
+//!     format: json                   # json | text | avro | protobuf (docs/formats.md)
+//!     schema_registry: {url: http://127.0.0.1:8081}   # avro/protobuf in the Confluent wire format
+//!     schema: orders.avsc            # or plain avro/protobuf values of this schema
+//!     reader_schema: orders.avsc     # avro: every schema version resolved to this one
+//!     message: shop.Order            # protobuf with schema: FILE.proto
+//!     key_format: string             # string (default) | json | avro | protobuf
 //!     key: customer_id               # CEL over the event; default: the message key
 //!     timestamp: ts                  # CEL: int ms or RFC 3339; default: the message timestamp
-//!     on_error: skip                 # fail (default) | skip
+//!     on_error: skip                 # fail (default) | skip | {dead_letter: PATH}
 //!     properties: {}                 # passed to librdkafka as they are
 //! ```
 //!
@@ -52,8 +57,9 @@ use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use serde::{Deserialize, Serialize};
-use tidemark_operators::config::OnError;
-use tidemark_operators::{ConfigError, Extract};
+use tidemark_operators::formats::{Binary, BinaryFormat, RegistryConfig, SchemaSettings};
+use tidemark_operators::on_error::{DeadLetterWriter, ErrorPolicy, OnErrorFactory};
+use tidemark_operators::{ConfigError, Extract, FieldError};
 use tidemark_runtime::name::{name_of, Name};
 use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::{
@@ -65,7 +71,7 @@ use crate::client::{
     client_config, topic_wait_message, wait_for_topic, BrokerWatch, Brokers, ErrorContext,
     Properties,
 };
-use crate::decode::{Decoder, Format};
+use crate::decode::{Decoder, Format, KeyFormat, Rejected};
 use crate::departure::Departure;
 use crate::exchange::state::PartitionProgress;
 use crate::metrics::{Assignment as AssignState, KafkaMetrics, PartitionKey};
@@ -115,7 +121,22 @@ pub struct KafkaSourceConfig {
     pub timestamp: Option<String>,
     /// What to do with a message that is not valid for `format`.
     #[serde(default)]
-    pub on_error: OnError,
+    pub on_error: ErrorPolicy,
+    /// The Schema Registry of `format: avro | protobuf` messages in the Confluent wire format.
+    #[serde(default)]
+    pub schema_registry: Option<RegistryConfig>,
+    /// The schema of plain `format: avro | protobuf` values (`.avsc`, `.proto`).
+    #[serde(default)]
+    pub schema: Option<std::path::PathBuf>,
+    /// Avro: the schema every writer schema is resolved to.
+    #[serde(default)]
+    pub reader_schema: Option<std::path::PathBuf>,
+    /// Protobuf: the message type (`pkg.Name`).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// How the message key is read.
+    #[serde(default)]
+    pub key_format: KeyFormat,
     /// Passed to librdkafka as they are.
     #[serde(default)]
     pub properties: Properties,
@@ -132,6 +153,11 @@ pub const FIELDS: &[&str] = &[
     "timestamp",
     "on_error",
     "properties",
+    "schema_registry",
+    "schema",
+    "reader_schema",
+    "message",
+    "key_format",
 ];
 
 impl KafkaSourceConfig {
@@ -146,7 +172,47 @@ impl KafkaSourceConfig {
         if matches!(&self.group, Some(g) if g.trim().is_empty()) {
             return Err(("group", "must not be empty".into()));
         }
+        let binary_key = matches!(self.key_format, KeyFormat::Avro | KeyFormat::Protobuf);
+        if self.format.binary().is_none() {
+            for (set, name) in [
+                (
+                    self.schema_registry.is_some() && !binary_key,
+                    "schema_registry",
+                ),
+                (self.schema.is_some(), "schema"),
+                (self.reader_schema.is_some(), "reader_schema"),
+                (self.message.is_some(), "message"),
+            ] {
+                if set {
+                    return Err((
+                        name,
+                        "applies to format: avro or format: protobuf only".into(),
+                    ));
+                }
+            }
+        }
+        if binary_key && self.schema_registry.is_none() {
+            return Err((
+                "key_format",
+                "avro and protobuf keys are read in the Confluent wire format: give \
+                 schema_registry: {url: …}"
+                    .into(),
+            ));
+        }
         Ok(())
+    }
+
+    /// Makes the relative paths of the settings (schemas, dead letter) relative to `dir`.
+    pub fn resolve_paths(&mut self, dir: &std::path::Path) {
+        for p in [&mut self.schema, &mut self.reader_schema]
+            .into_iter()
+            .flatten()
+        {
+            *p = dir.join(&*p);
+        }
+        if let ErrorPolicy::DeadLetter(p) = &mut self.on_error {
+            *p = dir.join(&*p);
+        }
     }
 }
 
@@ -156,6 +222,10 @@ pub struct KafkaSourceFactory {
     config: Arc<KafkaSourceConfig>,
     key: Option<Extract>,
     timestamp: Option<Extract>,
+    /// `format: avro | protobuf`: the schemas of values and of keys.
+    binary: Option<Arc<BinaryFormat>>,
+    key_binary: Option<Arc<BinaryFormat>>,
+    on_error: OnErrorFactory,
     /// The brokers answered: each topic's partition count.
     reachable: OnceLock<Result<Vec<(String, i32)>, String>>,
     metrics: Arc<KafkaMetrics>,
@@ -180,10 +250,47 @@ impl KafkaSourceFactory {
         };
         let key = compile(&config.key, "key")?;
         let timestamp = compile(&config.timestamp, "timestamp")?;
+        let invalid = |(path, message): (&str, String)| {
+            ConfigError::invalid(crate::TYPE_NAME, FieldError::new(path, message))
+        };
+        let settings = SchemaSettings {
+            registry: config.schema_registry.clone(),
+            schema: config.schema.clone(),
+            reader_schema: config.reader_schema.clone(),
+            message: config.message.clone(),
+        };
+        let no_dir = std::path::Path::new("");
+        let binary = config
+            .format
+            .binary()
+            .map(|b| BinaryFormat::new(b, &settings, no_dir, kafka.timeout()).map(Arc::new))
+            .transpose()
+            .map_err(invalid)?;
+        let key_binary = match config.key_format {
+            KeyFormat::Avro | KeyFormat::Protobuf => {
+                let kind = match config.key_format {
+                    KeyFormat::Avro => Binary::Avro,
+                    _ => Binary::Protobuf,
+                };
+                let settings = SchemaSettings {
+                    registry: config.schema_registry.clone(),
+                    ..SchemaSettings::default()
+                };
+                Some(Arc::new(
+                    BinaryFormat::new(kind, &settings, no_dir, kafka.timeout())
+                        .map_err(|(_, m)| invalid(("key_format", m)))?,
+                ))
+            }
+            _ => None,
+        };
+        let on_error = OnErrorFactory::new(config.on_error.clone(), no_dir);
         Ok(KafkaSourceFactory {
             config: Arc::new(config),
             key,
             timestamp,
+            binary,
+            key_binary,
+            on_error,
             reachable: OnceLock::new(),
             metrics: kafka.metrics().clone(),
             kafka: kafka.clone(),
@@ -570,7 +677,9 @@ pub struct KafkaSource {
     /// Messages that arrived while a commit waited for a rebalance to end.
     stash: std::collections::VecDeque<rdkafka::message::OwnedMessage>,
     decoder: Decoder,
-    on_error: OnError,
+    on_error: ErrorPolicy,
+    /// `on_error: {dead_letter: PATH}`: this subtask's writer of the file.
+    dead_letter: Option<DeadLetterWriter>,
     source_id: String,
     subtask: usize,
     metrics: Arc<KafkaMetrics>,
@@ -696,6 +805,15 @@ impl KafkaSource {
             .map_err(|e| format!("{what}: invalid Kafka settings: {e}"))?;
         let timeout = factory.kafka.timeout();
         let reachable = factory.reachable.get_or_init(|| {
+            // A registry that does not answer fails the start (after --kafka-timeout).
+            if let Some(registry) = factory
+                .binary
+                .iter()
+                .chain(&factory.key_binary)
+                .find_map(|b| b.registry())
+            {
+                registry.check().map_err(|e| format!("{what}: {e}"))?;
+            }
             let mut counts = Vec::new();
             for topic in &config.topics {
                 let waited = wait_for_topic(consumer.client(), topic, timeout, || {
@@ -735,12 +853,23 @@ impl KafkaSource {
         Ok(KafkaSource {
             consumer: ManuallyDrop::new(Arc::new(consumer)),
             stash: std::collections::VecDeque::new(),
-            decoder: Decoder::new(
-                config.format,
-                factory.key.clone(),
-                factory.timestamp.clone(),
-            ),
-            on_error: config.on_error,
+            decoder: {
+                let d = Decoder::new(
+                    config.format,
+                    factory.key.clone(),
+                    factory.timestamp.clone(),
+                )
+                .with_key_format(
+                    config.key_format,
+                    factory.key_binary.as_ref().map(|b| b.decoder()),
+                );
+                match &factory.binary {
+                    Some(b) => d.with_binary(b.decoder()),
+                    None => d,
+                }
+            },
+            on_error: config.on_error.clone(),
+            dead_letter: factory.on_error.dead_letter()?,
             source_id: ctx.vertex_id.clone(),
             subtask: ctx.subtask,
             metrics: factory.metrics.clone(),
@@ -1458,42 +1587,68 @@ impl KafkaSource {
         out: &mut Output,
     ) -> Result<bool, BoxError> {
         let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
-        Ok(match self.decoder.decode(
-            message.key(),
-            message.payload(),
-            message.timestamp(),
-            now_nanos,
-        ) {
-            Ok(mut record) => {
-                let topic_name = match self.topic_names.iter().find(|n| n.as_str() == topic) {
-                    Some(name) => name.clone(),
-                    None => name_of(topic),
-                };
-                record.set_origin(Origin {
-                    topic: topic_name,
-                    partition,
-                    offset,
-                    seq: 0,
-                });
-                self.last_timestamp = Some(record.timestamp);
-                self.watermarks.observe(topic, partition, record.timestamp);
-                out.emit(record);
-                true
-            }
-            Err(malformed) => match self.on_error {
-                OnError::Skip => {
+        Ok(
+            match self.decoder.decode(
+                message.key(),
+                message.payload(),
+                message.timestamp(),
+                now_nanos,
+            ) {
+                Ok(mut record) => {
+                    let topic_name = match self.topic_names.iter().find(|n| n.as_str() == topic) {
+                        Some(name) => name.clone(),
+                        None => name_of(topic),
+                    };
+                    record.set_origin(Origin {
+                        topic: topic_name,
+                        partition,
+                        offset,
+                        seq: 0,
+                    });
+                    self.last_timestamp = Some(record.timestamp);
+                    self.watermarks.observe(topic, partition, record.timestamp);
+                    out.emit(record);
+                    true
+                }
+                Err(Rejected::Fatal(error)) => {
+                    return Err(format!(
+                    "kafka source \"{}\": message at {topic}/{partition} offset {offset}: {error}",
+                    self.source_id
+                )
+                    .into())
+                }
+                Err(Rejected::Malformed(malformed)) => {
+                    let reason = format!(
+                        "message at {topic}/{partition} offset {offset}: {}",
+                        malformed.0
+                    );
+                    match &self.on_error {
+                        ErrorPolicy::Fail => {
+                            return Err(format!(
+                                "kafka source \"{}\": {reason} (on_error: fail)",
+                                self.source_id
+                            )
+                            .into())
+                        }
+                        ErrorPolicy::Skip => {}
+                        ErrorPolicy::DeadLetter(_) => {
+                            if let Some(file) = &self.dead_letter {
+                                let record = crate::dead_letter::message_record(message);
+                                file.write(&self.source_id, &reason, &record).map_err(|e| {
+                                format!(
+                                    "kafka source \"{}\": cannot write to dead-letter file {}: {e} (after {reason})",
+                                    self.source_id,
+                                    file.path().display()
+                                )
+                            })?;
+                            }
+                        }
+                    }
                     self.malformed += 1;
                     false
                 }
-                OnError::Fail => {
-                    return Err(format!(
-                        "kafka source \"{}\": message at {topic}/{partition} offset {offset}: {} (on_error: fail)",
-                        self.source_id, malformed.0
-                    )
-                    .into())
-                }
             },
-        })
+        )
     }
 
     /// For the reader of an exchange: whether the exchange has ended in this process (checked

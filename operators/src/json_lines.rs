@@ -69,7 +69,7 @@ pub(crate) struct LineError {
 }
 
 impl LineError {
-    fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         LineError {
             column: None,
             message: message.into(),
@@ -288,7 +288,7 @@ impl LineReader {
         if number == 1 {
             line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         }
-        let mut record = match self.format {
+        let record = match self.format {
             Format::Json => match json_record(line)? {
                 Some(record) => record,
                 None => return Ok(None),
@@ -307,6 +307,12 @@ impl LineReader {
                 Record::with_event(Value::Null, m, 0)
             }
         };
+        self.settle(record).map(Some)
+    }
+
+    /// The key and the timestamp of `record` (an event read with no key and timestamp 0), as
+    /// the `key` and `timestamp` settings say.
+    pub(crate) fn settle(&mut self, mut record: Record) -> Result<LineRecord, LineError> {
         // Both read with `record.key` null and `record.timestamp` 0, before either is set.
         let key = self.key.get(&record, &mut self.eval, "key")?;
         let timestamp = match self.timestamp.get(&record, &mut self.eval, "timestamp")? {
@@ -318,7 +324,7 @@ impl LineReader {
         if let Some(key) = key.filter(|k| !k.is_null()) {
             record.set_key(key);
         }
-        Ok(Some(LineRecord { record, timestamp }))
+        Ok(LineRecord { record, timestamp })
     }
 }
 

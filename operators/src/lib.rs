@@ -14,6 +14,7 @@
 //! | [`sinks`] | [`discard`](sinks::discard), [`stdout`](sinks::stdout), [`file`](sinks::file) |
 //! | [`event_json`] | (from `tidemark-runtime`) JSON objects into events: [`EventParser`](event_json::EventParser), one per reader, shares names and repeated strings between events (file, stdin, Kafka) |
 //! | [`expr`] | CEL expressions over events: [`Expr`](expr::Expr) compiled once, [`Evaluator`](expr::Evaluator) per subtask |
+//! | [`formats`] | Avro and Protobuf: the mapping to events, the Schema Registry client, the Confluent wire format, Avro container files (Kafka source and sink, `file` source) |
 //! | [`on_error`] | `on_error: fail \| skip \| {dead_letter: PATH}` for records an expression fails on |
 //! | [`positions`] | what sources and sinks record in a checkpoint about their files ([`FileLength`](positions::FileLength)) and the checks a restore makes ([`RestoreError`](positions::RestoreError)) |
 //! | [`aggregates`] | `aggregates:` of `window` and `reduce`: count, sum, min, max, mean over expressions |
@@ -92,6 +93,7 @@ pub mod config;
 pub mod error;
 pub use tidemark_runtime::event_json;
 pub mod expr;
+pub mod formats;
 mod json_lines;
 pub mod on_error;
 pub mod operators;

@@ -14,9 +14,7 @@ use crate::metrics::{
 };
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
-use crate::task::{
-    Head, Holding, Task, Waiting, COUNTED_BY_HANDLE, COUNTING_BY_TASK, NOT_COUNTED,
-};
+use crate::task::{Head, Holding, Task, Waiting, COUNTED_BY_HANDLE, COUNTING_BY_TASK, NOT_COUNTED};
 use crate::worker::Worker;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;

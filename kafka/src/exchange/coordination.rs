@@ -231,6 +231,11 @@ impl Exchange {
             timestamp: None,
             on_error: Default::default(),
             properties: self.config.properties.clone(),
+            schema_registry: None,
+            schema: None,
+            reader_schema: None,
+            message: None,
+            key_format: Default::default(),
         };
         let factory = KafkaSourceFactory::new(source, &self.kafka)
             .map(Arc::new)

@@ -5,13 +5,15 @@
 //!   events:
 //!     type: file
 //!     path: data/events.jsonl     # relative to the job file's folder
-//!     format: json                # json (default): one JSON object per line | text
+//!     format: json                # json (default): one JSON object per line | text | avro
 //!     key: user                   # CEL over the event (default: the field `key` if present)
 //!     timestamp: ts               # CEL over the event (default: the field `timestamp` if present)
 //!     on_error: skip              # fail (default) | skip | {dead_letter: PATH}
 //!     timestamps: create          # create (default): the event's timestamp | ingestion
 //! ```
 //!
+//! - `format: avro`: the file is an Avro object container file and each value one event
+//!   (`crate::sources::avro_file`, docs/formats.md); the rest of this list is about lines.
 //! - Each line is one event: a JSON object (`format: json`; any other line is malformed, blank
 //!   lines are skipped) or `{"message": "<the line>"}` (`format: text`); see the line formats
 //!   in [`crate`]'s docs. A UTF-8 byte order mark on the first line is ignored.
@@ -88,9 +90,9 @@ pub(crate) const INFO: ComponentInfo = ComponentInfo {
 pub struct FileSourceConfig {
     /// The file to read; relative paths resolve against the job file's folder.
     pub path: PathBuf,
-    /// How lines become events: `json` (default) or `text`.
+    /// How the file becomes events: `json` (default) or `text` lines, or `avro`.
     #[serde(default)]
-    pub format: Format,
+    pub format: FileFormat,
     /// The event field holding the record key (default: `key` if present).
     #[serde(default)]
     pub key: Option<String>,
@@ -103,6 +105,19 @@ pub struct FileSourceConfig {
     /// Take the line's timestamp (`create`) or the time it is read (`ingestion`).
     #[serde(default)]
     pub timestamps: Timestamps,
+}
+
+/// What a `file` source reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// Each line is `{"message": "<the line>"}`.
+    Text,
+    /// An Avro object container file.
+    Avro,
 }
 
 impl FileSourceConfig {
@@ -122,7 +137,10 @@ impl FileSourceConfig {
     fn line_reader(&self) -> Result<LineReader, ConfigError> {
         json_lines::line_reader(
             INFO.type_name,
-            self.format,
+            match self.format {
+                FileFormat::Text => Format::Text,
+                FileFormat::Json | FileFormat::Avro => Format::Json,
+            },
             self.key.as_deref(),
             self.timestamp.as_deref(),
         )
@@ -146,6 +164,18 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     // Expressions are compiled here, so that a bad one fails validation.
     config.line_reader()?;
     let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
+    if config.format == FileFormat::Avro {
+        return Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
+            let source = crate::sources::avro_file::AvroFileSource::open(
+                &config.path,
+                config.line_reader().map_err(|e| e.to_string())?,
+                config.stamping(),
+                ctx,
+                &on_error,
+            )?;
+            Ok(Box::new(source) as Box<dyn Source>)
+        })));
+    }
     Ok(Built::Source(Box::new(move |ctx: &SubtaskContext| {
         Ok(Box::new(FileSource::open_with(&config, ctx, &on_error)?) as Box<dyn Source>)
     })))

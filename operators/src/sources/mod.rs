@@ -1,5 +1,6 @@
 //! Sources: `generator`, `file`, `stdin`.
 
+mod avro_file;
 pub mod file;
 pub mod generator;
 pub mod stdin;
