@@ -1,5 +1,5 @@
 //! The exit deadline of a stop by a signal: the process exits within `--drain-timeout` plus
-//! [`crate::run::EXIT_WITHIN`] of SIGINT/SIGTERM, whatever its tasks or their broker calls are
+//! [`EXIT_WITHIN`] of SIGINT/SIGTERM, whatever its tasks or their broker calls are
 //! doing (`docs/operations.md`, "Stopping").
 //!
 //! `run` meets the deadline itself: it stops the job hard when the drain times out, waits for
@@ -13,6 +13,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::EXIT_JOB_FAILED;
+
+/// After a stop the process exits within `--drain-timeout` plus this, whatever its tasks or
+/// broker calls are doing.
+pub const EXIT_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How much earlier than the deadline the net acts, for the exit itself to be done by then.
 const EXIT_LATENCY: std::time::Duration = std::time::Duration::from_millis(250);
@@ -50,7 +54,7 @@ pub fn arm(at: Instant, code: ExitCode) {
             let message = format!(
                 "tidemark: still not ended at --drain-timeout plus {} after the stop: exiting \
                  now (exit {code})\n",
-                tidemark_markers::format_duration(crate::run::EXIT_WITHIN)
+                tidemark_markers::format_duration(EXIT_WITHIN)
             );
             // Neither the standard streams' locks nor the exit handlers: the thread holding
             // them may be the one that is stuck.

@@ -342,7 +342,7 @@ fn bind(addr: &str) -> Result<TcpListener, EndpointError> {
     };
     let candidates: Vec<SocketAddr> = addr
         .to_socket_addrs()
-        .map_err(|e| invalid(os_reason(&e)))?
+        .map_err(|e| invalid(crate::error::os_reason(&e)))?
         .collect();
     let mut last_error = None;
     for candidate in candidates {
@@ -360,17 +360,8 @@ fn bind(addr: &str) -> Result<TcpListener, EndpointError> {
 fn bind_error(addr: &str, error: io::Error) -> EndpointError {
     EndpointError::Bind {
         addr: addr.to_owned(),
-        reason: os_reason(&error),
+        reason: crate::error::os_reason(&error),
         error,
-    }
-}
-
-/// An I/O error's message without the ` (os error N)` suffix.
-fn os_reason(error: &io::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" (os error ") {
-        Some(i) if text.ends_with(')') => text[..i].to_owned(),
-        _ => text,
     }
 }
 

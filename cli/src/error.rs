@@ -312,6 +312,15 @@ pub fn print(error: &anyhow::Error) {
     }
 }
 
+/// An I/O error's message without the ` (os error N)` suffix.
+pub(crate) fn os_reason(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_owned(),
+        _ => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,9 +32,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// this long, naming them.
 const HARD_STOP_GRACE: Duration = Duration::from_secs(1);
 
-/// After a stop the process exits within `--drain-timeout` plus this, whatever its tasks or
-/// broker calls are doing ([`crate::deadline`]).
-pub const EXIT_WITHIN: Duration = Duration::from_secs(2);
+use crate::deadline::EXIT_WITHIN;
 
 /// What `run` knows so far, for the report of a run that fails before its job runs.
 #[derive(Default)]

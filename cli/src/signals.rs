@@ -9,9 +9,8 @@
 //! process exits within `--drain-timeout` plus [`EXIT_WITHIN`] of the first signal, and within
 //! [`EXIT_WITHIN`] of the second: this thread arms [`crate::deadline`] as each arrives.
 
-use crate::deadline::{self, ExitCode};
+use crate::deadline::{self, ExitCode, EXIT_WITHIN};
 use crate::error::EXIT_INTERRUPTED;
-use crate::run::EXIT_WITHIN;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};

@@ -15,6 +15,9 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::metadata::Metadata;
 use serde::Deserialize;
 
+/// The `type` name of the source and the sink in job files.
+pub const TYPE_NAME: &str = "kafka";
+
 /// Bootstrap servers: `"h:p,h:p"` or a list of `h:p`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]

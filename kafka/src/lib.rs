@@ -66,7 +66,7 @@ use tidemark_operators::{Built, Component, ComponentKind, ConfigError, FieldErro
 use tidemark_runtime::component::{SinkFactory, SourceFactory};
 use tidemark_runtime::{Sink, Source, SubtaskContext};
 
-pub use client::{Brokers, DEFAULT_TIMEOUT};
+pub use client::{Brokers, DEFAULT_TIMEOUT, TYPE_NAME};
 pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions, Request};
 pub use job::KafkaJob;
 pub use metrics::KafkaMetrics;
@@ -75,9 +75,6 @@ pub use source::{
     KafkaSource, KafkaSourceConfig, KafkaSourceFactory, KafkaSourcePosition, PartitionPosition,
     Start,
 };
-
-/// The `type` name of the source and the sink in job files.
-pub const TYPE_NAME: &str = "kafka";
 
 /// One-line summaries for the component registry.
 pub const SOURCE_SUMMARY: &str =

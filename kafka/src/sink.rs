@@ -247,10 +247,12 @@ impl KafkaSinkFactory {
         let key = config
             .key
             .as_deref()
-            .map(|s| Expr::compile(s).map_err(|e| e.into_config_error(crate::TYPE_NAME, "key")))
+            .map(|s| {
+                Expr::compile(s).map_err(|e| e.into_config_error(crate::client::TYPE_NAME, "key"))
+            })
             .transpose()?;
         let invalid = |(path, message): (&str, String)| {
-            ConfigError::invalid(crate::TYPE_NAME, FieldError::new(path, message))
+            ConfigError::invalid(crate::client::TYPE_NAME, FieldError::new(path, message))
         };
         let avro = match (config.format, &config.schema) {
             (SinkFormat::Avro, Some(path)) => {

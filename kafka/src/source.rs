@@ -245,13 +245,13 @@ impl KafkaSourceFactory {
         let compile = |source: &Option<String>, path: &str| {
             source
                 .as_deref()
-                .map(|s| Extract::compile_setting(crate::TYPE_NAME, path, s))
+                .map(|s| Extract::compile_setting(crate::client::TYPE_NAME, path, s))
                 .transpose()
         };
         let key = compile(&config.key, "key")?;
         let timestamp = compile(&config.timestamp, "timestamp")?;
         let invalid = |(path, message): (&str, String)| {
-            ConfigError::invalid(crate::TYPE_NAME, FieldError::new(path, message))
+            ConfigError::invalid(crate::client::TYPE_NAME, FieldError::new(path, message))
         };
         let settings = SchemaSettings {
             registry: config.schema_registry.clone(),

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::error::BucketsError;
+
 /// Default bucket bounds of `tidemark_marker_latency_seconds`, in seconds: 1 µs to 1 h.
 /// Chained operators see markers well under 10 µs, a stalled pipeline minutes.
 pub const MARKER_LATENCY_BUCKETS_SECONDS: &[f64] = &[
@@ -55,38 +57,6 @@ impl PartialEq for Buckets {
 }
 
 impl Eq for Buckets {}
-
-/// A bucket list that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BucketsError {
-    /// No bound at all.
-    #[error("the bucket list is empty; expected at least one duration, e.g. [1ms, 1s, 1m]")]
-    Empty,
-    /// More than [`MAX_BUCKETS`] bounds.
-    #[error("{count} buckets are too many; expected at most {max}")]
-    TooMany {
-        /// How many were given.
-        count: usize,
-        /// [`MAX_BUCKETS`].
-        max: usize,
-    },
-    /// A bound of zero.
-    #[error("bucket {position} is 0; every bound must be more than 0")]
-    Zero {
-        /// 1-based position in the list.
-        position: usize,
-    },
-    /// A bound not above the one before it.
-    #[error("bucket {position} ({bound}) is not larger than the one before it ({previous}); expected ascending durations")]
-    NotAscending {
-        /// 1-based position in the list.
-        position: usize,
-        /// The bound, formatted as a duration.
-        bound: String,
-        /// The bound before it, formatted as a duration.
-        previous: String,
-    },
-}
 
 impl Buckets {
     /// Buckets with these upper bounds.

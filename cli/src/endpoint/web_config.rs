@@ -114,8 +114,12 @@ impl WebConfig {
             field: field.to_owned(),
             problem,
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| fail("(file)", format!("cannot read it: {}", os_reason(&e))))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            fail(
+                "(file)",
+                format!("cannot read it: {}", crate::error::os_reason(&e)),
+            )
+        })?;
         let file: File = if text.trim().is_empty() {
             File::default()
         } else {
@@ -389,7 +393,13 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {}", path.display(), os_reason(&e)))
+    std::fs::read(path).map_err(|e| {
+        format!(
+            "cannot read {}: {}",
+            path.display(),
+            crate::error::os_reason(&e)
+        )
+    })
 }
 
 /// A YAML error without the text around it (the file may hold secrets): the message and
@@ -412,11 +422,6 @@ fn yaml_problem(error: &serde_yaml_ng::Error) -> String {
         }
         _ => message,
     }
-}
-
-/// An I/O error's message without the ` (os error N)` suffix.
-fn os_reason(error: &std::io::Error) -> String {
-    super::os_reason(error)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! state, and a short history of counters from which ratios and rates over the last few seconds
 //! are computed at each request.
 
+mod history;
 mod snapshot;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,7 +17,7 @@ use tidemark_runtime::{ExecutionPlan, JobOutcome, MetricsRegistry, Partitioning}
 
 use crate::report::rfc3339;
 use crate::settings::Settings;
-use snapshot::History;
+use history::History;
 
 /// The live view page: one HTML file with its styles and scripts inline (plain JavaScript and
 /// SVG, no library), so the page makes no request but to the endpoint's own JSON API.
@@ -338,12 +339,6 @@ impl LiveJob {
             state_restores: restores.and_then(|r| r()),
         };
         to_json(&json)
-    }
-
-    /// The body of `GET /api/v1/metrics`.
-    pub fn metrics_json(&self) -> String {
-        let snapshot = snapshot::take(self);
-        to_json(&snapshot)
     }
 }
 

@@ -2,81 +2,23 @@
 //! and record rates over the last few seconds.
 //!
 //! The counters only grow, so a ratio over a span is the difference of two readings. Each
-//! request reads the counters and keeps the reading in a short [`History`]; the ratios and rates
-//! compare the reading with the newest one at least [`RATIO_SPAN`] old (or the oldest there is).
+//! request reads the counters and keeps the reading in a short
+//! [`History`](super::history::History) (of the [`LiveJob`]); the ratios and rates
+//! compare the reading with the newest one at least
+//! [`RATIO_SPAN`](super::history::RATIO_SPAN) old (or the oldest there is).
 //! The first request gets the ratios and rates over the whole run instead; once the job has
 //! ended, rates are 0 and ratios cover the whole run. Nothing runs between requests.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use tidemark_markers::{legacy_quantile, Granularity, LatencyKey};
 use tidemark_runtime::VertexKind;
 
-use super::{unix_ms, JobState, LiveJob};
+use super::history::{Reading, SubtaskCounters};
+use super::{to_json, unix_ms, JobState, LiveJob};
 use crate::report::{number, optional_number, rfc3339, series_report, SeriesReport};
-
-/// The span ratios and rates are computed over.
-pub const RATIO_SPAN: std::time::Duration = std::time::Duration::from_secs(5);
-/// Readings older than this are dropped.
-const KEEP: std::time::Duration = std::time::Duration::from_secs(15);
-/// Readings closer together than this replace each other (many clients polling).
-const MIN_GAP: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Cumulative counters of every vertex subtask at one moment.
-#[derive(Clone, Debug)]
-struct Reading {
-    at: Instant,
-    /// Per vertex, per subtask: records in, records out, busy, backpressured and idle seconds.
-    vertices: Vec<Vec<SubtaskCounters>>,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct SubtaskCounters {
-    records_in: u64,
-    records_out: u64,
-    /// The vertex's own busy seconds (sampled; `tidemark_operator_busy_seconds_total`).
-    own_busy: f64,
-    busy: f64,
-    backpressured: f64,
-    idle: f64,
-}
-
-/// Recent readings, oldest first.
-#[derive(Debug, Default)]
-pub struct History {
-    readings: VecDeque<Reading>,
-}
-
-impl History {
-    /// Keeps `now` and returns the reading to compare it with, if any.
-    fn push(&mut self, now: Reading) -> Option<Reading> {
-        while self
-            .readings
-            .front()
-            .is_some_and(|r| now.at.duration_since(r.at) > KEEP)
-        {
-            self.readings.pop_front();
-        }
-        let base = self
-            .readings
-            .iter()
-            .rev()
-            .find(|r| now.at.duration_since(r.at) >= RATIO_SPAN)
-            .or_else(|| self.readings.front())
-            .cloned();
-        if self
-            .readings
-            .back()
-            .is_some_and(|r| now.at.duration_since(r.at) < MIN_GAP)
-        {
-            self.readings.pop_back();
-        }
-        self.readings.push_back(now);
-        base
-    }
-}
 
 /// Window statistics, in seconds.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -549,4 +491,11 @@ pub(super) fn busiest<'a>(busy: impl IntoIterator<Item = (&'a str, f64)>) -> Opt
 /// The busiest vertex if it is the bottleneck: busy at least [`BOTTLENECK_BUSY`].
 pub(super) fn bottleneck(busiest: Option<&Bottleneck>) -> Option<Bottleneck> {
     busiest.filter(|b| b.busy >= BOTTLENECK_BUSY).cloned()
+}
+
+impl LiveJob {
+    /// The body of `GET /api/v1/metrics`.
+    pub fn metrics_json(&self) -> String {
+        to_json(&take(self))
+    }
 }

@@ -7,16 +7,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Deserialize;
 use tidemark_operators::config::parse_settings;
-use tidemark_operators::event_json::EventParser;
 use tidemark_operators::{ConfigError, FieldError};
-use tidemark_runtime::component::{SinkFactory, SourceFactory};
-use tidemark_runtime::{Sink, Source, SubtaskContext};
 
 use super::naming::{topic_name, KIND};
-use super::reader::Relay;
-use super::writer::ExchangeWriter;
 use crate::client::{Brokers, Properties, PropertyValue};
-use crate::source::{KafkaSourceConfig, KafkaSourceFactory, Start};
 use crate::topics::{TopicAdmin, AUTO_CREATE};
 use crate::KafkaJob;
 
@@ -207,82 +201,6 @@ impl Exchange {
             properties: &self.config.properties,
             timeout: self.kafka.timeout(),
         }
-    }
-
-    /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
-    pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
-        self.writers.fetch_add(parallelism, Ordering::SeqCst);
-        let exchange = self.clone();
-        Box::new(move |ctx: &SubtaskContext| {
-            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
-        })
-    }
-
-    /// The factory of the reader (parallelism: the downstream vertex's).
-    pub fn reader_factory(self: &Arc<Self>) -> SourceFactory {
-        let exchange = self.clone();
-        let source = KafkaSourceConfig {
-            brokers: self.config.brokers.clone(),
-            topics: vec![self.topic.clone()],
-            group: None,
-            start: Start::Committed,
-            format: Default::default(),
-            key: None,
-            timestamp: None,
-            on_error: Default::default(),
-            properties: self.config.properties.clone(),
-            schema_registry: None,
-            schema: None,
-            reader_schema: None,
-            message: None,
-            key_format: Default::default(),
-        };
-        let factory = KafkaSourceFactory::new(source, &self.kafka)
-            .map(Arc::new)
-            .map_err(|e| e.to_string());
-        Box::new(move |ctx: &SubtaskContext| {
-            let factory = factory.clone()?;
-            let what = format!("kafka exchange reader \"{}\"", ctx.vertex_id);
-            exchange.ready(&what)?;
-            // Checked before the consumer joins the group: a subtask that fails after joining
-            // leaves a member behind that the group waits for.
-            let state_partitions = match exchange.keeps_state() {
-                true => Some(exchange.state_ready(&what)?),
-                false => None,
-            };
-            let mut source = factory.make(ctx)?;
-            if let Some(partitions) = state_partitions {
-                let store = super::state::StateStore::new(
-                    exchange.state_topic.clone(),
-                    partitions as u32,
-                    what.clone(),
-                    &exchange.config.brokers,
-                    &exchange.config.properties,
-                    exchange.kafka.timeout(),
-                )?;
-                source.keep_state(super::state::KeptState::new(
-                    store,
-                    exchange.topic.clone(),
-                    exchange.vertex.clone(),
-                    exchange.kafka.metrics().clone(),
-                ));
-            }
-            source.relay = Some(Relay {
-                exchange: exchange.clone(),
-                subtask: ctx.subtask,
-                readers: ctx.parallelism,
-                local: exchange.kafka.instance(),
-                what,
-                last_check: i64::MIN,
-                parser: EventParser::new(),
-                replays: Default::default(),
-                drops_replays: exchange.keeps_state(),
-                replays_dropped: 0,
-                restores_taken: 0,
-                topic: tidemark_runtime::name::name_of(&exchange.topic),
-            });
-            Ok(Box::new(source) as Box<dyn Source>)
-        })
     }
 
     /// Makes sure the topic exists (creating it with `partitions`, replication as the brokers

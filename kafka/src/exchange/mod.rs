@@ -62,14 +62,16 @@
 //! |---|---|
 //! | `naming` | the names of the exchange's topic, hidden vertices and headers (the wire format) |
 //! | `coordination` | the settings, the topic's creation, and when the edge has ended in this process |
-//! | `writer` | the writer sink: records, markers, watermarks and input reports as messages |
+//! | `writer` | the writer sink and its factory: records, markers, watermarks and input reports as messages |
 //! | `reader` | the reader: messages back into records, markers and watermarks |
+//! | `reader_factory` | the reader's factory: a `kafka` source on the exchange topic with a relay |
 //! | `replays` | the highest origin taken per source partition: records read again upstream dropped |
 //! | [`state`] | the keyed state behind the exchange, per partition, in the state topic: written at checkpoints, restored when a partition changes hands |
 
 mod coordination;
 mod naming;
 mod reader;
+mod reader_factory;
 mod replays;
 pub mod state;
 mod writer;

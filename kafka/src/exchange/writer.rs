@@ -1,10 +1,12 @@
 //! The writer of an exchange: a sink chained into the upstream task that writes records as
 //! keyed messages, and markers, watermarks and input reports as control messages.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, ThreadedProducer};
+use tidemark_runtime::component::SinkFactory;
 use tidemark_runtime::key_group::KeyGroups;
 use tidemark_runtime::markers::{origin, LatencyMarker};
 use tidemark_runtime::provenance::Origin;
@@ -402,5 +404,16 @@ mod tests {
         let mut b = itoa_buf();
         assert_eq!(format_i64(&mut b, i64::MIN), "-9223372036854775808");
         assert_eq!(format_i64(&mut b, 42), "42");
+    }
+}
+
+impl Exchange {
+    /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
+    pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
+        self.writers.fetch_add(parallelism, Ordering::SeqCst);
+        let exchange = self.clone();
+        Box::new(move |ctx: &SubtaskContext| {
+            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
+        })
     }
 }
