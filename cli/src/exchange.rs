@@ -166,6 +166,7 @@ fn problem(job: &JobFile, v: &VertexSpec, path: &[&str], message: String) -> Job
 }
 
 /// The settings under `exchange: {kafka: …}`, or the problem with the shape.
+#[cfg(feature = "kafka")]
 fn kafka_settings<'a>(
     job: &JobFile,
     v: &'a VertexSpec,
@@ -206,6 +207,7 @@ fn kafka_settings<'a>(
     }
 }
 
+#[cfg(feature = "kafka")]
 fn describe(v: &VertexSpec) -> String {
     v.exchange
         .as_ref()
@@ -394,6 +396,7 @@ fn add_writer(
 }
 
 /// A hidden vertex's name must be free.
+#[cfg(feature = "kafka")]
 fn taken(job: &JobFile, v: &VertexSpec, name: &str) -> Result<(), Box<JobFileError>> {
     if job.vertex(name).is_some() {
         return Err(Box::new(problem(

@@ -68,6 +68,7 @@ pub enum Reason {
     /// A checkpoint, or a partition's keyed state, is being restored.
     Restoring,
     /// A source subtask lost its partitions in a rebalance and waits for new ones.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     Rebalancing,
     /// A stop was asked for, or the job has ended.
     Stopping,
@@ -152,6 +153,7 @@ impl Health {
     }
 
     /// Sets what the sources say about readiness (their group assignments).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub fn set_source_check(&self, check: SourceCheck) {
         *self.sources.lock().unwrap_or_else(PoisonError::into_inner) = Some(check);
     }

@@ -169,6 +169,22 @@ impl JobFile {
         Ok(job)
     }
 
+    /// `path` as written in the job file, relative to the job file's folder: without the `.`
+    /// steps the two add (`./ckpt` beside `job.yaml` is `ckpt`, not `././ckpt`); an absolute
+    /// path as it is.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        let joined: PathBuf = self
+            .dir
+            .join(path)
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
+        match joined.as_os_str().is_empty() {
+            true => PathBuf::from("."),
+            false => joined,
+        }
+    }
+
     /// Parses a job file's text; `file` names it in errors.
     ///
     /// Fails only when the text is not a job file at all (YAML syntax, empty, not a mapping).
@@ -1286,4 +1302,33 @@ operators:
              this vertex reads from"
         );
     }
+
+    #[test]
+    fn paths_resolve_against_the_job_files_folder_without_dot_steps() {
+        let mut job = JobFile::parse(MINIMAL_FOR_PATHS, "job.yaml").unwrap();
+        job.dir = PathBuf::from(".");
+        assert_eq!(job.resolve(Path::new("./ckpt")), PathBuf::from("ckpt"));
+        assert_eq!(job.resolve(Path::new("ckpt/./a")), PathBuf::from("ckpt/a"));
+        assert_eq!(job.resolve(Path::new(".")), PathBuf::from("."));
+        assert_eq!(
+            job.resolve(Path::new("/var/ckpt")),
+            PathBuf::from("/var/ckpt")
+        );
+        job.dir = PathBuf::from("jobs/./w6");
+        assert_eq!(
+            job.resolve(Path::new("./ckpt")),
+            PathBuf::from("jobs/w6/ckpt")
+        );
+        assert_eq!(
+            job.resolve(Path::new("../ckpt")),
+            PathBuf::from("jobs/w6/../ckpt")
+        );
+    }
+
+    const MINIMAL_FOR_PATHS: &str = "name: j
+sources:
+  s: {type: generator, count: 1}
+sinks:
+  o: {type: stdout, input: s}
+";
 }

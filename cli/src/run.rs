@@ -109,7 +109,7 @@ fn run_job(
     let web = match args
         .web_config_file
         .clone()
-        .or_else(|| (job.web_config_file.as_ref()).map(|f| job.dir.join(f)))
+        .or_else(|| (job.web_config_file.as_ref()).map(|f| job.resolve(f)))
     {
         Some(path) => WebConfig::load(&path)?,
         None => WebConfig::default(),
@@ -195,11 +195,6 @@ fn run_job(
                 for note in restore::check(&loaded, &graph, args.allow_non_restored_state)? {
                     eprintln!("tidemark: {note}");
                 }
-                eprintln!(
-                    "tidemark: restoring checkpoint {} from {}",
-                    loaded.metadata.id,
-                    loaded.path.display()
-                );
                 health.set_phase(
                     Phase::Restoring,
                     &format!(
@@ -249,6 +244,15 @@ fn run_job(
     // first record flows; a taken address stops us before any thread runs.
     let prepared = tidemark_runtime::prepare(graph, config).map_err(|e| match e {
         StartError::Graph(e) => anyhow::Error::new(e),
+        // The checkpoint does not fit the job as it is now (an input file changed): refused
+        // before anything runs, as a usage error.
+        e @ StartError::Restore { .. } => match &restored_from {
+            Some(r) => anyhow::Error::new(e).context(format!(
+                "cannot restore checkpoint {} from {}",
+                r.id, r.path
+            )),
+            None => anyhow::Error::new(e),
+        },
         other => {
             if let StartError::Factory {
                 vertex,
@@ -265,6 +269,9 @@ fn run_job(
             RunError(anyhow::Error::new(other).context("the job could not start")).into()
         }
     })?;
+    if let Some(r) = &restored_from {
+        eprintln!("tidemark: restoring checkpoint {} from {}", r.id, r.path);
+    }
     let registry = prepared.metrics().clone();
     registry.set_instance(&known.instance);
     #[cfg(feature = "kafka")]

@@ -553,7 +553,7 @@ impl FileSettings {
             latency: job.latency.clone(),
             e2e_buckets: job.e2e_buckets.clone(),
             checkpoint_interval: job.checkpoint_interval,
-            checkpoint_dir: job.checkpoint_dir.as_ref().map(|d| job.dir.join(d)),
+            checkpoint_dir: job.checkpoint_dir.as_ref().map(|d| job.resolve(d)),
             checkpoint_retain: job.checkpoint_retain,
             max_parallelism: job.max_parallelism,
             idle_strategy: job.idle_strategy,

@@ -1001,7 +1001,7 @@ sinks:
     );
     let out = tidemark(dir.path(), ["validate", "input.yaml"]);
     assert_eq!(out.code(), 2, "{}", out.stderr);
-    // At `path` in the flow mapping (issue 18; before: 3:3, the vertex).
+    // At `path` in the flow mapping (not 3:3, the vertex).
     assert!(
         out.stderr
             .contains("input.yaml:3:20: source \"in\": invalid file settings: path: no such file:"),

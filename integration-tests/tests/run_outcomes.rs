@@ -1,4 +1,4 @@
-//! How `tidemark run` ends, and what it says about it (issue 8, items 1, 4, 5 and 10):
+//! How `tidemark run` ends, and what it says about it:
 //!
 //! - the report is written whatever the outcome: a job that cannot start (a missing input file),
 //!   an invalid job file, a hard stop after a second signal;

@@ -1,4 +1,4 @@
-//! State that survives a restart (issue 19), with the real binary: checkpoints to a directory,
+//! State that survives a restart, with the real binary: checkpoints to a directory,
 //! `--restore latest|auto|PATH`, the refusals (exit 2 naming the cause, before anything is
 //! written or cut), the marker of a finished job, and the spec's worked cases.
 //!
@@ -447,6 +447,36 @@ fn sigkill_half_way_then_restore_latest_writes_the_uninterrupted_result() {
         out.stderr
     );
     check_output(&dir);
+}
+
+/// An input file that changed since the checkpoint (here: cut shorter than the position the
+/// checkpoint holds) is refused as a usage error, exit 2, before the restore is announced and
+/// before anything is written.
+#[test]
+fn a_changed_input_file_is_refused_with_exit_2_before_the_restore_starts() {
+    let dir = w6_dir("state-w6-changed");
+    run_until_half(&dir, &["--parallelism", "2"], libc::SIGKILL);
+    let events = dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    std::fs::write(&events, &text[..text.len() / 10]).unwrap();
+    let written = std::fs::read(dir.join("out.jsonl")).unwrap();
+    let out = run(
+        &dir,
+        &["job.yaml", "--parallelism", "2", "--restore", "latest"],
+    );
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: cannot restore checkpoint ")
+            && out.stderr.contains("cannot restore the file source input"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("restoring checkpoint"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read(dir.join("out.jsonl")).unwrap(), written);
 }
 
 #[test]

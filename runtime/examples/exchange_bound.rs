@@ -1,5 +1,5 @@
 //! How fast W1 can go at P=2 on this machine with a hash exchange stripped to its bones: the
-//! ceiling that W1's target (P=2 ≥ 1.3x P=1, issue 22) is judged against.
+//! ceiling that W1's target (P=2 ≥ 1.3x P=1) is judged against.
 //!
 //! ```sh
 //! cargo run --release -p tidemark-runtime --example exchange_bound -- [RECORDS [ROUNDS]]

@@ -41,6 +41,17 @@ pub enum StartError {
         /// What went wrong.
         message: String,
     },
+    /// A subtask refused the state or position the checkpoint holds for it (its input file
+    /// changed, say): the checkpoint does not fit the job as it is now.
+    #[error("vertex \"{vertex}\" subtask {subtask}: {message}")]
+    Restore {
+        /// The vertex id.
+        vertex: String,
+        /// The subtask index.
+        subtask: usize,
+        /// Why the state or position cannot be restored.
+        message: String,
+    },
     /// A thread could not be spawned.
     #[error("cannot start a thread for task \"{task}\": {message}")]
     Spawn {
@@ -496,6 +507,12 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
             subtask,
             message: e.to_string(),
         };
+    let restore_error =
+        |v: usize, subtask: usize, e: crate::component::BoxError| StartError::Restore {
+            vertex: graph.vertices[v].id.clone(),
+            subtask,
+            message: e.to_string(),
+        };
     let restored = config.restore.as_deref();
     // Writers are taken per (edge, upstream subtask) in order.
     let mut writers_by_edge: Vec<Vec<Option<Vec<ChannelWriter>>>> = edge_writers
@@ -521,7 +538,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             if let Some(position) = &file.position {
                                 source
                                     .resume(position)
-                                    .map_err(|e| factory_error(v.0, s, e))?;
+                                    .map_err(|e| restore_error(v.0, s, e))?;
                             }
                             if let (Some(w), Some(t)) = (watermarks.as_mut(), file.max_timestamp) {
                                 w.restore_max_timestamp(t);
@@ -547,13 +564,13 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                                 vertex.max_parallelism(),
                             ) {
                                 op.restore_keyed(state)
-                                    .map_err(|e| factory_error(v.0, s, e))?;
+                                    .map_err(|e| restore_error(v.0, s, e))?;
                             }
                             if let Some(local) =
                                 r.file(&vertex.id, s).and_then(|f| f.local.as_ref())
                             {
                                 op.restore_local(local)
-                                    .map_err(|e| factory_error(v.0, s, e))?;
+                                    .map_err(|e| restore_error(v.0, s, e))?;
                             }
                         }
                         let e2e = metrics.e2e_latency().is_some()
@@ -572,7 +589,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             .and_then(|f| f.position.as_ref())
                         {
                             sink.restore(position)
-                                .map_err(|e| factory_error(v.0, s, e))?;
+                                .map_err(|e| restore_error(v.0, s, e))?;
                         }
                         let e2e = metrics.e2e_latency().is_some();
                         let mut node =

@@ -263,6 +263,7 @@ impl LiveJob {
 
     /// The job's keyed state moves with its Kafka exchanges' partitions: `/api/v1/job` shows
     /// the restores `restores` reads (`keeps_state`, `state_restores`).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub fn set_state_restores(&self, restores: StateRestores) {
         self.state_restores
             .lock()

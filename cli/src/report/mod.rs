@@ -16,9 +16,11 @@ mod table;
 
 pub use collect::{markers_chained, series_report};
 pub use format::{ms, number, optional_number, plural, rfc3339};
+#[cfg(feature = "kafka")]
+pub use model::PartitionRestore;
 pub use model::{
-    CheckpointReport, FailureReport, NotStarted, PartitionRestore, Report, RunSummary,
-    SeriesReport, StateRestoresReport,
+    CheckpointReport, FailureReport, NotStarted, Report, RunSummary, SeriesReport,
+    StateRestoresReport,
 };
 
 #[cfg(test)]
