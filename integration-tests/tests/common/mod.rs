@@ -445,6 +445,22 @@ impl Drop for Proc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // A failing test shows what each of its processes said last (its output is printed
+        // only for failing tests).
+        if thread::panicking() {
+            let stderr = self.stderr.lock().map(|e| e.clone()).unwrap_or_default();
+            let stderr = String::from_utf8_lossy(&stderr);
+            let lines: Vec<&str> = stderr.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!(
+                "--- {}: the last {} lines of its stderr",
+                self.what,
+                tail.len()
+            );
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
