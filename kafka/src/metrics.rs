@@ -124,46 +124,36 @@ impl KafkaMetrics {
 
     /// Sets where a source subtask is with its group.
     pub fn set_assignment(&self, source_id: &str, subtask: usize, assignment: Assignment) {
-        if let Ok(mut s) = self.state.lock() {
-            s.assignments
-                .insert((source_id.to_owned(), subtask), assignment);
-        }
+        let mut s = lock(&self.state);
+        s.assignments
+            .insert((source_id.to_owned(), subtask), assignment);
     }
 
     /// Every source subtask's [`Assignment`]: (source_id, subtask, assignment).
     pub fn assignments(&self) -> Vec<(String, usize, Assignment)> {
-        self.state.lock().map_or_else(
-            |_| Vec::new(),
-            |s| {
-                (s.assignments.iter())
-                    .map(|((id, subtask), a)| (id.clone(), *subtask, *a))
-                    .collect()
-            },
-        )
+        let s = lock(&self.state);
+        (s.assignments.iter())
+            .map(|((id, subtask), a)| (id.clone(), *subtask, *a))
+            .collect()
     }
 
     /// A closing source subtask is now in `step` (`committing its offsets`, ...), or done
     /// with broker calls (`None`): what a hard stop cuts short, for the run's summary.
     pub fn set_closing_step(&self, source_id: &str, subtask: usize, step: Option<&'static str>) {
-        if let Ok(mut s) = self.state.lock() {
-            let key = (source_id.to_owned(), subtask);
-            match step {
-                Some(step) => s.closing_steps.insert(key, step),
-                None => s.closing_steps.remove(&key),
-            };
-        }
+        let mut s = lock(&self.state);
+        let key = (source_id.to_owned(), subtask);
+        match step {
+            Some(step) => s.closing_steps.insert(key, step),
+            None => s.closing_steps.remove(&key),
+        };
     }
 
     /// The broker calls closing source subtasks are in: (source_id, subtask, step).
     pub fn closing_steps(&self) -> Vec<(String, usize, &'static str)> {
-        self.state.lock().map_or_else(
-            |_| Vec::new(),
-            |s| {
-                (s.closing_steps.iter())
-                    .map(|((id, subtask), step)| (id.clone(), *subtask, *step))
-                    .collect()
-            },
-        )
+        let s = lock(&self.state);
+        (s.closing_steps.iter())
+            .map(|((id, subtask), step)| (id.clone(), *subtask, *step))
+            .collect()
     }
 
     /// Counts one commit of offsets.
