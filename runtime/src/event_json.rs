@@ -38,6 +38,9 @@ use std::sync::Arc;
 
 mod scan;
 
+pub use scan::INDEXED;
+use scan::{Fields, Span};
+
 use crate::name::{intern, Name as FieldName};
 use crate::{Map, Value};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -133,9 +136,6 @@ pub fn check_object(bytes: &[u8]) -> Result<(), EventError> {
     check_indexed(bytes).map(|_| ())
 }
 
-/// How many top-level fields a [`FieldIndex`] holds.
-pub const INDEXED: usize = 8;
-
 /// Where the top-level fields of an event's text lie, found while checking it
 /// ([`check_indexed`]), so that one field is read without reading the others
 /// ([`FieldIndex::find`]): its name is compared where it lies and only its value is parsed.
@@ -150,13 +150,15 @@ pub struct FieldIndex {
     spans: [Span; INDEXED],
 }
 
-/// One field: its name's text (without the quotes) and its value's, as byte ranges.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Span {
-    name: u16,
-    name_end: u16,
-    value: u16,
-    value_end: u16,
+impl From<Fields> for FieldIndex {
+    /// The index of every field a scan found.
+    fn from(fields: Fields) -> FieldIndex {
+        FieldIndex {
+            complete: true,
+            len: fields.len,
+            spans: fields.spans,
+        }
+    }
 }
 
 impl FieldIndex {
@@ -255,8 +257,8 @@ pub fn check_indexed(bytes: &[u8]) -> Result<FieldIndex, EventError> {
     // UTF-8 is checked once for the whole text (outside strings only ASCII is valid anyway),
     // so that strings are then read without checking each again.
     if std::str::from_utf8(bytes).is_ok() {
-        if let Some(index) = scan::object_index(bytes) {
-            return Ok(index);
+        if let Some(fields) = scan::object_index(bytes) {
+            return Ok(FieldIndex::from(fields));
         }
     }
     check_indexed_by_serde(bytes)

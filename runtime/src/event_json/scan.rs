@@ -7,10 +7,27 @@
 //! one-character ones (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`) in a value, any escape in
 //! a top-level name, a number with an exponent or more than [`MAX_DIGITS`] digits (which
 //! serde_json may find out of range), nesting deeper than [`MAX_DEPTH`], more than
-//! [`INDEXED`](super::INDEXED) top-level fields. serde_json then checks the text, and says what
+//! [`INDEXED`] top-level fields. serde_json then checks the text, and says what
 //! is wrong with it, as before: a malformed event is refused exactly as a full parse refuses it.
 
-use super::{FieldIndex, Span, INDEXED};
+/// How many top-level fields a [`FieldIndex`](super::FieldIndex) holds.
+pub const INDEXED: usize = 8;
+
+/// One field: its name's text (without the quotes) and its value's, as byte ranges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Span {
+    pub name: u16,
+    pub name_end: u16,
+    pub value: u16,
+    pub value_end: u16,
+}
+
+/// The top-level fields a scan found, in order: every one of the object.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Fields {
+    pub len: u8,
+    pub spans: [Span; INDEXED],
+}
 
 /// Numbers with more digits are left to serde_json.
 const MAX_DIGITS: usize = 30;
@@ -20,15 +37,12 @@ const MAX_DEPTH: usize = 64;
 
 /// The index of `text`, one JSON object with whitespace around it, when the scan settles that
 /// it is valid (see the [module docs](self)); `None` when it does not.
-pub(super) fn object_index(text: &[u8]) -> Option<FieldIndex> {
+pub(super) fn object_index(text: &[u8]) -> Option<Fields> {
     if text.len() > u16::MAX as usize {
         return None;
     }
     let mut s = Scan { text, at: 0 };
-    let mut index = FieldIndex {
-        complete: true,
-        ..FieldIndex::default()
-    };
+    let mut index = Fields::default();
     s.ws();
     if s.peek() != Some(b'{') {
         return None;
@@ -193,7 +207,7 @@ impl Scan<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::check_indexed_by_serde;
+    use super::super::{check_indexed_by_serde, FieldIndex};
     use super::*;
 
     /// Whenever the scan settles a text, serde_json reads it as an object, and finds the same
@@ -202,6 +216,7 @@ mod tests {
         let Some(index) = std::str::from_utf8(text)
             .ok()
             .and_then(|_| object_index(text))
+            .map(FieldIndex::from)
         else {
             return false;
         };
