@@ -95,6 +95,10 @@ impl Reason {
 /// Why the job is not ready, if it is not: the sources' own check (Kafka assignments).
 pub type SourceCheck = Box<dyn Fn() -> Option<(Reason, String)> + Send + Sync>;
 
+/// What stalls outside the job's own tasks, given the stall timeout: a Kafka partition with
+/// unread messages nobody here reads and whose group's commit does not move.
+pub type GroupCheck = Box<dyn Fn(Duration) -> Option<String> + Send + Sync>;
+
 /// The health of one run.
 pub struct Health {
     job_name: String,
@@ -106,6 +110,7 @@ pub struct Health {
     stall: Mutex<Option<String>>,
     stalled: AtomicBool,
     sources: Mutex<Option<SourceCheck>>,
+    groups: Mutex<Option<GroupCheck>>,
 }
 
 impl std::fmt::Debug for Health {
@@ -138,6 +143,7 @@ impl Health {
             stall: Mutex::new(None),
             stalled: AtomicBool::new(false),
             sources: Mutex::new(None),
+            groups: Mutex::new(None),
         })
     }
 
@@ -156,6 +162,19 @@ impl Health {
     #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub fn set_source_check(&self, check: SourceCheck) {
         *self.sources.lock().unwrap_or_else(PoisonError::into_inner) = Some(check);
+    }
+
+    /// Sets what the watchdog asks about partitions nobody here reads (the Kafka sources'
+    /// groups), after it found no vertex subtask stalled.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub fn set_group_check(&self, check: GroupCheck) {
+        *self.groups.lock().unwrap_or_else(PoisonError::into_inner) = Some(check);
+    }
+
+    /// What stalls outside the tasks, if the group check says anything.
+    fn group_stall(&self, timeout: Duration) -> Option<String> {
+        let groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+        groups.as_ref().and_then(|check| check(timeout))
     }
 
     /// Whether the watchdog sees a stall now.
@@ -344,7 +363,9 @@ struct Seen {
 
 /// Starts the watchdog of `health` over the tasks of `registry`: some vertex subtask with input
 /// waiting (records in its input queue, or source lag above 0) that has taken no record for
-/// longer than `timeout` makes the job stalled. A zero `timeout` starts none.
+/// longer than `timeout` makes the job stalled; so does a Kafka partition with unread messages
+/// that nobody here reads and whose group's commit has not moved for that long
+/// ([`Health::set_group_check`]). A zero `timeout` starts none.
 pub fn watch(
     health: &Arc<Health>,
     registry: Arc<MetricsRegistry>,
@@ -361,7 +382,8 @@ pub fn watch(
         .spawn(move || {
             let mut seen: Vec<Vec<Seen>> = Vec::new();
             while !ended.load(Ordering::SeqCst) {
-                let verdict = judge(&registry, &mut seen, timeout);
+                let verdict =
+                    judge(&registry, &mut seen, timeout).or_else(|| health.group_stall(timeout));
                 health.judge(verdict);
                 std::thread::park_timeout(tick);
             }

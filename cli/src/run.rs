@@ -315,6 +315,20 @@ fn run_job(
         .start()
         .map_err(|e| RunError(anyhow::Error::new(e).context("the job could not start")))?;
     health.set_phase(Phase::Running, "");
+    // Partitions with unread messages that nobody here reads: asked of the brokers on a
+    // thread of their own, judged by the watchdog.
+    #[cfg(feature = "kafka")]
+    let _group_watch = (!settings.stall_timeout.is_zero()).then(|| {
+        let every =
+            (settings.stall_timeout / 5).clamp(Duration::from_secs(1), Duration::from_secs(10));
+        let watch = Arc::new(kafka.start_group_watch(every));
+        // Weak: the watch ends with the run, whoever holds the health.
+        let judged = Arc::downgrade(&watch);
+        health.set_group_check(Box::new(move |timeout| {
+            judged.upgrade().and_then(|w| w.unread(timeout))
+        }));
+        watch
+    });
     let watchdog = crate::health::watch(&health, registry.clone(), settings.stall_timeout);
     let threads = handle.thread_count();
     eprintln!(

@@ -377,3 +377,105 @@ fn one_instance_on_a_backlog(kind: Kind) {
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     assert_eq!(results(&dir.join("out-a.jsonl")), reference(&backlog));
 }
+
+/// A killed instance's partitions with unread messages make the survivor's `/readyz` say
+/// `stalled`, naming one of them, until the group hands them over and they are read: the
+/// partitions nobody reads are visible, though every partition the survivor holds has lag 0.
+#[test]
+fn a_dead_instances_unread_partitions_make_the_survivor_say_stalled_until_it_reads_them() {
+    unread_partitions_stall(Kind::Mock);
+}
+
+#[test]
+fn a_dead_instances_unread_partitions_make_the_survivor_say_stalled_until_it_reads_them_on_tansu() {
+    unread_partitions_stall(Kind::Tansu);
+}
+
+fn unread_partitions_stall(kind: Kind) {
+    const IDS: u64 = 2_000;
+    let broker = Broker::start(kind, &[("in", 4), ("out", 4)]);
+    let bootstrap = broker.bootstrap().to_owned();
+    testing::produce_ids(&bootstrap, "in", 0..IDS);
+    let dir = TempDir::new("failover-unread");
+    // The group notices the dead member only after its 15 s session; stall_timeout is shorter,
+    // and longer than the commits' 1 s (a checkpoint commits the group's positions).
+    let job = dir.write(
+        "job.yaml",
+        &format!(
+            "name: unread
+parallelism: 2
+stall_timeout: 4s
+checkpoint: {{interval: 1s}}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [in]
+    start: earliest
+    properties: {{session.timeout.ms: 15000, heartbeat.interval.ms: 500}}
+sinks:
+  copy:
+    type: kafka
+    input: orders
+    brokers: {bootstrap}
+    topic: out
+"
+        ),
+    );
+    let (mut a, addr_a) = instance(dir.path(), &job, "a");
+    let (mut b, addr_b) = instance(dir.path(), &job, "b");
+    wait_until("both instances to hold partitions", || {
+        partitions_held(addr_a, "orders") > 0 && partitions_held(addr_b, "orders") > 0
+    });
+    wait_until("the group's commits at the partitions' ends", || {
+        committed_total(&bootstrap, "unread", "in", 4) == IDS as i64
+    });
+    let held_by_b: Vec<String> = scrape(addr_b)
+        .samples("tidemark_kafka_lag_records")
+        .filter(|s| s.labels.get("source_id") == Some("orders"))
+        .filter_map(|s| s.labels.get("partition").map(str::to_owned))
+        .collect();
+    assert!(!held_by_b.is_empty());
+    sigkill(&mut b);
+    // Ten more messages per partition: b's are unread, and nobody reads them until the group
+    // notices b is gone.
+    let producer = testing::producer(&bootstrap);
+    for p in 0..4 {
+        for i in 0..10 {
+            let id = (IDS + 10 * p as u64 + i).to_string();
+            let value = format!("{{\"value\": {id}}}");
+            let record = BaseRecord::to("in").partition(p).key(&id).payload(&value);
+            testing::send_retrying(&producer, record, Duration::from_millis(1));
+        }
+    }
+    testing::flush(&producer);
+    let stalled = common::http_until(addr_a, "/readyz", "a stall naming b's partition", |r| {
+        r.status == 503
+            && r.body.contains("\"reason\":\"stalled\"")
+            && held_by_b
+                .iter()
+                .any(|p| r.body.contains(&format!("partition in/{p} has ")))
+    });
+    assert!(
+        stalled
+            .body
+            .contains("no subtask of this instance reads it"),
+        "{}",
+        stalled.body
+    );
+    // Every partition a holds is read to its end: lag 0 alone would have said all is well.
+    assert_eq!(
+        scrape(addr_a).sum("tidemark_job_stalled", |_| true),
+        1.0,
+        "{}",
+        stalled.body
+    );
+    // The group hands b's partitions to a, a reads them, and the stall is over.
+    common::http_until(addr_a, "/readyz", "ready again", |r| r.status == 200);
+    wait_until("a's commits at the new ends", || {
+        committed_total(&bootstrap, "unread", "in", 4) == IDS as i64 + 40
+    });
+    assert_eq!(partitions_held(addr_a, "orders"), 4);
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+}

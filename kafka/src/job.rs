@@ -15,15 +15,32 @@
 //! assert_eq!(kafka.components().len(), 2);
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
 
 use crate::clock::ClockOffsets;
 use crate::departure::Departures;
 use crate::handoff::Handoff;
 use crate::metrics::KafkaMetrics;
 use crate::restored::RestoredPositions;
+use tidemark_runtime::sync::lock;
+
+/// What a source vertex reads, for the [`crate::GroupWatch`]: its topics, and its client
+/// settings with its group id.
+#[derive(Clone, Debug)]
+pub(crate) struct WatchedGroup {
+    /// The topics it reads.
+    pub topics: Vec<String>,
+    /// Brokers and pass-through properties, as the source's consumer has them.
+    pub client: ClientConfig,
+    /// Without a committed offset, a partition is read from its start (else from its end:
+    /// nothing in it is unread).
+    pub from_earliest: bool,
+}
 
 /// The Kafka context of one job: what its Kafka parts share in this process. Cheap to share:
 /// an `Arc`.
@@ -37,6 +54,8 @@ pub struct KafkaJob {
     pub(crate) handoff: Handoff,
     /// Partition positions restored from a checkpoint directory (`crate::restored`).
     pub(crate) restored: RestoredPositions,
+    /// Per source vertex: its group and topics, for the [`crate::GroupWatch`].
+    pub(crate) watched: Mutex<BTreeMap<String, WatchedGroup>>,
 }
 
 impl KafkaJob {
@@ -51,7 +70,16 @@ impl KafkaJob {
             departures: Arc::new(Departures::default()),
             handoff: Handoff::default(),
             restored: RestoredPositions::default(),
+            watched: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Registers the group and topics of source vertex `source_id` for the [`GroupWatch`]
+    /// (once per vertex: later calls are ignored).
+    pub(crate) fn watch_group(&self, source_id: &str, group: WatchedGroup) {
+        lock(&self.watched)
+            .entry(source_id.to_owned())
+            .or_insert(group);
     }
 
     /// Names this instance (`--instance-id`): the origin written on markers that leave it and

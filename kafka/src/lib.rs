@@ -19,6 +19,7 @@
 //! | `refused_hand_over` | hand-over commits the group refused on a revocation, made again unless the group has passed them |
 //! | `restored` | partition offsets and event time restored from a checkpoint directory, taken by whichever subtask is assigned the partition |
 //! | [`input_report`] | event time per input partition across the group, through exchanges |
+//! | [`group_watch`] | partitions with unread messages that nobody here reads and whose group's commit does not move, for the stall watchdog |
 //! | [`metrics`] | `tidemark_kafka_lag_records`, `tidemark_source_lag_seconds`, `tidemark_kafka_commits_total` |
 //! | [`exchange`] | exchanges through Kafka: the hidden writer and reader of an `exchange: {kafka: …}` edge, markers as control messages |
 //! | [`clock`] | clock offset between instances, NTP-style through the job's clock topic |
@@ -46,6 +47,7 @@ pub mod decode;
 mod departure;
 pub mod dev_cluster;
 pub mod exchange;
+pub mod group_watch;
 mod handoff;
 pub mod input_report;
 mod job;
@@ -68,6 +70,7 @@ use tidemark_runtime::{Sink, Source, SubtaskContext};
 
 pub use client::{Brokers, DEFAULT_TIMEOUT, TYPE_NAME};
 pub use dev_cluster::{DevCluster, DevClusterError, DevClusterOptions, Request};
+pub use group_watch::GroupWatch;
 pub use job::KafkaJob;
 pub use metrics::KafkaMetrics;
 pub use sink::{KafkaSink, KafkaSinkConfig, KafkaSinkFactory};

@@ -77,6 +77,12 @@ impl KafkaMetrics {
             .insert((source_id.to_owned(), key.0.clone(), key.1), lag);
     }
 
+    /// The partitions the source subtasks of this instance hold: (source_id, topic,
+    /// partition).
+    pub fn held_partitions(&self) -> std::collections::BTreeSet<(String, String, i32)> {
+        lock(&self.state).partition_lag.keys().cloned().collect()
+    }
+
     /// Forgets a partition that moved to another subtask.
     pub fn remove_partition(&self, source_id: &str, key: &PartitionKey) {
         let mut s = lock(&self.state);

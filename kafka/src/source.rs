@@ -783,6 +783,27 @@ impl KafkaSource {
         for (k, v) in &config.properties {
             client.set(k, v.as_text());
         }
+        // The stall watchdog's view of the group (`crate::group_watch`): a client of the same
+        // brokers, properties and group id that never joins the group.
+        let mut watch = client_config(&config.brokers, &Properties::new());
+        for (k, v) in &config.properties {
+            watch.set(k, v.as_text());
+        }
+        watch
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .set(
+                "client.id",
+                format!("tidemark-{}-{}-watch", ctx.job_name, ctx.vertex_id),
+            );
+        factory.kafka.watch_group(
+            &ctx.vertex_id,
+            crate::job::WatchedGroup {
+                topics: config.topics.clone(),
+                client: watch,
+                from_earliest: !matches!(config.start, Start::Latest),
+            },
+        );
         let context = SourceContext {
             errors: ErrorContext::default(),
             group: format!("{}|{group}", config.brokers.to_bootstrap()),

@@ -395,6 +395,17 @@ impl Sink for ExchangeWriter {
     }
 }
 
+impl Exchange {
+    /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
+    pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
+        self.writers.fetch_add(parallelism, Ordering::SeqCst);
+        let exchange = self.clone();
+        Box::new(move |ctx: &SubtaskContext| {
+            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,16 +415,5 @@ mod tests {
         let mut b = itoa_buf();
         assert_eq!(format_i64(&mut b, i64::MIN), "-9223372036854775808");
         assert_eq!(format_i64(&mut b, 42), "42");
-    }
-}
-
-impl Exchange {
-    /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
-    pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
-        self.writers.fetch_add(parallelism, Ordering::SeqCst);
-        let exchange = self.clone();
-        Box::new(move |ctx: &SubtaskContext| {
-            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
-        })
     }
 }
