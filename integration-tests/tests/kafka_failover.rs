@@ -73,37 +73,8 @@ fn start_earliest_resumes_at_the_commit(kind: Kind) {
     let bootstrap = broker.bootstrap().to_owned();
     testing::produce_ids(&bootstrap, "in", 0..IDS);
     let dir = TempDir::new("failover-earliest");
-    let job = dir.write(
-        "job.yaml",
-        &format!(
-            "name: earliest
-parallelism: 2
-checkpoint: {{interval: 1s}}
-sources:
-  orders:
-    type: kafka
-    brokers: {bootstrap}
-    topics: [in]
-    start: earliest
-    properties: {GROUP}
-sinks:
-  copy:
-    type: kafka
-    input: orders
-    brokers: {bootstrap}
-    topic: out
-"
-        ),
-    );
-    let (mut a, addr_a) = instance(dir.path(), &job, "a");
-    let (mut b, addr_b) = instance(dir.path(), &job, "b");
-    wait_until("both instances to hold partitions", || {
-        partitions_held(addr_a, "orders") > 0 && partitions_held(addr_b, "orders") > 0
-    });
-    // Every message copied and committed: the forced point of the kill.
-    wait_until("the group's commits at the partitions' ends", || {
-        committed_total(&bootstrap, "earliest", "in", 4) == IDS as i64
-    });
+    let job = copy_job(&dir, "earliest", &bootstrap, "", GROUP);
+    let ((mut a, addr_a), (mut b, _)) = two_copying(&dir, &job, &bootstrap, "earliest", IDS);
     let copied = messages_in(&bootstrap, "out", 4);
     assert!(copied >= IDS as i64, "{copied}");
     sigkill(&mut b);
@@ -112,14 +83,7 @@ sinks:
     });
     // One more message per partition: once a has committed them, it has read everything it
     // was going to read.
-    let producer = testing::producer(&bootstrap);
-    for p in 0..4 {
-        let id = (IDS + p as u64).to_string();
-        let value = format!("{{\"value\": {id}}}");
-        let record = BaseRecord::to("in").partition(p).key(&id).payload(&value);
-        testing::send_retrying(&producer, record, Duration::from_millis(1));
-    }
-    testing::flush(&producer);
+    produce_per_partition(&bootstrap, IDS, 1);
     wait_until("a's commits at the new ends", || {
         committed_total(&bootstrap, "earliest", "in", 4) == IDS as i64 + 4
     });
@@ -131,6 +95,69 @@ sinks:
         copied + 4,
         "the survivor read the dead instance's partitions again (from offset 0?)"
     );
+}
+
+/// kafka `in` (4 partitions) → kafka `out`, P=2, checkpoints every 1 s, `start: earliest`, in
+/// the group `name` with `properties`; `top` adds top-level fields.
+fn copy_job(dir: &TempDir, name: &str, bootstrap: &str, top: &str, properties: &str) -> PathBuf {
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: {name}
+parallelism: 2
+checkpoint: {{interval: 1s}}
+{top}
+sources:
+  orders:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [in]
+    start: earliest
+    properties: {properties}
+sinks:
+  copy:
+    type: kafka
+    input: orders
+    brokers: {bootstrap}
+    topic: out
+"
+        ),
+    )
+}
+
+/// Two instances `a` and `b` of a [`copy_job`], once both hold partitions and the group
+/// `group` has committed the `ids` messages already written.
+fn two_copying(
+    dir: &TempDir,
+    job: &Path,
+    bootstrap: &str,
+    group: &str,
+    ids: u64,
+) -> ((Proc, SocketAddr), (Proc, SocketAddr)) {
+    let (a, addr_a) = instance(dir.path(), job, "a");
+    let (b, addr_b) = instance(dir.path(), job, "b");
+    wait_until("both instances to hold partitions", || {
+        partitions_held(addr_a, "orders") > 0 && partitions_held(addr_b, "orders") > 0
+    });
+    // Every message copied and committed: the forced point of the kill.
+    wait_until("the group's commits at the partitions' ends", || {
+        committed_total(bootstrap, group, "in", 4) == ids as i64
+    });
+    ((a, addr_a), (b, addr_b))
+}
+
+/// `per_partition` more messages in each of `in`'s 4 partitions, ids from `first` on.
+fn produce_per_partition(bootstrap: &str, first: u64, per_partition: u64) {
+    let producer = testing::producer(bootstrap);
+    for p in 0..4 {
+        for i in 0..per_partition {
+            let id = (first + per_partition * p as u64 + i).to_string();
+            let value = format!("{{\"value\": {id}}}");
+            let record = BaseRecord::to("in").partition(p).key(&id).payload(&value);
+            testing::send_retrying(&producer, record, Duration::from_millis(1));
+        }
+    }
+    testing::flush(&producer);
 }
 
 /// The exchange job of the event-time tests: kafka → hash exchange → 1 s event-time window
@@ -399,37 +426,9 @@ fn unread_partitions_stall(kind: Kind) {
     let dir = TempDir::new("failover-unread");
     // The group notices the dead member only after its 15 s session; stall_timeout is shorter,
     // and longer than the commits' 1 s (a checkpoint commits the group's positions).
-    let job = dir.write(
-        "job.yaml",
-        &format!(
-            "name: unread
-parallelism: 2
-stall_timeout: 4s
-checkpoint: {{interval: 1s}}
-sources:
-  orders:
-    type: kafka
-    brokers: {bootstrap}
-    topics: [in]
-    start: earliest
-    properties: {{session.timeout.ms: 15000, heartbeat.interval.ms: 500}}
-sinks:
-  copy:
-    type: kafka
-    input: orders
-    brokers: {bootstrap}
-    topic: out
-"
-        ),
-    );
-    let (mut a, addr_a) = instance(dir.path(), &job, "a");
-    let (mut b, addr_b) = instance(dir.path(), &job, "b");
-    wait_until("both instances to hold partitions", || {
-        partitions_held(addr_a, "orders") > 0 && partitions_held(addr_b, "orders") > 0
-    });
-    wait_until("the group's commits at the partitions' ends", || {
-        committed_total(&bootstrap, "unread", "in", 4) == IDS as i64
-    });
+    let session = "{session.timeout.ms: 15000, heartbeat.interval.ms: 500}";
+    let job = copy_job(&dir, "unread", &bootstrap, "stall_timeout: 4s", session);
+    let ((mut a, addr_a), (mut b, addr_b)) = two_copying(&dir, &job, &bootstrap, "unread", IDS);
     let held_by_b: Vec<String> = scrape(addr_b)
         .samples("tidemark_kafka_lag_records")
         .filter(|s| s.labels.get("source_id") == Some("orders"))
@@ -439,16 +438,7 @@ sinks:
     sigkill(&mut b);
     // Ten more messages per partition: b's are unread, and nobody reads them until the group
     // notices b is gone.
-    let producer = testing::producer(&bootstrap);
-    for p in 0..4 {
-        for i in 0..10 {
-            let id = (IDS + 10 * p as u64 + i).to_string();
-            let value = format!("{{\"value\": {id}}}");
-            let record = BaseRecord::to("in").partition(p).key(&id).payload(&value);
-            testing::send_retrying(&producer, record, Duration::from_millis(1));
-        }
-    }
-    testing::flush(&producer);
+    produce_per_partition(&bootstrap, IDS, 10);
     let stalled = common::http_until(addr_a, "/readyz", "a stall naming b's partition", |r| {
         r.status == 503
             && r.body.contains("\"reason\":\"stalled\"")
