@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::brokers::{Broker, Kind as BrokerKind};
 use common::{Proc, TempDir};
-use formats::{confluent, confluent_with, require_python, Broker, BrokerKind, Registry};
+use formats::{confluent, confluent_with, require_python, Registry};
 
 /// The longest a test waits for output.
 const DEADLINE: Duration = Duration::from_secs(120);

