@@ -146,11 +146,25 @@ impl Relay {
                 return Ok(false);
             }
         }
-        let key = match message.key() {
-            None => Value::Null,
-            Some(bytes) => {
-                Value::from_json(bytes).map_err(|e| format!("{}: key is not JSON: {e}", place()))?
+        // The key's canonical bytes and its type; without the type, a message of a Tidemark
+        // from before the key hash was Kafka's murmur2, whose key is JSON text.
+        let key = match header(message, HEADER_KEY_TYPE) {
+            Some(type_name) => {
+                let type_name = std::str::from_utf8(type_name).unwrap_or("?");
+                Value::from_canonical_bytes(type_name, message.key().unwrap_or_default()).map_err(
+                    |e| {
+                        format!(
+                            "{}: the key does not fit its {HEADER_KEY_TYPE} header: {e}",
+                            place()
+                        )
+                    },
+                )?
             }
+            None => match message.key() {
+                None => Value::Null,
+                Some(bytes) => Value::from_json(bytes)
+                    .map_err(|e| format!("{}: key is not JSON: {e}", place()))?,
+            },
         };
         // Only exchange writers write this topic, and they always write a value and both
         // timestamp headers: anything else is named, never read as a default.

@@ -37,6 +37,7 @@ use rdkafka::producer::{BaseRecord, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tidemark_runtime::key_group::KeyGroupRange;
+use tidemark_runtime::key_hash::KEY_HASH;
 use tidemark_runtime::keyed_state::{KeyedSnapshot, StateKey};
 use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::state_codec::{decode, encode};
@@ -57,6 +58,12 @@ pub const HEADER_GENERATION: &str = "tidemark-generation";
 /// Header of a state message: the consumer group's generation in which the writer was given
 /// the partition, as decimal text (the low half of [`HEADER_GENERATION`]).
 pub const HEADER_GROUP_GENERATION: &str = "tidemark-group-generation";
+
+/// Header of every state message: the key hash its keys were grouped by,
+/// [`KEY_HASH`](tidemark_runtime::key_hash::KEY_HASH) (`murmur2`). State committed by messages
+/// without it was written by a Tidemark whose key hash (rustc-hash's FxHasher) put keys in
+/// other partitions: restoring it is refused, never done into the wrong partitions.
+pub const HEADER_KEY_HASH: &str = "tidemark-key-hash";
 
 /// The generation a new owner of a partition writes under: `newest` is the newest generation
 /// in the partition's log, `group_generation` the consumer group's generation in which the
@@ -203,6 +210,8 @@ struct StateMessage {
     key: Vec<u8>,
     /// `None`: a tombstone.
     value: Option<Vec<u8>>,
+    /// Whether it says its keys were grouped by this version's key hash ([`HEADER_KEY_HASH`]).
+    current_hash: bool,
 }
 
 /// A partition's state as its messages give it: the restore rule, apart from any broker.
@@ -228,7 +237,19 @@ pub(crate) struct RestoredPartition {
 impl PartitionLog {
     /// Adds one message of the partition, in offset order; `false` for a key that is not a
     /// state message's.
+    #[cfg(test)]
     pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        self.push_hashed(key, value, true)
+    }
+
+    /// [`PartitionLog::push`] of a message that does (`current_hash`) or does not carry
+    /// [`HEADER_KEY_HASH`] with this version's key hash.
+    pub(crate) fn push_hashed(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        current_hash: bool,
+    ) -> bool {
         match parse_key(key) {
             Some((kind, generation, k)) => {
                 self.messages.push(StateMessage {
@@ -236,6 +257,7 @@ impl PartitionLog {
                     generation,
                     key: k.to_vec(),
                     value: value.map(<[u8]>::to_vec),
+                    current_hash,
                 });
                 true
             }
@@ -260,6 +282,16 @@ impl PartitionLog {
         let mut values = BTreeMap::new();
         let mut commit = None;
         if let Some((last, c)) = committed {
+            if !c.current_hash {
+                return Err(format!(
+                    "its committed state was written with the key hash of an older Tidemark \
+                     (rustc-hash's FxHasher; its messages have no {HEADER_KEY_HASH}: {KEY_HASH} \
+                     header), which put keys in other partitions than this version's hash \
+                     ({KEY_HASH}, Kafka's default partitioner) does: it is not restored into the \
+                     wrong partitions. Finish the job with the older version, or delete this \
+                     state topic and the exchange topic to start the vertex's state afresh"
+                ));
+            }
             let record = CommitRecord::read(c.value.as_deref().unwrap_or_default())
                 .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
             for m in &self.messages[..last] {
@@ -380,7 +412,11 @@ impl StateStore {
     fn headers(checkpoint: u64, generation: u64) -> OwnedHeaders {
         let (c, g) = (checkpoint.to_string(), generation.to_string());
         let group = group_generation_of(generation).to_string();
-        OwnedHeaders::new_with_capacity(3)
+        OwnedHeaders::new_with_capacity(4)
+            .insert(Header {
+                key: HEADER_KEY_HASH,
+                value: Some(KEY_HASH),
+            })
             .insert(Header {
                 key: HEADER_CHECKPOINT,
                 value: Some(c.as_str()),
@@ -482,7 +518,11 @@ impl StateStore {
             next = message.offset() + 1;
             records += 1;
             let key = message.key().unwrap_or_default();
-            if !log.push(key, message.payload()) {
+            let current_hash = message.headers().is_some_and(|h| {
+                h.iter()
+                    .any(|h| h.key == HEADER_KEY_HASH && h.value == Some(KEY_HASH.as_bytes()))
+            });
+            if !log.push_hashed(key, message.payload(), current_hash) {
                 return Err(format!(
                     "{}: the state topic {} holds a message that Tidemark did not write \
                      (partition {partition}, offset {})",
@@ -960,6 +1000,33 @@ mod tests {
         // Every live message key is tombstoned once the next generation has rewritten.
         assert!(r.stale.contains(&v(1, "z")) && r.stale.contains(&c(2)));
         assert!(!r.stale.contains(&v(2, "b")));
+    }
+
+    #[test]
+    fn state_committed_without_the_key_hash_is_refused() {
+        let v = |g, k: &str| message_key(VALUE, g, &key(k));
+        let c = |g| message_key(COMMIT, g, &[]);
+        // Written by a Tidemark before the key hash was murmur2: no header.
+        let mut old = PartitionLog::default();
+        assert!(old.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(old.push_hashed(&c(1), Some(&commit(1, 3, 10)), false));
+        let e = old.restore().unwrap_err();
+        assert!(
+            e.contains("key hash of an older Tidemark") && e.contains("tidemark-key-hash: murmur2"),
+            "{e}"
+        );
+        // Values without it but never committed by it (a newer generation committed with
+        // it): restored as usual.
+        let mut mixed = PartitionLog::default();
+        assert!(mixed.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(mixed.push_hashed(&v(2, "a"), Some(b"2"), true));
+        assert!(mixed.push_hashed(&c(2), Some(&commit(2, 3, 10)), true));
+        let r = mixed.restore().unwrap();
+        assert_eq!(r.values, BTreeMap::from([(key("a"), b"2".to_vec())]));
+        // Nothing committed at all: nothing to restore, nothing refused.
+        let mut uncommitted = PartitionLog::default();
+        assert!(uncommitted.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(uncommitted.restore().unwrap().values.is_empty());
     }
 
     /// One key's count in a snapshot of 4 key groups.
