@@ -59,10 +59,10 @@ pub const HEADER_GENERATION: &str = "tidemark-generation";
 /// the partition, as decimal text (the low half of [`HEADER_GENERATION`]).
 pub const HEADER_GROUP_GENERATION: &str = "tidemark-group-generation";
 
-/// Header of every state message: the key hash its keys were grouped by,
-/// [`KEY_HASH`](tidemark_runtime::key_hash::KEY_HASH) (`murmur2`). State committed by messages
-/// without it was written by a Tidemark whose key hash (rustc-hash's FxHasher) put keys in
-/// other partitions: restoring it is refused, never done into the wrong partitions.
+/// Header of every state message: the key hash its keys were grouped by, [`KEY_HASH`]
+/// (`murmur2`). State committed by messages without it was written by a Tidemark whose key hash
+/// (rustc-hash's FxHasher) put keys in other partitions: restoring it is refused, never done
+/// into the wrong partitions.
 pub const HEADER_KEY_HASH: &str = "tidemark-key-hash";
 
 /// The generation a new owner of a partition writes under: `newest` is the newest generation
