@@ -108,7 +108,7 @@ fn worked_case(kind: BrokerKind) {
     confluent(&["schemas", dir.path().to_str().unwrap()]);
     let written: serde_json::Value = serde_json::from_str(&confluent(&[
         "produce-avro",
-        &bootstrap,
+        bootstrap,
         &url,
         "orders",
         "--bad",
@@ -203,7 +203,7 @@ sinks:
     let expected = reference(events);
     let read = confluent(&[
         "consume-avro",
-        &bootstrap,
+        bootstrap,
         &url,
         "out",
         &expected.len().to_string(),
@@ -530,7 +530,7 @@ sinks:
     assert!(!output.contains("hunter2"), "{output}");
     assert!(!dir.read("report.json").contains("hunter2"));
     let read = confluent_with(
-        &["consume-avro", &bootstrap, &url, "out", "2"],
+        &["consume-avro", bootstrap, &url, "out", "2"],
         &[("REGISTRY_AUTH", "svc:hunter2")],
     );
     let got: Vec<serde_json::Value> = read
@@ -629,7 +629,7 @@ fn protobuf_from_confluents_serializer_reads_as_events() {
     let dir = TempDir::new("protobuf");
     let written: serde_json::Value = serde_json::from_str(&confluent(&[
         "produce-protobuf",
-        &bootstrap,
+        bootstrap,
         &url,
         "porders",
     ]))
@@ -671,7 +671,7 @@ fn plain_avro_and_container_files_read_without_a_registry() {
     let dir = TempDir::new("plain-avro");
     confluent(&["schemas", dir.path().to_str().unwrap()]);
     let plain: serde_json::Value =
-        serde_json::from_str(&confluent(&["produce-plain-avro", &bootstrap, "plain"])).unwrap();
+        serde_json::from_str(&confluent(&["produce-plain-avro", bootstrap, "plain"])).unwrap();
     let container: serde_json::Value = serde_json::from_str(&confluent(&[
         "write-container",
         dir.join("orders.avro").to_str().unwrap(),
@@ -723,7 +723,7 @@ fn a_bad_message_or_a_lost_registry_fails_the_job_naming_where() {
     let dir = TempDir::new("avro-failures");
     let written: serde_json::Value = serde_json::from_str(&confluent(&[
         "produce-avro",
-        &bootstrap,
+        bootstrap,
         &url,
         "orders",
         "--bad",
@@ -786,7 +786,7 @@ sinks:
     );
     p.metrics_addr();
     drop(lost);
-    confluent(&["produce-avro", &bootstrap, &url, "later"]);
+    confluent(&["produce-avro", bootstrap, &url, "later"]);
     assert_eq!(p.wait_code(), 1, "{}", p.stderr());
     assert!(
         p.stderr().contains(&format!(

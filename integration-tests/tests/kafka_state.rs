@@ -366,6 +366,9 @@ fn assert_output_is_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, 
                         .filter(|l| {
                             l.starts_with("tidemark_watermark_seconds")
                                 || l.starts_with("tidemark_watermark_holder_info")
+                                || l.starts_with("tidemark_records_dropped_total")
+                                || l.starts_with("tidemark_kafka_lag_records")
+                                || l.starts_with("tidemark_job_stalled")
                         })
                         .map(|l| format!("{addr} {l}"))
                         .collect::<Vec<_>>()
