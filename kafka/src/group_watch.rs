@@ -62,6 +62,7 @@ impl KafkaJob {
             .name("tidemark-group-watch".into())
             .spawn(move || {
                 let mut consumers: BTreeMap<String, BaseConsumer> = BTreeMap::new();
+                let mut warned = std::collections::BTreeSet::new();
                 while !ended.load(Ordering::SeqCst) {
                     let watched: Vec<(String, WatchedGroup)> = lock(&kafka.watched)
                         .iter()
@@ -76,7 +77,17 @@ impl KafkaJob {
                             Some(c) => c,
                             None => match group.client.create::<BaseConsumer>() {
                                 Ok(c) => consumers.entry(source_id.clone()).or_insert(c),
-                                Err(_) => continue,
+                                Err(e) => {
+                                    // Said once per source: the stall rule then does not see
+                                    // this source's partitions that nobody here reads.
+                                    if warned.insert(source_id.clone()) {
+                                        tracing::warn!(
+                                            "kafka source \"{source_id}\": cannot watch its group \
+                                             for partitions nobody reads: {e}"
+                                        );
+                                    }
+                                    continue;
+                                }
                             },
                         };
                         look(consumer, &source_id, &group, timeout, &into);
