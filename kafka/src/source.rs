@@ -696,6 +696,8 @@ pub struct KafkaSource {
     /// Partitions with messages not read yet at the last lag reading (or whose end is not
     /// known yet): they are not caught up, so never idle.
     behind: BTreeSet<PartitionKey>,
+    /// Exchange partitions that joined behind this subtask's event time.
+    late_joiners: crate::exchange::late_joiners::LateJoiners,
     /// Checkpoint number → the positions it covers.
     pending_checkpoints: BTreeMap<u64, BTreeMap<PartitionKey, i64>>,
     /// The positions of the newest checkpoint committed without waiting, until the broker
@@ -901,6 +903,7 @@ impl KafkaSource {
             last_timestamp: None,
             last_lag_at: i64::MIN,
             behind: BTreeSet::new(),
+            late_joiners: Default::default(),
             lag: SourceLag {
                 records: 0,
                 bytes: -1,
@@ -1874,11 +1877,24 @@ impl Source for KafkaSource {
         }
     }
 
+    /// The state store's moves, with the event time of partitions that joined behind the
+    /// subtask's ([`crate::exchange::late_joiners`]).
     fn take_state_moves(&mut self) -> Vec<tidemark_runtime::state_move::StateMove> {
-        match self.consumer.context().state.get() {
-            Some(kept) => kept.take_moves(),
-            None => Vec::new(),
+        let Some(kept) = self.consumer.context().state.get() else {
+            return Vec::new();
+        };
+        let mut moves = kept.take_moves();
+        if moves.is_empty() && self.late_joiners.is_empty() {
+            return moves;
         }
+        let (watermarks, topic) = (&self.watermarks, &kept.exchange_topic);
+        self.late_joiners.follow(
+            &mut moves,
+            kept.partitions(),
+            watermarks.emitted(),
+            |p| watermarks.state(topic, p),
+        );
+        moves
     }
 
     fn input_errors(&self) -> SourceErrorCounts {

@@ -110,6 +110,21 @@ impl PartitionWatermarks {
         self.tracker.watermark(*split, out_of_orderness)
     }
 
+    /// What one partition holds back now ([`SplitWatermarks::state`]), if it is held and the
+    /// runtime has looked.
+    pub fn state(&self, topic: &str, partition: i32) -> Option<SplitState> {
+        let (_, split) = self
+            .splits
+            .iter()
+            .find(|((t, p), _)| *p == partition && t == topic)?;
+        self.tracker.state(*split)
+    }
+
+    /// The subtask's watermark as last sent downstream ([`SplitWatermarks::emitted`]).
+    pub fn emitted(&self) -> i64 {
+        self.tracker.emitted()
+    }
+
     /// The highest record timestamp (ns) read from one partition, if any (for a checkpoint:
     /// [`PartitionWatermarks::observe`] of it starts a partition's watermark where it was).
     pub fn highest_timestamp(&self, topic: &str, partition: i32) -> Option<i64> {

@@ -104,6 +104,7 @@ pub mod sources;
 #[cfg(test)]
 mod test_util;
 pub mod window_assigner;
+mod window_lanes;
 mod window_snapshot;
 mod window_state;
 

@@ -262,6 +262,22 @@ impl WindowState {
         }
     }
 
+    /// An empty state of the same window, aggregates and lateness (a lane:
+    /// [`crate::window_lanes`]).
+    pub(crate) fn empty_like(&self) -> Self {
+        WindowState {
+            vertex: self.vertex.clone(),
+            kind: self.kind,
+            lateness: self.lateness,
+            width: self.width,
+            computed: self.computed.clone(),
+            progress: i64::MIN,
+            aligned: AlignedWindows::default(),
+            sessions: KeyedSessions::default(),
+            spare: Vec::new(),
+        }
+    }
+
     /// What is computed.
     pub(crate) fn computed(&self) -> &Computed {
         &self.computed

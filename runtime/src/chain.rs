@@ -570,41 +570,56 @@ impl Chain {
     }
 
     /// Applies a move of keyed state to the first operator of the chain that keeps keyed
-    /// state ([`crate::state_move`]).
-    pub(crate) fn apply_state_move(&mut self, m: StateMove) -> Result<(), ChainError> {
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            if let NodeKind::Operator(op) = &mut node.kind {
-                if op.has_keyed_state() {
-                    let result = match m {
-                        StateMove::Restore {
-                            state,
-                            forget_first,
-                        } => {
-                            let groups = state.max_parallelism();
-                            match forget_first.is_empty() {
-                                true => Ok(()),
-                                false => op.forget_keyed(&crate::state_move::in_groups(
-                                    groups,
-                                    &forget_first,
-                                )),
-                            }
-                            .and_then(|()| op.restore_keyed(state))
-                        }
-                        StateMove::Forget {
-                            max_parallelism,
-                            groups,
-                        } => {
-                            op.forget_keyed(&crate::state_move::in_groups(max_parallelism, &groups))
-                        }
-                    };
-                    return result.map_err(|error| ChainError::User {
-                        node: Some(i),
-                        error,
-                    });
+    /// state ([`crate::state_move`]); what it emits (windows of key groups whose own event
+    /// time advanced) goes down the chain.
+    pub(crate) fn apply_state_move(
+        &mut self,
+        m: StateMove,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let Some(i) = self.nodes.iter().position(
+            |node| matches!(&node.kind, NodeKind::Operator(op) if op.has_keyed_state()),
+        ) else {
+            return Ok(());
+        };
+        self.current_vertex = self.nodes[i].vertex;
+        let node = &mut self.nodes[i];
+        let NodeKind::Operator(op) = &mut node.kind else {
+            return Ok(());
+        };
+        let result = match m {
+            StateMove::Restore {
+                state,
+                forget_first,
+                groups,
+                event_time,
+            } => {
+                let max_parallelism = state.max_parallelism();
+                match forget_first.is_empty() {
+                    true => Ok(()),
+                    false => op.forget_key_groups(max_parallelism, &forget_first),
                 }
+                .and_then(|()| match event_time {
+                    Some(watermark) => op.restore_keyed_behind(state, &groups, watermark),
+                    None => op.restore_keyed(state),
+                })
             }
-        }
-        Ok(())
+            StateMove::Forget {
+                max_parallelism,
+                groups,
+            } => op.forget_key_groups(max_parallelism, &groups),
+            StateMove::EventTime {
+                max_parallelism,
+                groups,
+                watermark,
+            } => op.key_groups_event_time(max_parallelism, &groups, watermark, &mut node.out),
+        };
+        result.map_err(|error| ChainError::User {
+            node: Some(i),
+            error,
+        })?;
+        node.records_out += node.out.len() as u64;
+        self.forward_from(i, cx)
     }
 
     /// The chain's vertices have ended: cleanly (`clean`, after [`Chain::finish`]), each gives

@@ -379,6 +379,36 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Takes in the keyed state of key groups `groups` that moved to this subtask while their
+    /// event time is behind the subtask's watermark ([`crate::state_move`], "Event time per
+    /// key group"): until [`Operator::key_groups_event_time`] says they caught up, an
+    /// event-time operator judges and fires their keys by their own watermark, which starts at
+    /// `watermark` (their records after it are not late). The default takes them in as
+    /// [`Operator::restore_keyed`] does: right for an operator that does not use event time.
+    fn restore_keyed_behind(
+        &mut self,
+        state: crate::keyed_state::KeyedSnapshot,
+        _groups: &[u32],
+        _watermark: i64,
+    ) -> Result<(), BoxError> {
+        self.restore_keyed(state)
+    }
+
+    /// The watermark of key groups restored behind ([`Operator::restore_keyed_behind`])
+    /// advanced to `watermark` (`None`: they hold nothing back, being idle): an event-time
+    /// operator fires their due windows into `out`; once `watermark` reaches the subtask's
+    /// watermark, or is `None`, those key groups follow the subtask's event time again. Called
+    /// after the records of the poll that moved it. The default does nothing.
+    fn key_groups_event_time(
+        &mut self,
+        _max_parallelism: u32,
+        _groups: &[u32],
+        _watermark: Option<i64>,
+        _out: &mut Output,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+
     /// Forgets the state of every key `forget` is true of, emitting nothing: their key groups
     /// moved to another owner, which restores them ([`crate::state_move`]). Only called when
     /// [`Operator::has_keyed_state`] is true; the default refuses.
@@ -387,6 +417,13 @@ pub trait Operator: Send {
         _forget: &dyn Fn(&crate::value::Value) -> bool,
     ) -> Result<(), BoxError> {
         Err("this operator cannot hand its keys over to another owner".into())
+    }
+
+    /// Forgets the state of key groups `groups` (of `max_parallelism`), emitting nothing: they
+    /// moved to another owner ([`crate::state_move`]). The default forgets every key of them
+    /// through [`Operator::forget_keyed`].
+    fn forget_key_groups(&mut self, max_parallelism: u32, groups: &[u32]) -> Result<(), BoxError> {
+        self.forget_keyed(&crate::state_move::in_groups(max_parallelism, groups))
     }
 
     /// How much state this subtask keeps now, for `tidemark_state_keys`,

@@ -251,6 +251,8 @@ pub struct SplitWatermarks {
     holder: Option<usize>,
     /// The holder last given by [`SplitWatermarks::holder_changed`].
     told_holder: Option<Option<usize>>,
+    /// The subtask's watermark as last sent downstream (`i64::MIN` before the first).
+    emitted: i64,
 }
 
 /// What one split's watermark is, as the runtime last looked ([`SplitWatermarks::status`]).
@@ -284,6 +286,7 @@ impl Default for SplitWatermarks {
             names: Vec::new(),
             holder: None,
             told_holder: None,
+            emitted: i64::MIN,
         }
     }
 }
@@ -401,6 +404,13 @@ impl SplitWatermarks {
         if let Some(s) = self.splits.get_mut(split.0 as usize) {
             s.behind = behind;
         }
+    }
+
+    /// The subtask's watermark as the runtime last sent it downstream (`i64::MIN` before the
+    /// first): a split whose own watermark is below it is *behind* (it joined after the
+    /// subtask's event time had passed it; [`crate::state_move`]).
+    pub fn emitted(&self) -> i64 {
+        self.emitted
     }
 
     /// How many splits there are.
@@ -614,7 +624,11 @@ impl WatermarkGenerator {
             return WatermarkAction::None;
         }
         let candidate = splits.combined(now, &self.strategy);
-        self.decide(candidate)
+        let action = self.decide(candidate);
+        if let WatermarkAction::Emit(wm) = action {
+            splits.emitted = wm;
+        }
+        action
     }
 
     /// The whole subtask as one input: its highest timestamp, idle after `idleness` of polls

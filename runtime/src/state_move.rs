@@ -11,6 +11,18 @@
 //! task gives such a source the operator's [`KeyedSnapshot`] grouped by
 //! [`Source::keyed_state_groups`](crate::Source::keyed_state_groups) key groups
 //! ([`Source::save_keyed`](crate::Source::save_keyed)).
+//!
+//! **Event time per key group.** A partition that moves to a subtask whose event time is
+//! already past the partition's own (its previous owner died holding records the rest of the
+//! job has long passed) must not have those records judged by the subtask's event time: they
+//! are on time for the partition (Kafka Streams keeps stream time per task for this reason).
+//! So a [`StateMove::Restore`] says when its key groups are behind
+//! ([`StateMove::Restore::event_time`]), and [`StateMove::EventTime`] moves, applied after
+//! the records of each poll, carry those key groups' own watermark until it reaches the
+//! subtask's; the subtask's watermark does not advance meanwhile (the partition holds it
+//! back). An event-time operator keeps such key groups apart until then
+//! ([`Operator::restore_keyed_behind`](crate::Operator::restore_keyed_behind),
+//! [`Operator::key_groups_event_time`](crate::Operator::key_groups_event_time)).
 
 use crate::key_group::KeyGroups;
 use crate::keyed_state::KeyedSnapshot;
@@ -28,6 +40,26 @@ pub enum StateMove {
         state: KeyedSnapshot,
         /// Key groups (of the snapshot's `max_parallelism`) whose keys go first.
         forget_first: Vec<u32>,
+        /// The key groups restored (of the snapshot's `max_parallelism`).
+        groups: Vec<u32>,
+        /// `Some(watermark)` when the restored key groups' event time is behind the
+        /// subtask's: their records are judged by their own watermark, which
+        /// [`StateMove::EventTime`] moves carry from here on until it reaches the subtask's.
+        /// `None`: they follow the subtask's event time.
+        event_time: Option<i64>,
+    },
+    /// The watermark of key groups restored behind the subtask's event time
+    /// ([`StateMove::Restore::event_time`]), after the records of a poll: `Some` advances
+    /// them (and once it reaches the subtask's watermark they follow the subtask's again);
+    /// `None` says they hold nothing back any longer (their partition is idle: caught up),
+    /// so they follow the subtask's event time from now on.
+    EventTime {
+        /// The number of key groups keys are grouped by.
+        max_parallelism: u32,
+        /// The key groups.
+        groups: Vec<u32>,
+        /// Their watermark, or `None` (idle).
+        watermark: Option<i64>,
     },
     /// Key groups taken away: their keys are forgotten without emitting anything
     /// ([`Operator::forget_keyed`](crate::Operator::forget_keyed)).
@@ -67,8 +99,16 @@ mod tests {
         let restore = StateMove::Restore {
             state: KeyedSnapshot::new(8),
             forget_first: Vec::new(),
+            groups: vec![g],
+            event_time: None,
         };
         assert!(restore.before_records());
+        let event_time = StateMove::EventTime {
+            max_parallelism: 8,
+            groups: vec![g],
+            watermark: Some(5),
+        };
+        assert!(!event_time.before_records());
         let forget = StateMove::Forget {
             max_parallelism: 8,
             groups: vec![g],

@@ -375,13 +375,14 @@ impl Task {
                 self.chain.source_busy.timed(t);
             }
             // Keyed state given to this subtask comes before the records that need it; state
-            // taken away goes after the records read before it was ([`crate::state_move`]).
-            let mut forgets = Vec::new();
+            // taken away, and the event time of key groups behind, go after the records read
+            // before ([`crate::state_move`]).
+            let mut after_records = Vec::new();
             if keeps_keyed_state {
                 for m in source.take_state_moves() {
                     match m.before_records() {
-                        true => self.chain.apply_state_move(m)?,
-                        false => forgets.push(m),
+                        true => self.chain.apply_state_move(m, &mut cx)?,
+                        false => after_records.push(m),
                     }
                 }
             }
@@ -414,8 +415,8 @@ impl Task {
             }
             self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
-            for m in forgets {
-                self.chain.apply_state_move(m)?;
+            for m in after_records {
+                self.chain.apply_state_move(m, &mut cx)?;
             }
             if let Some(w) = watermarks.as_mut() {
                 let action = match source.split_watermarks() {

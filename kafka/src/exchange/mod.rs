@@ -69,6 +69,7 @@
 //! | [`state`] | the keyed state behind the exchange, per partition, in the state topic: written at checkpoints, restored when a partition changes hands |
 
 mod coordination;
+pub(crate) mod late_joiners;
 mod naming;
 mod reader;
 mod reader_factory;

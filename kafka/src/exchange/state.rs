@@ -788,6 +788,9 @@ impl KeptState {
                 moves.0.push(StateMove::Restore {
                     state: restore.state,
                     forget_first,
+                    groups: vec![partition as u32],
+                    // Set by the reader, which knows its event time (`late_joiners`).
+                    event_time: None,
                 });
                 moves.1.insert(partition);
                 drop(moves);

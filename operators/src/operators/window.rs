@@ -84,6 +84,7 @@ use crate::error::{ConfigError, FieldError};
 use crate::expr::{self, Evaluator, Number};
 use crate::on_error::{self, ErrorPolicy, OnError, OnErrorFactory};
 use crate::window_assigner::{KindError, Window, WindowKind};
+use crate::window_lanes::Lanes;
 use crate::window_state::{Computed, Input, WindowState};
 
 /// The registry entry.
@@ -302,6 +303,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
     Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
         Ok(Box::new(WindowOperator {
             state: WindowState::new(&ctx.vertex_id, kind, lateness, computed.clone()),
+            lanes: Lanes::default(),
             time,
             lateness,
             eval: Evaluator::new(),
@@ -323,6 +325,9 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
 #[derive(Debug)]
 struct WindowOperator {
     state: WindowState,
+    /// Key groups restored behind the subtask's event time, each set with its own
+    /// ([`crate::window_lanes`]); empty but for a while after a failover.
+    lanes: Lanes,
     time: WindowTime,
     lateness: i64,
     eval: Evaluator,
@@ -345,12 +350,19 @@ fn value_input(aggregate: Aggregate, record: &Record) -> Result<f64, BoxError> {
 
 impl WindowOperator {
     fn add(&mut self, record: &Record, t: i64, out: &mut Output) -> Result<(), BoxError> {
-        let (state, eval, on_error, values) = (
+        let key = record.key();
+        let (main, lanes, eval, on_error, values) = (
             &mut self.state,
+            &mut self.lanes,
             &self.eval,
             &mut self.on_error,
             &mut self.values,
         );
+        // A key group behind the subtask's event time has its own (rare: after a failover).
+        let state = match lanes.is_empty() {
+            true => main,
+            false => lanes.state_of(&key).unwrap_or(main),
+        };
         let input = match state.computed() {
             Computed::Aggregates(aggregates) => {
                 let counted = expr::with_record(record, |scope| {
@@ -368,20 +380,25 @@ impl WindowOperator {
                 Ok(v) => Input::Value(v),
                 // A late record is dropped before its value is read.
                 Err(e) => match state.late(t) {
-                    Some(late) => return self.late(record, late.window),
+                    Some(late) => {
+                        let progress = state.progress();
+                        return self.late(record, late.window, progress);
+                    }
                     None => return Err(e),
                 },
             },
         };
-        let key = record.key();
         match state.add(&key, t, input, |r| out.emit(r)) {
             Ok(()) => Ok(()),
-            Err(late) => self.late(record, late.window),
+            Err(late) => {
+                let progress = state.progress();
+                self.late(record, late.window, progress)
+            }
         }
     }
 
     #[cold]
-    fn late(&mut self, record: &Record, window: Window) -> Result<(), BoxError> {
+    fn late(&mut self, record: &Record, window: Window, progress: i64) -> Result<(), BoxError> {
         self.late_dropped += 1;
         if let Some(dead_letter) = &mut self.late {
             let message = format!(
@@ -389,7 +406,7 @@ impl WindowOperator {
                  (allowed_lateness {} ms)",
                 window.start.div_euclid(1_000_000),
                 window.end.div_euclid(1_000_000),
-                self.state.progress().div_euclid(1_000_000),
+                progress.div_euclid(1_000_000),
                 self.lateness / 1_000_000,
             );
             expr::with_record(record, |scope| {
@@ -428,7 +445,9 @@ impl Operator for WindowOperator {
     #[cold]
     #[inline(never)]
     fn state_size(&self) -> Option<tidemark_runtime::StateSize> {
-        Some(self.state.size())
+        let mut size = self.state.size();
+        self.lanes.add_size(&mut size);
+        Some(size)
     }
 
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
@@ -485,6 +504,7 @@ impl Operator for WindowOperator {
             self.now = Some(now_nanos);
             self.flush_early(now_nanos, out)?;
         }
+        self.lanes.finish(|r| out.emit(r));
         self.state.finish(|r| out.emit(r));
         self.on_error.finish()?;
         match &mut self.late {
@@ -530,7 +550,8 @@ impl Operator for WindowOperator {
                     .into(),
             );
         }
-        Ok(self.state.snapshot(state)?)
+        self.state.snapshot(state)?;
+        Ok(self.lanes.snapshot(state)?)
     }
 
     fn restore_keyed(
@@ -540,10 +561,44 @@ impl Operator for WindowOperator {
         Ok(self.state.restore(&state)?)
     }
 
+    /// In event time, the key groups get a lane of their own ([`crate::window_lanes`]).
+    fn restore_keyed_behind(
+        &mut self,
+        state: tidemark_runtime::keyed_state::KeyedSnapshot,
+        groups: &[u32],
+        _watermark: i64,
+    ) -> Result<(), BoxError> {
+        match self.time {
+            WindowTime::Event => Ok(self.lanes.restore(&self.state, &state, groups)?),
+            WindowTime::Processing => self.restore_keyed(state),
+        }
+    }
+
+    fn key_groups_event_time(
+        &mut self,
+        _max_parallelism: u32,
+        groups: &[u32],
+        watermark: Option<i64>,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        Ok(self
+            .lanes
+            .advance(&mut self.state, groups, watermark, |r| out.emit(r))?)
+    }
+
+    fn forget_key_groups(&mut self, max_parallelism: u32, groups: &[u32]) -> Result<(), BoxError> {
+        self.lanes.forget(groups);
+        self.forget_keyed(&tidemark_runtime::state_move::in_groups(
+            max_parallelism,
+            groups,
+        ))
+    }
+
     fn forget_keyed(
         &mut self,
         forget: &dyn Fn(&tidemark_runtime::Value) -> bool,
     ) -> Result<(), BoxError> {
+        self.lanes.forget_keys(forget)?;
         Ok(self.state.forget(forget)?)
     }
 
@@ -681,6 +736,108 @@ mod tests {
             .iter()
             .map(|r| (kv(r).0, kv(r).1, r.timestamp))
             .collect()
+    }
+
+    /// Two keys in different key groups (of 8): `(key, its group)`.
+    fn keys_in_two_groups() -> [(u64, u32); 2] {
+        let groups = tidemark_runtime::key_group::KeyGroups::new(8);
+        let group = |k: u64| groups.of(Record::new(k, 0.0, 0).key().routing_hash());
+        let other = (2..100).find(|k| group(*k) != group(1)).unwrap();
+        [(1, group(1)), (other, group(other))]
+    }
+
+    #[test]
+    fn key_groups_restored_behind_the_watermark_keep_their_own_event_time() {
+        use tidemark_runtime::keyed_state::KeyedSnapshot;
+        let [(a, _), (b, g)] = keys_in_two_groups();
+        let t0 = 1_700_000_000 * S;
+        let mut op = event_window("count", "0");
+        feed_at(op.as_mut(), &[(a, 0.0, t0 + 9 * S)]);
+        assert_eq!(
+            watermark(op.as_mut(), t0 + 10 * S - 1),
+            [(a, 1.0, t0 + 10 * S - 1)]
+        );
+        // b's key group moves here with its own event time at t0 + 3 s: its records after
+        // that are on time; a's at the same instants are late.
+        op.restore_keyed_behind(KeyedSnapshot::new(8), &[g], t0 + 3 * S)
+            .unwrap();
+        let fed = feed_at(
+            op.as_mut(),
+            &[(b, 0.0, t0 + 4 * S), (b, 0.0, t0 + 5 * S + 1), (a, 0.0, t0 + 4 * S)],
+        );
+        assert!(fed.is_empty());
+        assert_eq!(op.late_records_dropped(), 1, "a's record is late, b's are not");
+        // Its own watermark fires its windows.
+        let mut out = Output::default();
+        op.key_groups_event_time(8, &[g], Some(t0 + 5 * S - 1), &mut out)
+            .unwrap();
+        assert_eq!(triples(&out), [(b, 1.0, t0 + 5 * S - 1)]);
+        // Past the subtask's watermark: it fires up to the subtask's and joins it.
+        let mut out = Output::default();
+        op.key_groups_event_time(8, &[g], Some(t0 + 12 * S), &mut out)
+            .unwrap();
+        assert_eq!(triples(&out), [(b, 1.0, t0 + 6 * S - 1)]);
+        feed_at(op.as_mut(), &[(b, 0.0, t0 + 9 * S), (b, 0.0, t0 + 10 * S)]);
+        assert_eq!(op.late_records_dropped(), 2, "b follows the subtask's event time");
+        assert_eq!(
+            watermark(op.as_mut(), t0 + 11 * S - 1),
+            [(b, 1.0, t0 + 11 * S - 1)]
+        );
+    }
+
+    #[test]
+    fn key_groups_restored_behind_and_idle_or_moved_away_follow_the_subtask_again() {
+        use tidemark_runtime::keyed_state::KeyedSnapshot;
+        let [(a, _), (b, g)] = keys_in_two_groups();
+        let t0 = 1_700_000_000 * S;
+        let mut op = event_window("count", "0");
+        feed_at(op.as_mut(), &[(a, 0.0, t0 + 9 * S)]);
+        watermark(op.as_mut(), t0 + 10 * S - 1);
+        op.restore_keyed_behind(KeyedSnapshot::new(8), &[g], t0 + 3 * S)
+            .unwrap();
+        feed_at(op.as_mut(), &[(b, 0.0, t0 + 4 * S)]);
+        // Idle: its windows up to the subtask's watermark fire and it joins.
+        let mut out = Output::default();
+        op.key_groups_event_time(8, &[g], None, &mut out).unwrap();
+        assert_eq!(triples(&out), [(b, 1.0, t0 + 5 * S - 1)]);
+        feed_at(op.as_mut(), &[(b, 0.0, t0 + 4 * S)]);
+        assert_eq!(op.late_records_dropped(), 1);
+        // Behind again, then moved away: its keys are forgotten, nothing fires, and a later
+        // restore that is not behind follows the subtask.
+        op.restore_keyed_behind(KeyedSnapshot::new(8), &[g], t0 + 3 * S)
+            .unwrap();
+        feed_at(op.as_mut(), &[(b, 0.0, t0 + 4 * S)]);
+        op.forget_key_groups(8, &[g]).unwrap();
+        op.restore_keyed(KeyedSnapshot::new(8)).unwrap();
+        feed_at(op.as_mut(), &[(b, 0.0, t0 + 4 * S)]);
+        assert_eq!(op.late_records_dropped(), 2);
+        assert!(watermark(op.as_mut(), t0 + 20 * S).is_empty());
+    }
+
+    #[test]
+    fn a_checkpoint_with_a_key_group_behind_keeps_its_windows_and_the_least_progress() {
+        use tidemark_runtime::keyed_state::KeyedSnapshot;
+        let [(a, _), (b, g)] = keys_in_two_groups();
+        let t0 = 1_700_000_000 * S;
+        let mut op = event_window("count", "0");
+        feed_at(op.as_mut(), &[(a, 0.0, t0 + 10 * S)]);
+        watermark(op.as_mut(), t0 + 10 * S - 1);
+        op.restore_keyed_behind(KeyedSnapshot::new(8), &[g], t0 + 3 * S)
+            .unwrap();
+        feed_at(op.as_mut(), &[(b, 0.0, t0 + 4 * S)]);
+        let mut out = Output::default();
+        op.key_groups_event_time(8, &[g], Some(t0 + 4 * S - 1), &mut out)
+            .unwrap();
+        let mut saved = KeyedSnapshot::new(8);
+        op.snapshot_keyed(1, &mut saved).unwrap();
+        let mut restored = event_window("count", "0");
+        restored.restore_keyed(saved).unwrap();
+        // Both keys' windows are there, and b's is not late at the restored progress.
+        assert_eq!(
+            watermark(restored.as_mut(), t0 + 11 * S),
+            [(b, 1.0, t0 + 5 * S - 1), (a, 1.0, t0 + 11 * S - 1)]
+        );
+        assert_eq!(restored.late_records_dropped(), 0);
     }
 
     #[test]
