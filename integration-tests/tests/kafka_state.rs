@@ -366,9 +366,12 @@ fn assert_output_is_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, 
                         .filter(|l| {
                             l.starts_with("tidemark_watermark_seconds")
                                 || l.starts_with("tidemark_watermark_holder_info")
-                                || l.starts_with("tidemark_records_dropped_total")
                                 || l.starts_with("tidemark_kafka_lag_records")
                                 || l.starts_with("tidemark_job_stalled")
+                                // Only drops that happened: the zeros would hide the rest
+                                // in a CI log cut short.
+                                || (l.starts_with("tidemark_records_dropped_total")
+                                    && !l.ends_with(" 0"))
                         })
                         .map(|l| format!("{addr} {l}"))
                         .collect::<Vec<_>>()
@@ -415,9 +418,6 @@ fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance() {
 }
 
 #[test]
-#[ignore = "known bug, fails in about half the full-suite runs: a survivor's window subtask whose \
-            event time passed the dead instance's input before the dead instance's exchange \
-            partitions moved to it drops their records as late (docs/kafka.md, Failover)"]
 fn a_killed_instances_state_moves_to_the_survivor_and_then_to_a_new_instance_on_tansu() {
     killed_instance_state_moves(Kind::Tansu);
 }
@@ -595,17 +595,11 @@ fn killed_with_idle_partitions(kind: Kind, group: &str) {
 }
 
 #[test]
-#[ignore = "known bug, fails in about half the full-suite runs: a survivor's window subtask whose \
-            event time passed the dead instance's input before the dead instance's exchange \
-            partitions moved to it drops their records as late (docs/kafka.md, Failover)"]
 fn a_killed_instances_idle_partitions_hold_event_time_until_read_again() {
     killed_with_idle_partitions(Kind::Mock, GROUP);
 }
 
 #[test]
-#[ignore = "known bug, fails in about half the full-suite runs: a survivor's window subtask whose \
-            event time passed the dead instance's input before the dead instance's exchange \
-            partitions moved to it drops their records as late (docs/kafka.md, Failover)"]
 fn a_killed_instances_idle_partitions_hold_event_time_until_read_again_on_tansu() {
     killed_with_idle_partitions(Kind::Tansu, GROUP);
 }

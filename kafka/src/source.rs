@@ -1888,12 +1888,10 @@ impl Source for KafkaSource {
             return moves;
         }
         let (watermarks, topic) = (&self.watermarks, &kept.exchange_topic);
-        self.late_joiners.follow(
-            &mut moves,
-            kept.partitions(),
-            watermarks.emitted(),
-            |p| watermarks.state(topic, p),
-        );
+        self.late_joiners
+            .follow(&mut moves, kept.partitions(), watermarks.emitted(), |p| {
+                watermarks.state(topic, p)
+            });
         moves
     }
 

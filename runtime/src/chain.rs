@@ -577,9 +577,11 @@ impl Chain {
         m: StateMove,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        let Some(i) = self.nodes.iter().position(
-            |node| matches!(&node.kind, NodeKind::Operator(op) if op.has_keyed_state()),
-        ) else {
+        let Some(i) = self
+            .nodes
+            .iter()
+            .position(|node| matches!(&node.kind, NodeKind::Operator(op) if op.has_keyed_state()))
+        else {
             return Ok(());
         };
         self.current_vertex = self.nodes[i].vertex;

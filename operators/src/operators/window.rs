@@ -763,10 +763,18 @@ mod tests {
             .unwrap();
         let fed = feed_at(
             op.as_mut(),
-            &[(b, 0.0, t0 + 4 * S), (b, 0.0, t0 + 5 * S + 1), (a, 0.0, t0 + 4 * S)],
+            &[
+                (b, 0.0, t0 + 4 * S),
+                (b, 0.0, t0 + 5 * S + 1),
+                (a, 0.0, t0 + 4 * S),
+            ],
         );
         assert!(fed.is_empty());
-        assert_eq!(op.late_records_dropped(), 1, "a's record is late, b's are not");
+        assert_eq!(
+            op.late_records_dropped(),
+            1,
+            "a's record is late, b's are not"
+        );
         // Its own watermark fires its windows.
         let mut out = Output::default();
         op.key_groups_event_time(8, &[g], Some(t0 + 5 * S - 1), &mut out)
@@ -778,7 +786,11 @@ mod tests {
             .unwrap();
         assert_eq!(triples(&out), [(b, 1.0, t0 + 6 * S - 1)]);
         feed_at(op.as_mut(), &[(b, 0.0, t0 + 9 * S), (b, 0.0, t0 + 10 * S)]);
-        assert_eq!(op.late_records_dropped(), 2, "b follows the subtask's event time");
+        assert_eq!(
+            op.late_records_dropped(),
+            2,
+            "b follows the subtask's event time"
+        );
         assert_eq!(
             watermark(op.as_mut(), t0 + 11 * S - 1),
             [(b, 1.0, t0 + 11 * S - 1)]
