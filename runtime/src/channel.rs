@@ -40,6 +40,13 @@ pub(crate) struct ChannelWriter {
     batch_size: usize,
     /// Records of the batches sent successfully (to count what a hard stop left undelivered).
     pub(crate) sent: u64,
+    /// Batch buffers this writer made so far, and how many it may have out at once (its
+    /// *credit*): with every buffer out (queued, being processed, or held by a reader that is
+    /// aligning a checkpoint barrier and has blocked this input), the next send waits for one
+    /// to come back. So a blocked input is backpressured, not buffered without bound
+    /// (`docs/state.md`, "Memory during alignment").
+    made: usize,
+    credit: usize,
 }
 
 /// Time a task spent blocked in sends, the abort flag it must watch, and the task its thread
@@ -96,6 +103,7 @@ impl ChannelWriter {
         slot: u32,
         queue_gauge: Arc<crate::metrics::SubtaskMetrics>,
         batch_size: usize,
+        credit: usize,
     ) -> Self {
         ChannelWriter {
             tx,
@@ -106,6 +114,8 @@ impl ChannelWriter {
             queue_gauge,
             batch_size,
             sent: 0,
+            made: 1,
+            credit: credit.max(2),
         }
     }
 
@@ -213,7 +223,7 @@ impl ChannelWriter {
     fn send(&mut self, cx: &mut SendContext<'_>) -> Result<(), Aborted> {
         let fresh = match self.pool.try_recv() {
             Ok(batch) => batch,
-            Err(_) => Batch::with_capacity(self.batch_size),
+            Err(_) => self.fresh_batch(cx)?,
         };
         let batch = std::mem::replace(&mut self.pending, fresh);
         self.pending_since = None;
@@ -237,6 +247,87 @@ impl ChannelWriter {
             }
         }
         result
+    }
+
+    /// A buffer for the next batch when none came back: a new one while the credit lasts;
+    /// otherwise it waits for the reader to give one back. A batch carrying a checkpoint
+    /// barrier never waits: a barrier must reach every output whatever is blocked (a task
+    /// broadcasts it, then flushes each output in turn; one of them waiting on a reader that
+    /// is aligning could keep the barrier from an output that reader waits for).
+    #[cold]
+    #[inline(never)]
+    fn fresh_batch(&mut self, cx: &mut SendContext<'_>) -> Result<Batch, Aborted> {
+        let barrier = || {
+            self.pending
+                .events
+                .iter()
+                .any(|(_, e)| matches!(e, Event::Barrier(_)))
+        };
+        if self.made < self.credit || barrier() {
+            self.made += 1;
+            return Ok(Batch::with_capacity(self.batch_size));
+        }
+        let started = Instant::now();
+        let mut lent = Duration::ZERO;
+        let result = match cx.assist.as_deref_mut() {
+            Some(assist) => self.buffer_assisted(cx.abort, assist, &mut lent),
+            None => self.buffer_waiting(cx.abort),
+        };
+        *cx.backpressured += started.elapsed().saturating_sub(lent);
+        result
+    }
+
+    /// Waits for a buffer to come back, alone in the thread. A reader that is gone gives none:
+    /// a new one, and the send finds out.
+    fn buffer_waiting(&mut self, abort: &AtomicBool) -> Result<Batch, Aborted> {
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return Err(Aborted);
+            }
+            match self.pool.recv_timeout(ABORT_POLL) {
+                Ok(batch) => return Ok(batch),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Ok(Batch::with_capacity(self.batch_size))
+                }
+            }
+        }
+    }
+
+    /// Waits for a buffer to come back, running the channel task that shares the thread
+    /// meanwhile (it may be the very reader holding the buffers).
+    fn buffer_assisted(
+        &mut self,
+        abort: &AtomicBool,
+        assist: &mut dyn Assist,
+        lent: &mut Duration,
+    ) -> Result<Batch, Aborted> {
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return Err(Aborted);
+            }
+            let served = assist.serve()?;
+            *lent += served.spent;
+            match self.pool.try_recv() {
+                Ok(batch) => return Ok(batch),
+                Err(TryRecvError::Disconnected) => {
+                    return Ok(Batch::with_capacity(self.batch_size))
+                }
+                Err(TryRecvError::Empty) if served.took => continue,
+                Err(TryRecvError::Empty) => {}
+            }
+            let got = crossbeam_channel::select! {
+                recv(self.pool) -> batch => match batch {
+                    Ok(batch) => return Ok(batch),
+                    Err(_) => return Ok(Batch::with_capacity(self.batch_size)),
+                },
+                recv(assist.input()) -> m => Some(m),
+                default(ABORT_POLL) => None,
+            };
+            if let Some(m) = got {
+                *lent += assist.take(m.map_err(|_| Aborted)?)?.spent;
+            }
+        }
     }
 
     /// Tells the receiver this writer is done. Sends what is pending first.
@@ -430,7 +521,10 @@ mod tests {
         ));
         let (tx, rx) = queue(1);
         let (_returns, pool_rx) = pool(1);
-        (ChannelWriter::new(tx, pool_rx, 3, metrics, 1), rx)
+        (
+            ChannelWriter::new(tx, pool_rx, 3, metrics, 1, usize::MAX),
+            rx,
+        )
     }
 
     fn keys(rx: &Receiver<Message>) -> Vec<i64> {
@@ -447,6 +541,45 @@ mod tests {
                 Message::End { .. } => vec![-1],
             })
             .collect()
+    }
+
+    #[test]
+    fn a_writer_with_every_buffer_out_waits_for_one_back_but_a_barrier_never_does() {
+        let metrics = Arc::new(SubtaskMetrics::new(
+            Granularity::Single,
+            NonZeroUsize::new(1).unwrap(),
+            Buckets::marker_latency(),
+        ));
+        // A roomy queue: only the credit (2 buffers) can make a send wait.
+        let (tx, rx) = queue(64);
+        let (returns, pool_rx) = pool(2);
+        let mut writer = ChannelWriter::new(tx, pool_rx, 0, metrics, 1, 2);
+        let abort = AtomicBool::new(false);
+        let mut backpressured = Duration::ZERO;
+        let mut cx = SendContext {
+            abort: &abort,
+            backpressured: &mut backpressured,
+            assist: None,
+        };
+        // The first send makes the second buffer; the second finds none: it waits, and only
+        // the abort flag ends the wait here (nobody gives a buffer back).
+        assert!(writer.push(Record::new(1, 0.0, 0), &mut cx).is_ok());
+        abort.store(true, Ordering::Relaxed);
+        assert!(writer.push(Record::new(2, 0.0, 0), &mut cx).is_err());
+        assert_eq!(writer.sent, 1, "a blocked input is held back at its writer");
+        // A batch carrying a barrier goes out whatever the credit.
+        writer.push_event(Event::Barrier(7));
+        assert!(writer.flush(&mut cx).is_ok());
+        // A buffer given back lets the next one go.
+        abort.store(false, Ordering::Relaxed);
+        let mut first = match rx.try_recv().unwrap() {
+            Message::Data { batch, .. } => batch,
+            Message::End { .. } => unreachable!(),
+        };
+        first.clear();
+        returns.send(first).unwrap();
+        assert!(writer.push(Record::new(3, 0.0, 0), &mut cx).is_ok());
+        assert!(writer.sent >= 2);
     }
 
     #[test]

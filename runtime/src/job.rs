@@ -458,7 +458,10 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                         },
                     )
                 });
-                let (pool_tx, pool_rx) = channel::pool(config.channel_capacity.max(1) + 2);
+                // A writer's credit: a full queue, one batch being processed and one being
+                // filled; the pool holds them all, so none is lost on the way back.
+                let credit = config.channel_capacity.max(1) + 2;
+                let (pool_tx, pool_rx) = channel::pool(credit);
                 let slot = reader.returns.len() as u32;
                 reader.returns.push(pool_tx);
                 reader
@@ -471,6 +474,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                     slot,
                     gauge,
                     batch_size,
+                    credit,
                 ));
             }
         }

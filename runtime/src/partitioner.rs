@@ -343,6 +343,7 @@ mod tests {
                 0,
                 metrics.clone(),
                 batch_size,
+                usize::MAX,
             ));
             receivers.push(rx);
         }
