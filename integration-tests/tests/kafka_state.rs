@@ -472,10 +472,14 @@ fn two_instances_through_the_first_half(
     job: &Path,
     bootstrap: &str,
 ) -> ((Proc, SocketAddr), (Proc, SocketAddr)) {
-    let (a, addr_a) = instance(dir.path(), job, "a");
-    let (b, addr_b) = instance(dir.path(), job, "b");
+    let (mut a, addr_a) = instance(dir.path(), job, "a");
+    let (mut b, addr_b) = instance(dir.path(), job, "b");
     for (source, n) in [("events", 4), (READER, 8)] {
         wait_until(&format!("{source} spread over both instances"), || {
+            // An instance that exited says why, rather than its endpoint refusing.
+            for p in [&mut a, &mut b] {
+                assert!(!p.has_exited(), "an instance exited: {}", p.stderr());
+            }
             spread(&[addr_a, addr_b], source, n)
         });
     }

@@ -512,27 +512,42 @@ impl Chain {
                         .as_ref()
                         .and_then(|c| c.vertex(node.vertex));
                     let max_parallelism = m.map_or(1, |m| m.max_parallelism);
-                    let keyed = match op.has_keyed_state() {
-                        true => {
-                            let mut state = match &self.checkpoints {
-                                Some(c) => c.keyed_snapshot(max_parallelism),
-                                None => KeyedSnapshot::new(max_parallelism),
-                            };
-                            op.snapshot_keyed(n, &mut state).map_err(user)?;
-                            Some(state)
+                    let checkpoints = &self.checkpoints;
+                    let taken = (|| {
+                        let keyed = match op.has_keyed_state() {
+                            true => {
+                                let mut state = match checkpoints {
+                                    Some(c) => c.keyed_snapshot(max_parallelism),
+                                    None => KeyedSnapshot::new(max_parallelism),
+                                };
+                                op.snapshot_keyed(n, &mut state)?;
+                                Some(state)
+                            }
+                            false => None,
+                        };
+                        Ok::<_, BoxError>((keyed, op.snapshot_local(n)?))
+                    })();
+                    match taken {
+                        Ok((keyed, local)) => submit(
+                            checkpoints,
+                            self.subtask,
+                            node.vertex,
+                            n,
+                            keyed,
+                            local,
+                            None,
+                        ),
+                        // The checkpoint is declined, not the job (until too many fail in a
+                        // row: `checkpoint.tolerable_failures`).
+                        Err(error) => {
+                            if let Some(c) = checkpoints {
+                                let id = c.vertex(node.vertex).map_or("?", |m| m.id.as_str());
+                                let cause = format!("subtask {} of {id}: {error}", self.subtask);
+                                tracing::warn!("checkpoint {n} declined: {cause}");
+                                c.decline(n, cause);
+                            }
                         }
-                        false => None,
-                    };
-                    let local = op.snapshot_local(n).map_err(user)?;
-                    submit(
-                        &self.checkpoints,
-                        self.subtask,
-                        node.vertex,
-                        n,
-                        keyed,
-                        local,
-                        None,
-                    );
+                    }
                 }
                 NodeKind::Operator(_) => {}
             }

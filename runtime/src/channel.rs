@@ -57,6 +57,12 @@ pub(crate) struct SendContext<'a> {
     /// The channel task sharing this task's thread ([`crate::worker`]): a send that finds its
     /// queue full runs it meanwhile, or two such threads could each wait for the other.
     pub assist: Option<&'a mut dyn Assist>,
+    /// Whether a send may wait for the writer's credit ([`ChannelWriter`]): not for a channel
+    /// task run inside another task's wait (a source's send that found its queue full runs
+    /// its paired channel task): that task's output waiting on a reader that is aligning
+    /// could keep the outer task from delivering a barrier the reader waits for. Such a task
+    /// takes a new buffer instead, for as long as the outer wait lasts.
+    pub credit_waits: bool,
 }
 
 /// A channel task that shares its thread with the task sending to it ([`crate::worker`]),
@@ -263,7 +269,7 @@ impl ChannelWriter {
                 .iter()
                 .any(|(_, e)| matches!(e, Event::Barrier(_)))
         };
-        if self.made < self.credit || barrier() {
+        if self.made < self.credit || !cx.credit_waits || barrier() {
             self.made += 1;
             return Ok(Batch::with_capacity(self.batch_size));
         }
@@ -560,6 +566,7 @@ mod tests {
             abort: &abort,
             backpressured: &mut backpressured,
             assist: None,
+            credit_waits: true,
         };
         // The first send makes the second buffer; the second finds none: it waits, and only
         // the abort flag ends the wait here (nobody gives a buffer back).
@@ -607,6 +614,7 @@ mod tests {
             abort: &abort,
             backpressured: &mut backpressured,
             assist: None,
+            credit_waits: true,
         };
         for k in 0..200u64 {
             assert!(writer.push(Record::new(k, 0.0, 0), &mut cx).is_ok());
@@ -630,6 +638,7 @@ mod tests {
             abort: &abort,
             backpressured: &mut backpressured,
             assist: None,
+            credit_waits: true,
         };
         assert!(writer.push(Record::new(1, 0.0, 0), &mut cx).is_ok());
         // The queue is full and nobody reads it: only the abort flag ends the wait.

@@ -44,6 +44,46 @@ pub struct Checkpoints {
     /// Checkpoints to a directory, when the job writes them.
     storage: Option<Storage>,
     inner: Mutex<Inner>,
+    /// When checkpoints may start and how many may fail in a row.
+    policy: CheckpointPolicy,
+    /// When the coordinator was made: the origin of the times below.
+    born: Instant,
+    /// When the newest checkpoint settled (completed or failed), ns after `born`; 0: none yet.
+    settled_at: AtomicU64,
+    /// One more than the last interval (counted from `born`) in which a due checkpoint was
+    /// skipped, so that the sources skipping it together count it once.
+    skipped_tick: AtomicU64,
+    skipped_total: AtomicU64,
+    /// Checkpoints that failed since the last one that completed.
+    failed_in_a_row: AtomicU64,
+}
+
+/// When checkpoints start, and how many may fail (`checkpoint.max_concurrent`, `min_pause` and
+/// `tolerable_failures` in a job file), as Flink's `CheckpointRequestDecider` and
+/// `tolerable-failed-checkpoints`: a checkpoint whose time has come while
+/// `max_concurrent` are still in flight, or less than `min_pause` after the last one settled,
+/// is skipped (`tidemark_checkpoints_skipped_total`) and starts as soon as it may, so a store
+/// slower than the interval makes checkpoints rarer instead of piling snapshots up in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointPolicy {
+    /// Checkpoints in flight at once (at least 1; default 1).
+    pub max_concurrent: u64,
+    /// The least time from one checkpoint settling (completed or failed) to the next starting
+    /// (default 0).
+    pub min_pause: Duration,
+    /// Checkpoints that may fail in a row (not written, a snapshot that failed) before the job
+    /// fails, naming the last cause (default 3).
+    pub tolerable_failures: u64,
+}
+
+impl Default for CheckpointPolicy {
+    fn default() -> Self {
+        CheckpointPolicy {
+            max_concurrent: 1,
+            min_pause: Duration::ZERO,
+            tolerable_failures: 3,
+        }
+    }
 }
 
 /// Where and how a job's checkpoints are written ([`crate::checkpoint_store`]).
@@ -111,6 +151,8 @@ struct Inner {
     /// every later checkpoint (the subtask has nothing more to read or emit).
     finals: BTreeMap<(usize, u32), StateFile>,
     last: Option<CompletedCheckpoint>,
+    /// What made the last failed checkpoint fail.
+    last_failure: Option<String>,
     /// Per vertex id: how long barriers were aligned.
     alignment: BTreeMap<String, AlignmentHistogram>,
     /// Per vertex id: how long a task took its chain's snapshot, once aligned (Flink's sync
@@ -129,7 +171,95 @@ impl Checkpoints {
             failed: AtomicU64::new(0),
             storage: None,
             inner: Mutex::new(Inner::default()),
+            policy: CheckpointPolicy::default(),
+            born: Instant::now(),
+            settled_at: AtomicU64::new(0),
+            skipped_tick: AtomicU64::new(0),
+            skipped_total: AtomicU64::new(0),
+            failed_in_a_row: AtomicU64::new(0),
         }
+    }
+
+    /// The same coordinator under `policy`.
+    pub fn with_policy(mut self, policy: CheckpointPolicy) -> Self {
+        self.policy = CheckpointPolicy {
+            max_concurrent: policy.max_concurrent.max(1),
+            ..policy
+        };
+        self
+    }
+
+    /// Whether a source subtask whose last barrier was `sent` may start the next checkpoint
+    /// at `now`: fewer than `max_concurrent` in flight and `min_pause` since the last settled.
+    /// Two atomic loads (three with a pause): asked once per loop of a source whose
+    /// checkpoint is due.
+    pub(crate) fn may_start(&self, sent: u64, now: Instant) -> bool {
+        let settled = self.completed().max(self.failed.load(Ordering::Acquire));
+        if sent.saturating_sub(settled) >= self.policy.max_concurrent {
+            return false;
+        }
+        if self.policy.min_pause.is_zero() {
+            return true;
+        }
+        match self.settled_at.load(Ordering::Acquire) {
+            0 => true,
+            at => {
+                let since = self.born + Duration::from_nanos(at);
+                now.saturating_duration_since(since) >= self.policy.min_pause
+            }
+        }
+    }
+
+    /// A source subtask's checkpoint was due at `now` but may not start yet
+    /// ([`Checkpoints::may_start`]): counted once per interval, however many sources skip.
+    pub(crate) fn skipped(&self, now: Instant) {
+        let Some(interval) = self.interval else {
+            return;
+        };
+        let tick = (now.saturating_duration_since(self.born).as_nanos()
+            / interval.as_nanos().max(1)) as u64
+            + 1;
+        if self.skipped_tick.fetch_max(tick, Ordering::AcqRel) < tick {
+            self.skipped_total.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Checkpoints skipped so far ([`Checkpoints::skipped`]).
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped_total.load(Ordering::Relaxed)
+    }
+
+    /// Why the job must fail: more than `tolerable_failures` checkpoints in a row failed.
+    /// One atomic load while none did.
+    pub(crate) fn too_many_failures(&self) -> Option<String> {
+        let failed = self.failed_in_a_row.load(Ordering::Acquire);
+        if failed <= self.policy.tolerable_failures {
+            return None;
+        }
+        let cause = lock(&self.inner)
+            .last_failure
+            .clone()
+            .unwrap_or_else(|| "unknown".to_owned());
+        Some(format!(
+            "{failed} checkpoints in a row failed (checkpoint.tolerable_failures is {}); the \
+             last: {cause}",
+            self.policy.tolerable_failures
+        ))
+    }
+
+    /// A vertex subtask could not take its snapshot for checkpoint `n` (`cause`): the
+    /// checkpoint is declined, not the job ([`CheckpointPolicy::tolerable_failures`]).
+    pub(crate) fn decline(&self, n: u64, cause: String) {
+        let mut inner = lock(&self.inner);
+        inner.parts.remove(&n);
+        self.fail_locked(&mut inner, n, cause);
+    }
+
+    fn note_settled(&self) {
+        let at = Instant::now()
+            .saturating_duration_since(self.born)
+            .as_nanos() as u64;
+        self.settled_at.store(at.max(1), Ordering::Release);
     }
 
     /// Writes each checkpoint to `storage` for a job named `job` with `vertices` (their files
@@ -222,6 +352,10 @@ impl Checkpoints {
         let Some(storage) = &self.storage else {
             return;
         };
+        if self.failed.load(Ordering::Acquire) >= n && self.completed() < n {
+            // Declined (a snapshot failed) or failed: the rest of its state is not kept.
+            return;
+        }
         let mut inner = lock(&self.inner);
         inner.parts.entry(n).or_default().push((vertex, file));
         self.settle(&mut inner, storage, n);
@@ -235,9 +369,13 @@ impl Checkpoints {
             return;
         };
         let gave = |v: usize, s: u32| parts.iter().any(|(pv, f)| *pv == v && f.subtask == s);
-        if inner.finished.iter().any(|(v, s)| !gave(*v, *s)) {
+        if let Some((v, s)) = inner.finished.iter().find(|(v, s)| !gave(*v, *s)) {
+            let cause = format!(
+                "subtask {s} of {} ended without giving its state",
+                storage.vertices.get(*v).map_or("?", |m| m.id.as_str())
+            );
             inner.parts.remove(&n);
-            self.fail_locked(inner, n);
+            self.fail_locked(inner, n, cause);
             return;
         }
         let standing = inner.finals.keys().filter(|(v, s)| !gave(*v, *s)).count();
@@ -255,7 +393,7 @@ impl Checkpoints {
             None => false,
         };
         if !sent {
-            self.fail_locked(inner, n);
+            self.fail_locked(inner, n, "the checkpoint writer is gone".to_owned());
         }
     }
 
@@ -286,14 +424,17 @@ impl Checkpoints {
         }
     }
 
-    fn fail_locked(&self, inner: &mut Inner, n: u64) {
+    fn fail_locked(&self, inner: &mut Inner, n: u64, cause: String) {
         self.failed.fetch_max(n, Ordering::AcqRel);
         inner.failed_total += 1;
         inner.started.remove(&n);
+        inner.last_failure = Some(format!("checkpoint {n}: {cause}"));
+        self.failed_in_a_row.fetch_add(1, Ordering::AcqRel);
+        self.note_settled();
     }
 
-    fn fail(&self, n: u64) {
-        self.fail_locked(&mut lock(&self.inner), n);
+    fn fail(&self, n: u64, cause: String) {
+        self.fail_locked(&mut lock(&self.inner), n, cause);
     }
 
     /// Writes checkpoint `n` (on the writer thread, encoding each file in `buffer`), then
@@ -341,7 +482,7 @@ impl Checkpoints {
             }
             Err(e) => {
                 tracing::warn!("checkpoint {n} failed: {e}");
-                self.fail(n);
+                self.fail(n, e.to_string());
             }
         }
     }
@@ -454,6 +595,8 @@ impl Checkpoints {
             return;
         }
         self.completed.store(min, Ordering::Release);
+        self.failed_in_a_row.store(0, Ordering::Release);
+        self.note_settled();
         let now = Instant::now();
         let done: Vec<u64> = inner.started.range(..=min).map(|(n, _)| *n).collect();
         for n in done {
@@ -483,6 +626,12 @@ pub const COMPLETED: SeriesFamily = SeriesFamily::counter(
 pub const FAILED: SeriesFamily = SeriesFamily::counter(
     "tidemark_checkpoints_failed_total",
     "Checkpoints that failed: not written (a write error, a subtask that ended before giving its state), or started and never completed (the job ended, failed or was stopped hard before every sink acknowledged them).",
+);
+
+/// `tidemark_checkpoints_skipped_total`.
+pub const SKIPPED: SeriesFamily = SeriesFamily::counter(
+    "tidemark_checkpoints_skipped_total",
+    "Checkpoints whose time came while checkpoint.max_concurrent were still in flight or within checkpoint.min_pause of the last one (each started as soon as it could: a slow store makes checkpoints rarer, not memory grow).",
 );
 
 /// `tidemark_checkpoint_duration_seconds`, with the buckets [`DURATION_BUCKETS`].
@@ -526,6 +675,7 @@ impl SeriesSource for Checkpoints {
         let inner = lock(&self.inner);
         out.number(&COMPLETED, &[], inner.completed_total as f64);
         out.number(&FAILED, &[], inner.failed_total as f64);
+        out.number(&SKIPPED, &[], self.skipped_total() as f64);
         out.histogram(
             &DURATION,
             &[],
@@ -705,12 +855,13 @@ mod tests {
             [
                 "tidemark_checkpoints_completed_total",
                 "tidemark_checkpoints_failed_total",
+                "tidemark_checkpoints_skipped_total",
                 "tidemark_checkpoint_duration_seconds"
             ]
         );
         assert_eq!(families[0].series[0].value, SeriesValue::Number(2.0));
         assert_eq!(families[1].series[0].value, SeriesValue::Number(0.0));
-        let SeriesValue::Histogram { buckets, count, .. } = &families[2].series[0].value else {
+        let SeriesValue::Histogram { buckets, count, .. } = &families[3].series[0].value else {
             panic!("{families:?}");
         };
         assert_eq!(*count, 2);
@@ -842,6 +993,79 @@ mod tests {
         assert_eq!(loaded.file("src", 1).unwrap().position, Some(vec![1]));
         assert_eq!(c.last_completed().map(|l| l.id), Some(1));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn at_most_max_concurrent_checkpoints_are_in_flight() {
+        let now = Instant::now();
+        let c = Checkpoints::new(Some(Duration::from_secs(1)), 1);
+        assert!(c.may_start(0, now));
+        c.triggered(1);
+        assert!(!c.may_start(1, now), "checkpoint 1 is in flight");
+        c.acknowledge(0, 1);
+        assert!(c.may_start(1, now), "it completed");
+        let c = Checkpoints::new(Some(Duration::from_secs(1)), 1).with_policy(CheckpointPolicy {
+            max_concurrent: 2,
+            ..CheckpointPolicy::default()
+        });
+        c.triggered(1);
+        assert!(c.may_start(1, now));
+        c.triggered(2);
+        assert!(!c.may_start(2, now));
+        // A failed one settles too.
+        c.decline(2, "a test".into());
+        assert!(c.may_start(2, now));
+    }
+
+    #[test]
+    fn min_pause_counts_from_the_last_settled_checkpoint() {
+        let c = Checkpoints::new(Some(Duration::from_secs(1)), 1).with_policy(CheckpointPolicy {
+            min_pause: Duration::from_secs(3600),
+            ..CheckpointPolicy::default()
+        });
+        assert!(c.may_start(0, Instant::now()), "nothing settled yet");
+        c.triggered(1);
+        c.acknowledge(0, 1);
+        assert!(!c.may_start(1, Instant::now()));
+        assert!(c.may_start(1, Instant::now() + Duration::from_secs(3601)));
+    }
+
+    #[test]
+    fn a_skipped_checkpoint_counts_once_per_interval_however_many_sources_skip_it() {
+        let c = Checkpoints::new(Some(Duration::from_secs(10)), 1);
+        let t = c.born + Duration::from_secs(25);
+        c.skipped(t);
+        c.skipped(t);
+        c.skipped(t + Duration::from_secs(1));
+        assert_eq!(c.skipped_total(), 1);
+        c.skipped(t + Duration::from_secs(10));
+        assert_eq!(c.skipped_total(), 2);
+        let skipped = collect(&c)
+            .into_iter()
+            .find(|f| f.family.name == "tidemark_checkpoints_skipped_total")
+            .unwrap();
+        assert_eq!(skipped.series[0].value, SeriesValue::Number(2.0));
+    }
+
+    #[test]
+    fn the_job_fails_only_after_more_than_tolerable_failures_in_a_row() {
+        let c = Checkpoints::new(Some(Duration::from_secs(1)), 1);
+        for n in 1..=3 {
+            c.triggered(n);
+            c.decline(n, format!("disk full {n}"));
+            assert_eq!(c.too_many_failures(), None, "{n} failed");
+        }
+        // One completes: the count starts again.
+        c.triggered(4);
+        c.acknowledge(0, 4);
+        for n in 5..=8 {
+            c.triggered(n);
+            c.decline(n, format!("disk full {n}"));
+        }
+        let why = c.too_many_failures().expect("four in a row");
+        assert!(why.contains("4 checkpoints in a row failed"), "{why}");
+        assert!(why.contains("checkpoint 8: disk full 8"), "{why}");
+        assert_eq!(c.failed_total(), 7);
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub struct JobConfig {
     /// How often sources start a checkpoint (barriers for at-least-once delivery, see
     /// [`checkpoint`](crate::checkpoint)); `None`: no checkpoints.
     pub checkpoint_interval: Option<Duration>,
+    /// When checkpoints may start and how many may fail in a row
+    /// ([`CheckpointPolicy`](crate::checkpoint::CheckpointPolicy)).
+    pub checkpoint_policy: crate::checkpoint::CheckpointPolicy,
     /// How tasks wait when they have nothing to do.
     pub idle_strategy: IdleStrategy,
     /// Let a source task and the channel task it feeds share a thread where the plan allows
@@ -140,6 +143,7 @@ impl Default for JobConfig {
             marker_buckets: Buckets::marker_latency(),
             e2e_buckets: Buckets::e2e_latency(),
             checkpoint_interval: None,
+            checkpoint_policy: crate::checkpoint::CheckpointPolicy::default(),
             idle_strategy: IdleStrategy::Park,
             share_threads: true,
             checkpoint_storage: None,

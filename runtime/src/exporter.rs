@@ -1481,6 +1481,9 @@ mod tests {
              # HELP tidemark_checkpoints_failed_total Checkpoints that failed: not written (a write error, a subtask that ended before giving its state), or started and never completed (the job ended, failed or was stopped hard before every sink acknowledged them).\n\
              # TYPE tidemark_checkpoints_failed_total counter\n\
              tidemark_checkpoints_failed_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
+             # HELP tidemark_checkpoints_skipped_total Checkpoints whose time came while checkpoint.max_concurrent were still in flight or within checkpoint.min_pause of the last one (each started as soon as it could: a slow store makes checkpoints rarer, not memory grow).\n\
+             # TYPE tidemark_checkpoints_skipped_total counter\n\
+             tidemark_checkpoints_skipped_total{job_name=\"cp\",tidemark_instance=\"a\\\"b\"} 0\n\
              # HELP tidemark_checkpoint_duration_seconds Time from a checkpoint's first barrier to the last sink acknowledgement.\n\
              # TYPE tidemark_checkpoint_duration_seconds histogram\n",
         );

@@ -392,7 +392,8 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
         .filter(|v| v.kind() == VertexKind::Sink)
         .map(|v| v.parallelism)
         .sum();
-    let mut checkpoints = Checkpoints::new(config.checkpoint_interval, sink_subtasks);
+    let mut checkpoints = Checkpoints::new(config.checkpoint_interval, sink_subtasks)
+        .with_policy(config.checkpoint_policy);
     if let (Some(storage), Some(_)) = (&config.checkpoint_storage, config.checkpoint_interval) {
         let vertices = graph
             .vertices

@@ -354,6 +354,7 @@ mod tests {
             abort: &abort,
             backpressured: &mut backpressured,
             assist: None,
+            credit_waits: true,
         };
         for part in records.chunks(slice) {
             edge.write(part, &mut cx).unwrap();

@@ -311,6 +311,7 @@ impl Task {
                 abort: &flags.abort,
                 backpressured: &mut self.times.backpressured,
                 assist: reborrow(&mut assist),
+                credit_waits: true,
             };
             if flags.abort.load(Ordering::Relaxed) {
                 return Err(ChainError::Aborted);
@@ -509,6 +510,7 @@ impl Task {
                 abort: &flags.abort,
                 backpressured: &mut self.times.backpressured,
                 assist: reborrow(&mut assist),
+                credit_waits: true,
             };
             let max_timestamp = watermarks.as_ref().map(|w| w.max_timestamp());
             c.finish(
@@ -602,6 +604,8 @@ impl Task {
             abort: &flags.abort,
             backpressured: &mut self.times.backpressured,
             assist: None,
+            // Run alone (`block`), not inside another task's wait.
+            credit_waits: block,
         };
         if flags.abort.load(Ordering::Relaxed) {
             return Err(ChainError::Aborted);
@@ -715,6 +719,7 @@ impl Task {
             abort: &self.flags.abort,
             backpressured: &mut self.times.backpressured,
             assist: reborrow(&mut assist),
+            credit_waits: true,
         };
         let now = self.clock.now_nanos();
         let (started, idle, backpressured) =
@@ -996,8 +1001,20 @@ impl SourceCheckpoints {
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
         if now >= self.next_due {
-            self.barrier(source, max_timestamp, chain, cx)?;
-            self.next_due = now + self.interval;
+            if self.coordinator.may_start(self.sent, now) {
+                self.barrier(source, max_timestamp, chain, cx)?;
+                self.next_due = now + self.interval;
+            } else {
+                // Due but one is still in flight (or within min_pause): skipped, and started
+                // as soon as it may (the timer stays due).
+                self.coordinator.skipped(now);
+            }
+        }
+        if let Some(cause) = self.coordinator.too_many_failures() {
+            return Err(ChainError::User {
+                node: None,
+                error: cause.into(),
+            });
         }
         self.commit(source)
     }
