@@ -34,6 +34,7 @@ pub fn job_config(settings: &Settings, seed: Option<u64>) -> JobConfig {
         marker_buckets: settings.marker_buckets.clone(),
         e2e_buckets: settings.e2e_buckets.clone(),
         checkpoint_interval: settings.checkpoint_interval,
+        checkpoint_policy: settings.checkpoint_policy,
         idle_strategy: settings.idle_strategy,
         ..JobConfig::default()
     }

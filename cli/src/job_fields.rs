@@ -74,6 +74,9 @@ pub(crate) struct CheckpointFields {
     pub interval: Spanned<Dur>,
     pub dir: Spanned<DirPath>,
     pub retain: Spanned<Retain>,
+    pub max_concurrent: Spanned<MaxConcurrent>,
+    pub min_pause: Spanned<Dur>,
+    pub tolerable_failures: Spanned<TolerableFailures>,
 }
 
 /// The fields every vertex has, besides its component's own (and a source's
@@ -469,6 +472,53 @@ impl<'de> Deserialize<'de> for Retain {
             }
         }
         d.deserialize_u64(V)
+    }
+}
+
+/// A whole number in `min..=max` (`expected` names it for the error).
+fn whole_number<'de, D: Deserializer<'de>>(
+    d: D,
+    min: u64,
+    max: u64,
+    expected: &'static str,
+) -> Result<u64, D::Error> {
+    struct V(u64, u64, &'static str);
+    impl Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.2)
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<u64, E> {
+            match (self.0..=self.1).contains(&n) {
+                true => Ok(n),
+                false => Err(E::invalid_value(de::Unexpected::Unsigned(n), &self)),
+            }
+        }
+    }
+    d.deserialize_u64(V(min, max, expected))
+}
+
+/// `checkpoint.max_concurrent`: checkpoints in flight at once, 1 to 100.
+pub(crate) struct MaxConcurrent(pub u64);
+
+impl<'de> Deserialize<'de> for MaxConcurrent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        whole_number(d, 1, 100, "a whole number of checkpoints from 1 to 100").map(MaxConcurrent)
+    }
+}
+
+/// `checkpoint.tolerable_failures`: checkpoints that may fail in a row, 0 to 1000000.
+pub(crate) struct TolerableFailures(pub u64);
+
+impl<'de> Deserialize<'de> for TolerableFailures {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        whole_number(
+            d,
+            0,
+            1_000_000,
+            "a whole number of checkpoints from 0 to 1000000",
+        )
+        .map(TolerableFailures)
     }
 }
 

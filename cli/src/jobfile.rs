@@ -78,6 +78,12 @@ pub struct JobFile {
     pub checkpoint_dir: Option<PathBuf>,
     /// `checkpoint.retain`: complete checkpoints kept.
     pub checkpoint_retain: Option<usize>,
+    /// `checkpoint.max_concurrent`: checkpoints in flight at once.
+    pub checkpoint_max_concurrent: Option<u64>,
+    /// `checkpoint.min_pause`: the least time from one checkpoint settling to the next.
+    pub checkpoint_min_pause: Option<Duration>,
+    /// `checkpoint.tolerable_failures`: checkpoints that may fail in a row.
+    pub checkpoint_tolerable_failures: Option<u64>,
     /// `stall_timeout`: how long a vertex subtask with input waiting may take no record before
     /// `/readyz` says `stalled` (`docs/operations.md`).
     pub stall_timeout: Option<Duration>,
@@ -436,6 +442,9 @@ impl Parser {
             checkpoint_interval: checkpoint.interval.value.map(|d| d.0),
             checkpoint_dir: checkpoint.dir.value.map(|d| d.0),
             checkpoint_retain: checkpoint.retain.value.map(|r| r.0),
+            checkpoint_max_concurrent: checkpoint.max_concurrent.value.map(|m| m.0),
+            checkpoint_min_pause: checkpoint.min_pause.value.map(|d| d.0),
+            checkpoint_tolerable_failures: checkpoint.tolerable_failures.value.map(|t| t.0),
             stall_timeout: top.stall_timeout.value.map(|d| d.0),
             web_config_file: top.web_config_file.value.map(|f| f.0),
             latency: latency.unwrap_or_default(),

@@ -42,6 +42,13 @@ pub const MAX_PARALLELISM_KEY: &str = "pipeline.max-parallelism";
 pub const CHECKPOINT_DIR_KEY: &str = "execution.checkpointing.dir";
 /// `-D` key of the number of complete checkpoints kept (Flink's).
 pub const CHECKPOINT_RETAIN_KEY: &str = "state.checkpoints.num-retained";
+/// `-D` key of the checkpoints in flight at once (Flink's).
+pub const CHECKPOINT_MAX_CONCURRENT_KEY: &str =
+    "execution.checkpointing.max-concurrent-checkpoints";
+/// `-D` key of the least pause between checkpoints (Flink's).
+pub const CHECKPOINT_MIN_PAUSE_KEY: &str = "execution.checkpointing.min-pause";
+/// `-D` key of the checkpoints that may fail in a row (Flink's).
+pub const CHECKPOINT_TOLERABLE_KEY: &str = "execution.checkpointing.tolerable-failed-checkpoints";
 /// Complete checkpoints kept unless `checkpoint.retain` says otherwise.
 pub const DEFAULT_CHECKPOINT_RETAIN: usize = 3;
 /// `-D` key of how tasks wait when they have nothing to do.
@@ -128,7 +135,7 @@ impl std::fmt::Debug for SettingSpec {
 }
 
 /// Every setting, in the order help and `plan` list them.
-pub static SETTINGS: [SettingSpec; 15] = [
+pub static SETTINGS: [SettingSpec; 18] = [
     SettingSpec {
         key: LatencyConfig::INTERVAL_KEY,
         json_name: "latency_interval",
@@ -415,6 +422,74 @@ pub static SETTINGS: [SettingSpec; 15] = [
         from_flags: |_, _, _| {},
     },
     SettingSpec {
+        key: CHECKPOINT_MAX_CONCURRENT_KEY,
+        json_name: "checkpoint_max_concurrent",
+        json_kind: JsonKind::Number,
+        file_field: Some("checkpoint.max_concurrent"),
+        flag: None,
+        default: "1",
+        help: "checkpoints in flight at once (1 to 100); one due while that many are in flight is skipped and starts as soon as one settles",
+        apply: |s, v| {
+            s.checkpoint_policy.max_concurrent = match v.trim().parse::<u64>() {
+                Ok(n @ 1..=100) => n,
+                _ => return Err("expected a whole number of checkpoints from 1 to 100".into()),
+            };
+            Ok(())
+        },
+        show: |s| s.checkpoint_policy.max_concurrent.to_string(),
+        from_file: |f, s| {
+            if let Some(n) = f.checkpoint_max_concurrent {
+                s.checkpoint_policy.max_concurrent = n;
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
+    SettingSpec {
+        key: CHECKPOINT_MIN_PAUSE_KEY,
+        json_name: "checkpoint_min_pause",
+        json_kind: JsonKind::Text,
+        file_field: Some("checkpoint.min_pause"),
+        flag: None,
+        default: "0",
+        help: "the least time from one checkpoint settling (completed or failed) to the next starting",
+        apply: |s, v| {
+            s.checkpoint_policy.min_pause = parse_duration(v)?;
+            Ok(())
+        },
+        show: |s| format_duration(s.checkpoint_policy.min_pause),
+        from_file: |f, s| {
+            if let Some(d) = f.checkpoint_min_pause {
+                s.checkpoint_policy.min_pause = d;
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
+    SettingSpec {
+        key: CHECKPOINT_TOLERABLE_KEY,
+        json_name: "checkpoint_tolerable_failures",
+        json_kind: JsonKind::Number,
+        file_field: Some("checkpoint.tolerable_failures"),
+        flag: None,
+        default: "3",
+        help: "checkpoints that may fail in a row (a write error, a failed snapshot) before the job fails naming the last cause (0 to 1000000)",
+        apply: |s, v| {
+            s.checkpoint_policy.tolerable_failures = match v.trim().parse::<u64>() {
+                Ok(n @ 0..=1_000_000) => n,
+                _ => {
+                    return Err("expected a whole number of checkpoints from 0 to 1000000".into())
+                }
+            };
+            Ok(())
+        },
+        show: |s| s.checkpoint_policy.tolerable_failures.to_string(),
+        from_file: |f, s| {
+            if let Some(n) = f.checkpoint_tolerable_failures {
+                s.checkpoint_policy.tolerable_failures = n;
+            }
+        },
+        from_flags: |_, _, _| {},
+    },
+    SettingSpec {
         key: MAX_PARALLELISM_KEY,
         json_name: "max_parallelism",
         json_kind: JsonKind::Text,
@@ -533,6 +608,12 @@ pub struct FileSettings {
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// `checkpoint.retain`.
     pub checkpoint_retain: Option<usize>,
+    /// `checkpoint.max_concurrent`.
+    pub checkpoint_max_concurrent: Option<u64>,
+    /// `checkpoint.min_pause`.
+    pub checkpoint_min_pause: Option<Duration>,
+    /// `checkpoint.tolerable_failures`.
+    pub checkpoint_tolerable_failures: Option<u64>,
     /// `max_parallelism`.
     pub max_parallelism: Option<u32>,
     /// `idle_strategy`.
@@ -555,6 +636,9 @@ impl FileSettings {
             checkpoint_interval: job.checkpoint_interval,
             checkpoint_dir: job.checkpoint_dir.as_ref().map(|d| job.resolve(d)),
             checkpoint_retain: job.checkpoint_retain,
+            checkpoint_max_concurrent: job.checkpoint_max_concurrent,
+            checkpoint_min_pause: job.checkpoint_min_pause,
+            checkpoint_tolerable_failures: job.checkpoint_tolerable_failures,
             max_parallelism: job.max_parallelism,
             idle_strategy: job.idle_strategy,
             stall_timeout: job.stall_timeout,
@@ -590,6 +674,8 @@ pub struct Settings {
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// Complete checkpoints kept in the directory.
     pub checkpoint_retain: usize,
+    /// When checkpoints start and how many may fail in a row.
+    pub checkpoint_policy: tidemark_runtime::checkpoint::CheckpointPolicy,
     /// Key groups of every vertex that sets none; `None`: the default for its parallelism.
     pub max_parallelism: Option<u32>,
     /// How tasks wait when they have nothing to do.
@@ -641,6 +727,7 @@ impl Settings {
             checkpoint_interval: None,
             checkpoint_dir: None,
             checkpoint_retain: DEFAULT_CHECKPOINT_RETAIN,
+            checkpoint_policy: Default::default(),
             max_parallelism: None,
             idle_strategy: IdleStrategy::Park,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
@@ -747,6 +834,9 @@ mod tests {
             checkpoint_interval: Some(Duration::from_secs(1)),
             checkpoint_dir: Some("ckpt".into()),
             checkpoint_retain: Some(5),
+            checkpoint_max_concurrent: Some(2),
+            checkpoint_min_pause: Some(Duration::from_millis(300)),
+            checkpoint_tolerable_failures: Some(7),
             max_parallelism: Some(256),
             idle_strategy: Some(IdleStrategy::Spin),
             stall_timeout: Some(Duration::from_secs(60)),
@@ -999,7 +1089,9 @@ mod tests {
              execution.buffer-timeout, execution.channel-capacity, parallelism.default, metrics.reporter.prom.port, \
              pipeline.operator-chaining.enabled, metrics.e2e-latency.everywhere, \
              execution.checkpointing.interval, execution.checkpointing.dir, \
-             state.checkpoints.num-retained, pipeline.max-parallelism, execution.idle-strategy, \
+             state.checkpoints.num-retained, execution.checkpointing.max-concurrent-checkpoints, \
+             execution.checkpointing.min-pause, execution.checkpointing.tolerable-failed-checkpoints, \
+             pipeline.max-parallelism, execution.idle-strategy, \
              execution.stall-timeout; did you mean \"metrics.latency.interval\"?"
         );
     }

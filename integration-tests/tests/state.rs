@@ -121,6 +121,43 @@ fn checkpoints_are_written_and_a_finished_job_is_not_restarted_by_auto() {
     assert_eq!(dir.read("out.jsonl"), written, "the output is left alone");
 }
 
+/// A store that cannot be written (the job's checkpoint folder is a file): each checkpoint
+/// fails and the job goes on, until more than `tolerable_failures` failed in a row; then it
+/// fails naming the cause. The generator would run for 15 s: the failure ends it long before.
+#[test]
+fn checkpoints_that_keep_failing_fail_the_job_after_tolerable_failures_naming_the_cause() {
+    let dir = TempDir::new("state-failing");
+    let job = generator_job("per_key", "")
+        .replace("count: 60000", "count: 600000")
+        .replace("  dir: ckpt\n", "  dir: ckpt\n  tolerable_failures: 2\n");
+    dir.write("job.yaml", &job);
+    std::fs::create_dir_all(dir.join("ckpt")).unwrap();
+    dir.write("ckpt/gen-state", "not a folder");
+    let out = run(&dir, &["job.yaml"]);
+    assert_ne!(out.code(), 0, "{}", out.stderr);
+    for n in 1..=3 {
+        assert!(
+            out.stderr.contains(&format!("checkpoint {n} failed")),
+            "each failure is told: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        out.stderr.contains(
+            "3 checkpoints in a row failed (checkpoint.tolerable_failures is 2); the last: \
+             checkpoint 3: "
+        ) && out.stderr.contains("Not a directory"),
+        "{}",
+        out.stderr
+    );
+    let written = dir.read("out.jsonl");
+    // The whole input is 15 s of event time: 150 windows of 100 ms for each of 20 keys.
+    assert!(
+        written.lines().count() < 150 * 20,
+        "the job stopped early, not at the end of its input"
+    );
+}
+
 #[test]
 fn restore_latest_without_a_checkpoint_is_refused_naming_the_folder() {
     let dir = TempDir::new("state-none");

@@ -362,6 +362,7 @@ fn registered_series_are_in_the_metrics_api_once() {
         [
             "tidemark_checkpoints_completed_total",
             "tidemark_checkpoints_failed_total",
+            "tidemark_checkpoints_skipped_total",
             "tidemark_checkpoint_duration_seconds"
         ],
         "{json}"
@@ -370,9 +371,9 @@ fn registered_series_are_in_the_metrics_api_once() {
     assert_eq!(series[0]["labels"], json!({}));
     assert_eq!(series[0]["value"].as_f64(), Some(completed as f64));
     assert_eq!(series[1]["value"].as_f64(), Some(0.0), "none failed");
-    assert_eq!(series[2]["type"], "histogram");
-    assert_eq!(series[2]["count"].as_u64(), Some(completed));
-    let bounds: Vec<f64> = series[2]["buckets"]
+    assert_eq!(series[3]["type"], "histogram");
+    assert_eq!(series[3]["count"].as_u64(), Some(completed));
+    let bounds: Vec<f64> = series[3]["buckets"]
         .as_array()
         .unwrap()
         .iter()
@@ -392,9 +393,9 @@ fn registered_series_are_in_the_metrics_api_once() {
     result.metrics.register_series(Arc::new(Commits));
     let json = parse(&job.metrics_json());
     let series = json["series"].as_array().unwrap();
-    assert_eq!(series.len(), 4, "{json}");
+    assert_eq!(series.len(), 5, "{json}");
     assert_eq!(
-        series[3],
+        series[4],
         json!({"name": "test_commits_total", "type": "counter", "labels": {"source_id": "in"}, "value": 3.0})
     );
     // Without checkpoints or components, the list is empty.

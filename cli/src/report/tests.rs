@@ -541,6 +541,9 @@ fn every_setting_of_the_table_is_in_the_report() {
             "checkpoint_interval": "2s",
             "checkpoint_dir": "none",
             "checkpoint_retain": 3,
+            "checkpoint_max_concurrent": 1,
+            "checkpoint_min_pause": "0",
+            "checkpoint_tolerable_failures": 3,
             "max_parallelism": "auto",
             "idle_strategy": "spin",
             "stall_timeout": "5m",
@@ -573,11 +576,12 @@ fn the_report_lists_the_checkpoint_series_once_and_none_without_checkpoints() {
         [
             "tidemark_checkpoints_completed_total",
             "tidemark_checkpoints_failed_total",
+            "tidemark_checkpoints_skipped_total",
             "tidemark_checkpoint_duration_seconds"
         ]
     );
     assert_eq!(series[0]["value"].as_f64(), Some(completed as f64));
-    assert_eq!(series[2]["count"].as_u64(), Some(completed));
+    assert_eq!(series[3]["count"].as_u64(), Some(completed));
 
     // A job without checkpoints writes its report as before: no `series` key at all.
     let (registry, _) = finished_registry();
