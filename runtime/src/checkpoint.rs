@@ -153,6 +153,8 @@ struct Inner {
     last: Option<CompletedCheckpoint>,
     /// What made the last failed checkpoint fail.
     last_failure: Option<String>,
+    /// The most checkpoints that were in flight at once.
+    most_in_flight: u64,
     /// Per vertex id: how long barriers were aligned.
     alignment: BTreeMap<String, AlignmentHistogram>,
     /// Per vertex id: how long a task took its chain's snapshot, once aligned (Flink's sync
@@ -222,6 +224,13 @@ impl Checkpoints {
         if self.skipped_tick.fetch_max(tick, Ordering::AcqRel) < tick {
             self.skipped_total.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The most checkpoints that were in flight (started, neither complete nor failed) at once
+    /// so far: at most [`CheckpointPolicy::max_concurrent`] but for the last one a stopping
+    /// source sends whatever is in flight.
+    pub fn most_in_flight(&self) -> u64 {
+        lock(&self.inner).most_in_flight
     }
 
     /// Checkpoints skipped so far ([`Checkpoints::skipped`]).
@@ -555,10 +564,10 @@ impl Checkpoints {
 
     /// A source subtask sends barrier `n`; the first to do so starts the clock of `n`.
     pub(crate) fn triggered(&self, n: u64) {
-        lock(&self.inner)
-            .started
-            .entry(n)
-            .or_insert_with(Instant::now);
+        let mut inner = lock(&self.inner);
+        inner.started.entry(n).or_insert_with(Instant::now);
+        inner.most_in_flight = inner.most_in_flight.max(inner.started.len() as u64);
+        drop(inner);
         // A job without sinks completes every checkpoint at once.
         self.update_completed();
     }

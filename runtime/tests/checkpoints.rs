@@ -177,6 +177,60 @@ fn a_source_commits_only_what_every_sink_flushed() {
     ));
 }
 
+/// A sink whose flush (at each barrier) takes 30 ms: a slow store.
+struct SlowFlushSink;
+
+impl Sink for SlowFlushSink {
+    fn write(&mut self, _record: &Record) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), BoxError> {
+        std::thread::sleep(Duration::from_millis(30));
+        Ok(())
+    }
+}
+
+/// Checkpoints slower than the interval are skipped, not piled up: never more in flight than
+/// `max_concurrent`, whatever the interval.
+#[test]
+fn a_store_slower_than_the_interval_makes_checkpoints_rarer_never_more_in_flight() {
+    for max_concurrent in [1, 3] {
+        let shared = Arc::new(Shared::default());
+        let mut graph = JobGraph::new("slow-store");
+        let s = shared.clone();
+        let src = graph
+            .add_source("numbers", 2, move |_| Ok(NumberSource::boxed(&s)))
+            .unwrap();
+        let sink = graph
+            .add_sink("out", 1, |_| Ok(Box::new(SlowFlushSink)))
+            .unwrap();
+        graph.connect(src, sink, Partitioning::Rebalance).unwrap();
+        let config = JobConfig {
+            checkpoint_interval: Some(Duration::from_millis(1)),
+            checkpoint_policy: tidemark_runtime::checkpoint::CheckpointPolicy {
+                max_concurrent,
+                ..Default::default()
+            },
+            ..JobConfig::default()
+        };
+        let handle = start(graph, config).unwrap();
+        wait_until("5 completed checkpoints", || {
+            handle.checkpoints().completed_total() >= 5
+        });
+        handle.stop();
+        let result = wait_or_fail(handle, DEADLINE);
+        let c = &result.checkpoints;
+        assert!(c.skipped_total() > 0, "max_concurrent {max_concurrent}");
+        // The stop's own last barrier may come on top of those in flight.
+        assert!(
+            c.most_in_flight() <= max_concurrent + 1,
+            "max_concurrent {max_concurrent}: {} in flight at once",
+            c.most_in_flight()
+        );
+    }
+}
+
 #[test]
 fn without_an_interval_there_are_no_barriers() {
     let shared = Arc::new(Shared::default());
