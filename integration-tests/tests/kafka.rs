@@ -437,6 +437,7 @@ fn kafka_and_checkpoint_series_are_in_both_apis_once() {
     let families = [
         "tidemark_checkpoints_completed_total",
         "tidemark_checkpoints_failed_total",
+        "tidemark_checkpoints_skipped_total",
         "tidemark_checkpoint_duration_seconds",
         "tidemark_kafka_lag_records",
         "tidemark_source_lag_seconds",
