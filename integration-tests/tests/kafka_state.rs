@@ -356,27 +356,7 @@ fn assert_output_is_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, 
                 *starts.entry(*start).or_default() += 1;
             }
             let starts: Vec<_> = starts.iter().map(|(s, n)| (s - BASE_MS, *n)).collect();
-            // Where event time stands in each instance, and which input holds it back.
-            let event_time: Vec<String> = instances
-                .iter()
-                .flat_map(|(_, addr)| {
-                    scrape(*addr)
-                        .body
-                        .lines()
-                        .filter(|l| {
-                            l.starts_with("tidemark_watermark_seconds")
-                                || l.starts_with("tidemark_watermark_holder_info")
-                                || l.starts_with("tidemark_kafka_lag_records")
-                                || l.starts_with("tidemark_job_stalled")
-                                // Only drops that happened: the zeros would hide the rest
-                                // in a CI log cut short.
-                                || (l.starts_with("tidemark_records_dropped_total")
-                                    && !l.ends_with(" 0"))
-                        })
-                        .map(|l| format!("{addr} {l}"))
-                        .collect::<Vec<_>>()
-                })
-                .collect();
+            let event_time = event_time_in(instances);
             panic!(
                 "gave up waiting for every window in the output topic: {} of {} missing; \
                  per window start (ms after BASE_MS, count): {starts:?}; e.g. {:?}; \
@@ -398,13 +378,38 @@ fn assert_output_is_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, 
     }
     assert!(
         wrong.is_empty(),
-        "{} of {} windows wrong, e.g. {:?}",
+        "{} of {} windows wrong, e.g. {:?}; event time: {:#?}",
         wrong.len(),
         expected.len(),
-        &wrong[..wrong.len().min(5)]
+        &wrong[..wrong.len().min(5)],
+        event_time_in(instances)
     );
     let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
     assert!(extra.is_empty(), "windows not in the reference: {extra:?}");
+}
+
+/// Where event time stands in each instance, which input holds it back, and what was dropped:
+/// for a failure's message.
+fn event_time_in(instances: &[(&mut Proc, SocketAddr)]) -> Vec<String> {
+    instances
+        .iter()
+        .flat_map(|(_, addr)| {
+            scrape(*addr)
+                .body
+                .lines()
+                .filter(|l| {
+                    l.starts_with("tidemark_watermark_seconds")
+                        || l.starts_with("tidemark_watermark_holder_info")
+                        || l.starts_with("tidemark_kafka_lag_records")
+                        || l.starts_with("tidemark_job_stalled")
+                        // Only drops that happened: the zeros would hide the rest in a CI
+                        // log cut short.
+                        || (l.starts_with("tidemark_records_dropped_total") && !l.ends_with(" 0"))
+                })
+                .map(|l| format!("{addr} {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 fn spread(addrs: &[SocketAddr], source: &str, total: usize) -> bool {

@@ -95,7 +95,7 @@ impl Lanes {
         for lane in joined {
             let mut state = KeyedSnapshot::new(lane.key_groups.max_parallelism());
             lane.state.snapshot(&mut state)?;
-            main.restore(&state)?;
+            main.restore_windows(&state)?;
         }
         Ok(())
     }

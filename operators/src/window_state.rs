@@ -419,12 +419,23 @@ impl WindowState {
     }
 
     /// Takes back the windows of the keys in `state` ([`WindowState::snapshot`] of one or
-    /// more old subtasks) and their progress (the least of theirs: with aligned barriers they
-    /// are all the same).
+    /// more old subtasks) and their progress: the least of theirs (with aligned barriers they
+    /// are all the same), and the least of what earlier restores gave (key groups restored
+    /// one by one from owners that were at different points: none of their records after
+    /// their own progress is late). For a state that has not fired anything itself.
     pub(crate) fn restore(&mut self, state: &KeyedSnapshot) -> Result<(), StateCodecError> {
         if let Some(progress) = state.shared::<i64>()?.into_iter().min() {
-            self.progress = self.progress.max(progress);
+            self.progress = match self.progress {
+                i64::MIN => progress,
+                current => current.min(progress),
+            };
         }
+        self.restore_windows(state)
+    }
+
+    /// Takes back the windows of the keys in `state`, leaving the progress as it is (a state
+    /// that follows its watermark already: key groups that move to it while it runs).
+    pub(crate) fn restore_windows(&mut self, state: &KeyedSnapshot) -> Result<(), StateCodecError> {
         let width = self.width;
         for (key, windows) in state.decoded::<Vec<SavedWindow>>()? {
             for saved in windows {

@@ -304,6 +304,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
         Ok(Box::new(WindowOperator {
             state: WindowState::new(&ctx.vertex_id, kind, lateness, computed.clone()),
             lanes: Lanes::default(),
+            advanced: false,
             time,
             lateness,
             eval: Evaluator::new(),
@@ -328,6 +329,9 @@ struct WindowOperator {
     /// Key groups restored behind the subtask's event time, each set with its own
     /// ([`crate::window_lanes`]); empty but for a while after a failover.
     lanes: Lanes,
+    /// A watermark came: the progress follows the subtask's event time from now on, and key
+    /// groups restored later do not move it.
+    advanced: bool,
     time: WindowTime,
     lateness: i64,
     eval: Evaluator,
@@ -480,6 +484,7 @@ impl Operator for WindowOperator {
 
     fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
         if self.time == WindowTime::Event {
+            self.advanced = true;
             self.state.advance(watermark, |r| out.emit(r));
         }
         Ok(())
@@ -554,11 +559,19 @@ impl Operator for WindowOperator {
         Ok(self.lanes.snapshot(state)?)
     }
 
+    /// Before any watermark, the progress is the least of the restored ones (a restore from
+    /// a directory, or the first key groups given to a new owner, each from where its old
+    /// owner was); after, key groups that move here leave it alone (those behind it come as
+    /// [`Operator::restore_keyed_behind`]), so a restore never makes the other keys' records
+    /// late.
     fn restore_keyed(
         &mut self,
         state: tidemark_runtime::keyed_state::KeyedSnapshot,
     ) -> Result<(), BoxError> {
-        Ok(self.state.restore(&state)?)
+        match self.advanced {
+            false => Ok(self.state.restore(&state)?),
+            true => Ok(self.state.restore_windows(&state)?),
+        }
     }
 
     /// In event time, the key groups get a lane of their own ([`crate::window_lanes`]).
@@ -744,6 +757,35 @@ mod tests {
         let group = |k: u64| groups.of(Record::new(k, 0.0, 0).key().routing_hash());
         let other = (2..100).find(|k| group(*k) != group(1)).unwrap();
         [(1, group(1)), (other, group(other))]
+    }
+
+    /// A snapshot of no keys saved at `progress`.
+    fn empty_state_at(progress: i64) -> tidemark_runtime::keyed_state::KeyedSnapshot {
+        let mut state = tidemark_runtime::keyed_state::KeyedSnapshot::new(8);
+        state.set_shared(&progress).unwrap();
+        state
+    }
+
+    #[test]
+    fn key_groups_restored_from_owners_at_different_points_make_nothing_late() {
+        let t0 = 1_700_000_000 * S;
+        // A new owner takes key groups from two old owners, one further than the other: the
+        // progress is the least, so the records of the one behind are on time.
+        let mut op = event_window("count", "0");
+        op.restore_keyed(empty_state_at(t0 + 16 * S - 1)).unwrap();
+        op.restore_keyed(empty_state_at(t0 + 15 * S - 1)).unwrap();
+        feed_at(op.as_mut(), &[(1, 0.0, t0 + 15 * S + 5)]);
+        assert_eq!(op.late_records_dropped(), 0);
+        // Once it follows its watermark, a key group restored from an owner further on does
+        // not move it: the others' records stay on time.
+        assert!(watermark(op.as_mut(), t0 + 15 * S + 10).is_empty());
+        op.restore_keyed(empty_state_at(t0 + 20 * S)).unwrap();
+        feed_at(op.as_mut(), &[(2, 0.0, t0 + 15 * S + 20)]);
+        assert_eq!(op.late_records_dropped(), 0);
+        assert_eq!(
+            watermark(op.as_mut(), t0 + 16 * S - 1),
+            [(1, 1.0, t0 + 16 * S - 1), (2, 1.0, t0 + 16 * S - 1)]
+        );
     }
 
     #[test]
