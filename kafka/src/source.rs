@@ -1878,7 +1878,7 @@ impl Source for KafkaSource {
     }
 
     /// The state store's moves, with the event time of partitions that joined behind the
-    /// subtask's ([`crate::exchange::late_joiners`]).
+    /// subtask's (`exchange/late_joiners.rs`).
     fn take_state_moves(&mut self) -> Vec<tidemark_runtime::state_move::StateMove> {
         let Some(kept) = self.consumer.context().state.get() else {
             return Vec::new();

@@ -233,7 +233,8 @@ impl Checkpoints {
         lock(&self.inner).most_in_flight
     }
 
-    /// Checkpoints skipped so far ([`Checkpoints::skipped`]).
+    /// Checkpoints skipped so far: due while `max_concurrent` were in flight or within
+    /// `min_pause` ([`CheckpointPolicy`]), counted once per interval.
     pub fn skipped_total(&self) -> u64 {
         self.skipped_total.load(Ordering::Relaxed)
     }
