@@ -519,6 +519,9 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
             message: e.to_string(),
         };
     let restored = config.restore.as_deref();
+    if let Some(r) = restored {
+        check_key_groups(&graph, r)?;
+    }
     // Writers are taken per (edge, upstream subtask) in order.
     let mut writers_by_edge: Vec<Vec<Option<Vec<ChannelWriter>>>> = edge_writers
         .into_iter()
@@ -844,3 +847,35 @@ impl PreparedJob {
 
 /// The sending end of a queue, kept while wiring so each writer can clone it.
 type QueueSender = crossbeam_channel::Sender<channel::Message>;
+
+/// A restore into keyed vertices of another `max_parallelism` would hand each subtask the
+/// wrong key groups: refused here, for every user of the library as for the command.
+fn check_key_groups(
+    graph: &JobGraph,
+    restored: &crate::checkpoint_store::LoadedCheckpoint,
+) -> Result<(), StartError> {
+    for vertex in &graph.vertices {
+        let Some(saved) = restored
+            .metadata
+            .vertices
+            .iter()
+            .find(|m| m.id == vertex.id && m.keyed)
+        else {
+            continue;
+        };
+        if saved.max_parallelism != vertex.max_parallelism() {
+            return Err(StartError::Restore {
+                vertex: vertex.id.clone(),
+                subtask: 0,
+                message: format!(
+                    "max_parallelism {} in the checkpoint at {} and {} now; keyed state is \
+                     stored in key groups, so max_parallelism must stay the same",
+                    saved.max_parallelism,
+                    restored.path.display(),
+                    vertex.max_parallelism()
+                ),
+            });
+        }
+    }
+    Ok(())
+}

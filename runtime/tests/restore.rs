@@ -348,6 +348,33 @@ fn a_crashed_job_restored_gives_the_uninterrupted_result() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A library user restoring into another `max_parallelism` gets the refusal the command
+/// gives, naming the vertex and both counts, before anything runs.
+#[test]
+fn a_restore_at_another_max_parallelism_is_refused_by_the_runtime() {
+    let dir = tmp("max-parallelism");
+    let (sums, seen): (Written, Written) = Default::default();
+    let last = crashed_run(&dir, &sums, &seen);
+    let path = dir.join("restore-test").join(format!("chk-{last}"));
+    let gate: Gate = Arc::new(AtomicU64::new(u64::MAX));
+    let mut g = graph(&gate, &sums, &seen, 2);
+    let sum = g.find("sum").unwrap();
+    g.set_max_parallelism(sum, 32);
+    let mut config = config(&dir, last);
+    config.restore = Some(Arc::new(read_checkpoint(&path).unwrap()));
+    let e = match start(g, config) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a restore into other key groups started"),
+    };
+    assert!(
+        e.contains("vertex \"sum\"")
+            && e.contains("max_parallelism 16 in the checkpoint")
+            && e.contains("and 32 now"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_crashed_job_restored_at_another_parallelism_gives_the_same_result() {
     for p in [1, 3] {
