@@ -65,6 +65,19 @@ pub(crate) struct SendContext<'a> {
     pub credit_waits: bool,
 }
 
+#[cfg(test)]
+impl<'a> SendContext<'a> {
+    /// A task alone in its thread, that may wait for credit (for tests).
+    pub(crate) fn alone(abort: &'a AtomicBool, backpressured: &'a mut Duration) -> Self {
+        SendContext {
+            abort,
+            backpressured,
+            assist: None,
+            credit_waits: true,
+        }
+    }
+}
+
 /// A channel task that shares its thread with the task sending to it ([`crate::worker`]),
 /// run by that task whenever it would otherwise wait.
 pub(crate) trait Assist {
@@ -518,13 +531,17 @@ mod tests {
     use std::num::NonZeroUsize;
     use tidemark_markers::{Buckets, Granularity};
 
-    /// A writer of batches of one record into a queue of one batch, and the queue's other end.
-    fn one_batch_queue() -> (ChannelWriter, Receiver<Message>) {
-        let metrics = Arc::new(SubtaskMetrics::new(
+    fn test_metrics() -> Arc<SubtaskMetrics> {
+        Arc::new(SubtaskMetrics::new(
             Granularity::Single,
             NonZeroUsize::new(1).unwrap(),
             Buckets::marker_latency(),
-        ));
+        ))
+    }
+
+    /// A writer of batches of one record into a queue of one batch, and the queue's other end.
+    fn one_batch_queue() -> (ChannelWriter, Receiver<Message>) {
+        let metrics = test_metrics();
         let (tx, rx) = queue(1);
         let (_returns, pool_rx) = pool(1);
         (
@@ -551,23 +568,14 @@ mod tests {
 
     #[test]
     fn a_writer_with_every_buffer_out_waits_for_one_back_but_a_barrier_never_does() {
-        let metrics = Arc::new(SubtaskMetrics::new(
-            Granularity::Single,
-            NonZeroUsize::new(1).unwrap(),
-            Buckets::marker_latency(),
-        ));
+        let metrics = test_metrics();
         // A roomy queue: only the credit (2 buffers) can make a send wait.
         let (tx, rx) = queue(64);
         let (returns, pool_rx) = pool(2);
         let mut writer = ChannelWriter::new(tx, pool_rx, 0, metrics, 1, 2);
         let abort = AtomicBool::new(false);
         let mut backpressured = Duration::ZERO;
-        let mut cx = SendContext {
-            abort: &abort,
-            backpressured: &mut backpressured,
-            assist: None,
-            credit_waits: true,
-        };
+        let mut cx = SendContext::alone(&abort, &mut backpressured);
         // The first send makes the second buffer; the second finds none: it waits, and only
         // the abort flag ends the wait here (nobody gives a buffer back).
         assert!(writer.push(Record::new(1, 0.0, 0), &mut cx).is_ok());
@@ -610,12 +618,7 @@ mod tests {
             keys(&rx)
         });
         let mut backpressured = Duration::ZERO;
-        let mut cx = SendContext {
-            abort: &abort,
-            backpressured: &mut backpressured,
-            assist: None,
-            credit_waits: true,
-        };
+        let mut cx = SendContext::alone(&abort, &mut backpressured);
         for k in 0..200u64 {
             assert!(writer.push(Record::new(k, 0.0, 0), &mut cx).is_ok());
         }
@@ -634,12 +637,7 @@ mod tests {
         let (mut writer, rx) = one_batch_queue();
         let abort = AtomicBool::new(false);
         let mut backpressured = Duration::ZERO;
-        let mut cx = SendContext {
-            abort: &abort,
-            backpressured: &mut backpressured,
-            assist: None,
-            credit_waits: true,
-        };
+        let mut cx = SendContext::alone(&abort, &mut backpressured);
         assert!(writer.push(Record::new(1, 0.0, 0), &mut cx).is_ok());
         // The queue is full and nobody reads it: only the abort flag ends the wait.
         abort.store(true, Ordering::Relaxed);

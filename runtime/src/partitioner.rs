@@ -350,12 +350,7 @@ mod tests {
         let mut edge = EdgeWriter::new(Partitioning::Hash, writers, max_parallelism);
         let abort = AtomicBool::new(false);
         let mut backpressured = Duration::ZERO;
-        let mut cx = SendContext {
-            abort: &abort,
-            backpressured: &mut backpressured,
-            assist: None,
-            credit_waits: true,
-        };
+        let mut cx = SendContext::alone(&abort, &mut backpressured);
         for part in records.chunks(slice) {
             edge.write(part, &mut cx).unwrap();
         }
