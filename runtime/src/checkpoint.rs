@@ -109,6 +109,8 @@ struct Storage {
     /// The newest checkpoint written whole.
     stored: AtomicU64,
     writer: Mutex<Option<mpsc::Sender<ToWrite>>>,
+    /// The writer thread, joined when the job ends so nothing is written after it.
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Keyed snapshots written, kept for the tasks' next checkpoints (their buffers already
     /// in memory): at most one per vertex subtask.
     spare: Mutex<Vec<KeyedSnapshot>>,
@@ -290,6 +292,7 @@ impl Checkpoints {
             vertices,
             subtasks,
             writer: Mutex::new(None),
+            writer_thread: Mutex::new(None),
             spare: Mutex::new(Vec::new()),
         });
         self
@@ -314,8 +317,22 @@ impl Checkpoints {
                     c.write(n, files, &mut buffer);
                 }
             });
-        if spawned.is_err() {
-            *lock(&storage.writer) = None;
+        match spawned {
+            Ok(thread) => *lock(&storage.writer_thread) = Some(thread),
+            Err(_) => *lock(&storage.writer) = None,
+        }
+    }
+
+    /// Lets the writer finish the checkpoints it was given and waits for it: once the job
+    /// has ended, nothing more is written to its directory.
+    pub(crate) fn stop_writer(&self) {
+        let Some(storage) = &self.storage else {
+            return;
+        };
+        lock(&storage.writer).take();
+        let thread = lock(&storage.writer_thread).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
         }
     }
 
@@ -958,6 +975,20 @@ mod tests {
         assert_eq!(first.position, Some(vec![9]));
         assert_eq!(loaded.file("src", 1).unwrap().position, Some(vec![2]));
         assert_eq!(c.failed_total(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_checkpoint_given_to_the_writer_is_on_disk_once_the_writer_stopped() {
+        let (c, dir) = stored("stop");
+        c.triggered(1);
+        c.submit(1, 0, file("src", 0, 1));
+        c.submit(1, 0, file("src", 1, 1));
+        // No waiting for the write: stopping the writer waits for it.
+        c.stop_writer();
+        assert_eq!(c.completed(), 1);
+        let loaded = crate::checkpoint_store::read_checkpoint(&dir.join("chk-1")).unwrap();
+        assert_eq!(loaded.file("src", 1).unwrap().position, Some(vec![1]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -278,6 +278,7 @@ impl JobHandle {
         let registry = self.shared.registry.clone();
         // A checkpoint still pending now never completes.
         self.shared.checkpoints.abandon_pending();
+        self.shared.checkpoints.stop_writer();
         registry.set_running(false);
         if self.shared.flags.abort.load(Ordering::Relaxed) {
             // Records still queued when the job stopped hard never reached their vertex.
