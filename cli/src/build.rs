@@ -130,8 +130,15 @@ pub(crate) fn build_graph_in(
                 }
                 let keyed = registry.find(v.kind, &v.type_name).is_some_and(|c| c.keyed);
                 graph.set_keyed(id, keyed);
-                if let Some(m) = v.max_parallelism.or(job.max_parallelism) {
-                    graph.set_max_parallelism(id, m);
+                match crate::exchange::key_groups(job, v, keyed, p) {
+                    // Behind a Kafka exchange: one key group per exchange partition.
+                    Ok(Some(n)) => graph.set_max_parallelism(id, n),
+                    Ok(None) => {
+                        if let Some(m) = v.max_parallelism.or(job.max_parallelism) {
+                            graph.set_max_parallelism(id, m);
+                        }
+                    }
+                    Err(e) => errors.push(*e),
                 }
                 if !v.type_name.is_empty() {
                     graph.set_type_name(id, &v.type_name);

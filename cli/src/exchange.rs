@@ -27,6 +27,65 @@ pub(crate) fn keeps_state(job: &JobFile, v: &VertexSpec) -> bool {
         && job.checkpoint_interval.is_some()
 }
 
+/// The key groups (`max_parallelism`) of a keyed vertex fed by a Kafka exchange: the
+/// exchange's `partitions` (M = N), so that each exchange partition is one key group, in the
+/// state topic and in a checkpoint to a directory alike (`docs/state.md`, "Key groups and
+/// rescaling"). `None` for any other vertex, or when the settings have no valid partition
+/// count (building the exchange names that problem). A `max_parallelism` on the vertex itself
+/// other than N, or a parallelism above N, is an error.
+pub(crate) fn key_groups(
+    job: &JobFile,
+    v: &VertexSpec,
+    keyed: bool,
+    parallelism: usize,
+) -> Result<Option<u32>, Box<JobFileError>> {
+    if !keyed {
+        return Ok(None);
+    }
+    let Some(n) = v
+        .exchange
+        .as_ref()
+        .and_then(|e| e.get("kafka"))
+        .and_then(|k| k.get("partitions"))
+        .and_then(serde_json::Value::as_u64)
+        .filter(|n| (1..=u64::from(tidemark_runtime::key_group::MAX_KEY_GROUPS)).contains(n))
+    else {
+        return Ok(None);
+    };
+    let n = n as u32;
+    let error = |field: &str, message: String| {
+        Box::new(job.error(
+            &[section_of(v.kind), v.id.as_str(), field],
+            Some(v.vref()),
+            Problem::Invalid {
+                field: field.into(),
+                message,
+            },
+        ))
+    };
+    if let Some(m) = v.max_parallelism.filter(|m| *m != n) {
+        return Err(error(
+            "max_parallelism",
+            format!(
+                "max_parallelism {m}, but the vertex is fed by a Kafka exchange of {n} \
+                 partitions: its key groups are the exchange's partitions (leave \
+                 max_parallelism out, or set it to {n})"
+            ),
+        ));
+    }
+    if parallelism > n as usize {
+        return Err(error(
+            "parallelism",
+            format!(
+                "parallelism {parallelism} is more than the {n} partitions of the Kafka exchange \
+                 that feeds the vertex: its key groups are the exchange's partitions, one \
+                 subtask holds at least one (give the exchange more partitions)"
+            ),
+        ));
+    }
+    Ok(Some(n))
+}
+
 /// Whether any vertex of `job` keeps its state with its exchange's partitions: then a stop
 /// (SIGTERM) hands the partitions over with a last checkpoint instead of firing open windows.
 pub(crate) fn any_keeps_state(job: &JobFile) -> bool {
@@ -508,6 +567,60 @@ sinks:
             "exchanges (edges across instances):\n  gen -> sum: kafka exchange, topic \
              tidemark-ex-sum-exchange (8 partitions), keyed by the record key\n"
         );
+    }
+
+    #[test]
+    fn a_keyed_vertex_behind_an_exchange_has_one_key_group_per_partition() {
+        let max = |text: &str, id: &str| {
+            let job = JobFile::parse(text, "job.yaml").unwrap();
+            let graph = build_graph(&job, NonZeroUsize::new(2).unwrap()).unwrap();
+            graph.vertex(graph.find(id).unwrap()).max_parallelism()
+        };
+        assert_eq!(max(JOB, "sum"), 8);
+        // The job's max_parallelism is for the other keyed vertices.
+        let job_wide = JOB.replace("name: ex\n", "name: ex\nmax_parallelism: 256\n");
+        assert_eq!(max(&job_wide, "sum"), 8);
+        // The vertex's own may say the same.
+        let same = JOB.replace(
+            "    aggregate: sum\n",
+            "    aggregate: sum\n    max_parallelism: 8\n",
+        );
+        assert_eq!(max(&same, "sum"), 8);
+        let other = JOB.replace(
+            "    aggregate: sum\n",
+            "    aggregate: sum\n    max_parallelism: 16\n",
+        );
+        let e = errors(&other);
+        assert!(
+            e.len() == 1
+                && e[0].contains("operator \"sum\"")
+                && e[0].contains(
+                    "max_parallelism 16, but the vertex is fed by a Kafka exchange of 8 partitions"
+                ),
+            "{e:?}"
+        );
+        let wide = JOB.replace(
+            "    aggregate: sum\n",
+            "    aggregate: sum\n    parallelism: 9\n",
+        );
+        let e = errors(&wide);
+        assert!(
+            e.len() == 1
+                && e[0]
+                    .contains("parallelism 9 is more than the 8 partitions of the Kafka exchange"),
+            "{e:?}"
+        );
+        // A vertex without keyed state behind an exchange keeps the default.
+        let sink = "name: ex
+sources:
+  gen: {type: generator}
+sinks:
+  out:
+    type: discard
+    input: gen
+    exchange: {kafka: {brokers: \"127.0.0.1:9092\", partitions: 2}}
+";
+        assert_eq!(max(sink, "out"), 128);
     }
 
     #[cfg(feature = "kafka")]

@@ -255,6 +255,7 @@ mod tests {
                     vertex("per_key", "operator", true),
                     vertex("out", "sink", false),
                 ],
+                key_hash: tidemark_runtime::key_hash::KEY_HASH.into(),
             },
             files,
         }
@@ -346,6 +347,7 @@ mod tests {
             id: 2,
             completed_ms: 0,
             vertices: vec![],
+            key_hash: tidemark_runtime::key_hash::KEY_HASH.into(),
         };
         let (folder, _) = tidemark_runtime::checkpoint_store::write_checkpoint(
             &dir.join("other"),

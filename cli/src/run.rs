@@ -240,6 +240,12 @@ fn run_job(
     // Named before the subtasks are made: exchange writers name their watermarks with it.
     #[cfg(feature = "kafka")]
     kafka.set_instance(&known.instance);
+    // A state topic whose committed state was grouped by the old key hash is refused before
+    // anything runs (exit 2), not when its partition is first assigned.
+    #[cfg(feature = "kafka")]
+    kafka
+        .check_state_topics()
+        .map_err(|e| anyhow::anyhow!("cannot start: {e}"))?;
     // Make and wire every subtask first, so the endpoint serves the job's registry before the
     // first record flows; a taken address stops us before any thread runs.
     let prepared = tidemark_runtime::prepare(graph, config).map_err(|e| match e {

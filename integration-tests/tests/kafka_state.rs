@@ -21,7 +21,9 @@
 //!   every replayed record by its origin (exactly the second half's count), and the output with
 //!   repeats dropped by result id equals the reference;
 //! - a state topic with another partition count than the exchange's fails the job, naming
-//!   both topics and the counts.
+//!   both topics and the counts;
+//! - a state topic whose committed state was written with the old key hash (no
+//!   `tidemark-key-hash` header) is refused before the job starts, exit 2.
 //!
 //! The spec's two state cases and the idle-kill cases run on the mock and on tansu
 //! (`common::brokers`); the SIGKILL case on tansu with a CPU hog beside it.
@@ -722,4 +724,54 @@ fn a_state_topic_with_another_partition_count_fails_the_job() {
         )),
         "{stderr}"
     );
+}
+
+/// A state topic whose committed state was written by a Tidemark before the key hash became
+/// Kafka's murmur2 (its messages have no `tidemark-key-hash` header) is refused before the job
+/// starts, with exit 2, naming the state topic, the partition and the hash: never restored into
+/// the wrong partitions.
+#[test]
+fn a_state_topic_of_the_old_key_hash_is_refused_with_exit_2() {
+    let broker = Broker::start(Kind::Mock, &[("in", 4), ("out", 4)]);
+    broker.create_topic(EXCHANGE, 8);
+    broker.create_topic(STATE, 8);
+    let bootstrap = broker.bootstrap().to_owned();
+    // A commit record of generation 1 in partition 5, as the older version wrote it: key `c` +
+    // the generation, no headers.
+    let mut key = vec![b'c'];
+    key.extend_from_slice(&1u64.to_be_bytes());
+    let producer = testing::producer(&bootstrap);
+    testing::send_retrying(
+        &producer,
+        BaseRecord::to(STATE)
+            .partition(5)
+            .key(&key[..])
+            .payload(&b"old"[..]),
+        Duration::from_millis(1),
+    );
+    testing::flush(&producer);
+    let dir = TempDir::new("kafka-state-old-hash");
+    let job = job(&dir, &bootstrap);
+    let mut a = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            job.to_str().unwrap(),
+            "--instance-id",
+            "a",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    let code = a.wait_code();
+    let stderr = a.stderr();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("the state topic {STATE} partition 5"))
+            && stderr.contains("key hash of an older Tidemark")
+            && stderr.contains("tidemark-key-hash: murmur2"),
+        "{stderr}"
+    );
+    // Nothing ran: no exchange message was written.
+    assert!(testing::read_all(&bootstrap, EXCHANGE, 8, Duration::from_secs(30)).is_empty());
 }

@@ -273,6 +273,46 @@ fn a_checkpoint_that_does_not_fit_is_refused_before_anything_is_written() {
     );
 }
 
+/// A checkpoint whose keyed state was grouped by the key hash before murmur2 (its `_metadata`
+/// as format version 2 wrote it: no key hash) is refused with exit 2 naming the hash and the
+/// folder, before anything is written; one that names murmur2 is restored.
+#[test]
+fn a_checkpoint_of_the_old_key_hash_is_refused_with_exit_2() {
+    use tidemark_runtime::checkpoint_store::{decode_metadata, encode_file};
+    let dir = TempDir::new("state-old-hash");
+    let newest = finished_run(&dir);
+    let written = dir.read("out.jsonl");
+    let chk = newest.display().to_string();
+    let meta_path = newest.join("_metadata");
+    let current = std::fs::read(&meta_path).unwrap();
+    let (meta, version) = decode_metadata(&meta_path, &current).unwrap();
+    assert_eq!((meta.key_hash.as_str(), version), ("murmur2", 3));
+    // The same `_metadata` as version 2 wrote it (postcard writes a struct as the tuple of its
+    // fields): without the key hash.
+    let mut old = encode_file(&(meta.job, meta.id, meta.completed_ms, meta.vertices)).unwrap();
+    old[8..10].copy_from_slice(&2u16.to_le_bytes());
+    std::fs::write(&meta_path, &old).unwrap();
+    let out = run(&dir, &["job.yaml", "--restore", &chk]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&chk)
+            && out.stderr.contains("rustc-hash's FxHasher")
+            && out.stderr.contains("checkpoint format version 2")
+            && out.stderr.contains("\"murmur2\""),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        dir.read("out.jsonl"),
+        written,
+        "nothing written before the refusal"
+    );
+    // With the key hash recorded it is restored (the job had finished: nothing more to do).
+    std::fs::write(&meta_path, &current).unwrap();
+    let out = run(&dir, &["job.yaml", "--restore", &chk]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+}
+
 #[test]
 fn a_source_that_cannot_resume_is_refused() {
     let dir = TempDir::new("state-stdin");

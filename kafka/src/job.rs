@@ -56,6 +56,18 @@ pub struct KafkaJob {
     pub(crate) restored: RestoredPositions,
     /// Per source vertex: its group and topics, for the [`crate::GroupWatch`].
     pub(crate) watched: Mutex<BTreeMap<String, WatchedGroup>>,
+    /// The checks of the state topics of the job's exchanges that keep state, run before the
+    /// job starts ([`KafkaJob::check_state_topics`]).
+    state_checks: Mutex<Vec<StateCheck>>,
+}
+
+/// One check of a state topic before the job starts: the refusal, if any.
+pub(crate) struct StateCheck(pub(crate) Box<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for StateCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateCheck")
+    }
 }
 
 impl KafkaJob {
@@ -71,7 +83,33 @@ impl KafkaJob {
             handoff: Handoff::default(),
             restored: RestoredPositions::default(),
             watched: Mutex::new(BTreeMap::new()),
+            state_checks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Adds a check [`KafkaJob::check_state_topics`] runs.
+    pub(crate) fn add_state_check(&self, check: StateCheck) {
+        self.state_checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(check);
+    }
+
+    /// Checks, before the job starts, that the state topic of each exchange whose vertex
+    /// keeps its state there holds no committed state of another key hash (written by a
+    /// Tidemark before the key hash was Kafka's murmur2), which the restore would refuse only
+    /// once the job runs. The refusal names the hash, the state topic and the partition. What
+    /// cannot be checked (the brokers unreachable, the topic not there yet) is left to the job.
+    pub fn check_state_topics(&self) -> Result<(), String> {
+        for check in self
+            .state_checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            (check.0)()?;
+        }
+        Ok(())
     }
 
     /// Registers the group and topics of source vertex `source_id` for the [`GroupWatch`]

@@ -215,6 +215,8 @@ pub struct ReadMessage {
     pub partition: i32,
     /// Its offset.
     pub offset: i64,
+    /// Its key (`None`: none).
+    pub key: Option<Vec<u8>>,
     /// Its headers as (name, value as text), in order.
     pub headers: Vec<(String, String)>,
     /// Its value (`None`: a tombstone or a control message without one).
@@ -313,6 +315,7 @@ pub fn read_all(
         out.push(ReadMessage {
             partition: m.partition(),
             offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
             headers,
             value: m.payload().map(<[u8]>::to_vec),
         });

@@ -33,6 +33,7 @@
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use std::time::Instant;
 use tidemark_runtime::key_group::{owner, KeyGroups};
+use tidemark_runtime::key_hash::hash_int;
 
 /// A numeric record's 32 bytes, as [`tidemark_runtime::Record`] holds them.
 #[derive(Clone, Copy, Default)]
@@ -185,7 +186,7 @@ fn run_side(side: Side, n: u64, local: bool) -> Done {
             for r in now {
                 let d = match local {
                     true => side.me,
-                    false => owner(groups.of(r.key as u64), 2, MAX_PARALLELISM),
+                    false => owner(groups.of(hash_int(r.key)), 2, MAX_PARALLELISM),
                 };
                 let k = if d == 0 { k0 } else { k1 };
                 // SAFETY: `k` < `room`, the spare capacity of batch `d`.

@@ -479,6 +479,7 @@ impl Checkpoints {
             id: n,
             completed_ms: (completed_at * 1000.0) as i64,
             vertices: storage.vertices.clone(),
+            key_hash: crate::key_hash::KEY_HASH.into(),
         };
         let mut files = files;
         files.sort_by_key(|a| (a.0, a.1.subtask));

@@ -11,7 +11,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic "TDMKCHK\0"
-//! 8       2     format version, little endian (2; 1 is still read)
+//! 8       2     format version, little endian (3; 1 and 2 are still read)
 //! 10      8     payload length in bytes, little endian
 //! 18      4     CRC-32 (IEEE) of the payload, little endian
 //! 22      …     payload: a StateFile or, for _metadata, a Metadata (postcard)
@@ -22,6 +22,12 @@
 //! task filled at the checkpoint, instead of version 1's sequence of (key, value) pairs; so the
 //! writer copies it as it is. Version 1 files are read and turned into the same
 //! [`KeyedSnapshot`].
+//!
+//! Version 3 added the key hash to `_metadata` ([`Metadata::key_hash`]): keys are grouped by
+//! [`KEY_HASH`] (Kafka's murmur2 of their canonical bytes, [`crate::key_hash`]). Versions 1
+//! and 2 grouped them by the hash of Tidemark before it (rustc-hash's FxHasher), so a
+//! checkpoint of those versions with keyed state is refused ([`StoreError::KeyHash`]): its keys
+//! would be restored into the wrong key groups. One without keyed state is read as before.
 //!
 //! A file whose magic, version, length or checksum is wrong is refused, naming the file, and so
 //! is a checkpoint one of whose files is missing: [`read_checkpoint`] reads and checks every
@@ -35,14 +41,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::key_group::KeyGroupRange;
+pub use crate::key_hash::KEY_HASH;
 use crate::keyed_state::KeyedSnapshot;
 use crate::state_codec::{decode, encode_into};
 pub use crate::state_file::StateFile;
 
 /// The first bytes of every checkpoint file.
 pub const MAGIC: [u8; 8] = *b"TDMKCHK\0";
-/// The version of the checkpoint format this build writes (it reads it and version 1).
-pub const FORMAT_VERSION: u16 = 2;
+/// The version of the checkpoint format this build writes (it reads it and versions 1 and 2).
+pub const FORMAT_VERSION: u16 = 3;
 /// The oldest version of the checkpoint format this build reads.
 pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// The name of the file that makes a checkpoint folder complete.
@@ -90,6 +97,18 @@ pub struct Metadata {
     pub completed_ms: i64,
     /// Every vertex with state files.
     pub vertices: Vec<VertexMeta>,
+    /// The key hash its keyed state is grouped by: [`KEY_HASH`]. Empty in a checkpoint of
+    /// format version 1 or 2, whose key hash was the one before (rustc-hash's FxHasher).
+    pub key_hash: String,
+}
+
+/// A `_metadata` as format versions 1 and 2 wrote it: without the key hash.
+#[derive(Deserialize)]
+struct MetadataV2 {
+    job: String,
+    id: u64,
+    completed_ms: i64,
+    vertices: Vec<VertexMeta>,
 }
 
 /// Why a checkpoint could not be written or read.
@@ -111,6 +130,22 @@ pub enum StoreError {
         /// What is wrong.
         problem: String,
     },
+    /// A checkpoint whose keyed state is grouped by another key hash than [`KEY_HASH`].
+    #[error(
+        "{path}: its keyed state was grouped by {}, not by this version's key hash \
+         \"{KEY_HASH}\" (Kafka's murmur2 of the key's canonical bytes), so its keys would be \
+         restored into the wrong key groups; restore it with the Tidemark that wrote it, or \
+         start the job without --restore",
+        key_hash_name(found, *version)
+    )]
+    KeyHash {
+        /// The checkpoint folder.
+        path: PathBuf,
+        /// The key hash its `_metadata` names (empty: none, format version 1 or 2).
+        found: String,
+        /// Its format version.
+        version: u16,
+    },
     /// A folder that is not a complete checkpoint.
     #[error("{path}: {problem}")]
     NotACheckpoint {
@@ -119,6 +154,18 @@ pub enum StoreError {
         /// What is wrong.
         problem: String,
     },
+}
+
+/// How [`StoreError::KeyHash`] names the key hash a checkpoint was written with.
+fn key_hash_name(found: &str, version: u16) -> String {
+    if found.is_empty() {
+        format!(
+            "the key hash of Tidemark before \"{KEY_HASH}\" (rustc-hash's FxHasher; checkpoint \
+             format version {version}, which records no key hash)"
+        )
+    } else {
+        format!("the key hash \"{found}\"")
+    }
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -208,7 +255,28 @@ pub fn decode_file<T: for<'de> Deserialize<'de>>(
     })
 }
 
-/// Checks and decodes a state file of either format version.
+/// Checks and decodes a `_metadata` file of any format version (that of version 1 or 2 with
+/// an empty [`Metadata::key_hash`]); returns it and its format version.
+pub fn decode_metadata(path: &Path, bytes: &[u8]) -> Result<(Metadata, u16), StoreError> {
+    let (version, payload) = checked_payload(path, bytes)?;
+    let decoded = match version {
+        1 | 2 => decode::<MetadataV2>(payload).map(|m| Metadata {
+            job: m.job,
+            id: m.id,
+            completed_ms: m.completed_ms,
+            vertices: m.vertices,
+            key_hash: String::new(),
+        }),
+        _ => decode(payload),
+    };
+    let metadata = decoded.map_err(|e| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        problem: e.to_string(),
+    })?;
+    Ok((metadata, version))
+}
+
+/// Checks and decodes a state file of any format version.
 pub fn decode_state_file(path: &Path, bytes: &[u8]) -> Result<StateFile, StoreError> {
     let (version, payload) = checked_payload(path, bytes)?;
     let decoded = match version {
@@ -464,7 +532,16 @@ pub fn read_checkpoint(path: &Path) -> Result<LoadedCheckpoint, StoreError> {
         }),
         Err(e) => return Err(io_error(&meta_path)(e)),
     };
-    let metadata: Metadata = decode_file(&meta_path, &bytes)?;
+    let (metadata, version) = decode_metadata(&meta_path, &bytes)?;
+    // Keyed state grouped by another hash is refused before any state file is read (its
+    // keys would not be in the key groups this version's hash gives them).
+    if metadata.key_hash != KEY_HASH && metadata.vertices.iter().any(|v| v.keyed) {
+        return Err(StoreError::KeyHash {
+            path: path.to_path_buf(),
+            found: metadata.key_hash,
+            version,
+        });
+    }
     let mut files = BTreeMap::new();
     for v in &metadata.vertices {
         let mut states = Vec::new();
@@ -551,6 +628,7 @@ mod tests {
                     files: vec![],
                 },
             ],
+            key_hash: KEY_HASH.into(),
         };
         let files = vec![
             (
@@ -667,8 +745,13 @@ mod tests {
             .join(format!("tests/fixtures/checkpoint-v{version}"));
         let loaded = read_checkpoint(&fixture.join("chk-4")).unwrap();
         let (meta, files) = checkpoint(4);
-        assert_eq!(loaded.metadata.id, meta.id);
-        assert_eq!(loaded.metadata.job, meta.job);
+        assert_eq!(loaded.metadata, {
+            let mut m = meta.clone();
+            m.completed_ms = loaded.metadata.completed_ms;
+            m.vertices[0].files = loaded.metadata.vertices[0].files.clone();
+            m.vertices[1].files = loaded.metadata.vertices[1].files.clone();
+            m
+        });
         assert_eq!(loaded.files["src"], [files[0].1.clone()]);
         assert_eq!(loaded.files["win"], [files[1].1.clone()]);
         let keyed = loaded.files["win"][0].keyed.as_ref().unwrap();
@@ -682,25 +765,83 @@ mod tests {
         assert_eq!(header[8..10], version.to_le_bytes(), "format version");
     }
 
-    /// Version 1 (before the keyed state's key groups became byte strings) is still read: a
-    /// later build must read every fixture kept here (or say how old checkpoints are read).
+    /// Versions 1 and 2 grouped keys by the key hash before murmur2: their fixtures (with a
+    /// keyed vertex) are refused naming the hash, the format version and the folder, before
+    /// any state file is read. Their files still decode (a later build must read every
+    /// fixture kept here, or say how old checkpoints are read).
     #[test]
-    fn reads_the_checkpoint_the_version_1_fixture_holds() {
-        reads_fixture(1);
+    fn checkpoints_of_versions_1_and_2_with_keyed_state_are_refused_naming_the_key_hash() {
+        for version in [1u16, 2] {
+            let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("tests/fixtures/checkpoint-v{version}/chk-4"));
+            let e = read_checkpoint(&folder).unwrap_err();
+            assert!(matches!(e, StoreError::KeyHash { .. }), "{e}");
+            let e = e.to_string();
+            assert!(
+                e.contains(&format!("checkpoint-v{version}/chk-4"))
+                    && e.contains("rustc-hash's FxHasher")
+                    && e.contains(&format!("checkpoint format version {version}"))
+                    && e.contains("\"murmur2\""),
+                "{e}"
+            );
+            let meta = fs::read(folder.join(METADATA)).unwrap();
+            let (metadata, read_version) = decode_metadata(&folder.join(METADATA), &meta).unwrap();
+            assert_eq!((metadata.key_hash.as_str(), read_version), ("", version));
+            assert_eq!(metadata.vertices.len(), 2);
+            let (_, files) = checkpoint(4);
+            for (name, expected) in [("src.subtask-0", &files[0].1), ("win.kg-0-8", &files[1].1)] {
+                let path = folder.join(name);
+                let state = decode_state_file(&path, &fs::read(&path).unwrap()).unwrap();
+                assert_eq!(&state, expected, "{name} of version {version}");
+            }
+        }
+    }
+
+    /// The same with a checkpoint of version 2 without keyed state: nothing depends on the
+    /// key hash, so it is restored.
+    #[test]
+    fn a_version_2_checkpoint_without_keyed_state_is_read() {
+        let dir = tmp("v2-unkeyed");
+        let (mut meta, mut files) = checkpoint(1);
+        meta.vertices.truncate(1);
+        files.truncate(1);
+        let (folder, _) = write_checkpoint(&dir, meta.clone(), files.clone(), 3).unwrap();
+        // Its `_metadata` as version 2 wrote it: no key hash.
+        #[derive(Serialize)]
+        struct V2<'a> {
+            job: &'a str,
+            id: u64,
+            completed_ms: i64,
+            vertices: &'a [VertexMeta],
+        }
+        let written = read_checkpoint(&folder).unwrap().metadata;
+        let mut bytes = encode_file(&V2 {
+            job: &written.job,
+            id: written.id,
+            completed_ms: written.completed_ms,
+            vertices: &written.vertices,
+        })
+        .unwrap();
+        bytes[8..10].copy_from_slice(&2u16.to_le_bytes());
+        fs::write(folder.join(METADATA), &bytes).unwrap();
+        let loaded = read_checkpoint(&folder).unwrap();
+        assert_eq!(loaded.metadata.key_hash, "");
+        assert_eq!(loaded.files["src"], [files[0].1.clone()]);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The version this build writes; `TIDEMARK_WRITE_FIXTURE=1` writes its fixture again
     /// (never an older version's).
     #[test]
-    fn reads_the_checkpoint_the_version_2_fixture_holds() {
-        assert_eq!(FORMAT_VERSION, 2, "a new version needs its own fixture");
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint-v2");
+    fn reads_the_checkpoint_the_version_3_fixture_holds() {
+        assert_eq!(FORMAT_VERSION, 3, "a new version needs its own fixture");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoint-v3");
         if std::env::var_os("TIDEMARK_WRITE_FIXTURE").is_some() {
             let _ = fs::remove_dir_all(&fixture);
             let (meta, files) = checkpoint(4);
             write_checkpoint(&fixture, meta, files, 3).unwrap();
         }
-        reads_fixture(2);
+        reads_fixture(3);
         // What this build writes is the fixture, byte for byte (but the completion time).
         let (_, files) = checkpoint(4);
         let written = encode_file(&files[1].1).unwrap();

@@ -4,14 +4,16 @@
 //! into `M` key groups, and
 //!
 //! ```text
-//! key_group(key) = (routing_hash(key) · 0x9E3779B97F4A7C15 mod 2^64) >> 32   mod M
+//! key_group(key) = key_hash(key) mod M
+//! key_hash(key)  = murmur2(canonical bytes of key) & 0x7fffffff
 //! ```
 //!
-//! where `routing_hash` is [`Value::routing_hash`](crate::Value::routing_hash) (an int key is
-//! its own hash). The multiplication (a Fibonacci hash) spreads keys that differ only in their
-//! low bits, such as consecutive ints; its top 32 bits are then reduced modulo `M`. The mapping
-//! depends on nothing but the key and `M`: not on the parallelism, the machine or the version
-//! (the values are pinned by a test). Subtask `i` of `P` owns the contiguous range
+//! where `key_hash` is [`Value::routing_hash`](crate::Value::routing_hash): Kafka's default
+//! partitioner's hash of the key's canonical bytes ([`crate::key_hash`]), so a keyed vertex fed
+//! by a Kafka exchange of `N` partitions, whose `M` is `N`, has one key group per partition. The
+//! mapping depends on nothing but the key and `M`: not on the parallelism, the machine, the
+//! Rust version or any crate's hasher (the values are pinned by a test and by the table in
+//! `docs/state.md`). Subtask `i` of `P` owns the contiguous range
 //! [`KeyGroupRange::of_subtask`] `[ceil(i·M/P), ceil((i+1)·M/P))`, so key group `g` is owned by
 //! subtask `g·P / M` ([`owner`]). A hash edge routes each record to the owner of its key group,
 //! so a key's state lives in exactly one subtask, and another parallelism only moves whole key
@@ -59,10 +61,10 @@ pub fn check_max_parallelism(max: u64, parallelism: usize) -> Result<u32, MaxPar
     Ok(max)
 }
 
-/// The key group of a key whose [routing hash](crate::Record::routing_hash) is `hash`, among
-/// `max_parallelism` key groups (see the module docs).
+/// The key group of a key whose [key hash](crate::Record::routing_hash) is `hash`, among
+/// `max_parallelism` key groups: `hash mod max_parallelism` (see the module docs).
 #[inline]
-pub fn key_group(hash: u64, max_parallelism: u32) -> u32 {
+pub fn key_group(hash: u32, max_parallelism: u32) -> u32 {
     KeyGroups::new(max_parallelism).of(hash)
 }
 
@@ -95,9 +97,9 @@ impl KeyGroups {
         self.max
     }
 
-    /// The key group of routing hash `hash`.
+    /// The key group of key hash `hash`: `hash mod max_parallelism`.
     #[inline]
-    pub fn of(&self, hash: u64) -> u32 {
+    pub fn of(&self, hash: u32) -> u32 {
         if self.max == 1 {
             return 0;
         }
@@ -107,9 +109,8 @@ impl KeyGroups {
     /// Where `hash` falls in `[0, 1)`, as a 64-bit fraction: its key group is this times
     /// `max_parallelism`, rounded down (the fastmod remainder before its last multiplication).
     #[inline(always)]
-    fn fraction(&self, hash: u64) -> u64 {
-        let h = (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
-        self.magic.wrapping_mul(h as u64)
+    fn fraction(&self, hash: u32) -> u64 {
+        self.magic.wrapping_mul(hash as u64)
     }
 }
 
@@ -188,9 +189,9 @@ impl Owners {
         }
     }
 
-    /// The channel (subtask) of routing hash `hash`.
+    /// The channel (subtask) of key hash `hash`.
     #[inline]
-    pub(crate) fn channel(&self, hash: u64) -> usize {
+    pub(crate) fn channel(&self, hash: u32) -> usize {
         let g = self.groups.of(hash) as usize;
         // `of` is below `max_parallelism`, the table's length.
         self.owner[g] as usize
@@ -211,7 +212,7 @@ impl Owners {
     /// With `P` dividing `M`, the owner `⌊g·P/M⌋` of key group `g = ⌊f·M⌋` (`f` the hash's
     /// [fraction](KeyGroups::fraction)) is `⌊⌊f·M⌋ / (M/P)⌋ = ⌊f·M / (M/P)⌋ = ⌊f·P⌋`.
     #[inline(always)]
-    pub(crate) fn channel_of_even(&self, hash: u64, parallelism: usize) -> usize {
+    pub(crate) fn channel_of_even(&self, hash: u32, parallelism: usize) -> usize {
         debug_assert!(self.even);
         ((self.groups.fraction(hash) as u128 * parallelism as u128) >> 64) as usize
     }
@@ -256,9 +257,9 @@ mod tests {
         // Computed apart from `KeyGroups` (a plain `%`), for every M that matters.
         for m in [1u32, 2, 3, 7, 128, 1000, 32_768] {
             let groups = KeyGroups::new(m);
-            for key in (0..5000u64).chain([u64::MAX, 1 << 40, 0xDEAD_BEEF_CAFE]) {
-                let top = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
-                assert_eq!(groups.of(key), top % m, "key {key}, M {m}");
+            for hash in (0..5000u32).chain([u32::MAX, 0x7fff_ffff, 1 << 30, 0xDEAD_BEEF]) {
+                assert_eq!(groups.of(hash), hash % m, "hash {hash}, M {m}");
+                assert_eq!(key_group(hash, m), hash % m, "hash {hash}, M {m}");
             }
         }
     }
@@ -266,18 +267,20 @@ mod tests {
     #[test]
     fn key_groups_are_pinned() {
         // Pinned: a change here moves keys between key groups, so a checkpoint written by an
-        // older version would restore keys into the wrong subtask. Never change these. The int
-        // keys' groups were computed apart from this code (Python: `((k mod 2^64) *
-        // 0x9E3779B97F4A7C15 mod 2^64 >> 32) mod M`); the string keys' were recorded from this
-        // version (their routing hash is rustc-hash's FxHasher over the string).
+        // older version would restore keys into the wrong subtask. Never change these. (They
+        // were changed once, on purpose, when the hash became Kafka's murmur2 of the key's
+        // canonical bytes instead of rustc-hash's FxHasher with a Fibonacci multiplication;
+        // checkpoints and state topics record the hash, and those of the old one are refused.)
+        // Computed apart from this code (Python, Kafka's murmur2 as in librdkafka's
+        // rdmurmur2.c over the canonical bytes, `& 0x7fffffff`, `% M`).
         for (key, m, group) in [
-            (Value::Int(0), 128, 0),
-            (Value::Int(1), 128, 57),
-            (Value::Int(42), 128, 110),
-            (Value::Int(-1), 128, 70),
-            (Value::Int(7), 1000, 202),
-            (Value::from("u1"), 128, 96),
-            (Value::from("user-17"), 32_768, 23_641),
+            (Value::Int(0), 128, 3),
+            (Value::Int(1), 128, 44),
+            (Value::Int(42), 128, 64),
+            (Value::Int(-1), 128, 61),
+            (Value::Int(7), 1000, 315),
+            (Value::from("u1"), 128, 112),
+            (Value::from("user-17"), 32_768, 20_332),
         ] {
             assert_eq!(
                 key_group(key.routing_hash(), m),
@@ -313,15 +316,15 @@ mod tests {
     #[test]
     fn even_owners_route_as_the_table_does() {
         // Spread hashes, small keys (the generator's) and the ends of the range.
-        let mut hashes: Vec<u64> = (0..20_000u64).collect();
+        let mut hashes: Vec<u32> = (0..20_000u32).collect();
         let mut x = 0x1234_5678_9abc_def0u64;
         for _ in 0..200_000 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            hashes.push(x);
+            hashes.push(x as u32 & 0x7fff_ffff);
         }
-        hashes.extend([u64::MAX, u64::MAX - 1, 1 << 63, (1 << 32) - 1, 1 << 32]);
+        hashes.extend([u32::MAX, u32::MAX - 1, 1 << 31, 0x7fff_ffff, 0x7fff_fffe]);
         for (p, max) in [
             (1, 1),
             (1, 128),
@@ -351,7 +354,7 @@ mod tests {
     #[test]
     fn owners_route_to_the_owner_of_the_key_group() {
         let owners = Owners::new(3, 128);
-        for key in 0..10_000u64 {
+        for key in 0..10_000u32 {
             assert_eq!(owners.channel(key), owner(key_group(key, 128), 3, 128));
         }
     }

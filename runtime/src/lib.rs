@@ -18,6 +18,7 @@
 //! | [`plan`] | [`ExecutionPlan`]: chaining vertices into tasks, channels between them |
 //! | [`config`] | [`JobConfig`]: markers, buffer timeout, batch size, seed, clock |
 //! | [`key_group`] | key groups: `max_parallelism`, the key-group hash, each subtask's range |
+//! | [`key_hash`] | the key hash: Kafka's murmur2 of a key's canonical bytes, which key groups and exchange partitions come from |
 //! | [`keyed_state`] | the keyed-state API: [`KeyedState`](keyed_state::KeyedState), [`KeyedSnapshot`](keyed_state::KeyedSnapshot) |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
@@ -67,6 +68,7 @@ pub mod graph;
 pub mod job;
 mod job_flags;
 pub mod key_group;
+pub mod key_hash;
 pub mod keyed_state;
 pub mod metrics;
 pub mod name;

@@ -123,7 +123,7 @@ fn scatter_two(
     second: &mut ChannelWriter,
     mut records: &[Record],
     cx: &mut SendContext<'_>,
-    channel: impl Fn(u64) -> usize,
+    channel: impl Fn(u32) -> usize,
 ) -> Result<(), Aborted> {
     while !records.is_empty() {
         let (base0, room0) = first.spare();
@@ -447,16 +447,18 @@ mod tests {
     #[test]
     fn hash_edges_route_by_key_group_pinned_per_key() {
         // A hash edge sends a key to the owner of its key group (max_parallelism 128 here):
-        // pinned values computed apart from this code (Python: g = ((k * 0x9E3779B97F4A7C15
-        // mod 2^64) >> 32) mod 128, subtask = g * n // 128). A change of routing moves keyed
-        // state between subtasks, so a checkpoint would restore keys where they are not.
+        // pinned values computed apart from this code (Python: g = (murmur2(k as 8 bytes big
+        // endian) & 0x7fffffff) mod 128, Kafka's murmur2 as in librdkafka's rdmurmur2.c,
+        // subtask = g * n // 128). A change of routing moves keyed state between subtasks, so a
+        // checkpoint would restore keys where they are not. (Changed once, on purpose, when
+        // the key hash became Kafka's murmur2; checkpoints of the old hash are refused.)
         for (key, n, channel) in [
-            (42u64, 4usize, 3usize),
+            (42u64, 4usize, 2usize),
             (0, 4, 0),
             (1, 4, 1),
-            (7, 3, 0),
-            (1000, 8, 1),
-            (123_456_789, 2, 0),
+            (7, 3, 2),
+            (1000, 8, 5),
+            (123_456_789, 2, 1),
         ] {
             let routed = route(n, 128, 16, &[Record::new(key, 0.0, 0)], 1);
             assert_eq!(routed[channel].len(), 1, "key {key}, n {n}: {routed:?}");

@@ -525,11 +525,12 @@ impl Record {
         }
     }
 
-    /// The hash `hash` edges route on: [`Value::routing_hash`] of the key.
+    /// The key hash `hash` edges route on: [`Value::routing_hash`] of the key (Kafka's murmur2
+    /// of its canonical bytes, [`crate::key_hash`]).
     #[inline(always)]
-    pub fn routing_hash(&self) -> u64 {
+    pub fn routing_hash(&self) -> u32 {
         match self.body() {
-            BodyRef::Numeric { key, .. } => key as u64,
+            BodyRef::Numeric { key, .. } => crate::key_hash::hash_int(key),
             BodyRef::General(g) => g.key.routing_hash(),
         }
     }
@@ -916,7 +917,7 @@ mod tests {
         assert_eq!(r.get("value"), Some(Value::Double(1.5)));
         assert_eq!(r.get("other"), None);
         assert_eq!(*r.key(), Value::Int(7));
-        assert_eq!(r.routing_hash(), 7);
+        assert_eq!(r.routing_hash(), Value::Int(7).routing_hash());
         r.set("value", 2.5);
         assert!(r.is_numeric());
         assert_eq!(r.event_json(), r#"{"key":7,"value":2.5}"#);

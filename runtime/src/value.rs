@@ -40,6 +40,7 @@ use std::sync::Arc;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
+use crate::key_hash;
 use crate::name::Name;
 
 /// One value of the JSON data model.
@@ -154,18 +155,82 @@ impl Value {
         serde_json::to_writer(w, self).map_err(io::Error::from)
     }
 
-    /// A hash of the value for routing records on `hash` edges: an int hashes to itself (so
-    /// dense integer keys stay cheap), everything else through FxHash of its contents. Equal
-    /// values give equal hashes.
+    /// The key hash of the value ([`crate::key_hash`]): Kafka's murmur2 of its
+    /// [canonical bytes](Value::with_canonical_bytes) with the sign bit cleared, from 0 to
+    /// 2^31 − 1. `hash` edges route by it, key groups are it modulo `max_parallelism`, and a
+    /// Kafka exchange's partition is it modulo the partition count. Equal values give equal
+    /// hashes; the values never change between versions or machines (pinned by the table in
+    /// `docs/state.md`). Nothing is allocated except for a list or a map (its JSON text).
     #[inline]
-    pub fn routing_hash(&self) -> u64 {
+    pub fn routing_hash(&self) -> u32 {
         match self {
-            Value::Int(i) => *i as u64,
-            other => {
-                let mut h = rustc_hash::FxHasher::default();
-                other.hash(&mut h);
-                h.finish()
+            Value::Int(i) => key_hash::hash_int(*i),
+            Value::Double(d) => key_hash::hash_double(*d),
+            Value::String(s) => key_hash::hash_bytes(s.as_bytes()),
+            other => other.with_canonical_bytes(key_hash::hash_bytes),
+        }
+    }
+
+    /// Calls `f` with the value's canonical bytes, the bytes its [key hash](Value::routing_hash)
+    /// is taken of and a Kafka exchange's message key: a string's UTF-8 bytes; an int's 8
+    /// bytes big endian (Kafka's `LongSerializer`); a double's IEEE 754 bits, 8 bytes big
+    /// endian; a bool one byte (`1` or `0`); null none; a list or a map its compact JSON text
+    /// (as [`Value::write_json`] writes it). Only a list or a map allocates (its text).
+    #[inline]
+    pub fn with_canonical_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            Value::Null => f(&[]),
+            Value::Bool(b) => f(&[*b as u8]),
+            Value::Int(i) => f(&i.to_be_bytes()),
+            Value::Double(d) => f(&d.to_bits().to_be_bytes()),
+            Value::String(s) => f(s.as_bytes()),
+            Value::List(_) | Value::Map(_) => {
+                let mut text = Vec::new();
+                self.write_json(&mut text)
+                    .expect("writing to memory cannot fail");
+                f(&text)
             }
+        }
+    }
+
+    /// Appends the value's [canonical bytes](Value::with_canonical_bytes) to `out`.
+    pub fn write_canonical_bytes(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::List(_) | Value::Map(_) => self
+                .write_json(&mut *out)
+                .expect("writing to memory cannot fail"),
+            other => other.with_canonical_bytes(|b| out.extend_from_slice(b)),
+        }
+    }
+
+    /// The value of type `type_name` ([`Value::type_name`]) whose
+    /// [canonical bytes](Value::with_canonical_bytes) are `bytes`: the inverse of
+    /// [`Value::write_canonical_bytes`] once the type is known. Errors say what does not fit.
+    pub fn from_canonical_bytes(type_name: &str, bytes: &[u8]) -> Result<Value, String> {
+        let eight = || -> Result<[u8; 8], String> {
+            bytes
+                .try_into()
+                .map_err(|_| format!("{type_name} key of {} bytes, expected 8", bytes.len()))
+        };
+        match type_name {
+            "null" if bytes.is_empty() => Ok(Value::Null),
+            "bool" if bytes == [0] || bytes == [1] => Ok(Value::Bool(bytes[0] == 1)),
+            "int" => Ok(Value::Int(i64::from_be_bytes(eight()?))),
+            "double" => Ok(Value::Double(f64::from_bits(u64::from_be_bytes(eight()?)))),
+            "string" => std::str::from_utf8(bytes)
+                .map(Value::from)
+                .map_err(|e| format!("string key that is not UTF-8: {e}")),
+            "list" | "map" => match Value::from_json(bytes) {
+                Ok(v) if v.type_name() == type_name => Ok(v),
+                Ok(v) => Err(format!("{type_name} key whose JSON is a {}", v.type_name())),
+                Err(e) => Err(format!("{type_name} key that is not JSON: {e}")),
+            },
+            "null" | "bool" => Err(format!(
+                "{type_name} key of {} bytes ({:02x?})",
+                bytes.len(),
+                &bytes[..bytes.len().min(8)]
+            )),
+            other => Err(format!("unknown key type \"{other}\"")),
         }
     }
 }
@@ -660,7 +725,48 @@ mod tests {
             Value::from("u1").routing_hash(),
             Value::from("u2").routing_hash()
         );
-        assert_eq!(Value::Int(42).routing_hash(), 42);
+        assert_eq!(
+            Value::Int(42).routing_hash(),
+            crate::key_hash::hash_bytes(&42i64.to_be_bytes())
+        );
+    }
+
+    #[test]
+    fn canonical_bytes_read_back_as_the_same_value() {
+        for v in [
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Int(-7),
+            Value::Int(i64::MIN),
+            Value::Double(-0.5),
+            Value::from("zürich"),
+            Value::from(""),
+            parse(r#"[1,"a",null]"#),
+            parse(r#"{"b":2,"a":[true]}"#),
+        ] {
+            let mut bytes = Vec::new();
+            v.write_canonical_bytes(&mut bytes);
+            assert_eq!(v.with_canonical_bytes(<[u8]>::to_vec), bytes, "{v:?}");
+            assert_eq!(
+                v.routing_hash(),
+                crate::key_hash::hash_bytes(&bytes),
+                "{v:?}"
+            );
+            assert_eq!(
+                Value::from_canonical_bytes(v.type_name(), &bytes).as_ref(),
+                Ok(&v),
+                "{v:?}"
+            );
+        }
+        assert_eq!(
+            Value::Int(1).with_canonical_bytes(<[u8]>::to_vec),
+            [0, 0, 0, 0, 0, 0, 0, 1]
+        );
+        assert!(Value::from_canonical_bytes("int", &[1, 2]).is_err());
+        assert!(Value::from_canonical_bytes("bool", &[2]).is_err());
+        assert!(Value::from_canonical_bytes("map", b"[1]").is_err());
+        assert!(Value::from_canonical_bytes("uuid", b"").is_err());
     }
 
     #[test]

@@ -149,8 +149,26 @@ impl Exchange {
     /// The vertex behind keeps keyed state (a `window` or a `reduce`) and the job takes
     /// checkpoints: its state moves with the exchange's partitions through the state topic
     /// ([`super::state`]). Called while the job is built, before any subtask is made.
-    pub fn keep_state(&self) {
+    /// Its state topic is checked before the job starts ([`KafkaJob::check_state_topics`]).
+    pub fn keep_state(self: &Arc<Self>) {
         self.keeps_state.store(true, Ordering::SeqCst);
+        let exchange = Arc::downgrade(self);
+        self.kafka
+            .add_state_check(crate::job::StateCheck(Box::new(move || {
+                match exchange.upgrade() {
+                    Some(e) => super::state::check_key_hash(
+                        &e.config.brokers,
+                        &e.config.properties,
+                        &e.state_topic,
+                        &format!(
+                            "kafka exchange reader \"{}\"",
+                            super::naming::reader_id(&e.vertex)
+                        ),
+                        e.kafka.timeout(),
+                    ),
+                    None => Ok(()),
+                }
+            })));
     }
 
     /// The state topic, `tidemark-<job>-<vertex>-state`.

@@ -16,8 +16,11 @@
 //! it. Both are one [`Exchange`].
 //!
 //! - The writer writes each record to the topic `tidemark-<job>-<vertex>-exchange` (created
-//!   with `partitions`, replication as the brokers allow): the message key is the record's key
-//!   as JSON, so one key always lands in one partition; the value is the event as JSON; the
+//!   with `partitions`, replication as the brokers allow): the message key is the record key's
+//!   canonical bytes ([`tidemark_runtime::key_hash`]) and its partition their key hash modulo
+//!   the partition count, where Kafka's default partitioner puts that key, so one key always
+//!   lands in one partition (its key group behind the exchange); [`HEADER_KEY_TYPE`] says the
+//!   key's type; the value is the event as JSON; the
 //!   headers [`HEADER_TIMESTAMP`] and [`HEADER_TIMESTAMP_TYPE`] keep the timestamp in
 //!   nanoseconds and its type, so end-to-end latency continues, and [`HEADER_ORIGIN_MESSAGE`]
 //!   the input message the record came from, so that a reader keeping state drops records

@@ -30,6 +30,12 @@ pub const HEADER_INPUTS: &str = "tidemark-inputs";
 pub const HEADER_WRITER: &str = "tidemark-writer";
 /// Header: a record's timestamp, nanoseconds since the Unix epoch, as decimal text.
 pub const HEADER_TIMESTAMP: &str = "tidemark-timestamp";
+/// Header of a record: the type of its key (`null`, `bool`, `int`, `double`, `string`, `list`,
+/// `map`), which the message key, the key's canonical bytes
+/// ([`tidemark_runtime::key_hash`]), does not say. The reader reads the key back from the
+/// two; a message without it (written by a Tidemark before the key hash became Kafka's
+/// murmur2) has the key's JSON text as its message key.
+pub const HEADER_KEY_TYPE: &str = "tidemark-key-type";
 /// Header: a record's timestamp type (`create`, `ingestion`, `log_append`).
 pub const HEADER_TIMESTAMP_TYPE: &str = "tidemark-timestamp-type";
 /// Header of a marker: its `marked_time` in the clock of [`HEADER_CLOCK`]'s instance, ns.

@@ -146,12 +146,8 @@ impl Relay {
                 return Ok(false);
             }
         }
-        let key = match message.key() {
-            None => Value::Null,
-            Some(bytes) => {
-                Value::from_json(bytes).map_err(|e| format!("{}: key is not JSON: {e}", place()))?
-            }
-        };
+        let key = key_of(header(message, HEADER_KEY_TYPE), message.key())
+            .map_err(|e| format!("{}: {e}", place()))?;
         // Only exchange writers write this topic, and they always write a value and both
         // timestamp headers: anything else is named, never read as a default.
         let payload = message.payload().ok_or_else(|| {
@@ -259,6 +255,23 @@ impl Relay {
     }
 }
 
+/// A record's key from its message: the key's canonical bytes (`key`; none is an empty key)
+/// and its type (`key_type`, the header [`HEADER_KEY_TYPE`]); without the type, a message of a
+/// Tidemark from before the key hash was Kafka's murmur2, whose key is JSON text (none: null).
+fn key_of(key_type: Option<&[u8]>, key: Option<&[u8]>) -> Result<Value, String> {
+    match key_type {
+        Some(type_name) => {
+            let type_name = std::str::from_utf8(type_name).unwrap_or("?");
+            Value::from_canonical_bytes(type_name, key.unwrap_or_default())
+                .map_err(|e| format!("the key does not fit its {HEADER_KEY_TYPE} header: {e}"))
+        }
+        None => match key {
+            None => Ok(Value::Null),
+            Some(bytes) => Value::from_json(bytes).map_err(|e| format!("key is not JSON: {e}")),
+        },
+    }
+}
+
 /// The timestamp type a writer put in [`HEADER_TIMESTAMP_TYPE`]; `None` when missing or unknown.
 fn timestamp_type_of(value: Option<&[u8]>) -> Option<TimestampType> {
     [
@@ -273,6 +286,33 @@ fn timestamp_type_of(value: Option<&[u8]>) -> Option<TimestampType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_read_back_from_their_canonical_bytes_and_type_or_as_json_without_it() {
+        for key in [
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(-42),
+            Value::Double(2.5),
+            Value::from("zürich"),
+            Value::from_json(br#"{"a":[1,null]}"#).unwrap(),
+        ] {
+            let mut bytes = Vec::new();
+            key.write_canonical_bytes(&mut bytes);
+            let t = key.type_name().as_bytes();
+            assert_eq!(key_of(Some(t), Some(&bytes)), Ok(key.clone()));
+            // A message of a Tidemark before: the key as JSON, none for null.
+            let json = (!key.is_null()).then(|| key.to_string().into_bytes());
+            assert_eq!(key_of(None, json.as_deref()), Ok(key));
+        }
+        // An empty key read back as no key: null.
+        assert_eq!(key_of(Some(b"null"), None), Ok(Value::Null));
+        // "42" as canonical bytes is a string, as JSON an int.
+        assert_eq!(key_of(Some(b"string"), Some(b"42")), Ok(Value::from("42")));
+        assert_eq!(key_of(None, Some(b"42")), Ok(Value::Int(42)));
+        let e = key_of(Some(b"int"), Some(b"42")).unwrap_err();
+        assert!(e.contains("tidemark-key-type") && e.contains("8"), "{e}");
+    }
 
     #[test]
     fn timestamp_types_are_read_back_and_anything_else_is_refused() {

@@ -37,6 +37,7 @@ use rdkafka::producer::{BaseRecord, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tidemark_runtime::key_group::KeyGroupRange;
+use tidemark_runtime::key_hash::KEY_HASH;
 use tidemark_runtime::keyed_state::{KeyedSnapshot, StateKey};
 use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::state_codec::{decode, encode};
@@ -57,6 +58,12 @@ pub const HEADER_GENERATION: &str = "tidemark-generation";
 /// Header of a state message: the consumer group's generation in which the writer was given
 /// the partition, as decimal text (the low half of [`HEADER_GENERATION`]).
 pub const HEADER_GROUP_GENERATION: &str = "tidemark-group-generation";
+
+/// Header of every state message: the key hash its keys were grouped by, [`KEY_HASH`]
+/// (`murmur2`). State committed by messages without it was written by a Tidemark whose key hash
+/// (rustc-hash's FxHasher) put keys in other partitions: restoring it is refused, never done
+/// into the wrong partitions.
+pub const HEADER_KEY_HASH: &str = "tidemark-key-hash";
 
 /// The generation a new owner of a partition writes under: `newest` is the newest generation
 /// in the partition's log, `group_generation` the consumer group's generation in which the
@@ -203,6 +210,8 @@ struct StateMessage {
     key: Vec<u8>,
     /// `None`: a tombstone.
     value: Option<Vec<u8>>,
+    /// Whether it says its keys were grouped by this version's key hash ([`HEADER_KEY_HASH`]).
+    current_hash: bool,
 }
 
 /// A partition's state as its messages give it: the restore rule, apart from any broker.
@@ -228,7 +237,19 @@ pub(crate) struct RestoredPartition {
 impl PartitionLog {
     /// Adds one message of the partition, in offset order; `false` for a key that is not a
     /// state message's.
+    #[cfg(test)]
     pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        self.push_hashed(key, value, true)
+    }
+
+    /// [`PartitionLog::push`] of a message that does (`current_hash`) or does not carry
+    /// [`HEADER_KEY_HASH`] with this version's key hash.
+    pub(crate) fn push_hashed(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        current_hash: bool,
+    ) -> bool {
         match parse_key(key) {
             Some((kind, generation, k)) => {
                 self.messages.push(StateMessage {
@@ -236,10 +257,37 @@ impl PartitionLog {
                     generation,
                     key: k.to_vec(),
                     value: value.map(<[u8]>::to_vec),
+                    current_hash,
                 });
                 true
             }
             None => false,
+        }
+    }
+
+    /// The newest generation's last commit record, and its index (the one a restore takes).
+    fn committed(&self) -> Option<(usize, &StateMessage)> {
+        self.messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.kind == COMMIT && m.value.is_some())
+            .max_by_key(|(i, m)| (m.generation, *i))
+    }
+
+    /// Why the partition's committed state cannot be restored by this version: it was written
+    /// without [`HEADER_KEY_HASH`], by a Tidemark whose key hash put keys in other partitions.
+    /// `None` when it can (or when nothing is committed).
+    pub(crate) fn old_key_hash(&self) -> Option<String> {
+        match self.committed() {
+            Some((_, c)) if !c.current_hash => Some(format!(
+                "its committed state was written with the key hash of an older Tidemark \
+                 (rustc-hash's FxHasher; its messages have no {HEADER_KEY_HASH}: {KEY_HASH} \
+                 header), which put keys in other partitions than this version's hash \
+                 ({KEY_HASH}, Kafka's default partitioner) does: it is not restored into the \
+                 wrong partitions. Finish the job with the older version, or delete this \
+                 state topic and the exchange topic to start the vertex's state afresh"
+            )),
+            _ => None,
         }
     }
 
@@ -251,15 +299,12 @@ impl PartitionLog {
             .map(|m| m.generation)
             .max()
             .unwrap_or(0);
-        let committed = self
-            .messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.kind == COMMIT && m.value.is_some())
-            .max_by_key(|(i, m)| (m.generation, *i));
+        if let Some(old) = self.old_key_hash() {
+            return Err(old);
+        }
         let mut values = BTreeMap::new();
         let mut commit = None;
-        if let Some((last, c)) = committed {
+        if let Some((last, c)) = self.committed() {
             let record = CommitRecord::read(c.value.as_deref().unwrap_or_default())
                 .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
             for m in &self.messages[..last] {
@@ -380,7 +425,11 @@ impl StateStore {
     fn headers(checkpoint: u64, generation: u64) -> OwnedHeaders {
         let (c, g) = (checkpoint.to_string(), generation.to_string());
         let group = group_generation_of(generation).to_string();
-        OwnedHeaders::new_with_capacity(3)
+        OwnedHeaders::new_with_capacity(4)
+            .insert(Header {
+                key: HEADER_KEY_HASH,
+                value: Some(KEY_HASH),
+            })
             .insert(Header {
                 key: HEADER_CHECKPOINT,
                 value: Some(c.as_str()),
@@ -418,82 +467,14 @@ impl StateStore {
 
     /// Reads partition `partition` of the state topic to its end.
     fn read_partition(&self, partition: i32) -> Result<(PartitionLog, u64), BoxError> {
-        let mut config = client_config(&self.brokers, &self.properties);
-        config
-            .set("group.id", format!("{}-restore", self.topic))
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false");
-        let consumer: BaseConsumer = config
-            .create()
-            .map_err(|e| format!("{}: invalid Kafka settings: {e}", self.what))?;
-        let (low, high) = consumer
-            .fetch_watermarks(&self.topic, partition, self.timeout)
-            .map_err(|e| {
-                format!(
-                    "{}: cannot read the state topic {} partition {partition}: {e}",
-                    self.what, self.topic
-                )
-            })?;
-        // The topic is compacted only (never `delete`), so its log starts at offset 0 for good:
-        // a later start means the broker deleted state messages, possibly the only copy of a
-        // committed value (retention set on the topic by hand, or librdkafka's mock cluster,
-        // which keeps at most 5 MB per partition and never compacts). Restoring what is left
-        // would start keys from nothing or from old values without a word.
-        if low > 0 {
-            return Err(format!(
-                "{}: the state topic {} partition {partition} begins at offset {low}, not 0: \
-                 the broker deleted state messages (retention on the topic, or librdkafka's mock \
-                 cluster, `tidemark dev-kafka`, which keeps at most 5 MB per partition and does \
-                 not compact), so the state cannot be restored exactly; give the exchange more \
-                 partitions or use a broker that compacts (docs/kafka.md, \"Limits of the mock \
-                 cluster\")",
-                self.what, self.topic
-            )
-            .into());
-        }
-        let mut log = PartitionLog::default();
-        let mut records = 0u64;
-        if high <= low {
-            return Ok((log, records));
-        }
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, partition, Offset::Offset(low))?;
-        consumer.assign(&tpl)?;
-        let deadline = Instant::now() + self.timeout;
-        let mut next = low;
-        while next < high {
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "{}: the state topic {} partition {partition} was not read to its end \
-                     ({high}) within {:?} (at {next})",
-                    self.what, self.topic, self.timeout
-                )
-                .into());
-            }
-            let Some(message) = consumer.poll(Duration::from_millis(100)) else {
-                continue;
-            };
-            let message = message.map_err(|e| {
-                format!(
-                    "{}: cannot read the state topic {}: {e}",
-                    self.what, self.topic
-                )
-            })?;
-            next = message.offset() + 1;
-            records += 1;
-            let key = message.key().unwrap_or_default();
-            if !log.push(key, message.payload()) {
-                return Err(format!(
-                    "{}: the state topic {} holds a message that Tidemark did not write \
-                     (partition {partition}, offset {})",
-                    self.what,
-                    self.topic,
-                    message.offset()
-                )
-                .into());
-            }
-        }
-        Ok((log, records))
+        read_partition(
+            &self.brokers,
+            &self.properties,
+            &self.topic,
+            partition,
+            &self.what,
+            self.timeout,
+        )
     }
 
     /// Partition `partition` was given to this subtask in the consumer group's generation
@@ -702,6 +683,186 @@ impl StateStore {
         }
         self.flush()
     }
+}
+
+/// Reads partition `partition` of the state topic `topic` to its end, for `what`.
+fn read_partition(
+    brokers: &Brokers,
+    properties: &Properties,
+    topic: &str,
+    partition: i32,
+    what: &str,
+    timeout: Duration,
+) -> Result<(PartitionLog, u64), BoxError> {
+    let mut config = client_config(brokers, properties);
+    config
+        .set("group.id", format!("{}-restore", topic))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false");
+    let consumer: BaseConsumer = config
+        .create()
+        .map_err(|e| format!("{}: invalid Kafka settings: {e}", what))?;
+    let (low, high) = consumer
+        .fetch_watermarks(topic, partition, timeout)
+        .map_err(|e| {
+            format!(
+                "{}: cannot read the state topic {} partition {partition}: {e}",
+                what, topic
+            )
+        })?;
+    // The topic is compacted only (never `delete`), so its log starts at offset 0 for good:
+    // a later start means the broker deleted state messages, possibly the only copy of a
+    // committed value (retention set on the topic by hand, or librdkafka's mock cluster,
+    // which keeps at most 5 MB per partition and never compacts). Restoring what is left
+    // would start keys from nothing or from old values without a word.
+    if low > 0 {
+        return Err(format!(
+            "{}: the state topic {} partition {partition} begins at offset {low}, not 0: \
+             the broker deleted state messages (retention on the topic, or librdkafka's mock \
+             cluster, `tidemark dev-kafka`, which keeps at most 5 MB per partition and does \
+             not compact), so the state cannot be restored exactly; give the exchange more \
+             partitions or use a broker that compacts (docs/kafka.md, \"Limits of the mock \
+             cluster\")",
+            what, topic
+        )
+        .into());
+    }
+    let mut log = PartitionLog::default();
+    let mut records = 0u64;
+    if high <= low {
+        return Ok((log, records));
+    }
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(low))?;
+    consumer.assign(&tpl)?;
+    let deadline = Instant::now() + timeout;
+    let mut next = low;
+    while next < high {
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{}: the state topic {} partition {partition} was not read to its end \
+                 ({high}) within {:?} (at {next})",
+                what, topic, timeout
+            )
+            .into());
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let message =
+            message.map_err(|e| format!("{}: cannot read the state topic {}: {e}", what, topic))?;
+        next = message.offset() + 1;
+        records += 1;
+        let key = message.key().unwrap_or_default();
+        let current_hash = message.headers().is_some_and(|h| {
+            h.iter()
+                .any(|h| h.key == HEADER_KEY_HASH && h.value == Some(KEY_HASH.as_bytes()))
+        });
+        if !log.push_hashed(key, message.payload(), current_hash) {
+            return Err(format!(
+                "{}: the state topic {} holds a message that Tidemark did not write \
+                 (partition {partition}, offset {})",
+                what,
+                topic,
+                message.offset()
+            )
+            .into());
+        }
+    }
+    Ok((log, records))
+}
+
+/// Refuses, before the job starts, a state topic whose committed state was written with the key
+/// hash of an older Tidemark ([`PartitionLog::old_key_hash`]): the restore would refuse it when
+/// the partition is assigned, after the job started. Each partition's last message says whether
+/// its newest writer recorded this version's key hash (then nothing older can be restored
+/// from it: that writer restored the partition first); only a partition whose last message
+/// does not is read whole, as a restore reads it. Whatever cannot be checked here (no
+/// brokers, no topic yet, a partition that cannot be read) is left to the job, which names it.
+pub(crate) fn check_key_hash(
+    brokers: &Brokers,
+    properties: &Properties,
+    topic: &str,
+    what: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut config = client_config(brokers, properties);
+    config
+        .set("group.id", format!("{topic}-restore"))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("allow.auto.create.topics", "false")
+        // The last messages are there already: no fetch waits for more.
+        .set("fetch.wait.max.ms", "10");
+    let Ok(consumer) = config.create::<BaseConsumer>() else {
+        return Ok(());
+    };
+    let Ok(metadata) = consumer.fetch_metadata(Some(topic), timeout) else {
+        return Ok(());
+    };
+    let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(());
+    };
+    if t.error().is_some() {
+        return Ok(());
+    }
+    // Each non-empty partition's last message, all partitions at once.
+    let mut last = BTreeMap::new();
+    for p in t.partitions() {
+        if let Ok((low, high)) = consumer.fetch_watermarks(topic, p.id(), timeout) {
+            if high > low {
+                last.insert(p.id(), high - 1);
+            }
+        }
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (&partition, &offset) in &last {
+        if tpl
+            .add_partition_offset(topic, partition, Offset::Offset(offset))
+            .is_err()
+        {
+            return Ok(());
+        }
+    }
+    if last.is_empty() || consumer.assign(&tpl).is_err() {
+        return Ok(());
+    }
+    // Partition → whether its last message carries this version's key hash.
+    let mut current: BTreeMap<i32, bool> = BTreeMap::new();
+    let deadline = Instant::now() + timeout;
+    while current.len() < last.len() && Instant::now() < deadline {
+        let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        if last
+            .get(&message.partition())
+            .is_some_and(|o| message.offset() >= *o)
+        {
+            current.entry(message.partition()).or_insert_with(|| {
+                message.headers().is_some_and(|h| {
+                    h.iter()
+                        .any(|h| h.key == HEADER_KEY_HASH && h.value == Some(KEY_HASH.as_bytes()))
+                })
+            });
+        }
+    }
+    drop(consumer);
+    // A partition whose last message does not say so (or could not be read) is read whole.
+    for &partition in last.keys() {
+        if current.get(&partition) == Some(&true) {
+            continue;
+        }
+        let Ok((log, _)) = read_partition(brokers, properties, topic, partition, what, timeout)
+        else {
+            continue;
+        };
+        if let Some(old) = log.old_key_hash() {
+            return Err(format!(
+                "{what}: the state topic {topic} partition {partition}: {old}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The state kept by one reader subtask, as its consumer's rebalances move partitions: what
@@ -963,6 +1124,33 @@ mod tests {
         // Every live message key is tombstoned once the next generation has rewritten.
         assert!(r.stale.contains(&v(1, "z")) && r.stale.contains(&c(2)));
         assert!(!r.stale.contains(&v(2, "b")));
+    }
+
+    #[test]
+    fn state_committed_without_the_key_hash_is_refused() {
+        let v = |g, k: &str| message_key(VALUE, g, &key(k));
+        let c = |g| message_key(COMMIT, g, &[]);
+        // Written by a Tidemark before the key hash was murmur2: no header.
+        let mut old = PartitionLog::default();
+        assert!(old.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(old.push_hashed(&c(1), Some(&commit(1, 3, 10)), false));
+        let e = old.restore().unwrap_err();
+        assert!(
+            e.contains("key hash of an older Tidemark") && e.contains("tidemark-key-hash: murmur2"),
+            "{e}"
+        );
+        // Values without it but never committed by it (a newer generation committed with
+        // it): restored as usual.
+        let mut mixed = PartitionLog::default();
+        assert!(mixed.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(mixed.push_hashed(&v(2, "a"), Some(b"2"), true));
+        assert!(mixed.push_hashed(&c(2), Some(&commit(2, 3, 10)), true));
+        let r = mixed.restore().unwrap();
+        assert_eq!(r.values, BTreeMap::from([(key("a"), b"2".to_vec())]));
+        // Nothing committed at all: nothing to restore, nothing refused.
+        let mut uncommitted = PartitionLog::default();
+        assert!(uncommitted.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(uncommitted.restore().unwrap().values.is_empty());
     }
 
     /// One key's count in a snapshot of 4 key groups.

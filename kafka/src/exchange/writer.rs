@@ -8,6 +8,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, ThreadedProducer};
 use tidemark_runtime::component::SinkFactory;
 use tidemark_runtime::key_group::KeyGroups;
+use tidemark_runtime::key_hash;
 use tidemark_runtime::markers::{origin, LatencyMarker};
 use tidemark_runtime::provenance::Origin;
 use tidemark_runtime::{BoxError, Record, Sink, SubtaskContext};
@@ -24,8 +25,8 @@ pub struct ExchangeWriter {
     context: DeliveryContext,
     what: String,
     partitions: i32,
-    /// A record goes to the partition of its key's key group, one per partition: the state
-    /// behind the exchange is kept per partition ([`super::state`]).
+    /// A record goes to partition `key_hash mod partitions`, its key's key group among one per
+    /// partition: the state behind the exchange is kept per partition ([`super::state`]).
     key_groups: KeyGroups,
     /// xorshift state for the marker's random partition.
     random: u64,
@@ -186,15 +187,19 @@ impl ExchangeWriter {
         record
             .write_event_json(&mut self.value)
             .expect("writing to memory cannot fail");
+        // The message key is the key's canonical bytes and the partition their key hash
+        // modulo the partition count: where Kafka's default partitioner (librdkafka's
+        // `murmur2_random`, the Java client's) puts a message with that key.
         let key = record.key();
-        let has_key = !key.is_null();
-        if has_key {
-            key.write_json(&mut self.key)
-                .expect("writing to memory cannot fail");
-        }
+        key.write_canonical_bytes(&mut self.key);
+        let partition = self.key_groups.of(key_hash::hash_bytes(&self.key)) as i32;
         let mut ts = itoa_buf();
         let ts = format_i64(&mut ts, record.timestamp);
-        let mut headers = OwnedHeaders::new_with_capacity(3)
+        let mut headers = OwnedHeaders::new_with_capacity(4)
+            .insert(Header {
+                key: HEADER_KEY_TYPE,
+                value: Some(key.type_name()),
+            })
             .insert(Header {
                 key: HEADER_TIMESTAMP,
                 value: Some(ts),
@@ -214,15 +219,12 @@ impl ExchangeWriter {
                 value: Some(&self.origin_text[..]),
             });
         }
-        let partition = self.key_groups.of(key.routing_hash()) as i32;
-        let mut pending = BaseRecord::to(&self.exchange.topic)
+        let pending = BaseRecord::to(&self.exchange.topic)
             .partition(partition)
+            .key(&self.key[..])
             .payload(&self.value[..])
             .timestamp(record.timestamp.div_euclid(1_000_000))
             .headers(headers);
-        if has_key {
-            pending = pending.key(&self.key[..]);
-        }
         produce(&self.producer, &self.context, &self.what, pending)
     }
 }

@@ -132,7 +132,7 @@ impl Operator for WhereFilter {
     }
 
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        if !self.keep.keeps(record.routing_hash()) {
+        if !self.keep.keeps(sample_key(&record)) {
             return Ok(());
         }
         let (eval, condition, on_error) = (&self.eval, &self.condition, &mut self.on_error);
@@ -164,6 +164,16 @@ pub fn key_hash(key: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// What a sampling filter hashes for `record`: an int key itself (cheap, and the same keys are
+/// kept as before the key hash became Kafka's murmur2), any other key its key hash.
+#[inline(always)]
+fn sample_key(record: &Record) -> u64 {
+    match record.int_key() {
+        Some(k) => k as u64,
+        None => record.routing_hash() as u64,
+    }
 }
 
 /// One subtask of the `filter` operator.
@@ -198,7 +208,7 @@ impl Operator for FilterOperator {
     }
 
     fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        if self.keeps(record.routing_hash()) {
+        if self.keeps(sample_key(&record)) {
             out.emit(record);
         }
         Ok(())
@@ -210,7 +220,7 @@ impl Operator for FilterOperator {
             t if t >= 1 << 53 => out.emit_all(records),
             _ => {
                 for record in records {
-                    if self.keeps(record.routing_hash()) {
+                    if self.keeps(sample_key(record)) {
                         out.emit(record.clone());
                     }
                 }
