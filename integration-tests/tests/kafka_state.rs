@@ -26,7 +26,10 @@
 //!   `tidemark-key-hash` header) is refused before the job starts, exit 2.
 //!
 //! The spec's two state cases and the idle-kill cases run on the mock and on tansu
-//! (`common::brokers`); the SIGKILL case on tansu with a CPU hog beside it.
+//! (`common::brokers`) with production watermarks (`idleness: 3s`, shorter than the session
+//! timeout); the SIGKILL case on tansu with a CPU hog beside it. In the two state cases events
+//! keep coming while the group moves partitions (one per input partition every 100 ms), as in
+//! production; the idle-kill cases are the ones with every input quiet and idle at the kill.
 #![cfg(unix)]
 
 mod common;
@@ -34,6 +37,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::brokers::{Broker, Kind};
@@ -81,12 +86,6 @@ fn broker(kind: Kind, state_partitions: i32) -> Broker {
     broker
 }
 
-/// The job of the spec's state cases (but the join-and-leave case on tansu), without
-/// `idleness`: between the two halves every input
-/// partition is quiet for longer than the failover takes, and after a quiet period longer than
-/// `idleness` a partition whose reader learns of new records later than another's may deliver
-/// them late, as documented (docs/kafka.md, Failover). Idleness shorter than the session
-/// timeout is the case of `killed_with_idle_partitions`.
 fn job(dir: &TempDir, bootstrap: &str) -> PathBuf {
     job_checkpointing(dir, bootstrap, "500ms")
 }
@@ -174,12 +173,53 @@ fn event(i: u64) -> (i32, String, i64, u64) {
 
 fn produce(bootstrap: &str, events: impl Iterator<Item = (i32, String, i64, u64)>) {
     let producer = testing::producer(bootstrap);
+    send(&producer, events);
+}
+
+fn send(
+    producer: &rdkafka::producer::ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+    events: impl Iterator<Item = (i32, String, i64, u64)>,
+) {
     for (p, user, ts, amount) in events {
         let value = format!("{{\"user\":\"{user}\",\"ts\":{ts},\"amount\":{amount}}}");
         let record = BaseRecord::to("in").partition(p).payload(&value).key(&user);
-        testing::send_retrying(&producer, record, Duration::from_millis(1));
+        testing::send_retrying(producer, record, Duration::from_millis(1));
     }
-    testing::flush(&producer);
+    testing::flush(producer);
+}
+
+/// Events written slowly while the group moves partitions: one per input partition every
+/// 100 ms, in order from the first of the second half, until stopped. Data keeps coming during
+/// a failover, as in production, so no input is quiet for `idleness` and idle (a partition that
+/// was idle through a quiet spell may deliver its first records after it late: docs/kafka.md,
+/// "Quiet periods").
+struct Trickle {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Trickle {
+    fn start(bootstrap: &str) -> Trickle {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bootstrap, stopped) = (bootstrap.to_owned(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let producer = testing::producer(&bootstrap);
+            let mut next = EVENTS / 2;
+            while !stopped.load(Ordering::Relaxed) && next + 4 <= EVENTS {
+                send(&producer, (next..next + 4).map(event));
+                next += 4;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            next
+        });
+        Trickle { stop, thread }
+    }
+
+    /// Stops writing; returns the first event not written.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        common::join(self.thread, "the trickle of events")
+    }
 }
 
 /// After the second half: one event per partition a minute of event time later, so that every
@@ -437,9 +477,10 @@ fn killed_instance_state_moves(kind: Kind) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-kill");
-    let job = job(&dir, &bootstrap);
+    let job = production_job(&dir, &bootstrap, GROUP);
     let ((mut a, _), (mut b, addr_b)) =
         two_instances_through_the_first_half(&dir, &job, &bootstrap);
+    let trickle = Trickle::start(&bootstrap);
     let restored_before = restored_partitions(addr_b);
     // The forced point: a dies with windows open, their counts only in the state topic.
     sigkill(&mut a);
@@ -472,7 +513,8 @@ fn killed_instance_state_moves(kind: Kind) {
         spread(&[addr_b, addr_c], READER, 8)
     });
     assert!(restored_partitions(addr_c) >= 1, "c restored no state");
-    second_half_gives_the_reference(&bootstrap, &mut [(&mut b, addr_b), (&mut c, addr_c)]);
+    let from = trickle.stop();
+    second_half_gives_the_reference(&bootstrap, from, &mut [(&mut b, addr_b), (&mut c, addr_c)]);
     stop(&mut [&mut b, &mut c]);
 }
 
@@ -499,9 +541,14 @@ fn two_instances_through_the_first_half(
     ((a, addr_a), (b, addr_b))
 }
 
-/// Writes the second half and the flush event, then compares the output with the reference.
-fn second_half_gives_the_reference(bootstrap: &str, instances: &mut [(&mut Proc, SocketAddr)]) {
-    produce(bootstrap, (EVENTS / 2..EVENTS).map(event));
+/// Writes the second half from event `from` on and the flush event, then compares the output
+/// with the reference.
+fn second_half_gives_the_reference(
+    bootstrap: &str,
+    from: u64,
+    instances: &mut [(&mut Proc, SocketAddr)],
+) {
+    produce(bootstrap, (from..EVENTS).map(event));
     produce_flush(bootstrap);
     assert_output_is_the_reference(bootstrap, instances);
 }
@@ -528,18 +575,14 @@ fn joining_and_leaving_hand_state_over(kind: Kind) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-leave");
-    // On tansu with `idleness: 3s` (production watermarks): without it, tansu's group was seen
-    // never to give b the partitions a left behind (docs/kafka.md, Failover).
-    let job = match kind {
-        Kind::Mock => job(&dir, &bootstrap),
-        Kind::Tansu => production_job(&dir, &bootstrap, GROUP),
-    };
+    let job = production_job(&dir, &bootstrap, GROUP);
     let (mut a, addr_a) = instance(dir.path(), &job, "a");
     wait_until("a to hold every partition", || {
         partitions_held(addr_a, READER) == 8 && partitions_held(addr_a, "events") == 4
     });
     produce(&bootstrap, (0..EVENTS / 2).map(event));
     wait_for_first_half_committed(&bootstrap);
+    let trickle = Trickle::start(&bootstrap);
     let report = dir.join("report-b.json");
     let (mut b, addr_b) = instance_with(
         dir.path(),
@@ -559,7 +602,8 @@ fn joining_and_leaving_hand_state_over(kind: Kind) {
     wait_until("b to hold every exchange partition", || {
         partitions_held(addr_b, READER) == 8
     });
-    second_half_gives_the_reference(&bootstrap, &mut [(&mut b, addr_b)]);
+    let from = trickle.stop();
+    second_half_gives_the_reference(&bootstrap, from, &mut [(&mut b, addr_b)]);
     stop(&mut [&mut b]);
     // The report names the restores: b took every partition, some at the join, the rest when
     // a left.
@@ -605,7 +649,7 @@ fn killed_with_idle_partitions(kind: Kind, group: &str) {
         idle_inputs(&[addr_a, addr_b]) == 4.0
     });
     sigkill(&mut b);
-    second_half_gives_the_reference(&bootstrap, &mut [(&mut a, addr_a)]);
+    second_half_gives_the_reference(&bootstrap, EVENTS / 2, &mut [(&mut a, addr_a)]);
     assert_eq!(late(addr_a), 0.0, "on-time records dropped as late");
     stop(&mut [&mut a]);
 }
