@@ -4,9 +4,10 @@
 //! checkpoints every 100 ms, here to a directory). At every checkpoint the fast input's barrier
 //! comes long before the slow one's, and the fast side must wait (its senders are
 //! backpressured), not be buffered: the process's peak resident memory through many checkpoints
-//! stays near that of the same job without checkpoints. (A release build from before the
-//! bounded alignment fails this test: 133.6 MB through 121 checkpoints against 38.7 MB without;
-//! this one passes it, 45.0 against 38.4 MB in release, 63–69 against 54–57 MB in debug.)
+//! stays within 1.5x of that of the same job without checkpoints (the spec's worked case,
+//! state.md). A release build from before the bounded alignment failed a 12 s version of this
+//! run by far (133.6 MB through 121 checkpoints against 38.7 MB without, 3.5x); this build
+//! passes it: 63.5 against 56.8 MB through 84 checkpoints (debug, 40 s).
 #![cfg(unix)]
 
 mod common;
@@ -15,9 +16,9 @@ use common::{tidemark, TempDir};
 use std::path::Path;
 
 /// How long each run lasts (`--duration`): a run length, not a timing assertion.
-const DURATION: &str = "12s";
+const DURATION: &str = "40s";
 /// Checkpoints the run with checkpoints must have completed: many alignments.
-const CHECKPOINTS: u64 = 15;
+const CHECKPOINTS: u64 = 50;
 
 /// Runs the alignment job for [`DURATION`] with the `-D` settings `settings`; returns its
 /// report.
@@ -27,6 +28,9 @@ fn run(dir: &TempDir, name: &str, settings: &[String]) -> serde_json::Value {
     let mut args = vec![
         "run".to_owned(),
         job.display().to_string(),
+        // A free port: the default one may be taken by another test or job.
+        "--metrics-addr".to_owned(),
+        "127.0.0.1:0".to_owned(),
         "--duration".to_owned(),
         DURATION.to_owned(),
         "--report-file".to_owned(),
@@ -41,7 +45,7 @@ fn run(dir: &TempDir, name: &str, settings: &[String]) -> serde_json::Value {
 }
 
 #[test]
-fn peak_memory_through_many_aligned_checkpoints_stays_near_the_job_without_them() {
+fn peak_memory_through_many_aligned_checkpoints_stays_within_1_5x_of_the_job_without_them() {
     let dir = TempDir::new("checkpoint-memory");
     let without = run(
         &dir,
@@ -70,10 +74,10 @@ fn peak_memory_through_many_aligned_checkpoints_stays_near_the_job_without_them(
         "peak RSS {peak_with:.1} MB through {checkpoints} checkpoints, {peak_without:.1} MB \
          without"
     );
-    // The window's snapshot buffers (kept for the next checkpoint) and the writer's copy add
-    // some; buffering the fast input while aligning added several times the job's memory.
+    // The spec's bound (state.md, worked cases): within 1.5x of the job without checkpoints.
+    // Buffering the fast input while aligning added several times the job's memory.
     assert!(
-        peak_with <= 2.0 * peak_without + 32.0,
+        peak_with <= 1.5 * peak_without,
         "peak RSS {peak_with:.1} MB through {checkpoints} checkpoints against \
          {peak_without:.1} MB without checkpoints"
     );
