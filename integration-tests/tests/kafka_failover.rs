@@ -332,11 +332,28 @@ fn dead_instance_stops_holding_event_time_back(kind: Kind) {
     });
     // ... each complete: none of the later events was dropped as late. (Events of b's
     // partitions read again from its last commit may be: they were counted before the kill.)
+    let dropped = scrape(addr_a).body;
     a.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
     let got = results(&dir.join("out-a.jsonl"));
     for (window, n) in &expected {
-        assert_eq!(got.get(window), Some(n), "window {window:?}");
+        assert_eq!(
+            got.get(window),
+            Some(n),
+            "window {window:?}; a's rebalances (with TIDEMARK_TEST_RUST_LOG=tidemark_kafka=debug):\n{}\na's drops and watermarks before it stopped:\n{}",
+            a.stderr()
+                .lines()
+                .filter(|l| l.contains("rebalance"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            dropped
+                .lines()
+                .filter(|l| l.starts_with("tidemark_records_dropped_total")
+                    || l.starts_with("tidemark_watermark")
+                    || l.starts_with("tidemark_kafka_partition"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
 }
 

@@ -493,6 +493,13 @@ impl ConsumerContext for SourceContext {
             .iter()
             .map(|e| (e.topic().to_owned(), e.partition()))
             .collect();
+        tracing::debug!(
+            source = %self.source_id,
+            subtask = self.subtask,
+            event = ?err,
+            partitions = ?keys,
+            "rebalance"
+        );
         let cooperative = matches!(
             consumer.rebalance_protocol(),
             rdkafka::consumer::RebalanceProtocol::Cooperative

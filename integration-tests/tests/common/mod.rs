@@ -217,6 +217,7 @@ impl Proc {
             .args(&args)
             .current_dir(dir)
             .env_remove("RUST_LOG")
+            .envs(test_log())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -247,6 +248,7 @@ impl Proc {
             .args(&args)
             .current_dir(dir)
             .env_remove("RUST_LOG")
+            .envs(test_log())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -268,6 +270,7 @@ impl Proc {
         let child = command
             .current_dir(dir)
             .env_remove("RUST_LOG")
+            .envs(test_log())
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(Stdio::piped())
@@ -1055,4 +1058,12 @@ impl Drop for CpuHog {
             let _ = child.wait();
         }
     }
+}
+
+/// `RUST_LOG` for the processes a test starts: `TIDEMARK_TEST_RUST_LOG`'s value when set (to see
+/// a failing test's log, say `tidemark_kafka=debug`), else none.
+fn test_log() -> Option<(&'static str, String)> {
+    std::env::var("TIDEMARK_TEST_RUST_LOG")
+        .ok()
+        .map(|v| ("RUST_LOG", v))
 }
