@@ -7,24 +7,37 @@
 //! reader subtask keeps the state of the partitions it holds in the compacted topic
 //! `tidemark-<job>-<vertex>-state` (one state partition per exchange partition):
 //!
-//! - at each checkpoint barrier, the changed keys of each held partition (a deleted key as a
-//!   tombstone), keyed `v` + generation + key, headers [`HEADER_CHECKPOINT`] and
-//!   [`HEADER_GENERATION`];
-//! - once the checkpoint is complete, one **commit record** per held partition, keyed `c` +
-//!   generation: the checkpoint, the reader's position in the exchange partition, the
-//!   operator-wide values (the window's event-time progress), and the highest origin the
-//!   reader had taken from each source partition there ([`super::replays`]).
+//! - at each checkpoint barrier, the changed keys of each held partition and the keys gone
+//!   are taken and kept;
+//! - once the checkpoint is complete, they are written (a value keyed `v` or `w`, then the
+//!   generation and the key; a deleted key as a deletion mark `d`, likewise; headers
+//!   [`HEADER_CHECKPOINT`], [`HEADER_GENERATION`], [`HEADER_SLOTS`]), then one **commit
+//!   record** per held partition, keyed `c` + generation: the checkpoint, the reader's
+//!   position in the exchange partition, the operator-wide values (the window's event-time
+//!   progress), and the highest origin the reader had taken from each source partition there
+//!   ([`super::replays`]), then the tombstones of the keys deleted.
 //!
-//! A partition's state is what its newest generation that wrote a commit record wrote up to
-//! its last commit record. A new owner restores that, writes it again under a generation one
-//! past every generation in the partition (every key, then a commit record), then tombstones
-//! the older generations' keys, and only then reads the exchange partition, from the position
-//! in the commit record. Because the generation is part of every message key, compaction
-//! keeps the newest value of a key *per generation*: a zombie's late writes (an older
-//! generation) can neither replace a newer generation's values nor be taken for them.
-//! Within a generation, a value written after the last commit record may be compacted over
-//! the committed one; the topic's `min.compaction.lag.ms` (1 h) keeps compaction from acting
-//! before the next owner has rewritten the committed value.
+//! A partition's state is what its newest generation that wrote a commit record committed:
+//! per key, the value with the highest checkpoint not past the last commit record's. A new
+//! owner restores that, writes it again under a generation one past every generation in the
+//! partition (every key, then a commit record), then tombstones the older generations' keys,
+//! and only then reads the exchange partition, from the position in the commit record.
+//! Because the generation is part of every message key, compaction keeps the newest value of a
+//! key *per generation*: a zombie's late writes (an older generation) can neither replace a
+//! newer generation's values nor be taken for them.
+//!
+//! **No committed value is lost to compaction, however long the outage.** Compaction keeps
+//! the last message per message key, so a value written for a checkpoint that never
+//! completed must never share its message key with the committed value it would replace.
+//! Each key has two slots (message kinds `v` and `w`): a checkpoint's values are written only
+//! once it is complete, each into the slot that does *not* hold the key's committed value,
+//! then the commit record; only after that does the slot written become the committed one.
+//! A crash anywhere in between leaves the committed value in its slot, whatever compaction
+//! does. A key deleted is written as a deletion mark (`d`) in the same way, and its slots and
+//! mark are tombstoned after the commit record. So `min.compaction.lag.ms` is not what keeps
+//! state: it stays long (1 h) so that what a crash left is still there to be looked at. The
+//! test `compaction_at_any_moment_between_a_crash_and_the_restore_keeps_the_committed_state`
+//! applies Kafka's compaction at every point of a written log.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +71,11 @@ pub const HEADER_GENERATION: &str = "tidemark-generation";
 /// Header of a state message: the consumer group's generation in which the writer was given
 /// the partition, as decimal text (the low half of [`HEADER_GENERATION`]).
 pub const HEADER_GROUP_GENERATION: &str = "tidemark-group-generation";
+
+/// Header of every state message written with two slots per key (`2`): its partition is
+/// restored by the slot rule (module doc). A commit record without it was written by an older
+/// Tidemark, whose values are restored as they were written then: up to the commit record.
+pub const HEADER_SLOTS: &str = "tidemark-state-slots";
 
 /// Header of every state message: the key hash its keys were grouped by, [`KEY_HASH`]
 /// (`murmur2`). State committed by messages without it was written by a Tidemark whose key hash
@@ -179,7 +197,15 @@ pub(crate) struct PartitionProgress {
 /// What the restores of exchange partitions gave, per partition, for the reader.
 pub(crate) type RestoredProgress = Vec<(i32, PartitionProgress)>;
 
+/// A key's value in its first slot (and every value of a state topic written before values
+/// had slots).
 const VALUE: u8 = b'v';
+/// A key's value in its second slot.
+const VALUE_OTHER: u8 = b'w';
+/// The two slots of a key.
+const SLOTS: [u8; 2] = [VALUE, VALUE_OTHER];
+/// A key deleted at the checkpoint the message was written for.
+const DELETED: u8 = b'd';
 const COMMIT: u8 = b'c';
 
 fn message_key(kind: u8, generation: u64, key: &[u8]) -> Vec<u8> {
@@ -193,7 +219,7 @@ fn message_key(kind: u8, generation: u64, key: &[u8]) -> Vec<u8> {
 /// The kind, generation and key of a state message's key.
 fn parse_key(bytes: &[u8]) -> Option<(u8, u64, &[u8])> {
     let (&kind, rest) = bytes.split_first()?;
-    if rest.len() < 8 || (kind != VALUE && kind != COMMIT) {
+    if rest.len() < 8 || ![VALUE, VALUE_OTHER, DELETED, COMMIT].contains(&kind) {
         return None;
     }
     let generation = u64::from_be_bytes(rest[..8].try_into().ok()?);
@@ -203,7 +229,7 @@ fn parse_key(bytes: &[u8]) -> Option<(u8, u64, &[u8])> {
 /// One message of a state partition.
 #[derive(Debug)]
 struct StateMessage {
-    /// [`VALUE`] or [`COMMIT`].
+    /// [`VALUE`], [`VALUE_OTHER`], [`DELETED`] or [`COMMIT`].
     kind: u8,
     generation: u64,
     /// The encoded state key (empty for a commit record).
@@ -212,6 +238,28 @@ struct StateMessage {
     value: Option<Vec<u8>>,
     /// Whether it says its keys were grouped by this version's key hash ([`HEADER_KEY_HASH`]).
     current_hash: bool,
+    /// What it says of itself in its headers.
+    meta: MessageMeta,
+}
+
+/// What a state message says of itself in its headers, beside its key hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct MessageMeta {
+    /// The checkpoint it was written for ([`HEADER_CHECKPOINT`]; 0 when it has none).
+    pub(crate) checkpoint: u64,
+    /// Written with two slots per key ([`HEADER_SLOTS`]).
+    pub(crate) slotted: bool,
+}
+
+impl MessageMeta {
+    /// A message this version writes, for `checkpoint`.
+    #[cfg(test)]
+    pub(crate) fn written(checkpoint: u64) -> Self {
+        MessageMeta {
+            checkpoint,
+            slotted: true,
+        }
+    }
 }
 
 /// A partition's state as its messages give it: the restore rule, apart from any broker.
@@ -234,21 +282,38 @@ pub(crate) struct RestoredPartition {
     stale: HashSet<Vec<u8>>,
 }
 
+impl RestoredPartition {
+    /// The values written again by the owner that restored them, under `generation`, for the
+    /// restored `checkpoint`: each in its first slot.
+    fn rewrite(&self, generation: u64, checkpoint: u64) -> Vec<Out> {
+        self.values
+            .iter()
+            .map(|(key, value)| Out {
+                key: message_key(VALUE, generation, key),
+                value: Some(value.clone()),
+                checkpoint,
+            })
+            .collect()
+    }
+}
+
 impl PartitionLog {
-    /// Adds one message of the partition, in offset order; `false` for a key that is not a
-    /// state message's.
+    /// Adds one message of the partition, in offset order, as a Tidemark without slots wrote
+    /// it (no [`HEADER_SLOTS`], no checkpoint); `false` for a key that is not a state
+    /// message's.
     #[cfg(test)]
     pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
-        self.push_hashed(key, value, true)
+        self.push_hashed(key, value, true, MessageMeta::default())
     }
 
     /// [`PartitionLog::push`] of a message that does (`current_hash`) or does not carry
-    /// [`HEADER_KEY_HASH`] with this version's key hash.
+    /// [`HEADER_KEY_HASH`] with this version's key hash, with what its headers say (`meta`).
     pub(crate) fn push_hashed(
         &mut self,
         key: &[u8],
         value: Option<&[u8]>,
         current_hash: bool,
+        meta: MessageMeta,
     ) -> bool {
         match parse_key(key) {
             Some((kind, generation, k)) => {
@@ -258,6 +323,7 @@ impl PartitionLog {
                     key: k.to_vec(),
                     value: value.map(<[u8]>::to_vec),
                     current_hash,
+                    meta,
                 });
                 true
             }
@@ -291,6 +357,40 @@ impl PartitionLog {
         }
     }
 
+    /// The values `generation` committed at `checkpoint` by the slot rule: of each key's slots
+    /// and deletion mark, the last message of each (what compaction keeps), the one written
+    /// for the highest checkpoint not past `checkpoint`; a deletion mark or nothing: no value.
+    fn slotted_values(&self, generation: u64, checkpoint: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        // (kind, key) → the checkpoint and value of its last message (`None`: a tombstone).
+        type Last<'a> = HashMap<(u8, &'a [u8]), Option<(u64, &'a [u8])>>;
+        let mut last: Last<'_> = HashMap::new();
+        for m in &self.messages {
+            if m.generation != generation || m.kind == COMMIT {
+                continue;
+            }
+            let at = m.value.as_deref().map(|v| (m.meta.checkpoint, v));
+            last.insert((m.kind, m.key.as_slice()), at);
+        }
+        let mut best: BTreeMap<&[u8], (u64, u8, &[u8])> = BTreeMap::new();
+        for ((kind, key), at) in last {
+            let Some((written, value)) = at else { continue };
+            if written > checkpoint {
+                continue;
+            }
+            // A deletion mark and a value are never written for one checkpoint; were they,
+            // the deletion wins.
+            let rank = u8::from(kind == DELETED);
+            let entry = best.entry(key).or_insert((written, rank, value));
+            if (written, rank) > (entry.0, entry.1) {
+                *entry = (written, rank, value);
+            }
+        }
+        best.into_iter()
+            .filter(|(_, (_, rank, _))| *rank == 0)
+            .map(|(key, (_, _, value))| (key.to_vec(), value.to_vec()))
+            .collect()
+    }
+
     /// The state: the newest generation with a commit record, its values up to its last one.
     pub(crate) fn restore(&self) -> Result<RestoredPartition, String> {
         let newest_generation = self
@@ -307,14 +407,19 @@ impl PartitionLog {
         if let Some((last, c)) = self.committed() {
             let record = CommitRecord::read(c.value.as_deref().unwrap_or_default())
                 .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
-            for m in &self.messages[..last] {
-                if m.kind != VALUE || m.generation != c.generation {
-                    continue;
+            if c.meta.slotted {
+                values = self.slotted_values(c.generation, record.checkpoint);
+            } else {
+                // Written without slots: the values written before the commit record.
+                for m in &self.messages[..last] {
+                    if m.kind != VALUE || m.generation != c.generation {
+                        continue;
+                    }
+                    match &m.value {
+                        Some(v) => values.insert(m.key.clone(), v.clone()),
+                        None => values.remove(&m.key),
+                    };
                 }
-                match &m.value {
-                    Some(v) => values.insert(m.key.clone(), v.clone()),
-                    None => values.remove(&m.key),
-                };
             }
             commit = Some(record);
         }
@@ -340,14 +445,125 @@ impl PartitionLog {
 #[derive(Debug, Default)]
 struct Held {
     generation: u64,
-    /// What was last written per encoded key: only changes are written again.
+    /// What each encoded key was at the last barrier: only changes are written again.
     written: HashMap<Vec<u8>, Vec<u8>>,
+    /// The slot (index in [`SLOTS`]) holding each key's committed value: its next value goes
+    /// to the other one. A key without one has no committed value.
+    slots: HashMap<Vec<u8>, u8>,
     /// The position of the last commit record (carried while nothing is read).
     position: Option<i64>,
     /// The highest origins of the last commit record (carried likewise).
     origins: Vec<SavedOrigin>,
     /// The event-time state of the last commit record (carried likewise).
     marks: Option<Heard>,
+}
+
+/// The value of a deletion mark ([`DELETED`]): its key and checkpoint are what it says.
+const DELETION_MARK: &[u8] = b"-";
+
+/// One state message to write: its message key, its value (`None`: a tombstone) and the
+/// checkpoint it is written for.
+#[derive(Clone, Debug, PartialEq)]
+struct Out {
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+    checkpoint: u64,
+}
+
+/// The changes of one partition's keys since the last barrier (`None`: deleted).
+type Changes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// The changes of one partition's keys a completed checkpoint commits: encoded key → the
+/// checkpoint it changed at and its value (`None`: deleted).
+type Committing = BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)>;
+
+impl Held {
+    /// A partition restored (or new) with `values`, each in its first slot.
+    fn new(generation: u64, values: &BTreeMap<Vec<u8>, Vec<u8>>) -> Held {
+        Held {
+            generation,
+            written: values.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            slots: values.keys().map(|k| (k.clone(), 0)).collect(),
+            ..Held::default()
+        }
+    }
+
+    /// A barrier: the keys whose value differs from the last barrier's in `now` (encoded key
+    /// → value), and the keys gone since.
+    fn changes(&mut self, now: &HashMap<Vec<u8>, &[u8]>) -> Changes {
+        let mut changes: Changes = Vec::new();
+        for (key, value) in now {
+            if self.written.get(key).map(Vec::as_slice) != Some(*value) {
+                changes.push((key.clone(), Some(value.to_vec())));
+            }
+        }
+        let gone: Vec<Vec<u8>> = self
+            .written
+            .keys()
+            .filter(|k| !now.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.written.remove(&key);
+            changes.push((key, None));
+        }
+        for (key, value) in &changes {
+            if let Some(v) = value {
+                self.written.insert(key.clone(), v.clone());
+            }
+        }
+        changes
+    }
+
+    /// A checkpoint completed: the messages that commit `changes` (encoded key → the
+    /// checkpoint it changed at and its value, `None`: deleted), in two parts: those written
+    /// before the commit record (each value into the slot that does not hold the key's
+    /// committed value, a deleted key's mark) and those after it (a deleted key's slots and
+    /// mark tombstoned). The slots written become the committed ones.
+    fn commit_messages(&mut self, changes: Committing) -> (Vec<Out>, Vec<Out>) {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for (key, (checkpoint, value)) in changes {
+            let committed = self.slots.get(&key).copied();
+            match value {
+                Some(value) => {
+                    let slot = committed.map_or(0, |s| 1 - s);
+                    before.push(Out {
+                        key: message_key(SLOTS[usize::from(slot)], self.generation, &key),
+                        value: Some(value),
+                        checkpoint,
+                    });
+                    self.slots.insert(key, slot);
+                }
+                // Never committed: nothing to delete.
+                None if committed.is_none() => {}
+                None => {
+                    before.push(Out {
+                        key: message_key(DELETED, self.generation, &key),
+                        value: Some(DELETION_MARK.to_vec()),
+                        checkpoint,
+                    });
+                    for kind in [VALUE, VALUE_OTHER, DELETED] {
+                        after.push(Out {
+                            key: message_key(kind, self.generation, &key),
+                            value: None,
+                            checkpoint,
+                        });
+                    }
+                    self.slots.remove(&key);
+                }
+            }
+        }
+        (before, after)
+    }
+}
+
+/// A checkpoint saved at its barrier and not complete yet.
+#[derive(Debug, Default)]
+struct PendingCheckpoint {
+    /// The operator-wide values, encoded.
+    shared: Vec<u8>,
+    /// Each held partition's changes.
+    changes: BTreeMap<i32, Changes>,
 }
 
 /// What a restore gave: the keys for the operator, and where to read the exchange from.
@@ -373,8 +589,8 @@ pub(crate) struct StateStore {
     properties: Properties,
     timeout: Duration,
     held: BTreeMap<i32, Held>,
-    /// Checkpoint → its operator-wide values, until it completes.
-    pending: BTreeMap<u64, Vec<u8>>,
+    /// Checkpoints saved, until they complete: written then (module doc).
+    pending: BTreeMap<u64, PendingCheckpoint>,
 }
 
 impl std::fmt::Debug for StateStore {
@@ -425,10 +641,14 @@ impl StateStore {
     fn headers(checkpoint: u64, generation: u64) -> OwnedHeaders {
         let (c, g) = (checkpoint.to_string(), generation.to_string());
         let group = group_generation_of(generation).to_string();
-        OwnedHeaders::new_with_capacity(4)
+        OwnedHeaders::new_with_capacity(5)
             .insert(Header {
                 key: HEADER_KEY_HASH,
                 value: Some(KEY_HASH),
+            })
+            .insert(Header {
+                key: HEADER_SLOTS,
+                value: Some("2"),
             })
             .insert(Header {
                 key: HEADER_CHECKPOINT,
@@ -510,7 +730,7 @@ impl StateStore {
                 .map_err(|e| format!("{}: a commit record's values: {e}", self.what))?,
         };
         let headers = Self::headers(checkpoint, generation);
-        let mut written = HashMap::with_capacity(restored.values.len());
+        self.forget(partition);
         for (key, value) in &restored.values {
             let state_key: StateKey = decode(key)
                 .map_err(|e| format!("{}: a state key that cannot be read: {e}", self.what))?;
@@ -518,14 +738,12 @@ impl StateStore {
                 .to_value()
                 .map_err(|e| format!("{}: a state key that cannot be read: {e}", self.what))?;
             state.put_encoded(&v, value.clone());
-            self.send(
-                partition,
-                &message_key(VALUE, generation, key),
-                Some(value),
-                headers.clone(),
-            )?;
-            written.insert(key.clone(), value.clone());
         }
+        self.send_all(
+            partition,
+            generation,
+            &restored.rewrite(generation, checkpoint),
+        )?;
         let commit = CommitRecord {
             checkpoint,
             generation,
@@ -547,11 +765,10 @@ impl StateStore {
         self.held.insert(
             partition,
             Held {
-                generation,
-                written,
                 position,
                 origins: origins.clone(),
                 marks: marks.clone(),
+                ..Held::new(generation, &restored.values)
             },
         );
         Ok(Restore {
@@ -566,13 +783,18 @@ impl StateStore {
         })
     }
 
-    /// Partition `partition` was taken away: nothing more is written for it.
+    /// Partition `partition` was taken away: nothing more is written for it (not even what
+    /// checkpoints not complete yet changed there).
     pub(crate) fn forget(&mut self, partition: i32) {
         self.held.remove(&partition);
+        for pending in self.pending.values_mut() {
+            pending.changes.remove(&partition);
+        }
     }
 
-    /// Barrier `checkpoint`: the changed keys of each held partition, tombstones for keys gone
-    /// (not for the partitions of `unapplied`: restored, but not in `state` yet).
+    /// Barrier `checkpoint`: the changed keys of each held partition and the keys gone (not
+    /// for the partitions of `unapplied`: restored, but not in `state` yet), kept until the
+    /// checkpoint completes.
     pub(crate) fn save(
         &mut self,
         checkpoint: u64,
@@ -589,73 +811,76 @@ impl StateStore {
                     .insert(encode(&key)?, value);
             }
         }
-        let partitions: Vec<i32> = self
-            .held
-            .keys()
-            .copied()
-            .filter(|p| !unapplied.contains(p))
-            .collect();
-        for partition in partitions {
-            let now = current.remove(&partition).unwrap_or_default();
-            let held = &self.held[&partition];
-            let headers = Self::headers(checkpoint, held.generation);
-            let generation = held.generation;
-            let mut changed = Vec::new();
-            for (key, value) in &now {
-                if held.written.get(key).map(Vec::as_slice) != Some(*value) {
-                    changed.push((key.clone(), value.to_vec()));
-                }
+        let mut pending = PendingCheckpoint {
+            shared: encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?,
+            changes: BTreeMap::new(),
+        };
+        for (partition, held) in &mut self.held {
+            if unapplied.contains(partition) {
+                continue;
             }
-            let gone: Vec<Vec<u8>> = held
-                .written
-                .keys()
-                .filter(|k| !now.contains_key(*k))
-                .cloned()
-                .collect();
-            for (key, value) in &changed {
-                self.send(
-                    partition,
-                    &message_key(VALUE, generation, key),
-                    Some(value),
-                    headers.clone(),
-                )?;
+            let now = current.remove(partition).unwrap_or_default();
+            let changes = held.changes(&now);
+            if !changes.is_empty() {
+                pending.changes.insert(*partition, changes);
             }
-            for key in &gone {
-                self.send(
-                    partition,
-                    &message_key(VALUE, generation, key),
-                    None,
-                    headers.clone(),
-                )?;
-            }
-            let held = self.held.get_mut(&partition).expect("held partition");
-            for key in gone {
-                held.written.remove(&key);
-            }
-            held.written.extend(changed);
         }
-        let shared = encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?;
-        self.pending.insert(checkpoint, shared);
+        self.pending.insert(checkpoint, pending);
         Ok(())
     }
 
-    /// Checkpoint `checkpoint` is complete: a commit record per held partition, with the
-    /// reader's position there (`positions`: exchange partition → next offset), the highest
-    /// origins it had taken there and what it had heard of the writers (`progress`, taken
-    /// with the positions).
+    fn send_all(&self, partition: i32, generation: u64, messages: &[Out]) -> Result<(), BoxError> {
+        for m in messages {
+            self.send(
+                partition,
+                &m.key,
+                m.value.as_deref(),
+                Self::headers(m.checkpoint, generation),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoint `checkpoint` is complete: per held partition, the values it and the
+    /// checkpoints before it that never completed changed (each into the slot that does not
+    /// hold the committed value), then a commit record with the reader's position there
+    /// (`positions`: exchange partition → next offset), the highest origins it had taken
+    /// there and what it had heard of the writers (`progress`, taken with the positions),
+    /// then the tombstones of the keys deleted.
     pub(crate) fn commit(
         &mut self,
         checkpoint: u64,
         positions: &BTreeMap<i32, i64>,
         progress: &BTreeMap<i32, PartitionProgress>,
     ) -> Result<(), BoxError> {
-        let Some(shared) = self.pending.remove(&checkpoint) else {
+        if !self.pending.contains_key(&checkpoint) {
             return Ok(());
-        };
-        self.pending.retain(|n, _| *n > checkpoint);
+        }
+        let later = self.pending.split_off(&(checkpoint + 1));
+        let taken = std::mem::replace(&mut self.pending, later);
+        let mut shared = Vec::new();
+        let mut merged: BTreeMap<i32, Committing> = BTreeMap::new();
+        for (n, pending) in taken {
+            shared = pending.shared;
+            for (partition, changes) in pending.changes {
+                let keys = merged.entry(partition).or_default();
+                for (key, value) in changes {
+                    keys.insert(key, (n, value));
+                }
+            }
+        }
+        let partitions: Vec<i32> = self.held.keys().copied().collect();
+        let mut cleanup = Vec::new();
+        for &partition in &partitions {
+            let held = self.held.get_mut(&partition).expect("held partition");
+            let generation = held.generation;
+            let changes = merged.remove(&partition).unwrap_or_default();
+            let (before, after) = held.commit_messages(changes);
+            self.send_all(partition, generation, &before)?;
+            cleanup.push((partition, generation, after));
+        }
         // The values first: a commit record never stands before a value it covers.
         self.flush()?;
-        let partitions: Vec<i32> = self.held.keys().copied().collect();
         for partition in partitions {
             let held = self.held.get_mut(&partition).expect("held partition");
             if let Some(p) = positions.get(&partition) {
@@ -680,6 +905,9 @@ impl StateStore {
             let headers = Self::headers(checkpoint, held.generation);
             let key = message_key(COMMIT, held.generation, &[]);
             self.send(partition, &key, Some(&encode(&record)?), headers)?;
+        }
+        for (partition, generation, after) in &cleanup {
+            self.send_all(*partition, *generation, after)?;
         }
         self.flush()
     }
@@ -758,7 +986,8 @@ fn read_partition(
             h.iter()
                 .any(|h| h.key == HEADER_KEY_HASH && h.value == Some(KEY_HASH.as_bytes()))
         });
-        if !log.push_hashed(key, message.payload(), current_hash) {
+        let meta = message_meta(&message);
+        if !log.push_hashed(key, message.payload(), current_hash, meta) {
             return Err(format!(
                 "{}: the state topic {} holds a message that Tidemark did not write \
                  (partition {partition}, offset {})",
@@ -1056,6 +1285,27 @@ impl KeptState {
     }
 }
 
+/// What a state message's headers say of it ([`MessageMeta`]).
+fn message_meta<M: Message>(message: &M) -> MessageMeta {
+    let mut meta = MessageMeta::default();
+    if let Some(headers) = message.headers() {
+        for h in headers.iter() {
+            match h.key {
+                HEADER_SLOTS => meta.slotted = h.value == Some(b"2".as_slice()),
+                HEADER_CHECKPOINT => {
+                    meta.checkpoint = h
+                        .value
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0)
+                }
+                _ => {}
+            }
+        }
+    }
+    meta
+}
+
 /// The generation a state message was written under, from its headers (for tools and tests).
 pub fn generation_of<M: Message>(message: &M) -> Option<u64> {
     let headers = message.headers()?;
@@ -1132,8 +1382,13 @@ mod tests {
         let c = |g| message_key(COMMIT, g, &[]);
         // Written by a Tidemark before the key hash was murmur2: no header.
         let mut old = PartitionLog::default();
-        assert!(old.push_hashed(&v(1, "a"), Some(b"1"), false));
-        assert!(old.push_hashed(&c(1), Some(&commit(1, 3, 10)), false));
+        assert!(old.push_hashed(&v(1, "a"), Some(b"1"), false, MessageMeta::default()));
+        assert!(old.push_hashed(
+            &c(1),
+            Some(&commit(1, 3, 10)),
+            false,
+            MessageMeta::default()
+        ));
         let e = old.restore().unwrap_err();
         assert!(
             e.contains("key hash of an older Tidemark") && e.contains("tidemark-key-hash: murmur2"),
@@ -1142,14 +1397,14 @@ mod tests {
         // Values without it but never committed by it (a newer generation committed with
         // it): restored as usual.
         let mut mixed = PartitionLog::default();
-        assert!(mixed.push_hashed(&v(1, "a"), Some(b"1"), false));
-        assert!(mixed.push_hashed(&v(2, "a"), Some(b"2"), true));
-        assert!(mixed.push_hashed(&c(2), Some(&commit(2, 3, 10)), true));
+        assert!(mixed.push_hashed(&v(1, "a"), Some(b"1"), false, MessageMeta::default()));
+        assert!(mixed.push_hashed(&v(2, "a"), Some(b"2"), true, MessageMeta::default()));
+        assert!(mixed.push_hashed(&c(2), Some(&commit(2, 3, 10)), true, MessageMeta::default()));
         let r = mixed.restore().unwrap();
         assert_eq!(r.values, BTreeMap::from([(key("a"), b"2".to_vec())]));
         // Nothing committed at all: nothing to restore, nothing refused.
         let mut uncommitted = PartitionLog::default();
-        assert!(uncommitted.push_hashed(&v(1, "a"), Some(b"1"), false));
+        assert!(uncommitted.push_hashed(&v(1, "a"), Some(b"1"), false, MessageMeta::default()));
         assert!(uncommitted.restore().unwrap().values.is_empty());
     }
 
@@ -1487,6 +1742,168 @@ mod tests {
         let mut log = PartitionLog::default();
         assert!(log.push(&message_key(COMMIT, 2, &[]), Some(b"\xff\xff")));
         assert!(log.restore().is_err());
+    }
+
+    /// A written state message: message key, value (`None`: a tombstone), checkpoint.
+    type Written = (Vec<u8>, Option<Vec<u8>>, u64);
+    /// A written state partition.
+    type Log = Vec<Written>;
+
+    fn log_of(messages: &[Written]) -> PartitionLog {
+        let mut log = PartitionLog::default();
+        for (key, value, checkpoint) in messages {
+            let meta = MessageMeta::written(*checkpoint);
+            assert!(log.push_hashed(key, value.as_deref(), true, meta));
+        }
+        log
+    }
+
+    /// Kafka's compaction of `log`: the last message of each key, and the tombstones among
+    /// them removed (after `delete.retention.ms`) or kept (before).
+    fn compacted(log: &[Written], drop_tombstones: bool) -> Log {
+        let last: HashMap<&Vec<u8>, usize> = log
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _, _))| (k, i))
+            .collect();
+        log.iter()
+            .enumerate()
+            .filter(|(i, (k, v, _))| last[k] == *i && (v.is_some() || !drop_tombstones))
+            .map(|(_, m)| m.clone())
+            .collect()
+    }
+
+    fn push_all(log: &mut Log, messages: Vec<Out>) {
+        log.extend(messages.into_iter().map(|m| (m.key, m.value, m.checkpoint)));
+    }
+
+    /// The writer of one partition as the store drives it, against a model of the operator's
+    /// keys: barriers, checkpoints completing or not, crashes at any message with a new owner
+    /// restoring what the log (compacted as Kafka would, at any moment) gives. At every crash
+    /// point the restore gives the state of the last checkpoint committed, never an
+    /// uncommitted value and never an older one.
+    #[test]
+    fn compaction_at_any_moment_between_a_crash_and_the_restore_keeps_the_committed_state() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        type Keys = BTreeMap<Vec<u8>, Vec<u8>>;
+        let mut log: Log = Vec::new();
+        // The operator's keys now, and as they were at each checkpoint's barrier.
+        let mut model: Keys = BTreeMap::new();
+        let mut at_barrier: BTreeMap<u64, Keys> = BTreeMap::new();
+        let mut generation = owner_generation(0, 1);
+        let mut held = Held::new(generation, &BTreeMap::new());
+        let mut pending: Vec<(u64, Changes)> = Vec::new();
+        let mut crashes = 0;
+        for checkpoint in 1..=120u64 {
+            for _ in 0..random(4) {
+                let k = key(&format!("k{}", random(6)));
+                if random(4) == 0 {
+                    model.remove(&k);
+                } else {
+                    model.insert(k, format!("{checkpoint}-{}", random(1000)).into_bytes());
+                }
+            }
+            let now: HashMap<Vec<u8>, &[u8]> = model
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_slice()))
+                .collect();
+            pending.push((checkpoint, held.changes(&now)));
+            at_barrier.insert(checkpoint, model.clone());
+            if random(3) == 0 {
+                // Declined, or not complete yet: the next completion covers it.
+                continue;
+            }
+            let mut merged = BTreeMap::new();
+            for (n, changes) in pending.drain(..) {
+                for (k, v) in changes {
+                    merged.insert(k, (n, v));
+                }
+            }
+            let (before, after) = held.commit_messages(merged);
+            push_all(&mut log, before);
+            log.push((
+                message_key(COMMIT, generation, &[]),
+                Some(commit(generation, checkpoint, checkpoint as i64)),
+                checkpoint,
+            ));
+            push_all(&mut log, after);
+            if random(10) == 0 {
+                // The owner dies with its last checkpoint's writes half done (or not yet
+                // begun): the next owner restores from a compacted log and rewrites.
+                crashes += 1;
+                let (before, _) = held.commit_messages(BTreeMap::from([(
+                    key("k0"),
+                    (checkpoint + 1, Some(b"never committed".to_vec())),
+                )]));
+                push_all(&mut log, before);
+                let restored = log_of(&compacted(&log, random(2) == 0)).restore().unwrap();
+                assert_eq!(
+                    restored.values, model,
+                    "restored at checkpoint {checkpoint}"
+                );
+                generation = owner_generation(restored.newest_generation, 1);
+                push_all(&mut log, restored.rewrite(generation, checkpoint));
+                log.push((
+                    message_key(COMMIT, generation, &[]),
+                    Some(commit(generation, checkpoint, checkpoint as i64)),
+                    checkpoint,
+                ));
+                for stale in &restored.stale {
+                    log.push((stale.clone(), None, checkpoint));
+                }
+                held = Held::new(generation, &restored.values);
+                pending.clear();
+            }
+        }
+        assert!(crashes >= 3, "{crashes}");
+        // A crash after any message; compaction before the restore, or none; compaction at
+        // an earlier moment too, the messages after it not compacted yet.
+        let mut checked = 0;
+        for end in 0..=log.len() {
+            let prefix = &log[..end];
+            let committed = prefix
+                .iter()
+                .rev()
+                .find(|(k, v, _)| k[0] == COMMIT && v.is_some())
+                .map(|(_, _, c)| *c);
+            let expected = committed
+                .map(|c| at_barrier[&c].clone())
+                .unwrap_or_default();
+            let mut variants: Vec<(String, Log)> = vec![
+                ("as written".into(), prefix.to_vec()),
+                ("compacted".into(), compacted(prefix, false)),
+                (
+                    "compacted, tombstones removed".into(),
+                    compacted(prefix, true),
+                ),
+            ];
+            for at in (0..end).step_by((end / 5).max(1)) {
+                let mut partly = compacted(&prefix[..at], true);
+                partly.extend_from_slice(&prefix[at..]);
+                variants.push((format!("compacted up to message {at}"), partly));
+            }
+            for (how, messages) in variants {
+                let restored = log_of(&messages).restore().unwrap();
+                assert_eq!(
+                    restored.values,
+                    expected,
+                    "a crash after message {end} of {}, {how}: checkpoint {committed:?}",
+                    log.len()
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            log.len() > 300 && checked > 2_000,
+            "{} {checked}",
+            log.len()
+        );
     }
 
     #[test]
