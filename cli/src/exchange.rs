@@ -16,15 +16,14 @@ pub(crate) const WRITER_TYPE: &str = "kafka-exchange-writer";
 /// See [`WRITER_TYPE`].
 pub(crate) const READER_TYPE: &str = "kafka-exchange-reader";
 
-/// The vertex types whose keyed state moves with an exchange's partitions.
-pub(crate) const KEYED_TYPES: &[&str] = &["window", "reduce"];
-
 /// Whether `v`'s keyed state moves with the partitions of its exchange: a keyed vertex
-/// (`window`, `reduce`) behind `exchange: {kafka: …}` in a job that takes checkpoints.
-pub(crate) fn keeps_state(job: &JobFile, v: &VertexSpec) -> bool {
-    v.exchange.is_some()
-        && KEYED_TYPES.contains(&v.type_name.as_str())
-        && job.checkpoint_interval.is_some()
+/// (`keyed`: its component is keyed in the registry, as `window` and `reduce` are and a
+/// library user's [`Component::keyed`](tidemark_operators::Component::keyed) is) behind
+/// `exchange: {kafka: …}` in a job that takes checkpoints. Whatever keyed state its operator
+/// keeps ([`Operator::has_keyed_state`](tidemark_runtime::Operator::has_keyed_state)) moves.
+#[cfg(feature = "kafka")]
+pub(crate) fn keeps_state(job: &JobFile, v: &VertexSpec, keyed: bool) -> bool {
+    v.exchange.is_some() && keyed && job.checkpoint_interval.is_some()
 }
 
 /// The key groups (`max_parallelism`) of a keyed vertex fed by a Kafka exchange: the
@@ -84,12 +83,6 @@ pub(crate) fn key_groups(
         ));
     }
     Ok(Some(n))
-}
-
-/// Whether any vertex of `job` keeps its state with its exchange's partitions: then a stop
-/// (SIGTERM) hands the partitions over with a last checkpoint instead of firing open windows.
-pub(crate) fn any_keeps_state(job: &JobFile) -> bool {
-    job.vertices.iter().any(|v| keeps_state(job, v))
 }
 
 /// Warnings for each path from a Kafka source (a `kafka` source, or the reader of another
@@ -356,7 +349,7 @@ fn build(
             return None;
         }
     };
-    if keeps_state(job, v) {
+    if keeps_state(job, v, graph.vertex(to).is_keyed()) {
         exchange.keep_state();
     }
     let name = reader_id(&v.id);

@@ -301,8 +301,14 @@ fn run_job(
         queue,
     ));
     live.set_checkpoints(prepared.checkpoints().clone());
+    // Whether a vertex keeps its state with its exchange's partitions: then a stop (SIGTERM)
+    // hands the partitions over with a last checkpoint instead of firing open windows.
     #[cfg(feature = "kafka")]
-    if crate::exchange::any_keeps_state(&job) {
+    let keeps_state = kafka.keeps_state();
+    #[cfg(not(feature = "kafka"))]
+    let keeps_state = false;
+    #[cfg(feature = "kafka")]
+    if keeps_state {
         let metrics = kafka.metrics().clone();
         live.set_state_restores(Arc::new(move || state_restores(&metrics)));
     }
@@ -354,7 +360,7 @@ fn run_job(
         // With a checkpoint directory a stop keeps state for a restore, unless --drain; so
         // does one whose keyed state moves with its Kafka exchange's partitions (the other
         // instances take the partitions over from the state topic).
-        (job_dir.is_some() || crate::exchange::any_keeps_state(&job)) && !args.drain,
+        (job_dir.is_some() || keeps_state) && !args.drain,
         Progress::new(registry.clone()),
     );
     let result = match ending.hard {

@@ -167,3 +167,83 @@ fn channel_capacity_reaches_the_job_config() {
     );
     assert_eq!(job.config.channel_capacity, 2);
 }
+
+/// A keyed operator of one's own: it counts records per key and keeps the counts as keyed
+/// state.
+#[cfg(feature = "kafka")]
+mod tally {
+    use std::collections::HashMap;
+
+    use tidemark_runtime::keyed_state::KeyedSnapshot;
+    use tidemark_runtime::{BoxError, Operator, Output, Record, Value};
+
+    #[derive(Default)]
+    pub struct Tally(HashMap<Value, u64>);
+
+    impl Operator for Tally {
+        fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+            *self.0.entry(record.key().into_owned()).or_default() += 1;
+            out.emit(record);
+            Ok(())
+        }
+
+        fn has_keyed_state(&self) -> bool {
+            true
+        }
+
+        fn snapshot_keyed(&mut self, _: u64, state: &mut KeyedSnapshot) -> Result<(), BoxError> {
+            for (key, n) in &self.0 {
+                state.put(key, n)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether the job `type_name` (behind a Kafka exchange, with checkpoints) is loaded as,
+/// with `tally` registered keyed or not, keeps its state in a state topic.
+#[cfg(feature = "kafka")]
+fn keeps_state_behind_an_exchange(type_name: &str, keyed: bool) -> bool {
+    let mut component = Component::new(ComponentKind::Operator, "tally", &[], |_, _| {
+        Ok(Built::Operator(Box::new(|_| {
+            Ok(Box::new(tally::Tally::default()) as Box<dyn tidemark_runtime::Operator>)
+        })))
+    });
+    if keyed {
+        component = component.keyed();
+    }
+    let mut loader = Loader::new();
+    loader.register(component);
+    let extra = match type_name {
+        "window" => "size: 1s, aggregates: {n: count}, ",
+        _ => "",
+    };
+    let text = format!(
+        "
+name: mine
+checkpoint: {{interval: 1s}}
+sources:
+  gen: {{type: generator, count: 10}}
+operators:
+  counted: {{type: {type_name}, input: gen, {extra}exchange: {{kafka: {{brokers: \"127.0.0.1:9\", partitions: 4}}}}}}
+sinks:
+  out: {{type: discard, input: counted}}
+"
+    );
+    let job = loader.load_str(&text, "mine.yaml", ".");
+    if let Err(e) = &job {
+        panic!("{e}");
+    }
+    loader.kafka().keeps_state()
+}
+
+/// Behind a Kafka exchange, the state of every keyed vertex moves with the exchange's
+/// partitions: a library user's component marked keyed as much as `window`, none that is not
+/// keyed.
+#[cfg(feature = "kafka")]
+#[test]
+fn a_keyed_component_of_ones_own_keeps_its_state_with_its_exchange() {
+    assert!(keeps_state_behind_an_exchange("tally", true));
+    assert!(keeps_state_behind_an_exchange("window", false));
+    assert!(!keeps_state_behind_an_exchange("tally", false));
+}

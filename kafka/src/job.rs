@@ -95,6 +95,16 @@ impl KafkaJob {
             .push(check);
     }
 
+    /// Whether an exchange of the job keeps its vertex's keyed state in a state topic
+    /// ([`crate::exchange::Exchange::keep_state`]).
+    pub fn keeps_state(&self) -> bool {
+        !self
+            .state_checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     /// Checks, before the job starts, that the state topic of each exchange whose vertex
     /// keeps its state there holds no committed state of another key hash (written by a
     /// Tidemark before the key hash was Kafka's murmur2), which the restore would refuse only
