@@ -496,7 +496,7 @@ impl KeyedAccs {
         out: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
     ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
         for (key, accs) in self.iter() {
-            out.put_encoded_with(&key, |buf| Acc::encode_all(accs, buf));
+            out.put(&key, accs)?;
         }
         Ok(())
     }
@@ -558,20 +558,6 @@ mod snapshot_tests {
     }
 
     proptest! {
-        /// The accumulators a checkpoint writes by hand are the codec's encoding of them.
-        #[test]
-        fn accumulators_encode_as_the_codec_does(
-            accs in prop::collection::vec(any::<(u64, u64)>(), 0..5),
-        ) {
-            let accs: Vec<Acc> = accs
-                .into_iter()
-                .map(|(counted, bits)| Acc { counted, bits })
-                .collect();
-            let mut out = vec![7];
-            Acc::encode_all(&accs, &mut out);
-            prop_assert_eq!(&out[1..], &encode(&accs).unwrap()[..]);
-        }
-
         /// `reduce`'s state (dense small int keys, hashed other keys), snapshot and restored
         /// over `p` subtasks: the union of the parts is the state, each key once.
         #[test]

@@ -193,18 +193,6 @@ fn less(a: Number, b: Number) -> bool {
 }
 
 impl Acc {
-    /// Appends `accs` as the checkpoint codec encodes a `[Acc]` (its length, then each one's
-    /// two fields, all varints), without going through serde: `reduce`'s checkpoint writes
-    /// this for every key.
-    pub(crate) fn encode_all(accs: &[Acc], out: &mut Vec<u8>) {
-        use tidemark_runtime::state_codec::encode_varint;
-        encode_varint(accs.len() as u64, out);
-        for acc in accs {
-            encode_varint(acc.counted, out);
-            encode_varint(acc.bits, out);
-        }
-    }
-
     /// Records (count) or non-null values (the others) seen.
     #[inline(always)]
     pub(crate) fn count(&self) -> u64 {

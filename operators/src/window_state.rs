@@ -409,13 +409,12 @@ impl WindowState {
     }
 
     /// Writes every key's windows into `out` (through the keyed-state API, each key into its
-    /// key group, all its windows in one entry encoded by hand: [`window_snapshot`]), and the
-    /// progress as the operator-wide value.
+    /// key group, all its windows in one entry: [`window_snapshot`]), and the progress as the
+    /// operator-wide value.
     pub(crate) fn snapshot(&self, out: &mut KeyedSnapshot) -> Result<(), StateCodecError> {
         out.set_shared(&self.progress)?;
-        window_snapshot::write_aligned(&self.aligned, out);
-        window_snapshot::write_sessions(&self.sessions, out);
-        Ok(())
+        window_snapshot::write_aligned(&self.aligned, out)?;
+        window_snapshot::write_sessions(&self.sessions, out)
     }
 
     /// Takes back the windows of the keys in `state` ([`WindowState::snapshot`] of one or

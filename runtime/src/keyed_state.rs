@@ -26,9 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::key_group::{KeyGroupRange, KeyGroups, MAX_KEY_GROUPS};
-use crate::state_codec::{
-    append, decode, encode, encode_varint, encode_varint_signed, varint_bytes, StateCodecError,
-};
+use crate::state_codec::{append, decode, encode, varint_bytes, StateCodecError};
 use crate::value::Value;
 
 /// A key as stored in a checkpoint: [`Value`] in a form every serde format reads back (its own
@@ -77,29 +75,31 @@ impl StateKey {
     }
 }
 
-/// Appends `key` encoded as its [`StateKey`] (the same bytes, written without making one:
-/// the enum's variant as a varint, then its field).
+/// A key as its [`StateKey`] serializes, borrowed from the [`Value`] (the same bytes, without
+/// making one: no string copied).
+#[derive(Serialize)]
+#[serde(rename = "StateKey")]
+enum StateKeyView<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(u64),
+    String(&'a str),
+    Json(String),
+}
+
+/// Appends `key` encoded as its [`StateKey`].
 #[inline]
 fn encode_key(key: &Value, out: &mut Vec<u8>) -> postcard::Result<()> {
-    match key {
-        Value::Null => out.push(0),
-        Value::Bool(b) => out.extend_from_slice(&[1, *b as u8]),
-        Value::Int(i) => {
-            out.push(2);
-            encode_varint_signed(*i, out);
-        }
-        Value::Double(d) => {
-            out.push(3);
-            encode_varint(d.to_bits(), out);
-        }
-        Value::String(s) => {
-            out.push(4);
-            encode_varint(s.len() as u64, out);
-            out.extend_from_slice(s.as_bytes());
-        }
-        other => append(&StateKey::from(other), out)?,
-    }
-    Ok(())
+    let view = match key {
+        Value::Null => StateKeyView::Null,
+        Value::Bool(b) => StateKeyView::Bool(*b),
+        Value::Int(i) => StateKeyView::Int(*i),
+        Value::Double(d) => StateKeyView::Double(d.to_bits()),
+        Value::String(s) => StateKeyView::String(s),
+        other => StateKeyView::Json(serde_json::Value::from(other).to_string()),
+    };
+    append(&view, out)
 }
 
 /// One key group of a snapshot: its entries back to back, each a key ([`StateKey`], postcard)
@@ -386,26 +386,16 @@ impl KeyedSnapshot {
             .push_with(key, |out| append(value, out))?)
     }
 
-    /// Puts `key`'s value already encoded.
+    /// Puts `key`'s value already encoded by the checkpoint codec (read from a store as it
+    /// was written: the Kafka state topic's values).
     pub fn put_encoded(&mut self, key: &Value, bytes: Vec<u8>) {
-        self.put_encoded_with(key, |out| out.extend_from_slice(&bytes));
-    }
-
-    /// Puts `key`'s value, which `write` appends to the buffer it is given, encoded as the
-    /// checkpoint codec encodes it (what [`decode`] reads back on a restore: for an operator
-    /// that writes its state's encoding by hand, with
-    /// [`encode_varint`](crate::state_codec::encode_varint) and
-    /// [`encode_varint_signed`](crate::state_codec::encode_varint_signed), on its checkpoint
-    /// path). Allocates nothing once the key group's buffer has room.
-    #[inline]
-    pub fn put_encoded_with(&mut self, key: &Value, write: impl FnOnce(&mut Vec<u8>)) {
         let group = self.group_of(key);
         self.group_at(group)
             .push_with(key, |out| {
-                write(out);
+                out.extend_from_slice(&bytes);
                 Ok(())
             })
-            .expect("a key and a written value always encode");
+            .expect("a key and encoded bytes always go in");
     }
 
     /// Puts a key already in its stored form, with its value's bytes, into key group `group`

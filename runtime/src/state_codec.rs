@@ -57,10 +57,9 @@ impl postcard::ser_flavors::Flavor for AppendTo<'_> {
 
 /// Appends `n` as the codec encodes an unsigned integer (`u16` to `u64`, `usize`, an enum's
 /// variant, the length of a sequence, string or byte string): postcard's varint, 7 bits a
-/// byte, least significant first, the high bit set on every byte but the last. For an
-/// operator that writes its state's encoding by hand on its checkpoint path
-/// ([`KeyedSnapshot::put_encoded_with`](crate::keyed_state::KeyedSnapshot::put_encoded_with));
-/// postcard does not export its own.
+/// byte, least significant first, the high bit set on every byte but the last (postcard does
+/// not export its own). The runtime's framing of snapshots uses it; operators put their state
+/// through serde ([`KeyedSnapshot::put`](crate::keyed_state::KeyedSnapshot::put)).
 #[inline]
 pub fn encode_varint(n: u64, out: &mut Vec<u8>) {
     let (bytes, len) = varint_bytes(n);
