@@ -294,8 +294,29 @@ impl<S> AlignedWindows<S> {
         progress: i64,
         lateness: i64,
         mut fire: impl FnMut(Window, &mut S),
-        mut expire: impl FnMut(S),
+        expire: impl FnMut(S),
     ) {
+        self.advance_until(
+            progress,
+            lateness,
+            |window, state| {
+                fire(window, state);
+                false
+            },
+            expire,
+        );
+    }
+
+    /// [`AlignedWindows::advance`] that stops after a window whose `fire` returned `true`
+    /// (its output is full): returns whether it stopped so (the windows still due fire, and
+    /// the expired ones go, when it is called again with the same `progress`).
+    pub fn advance_until(
+        &mut self,
+        progress: i64,
+        lateness: i64,
+        mut fire: impl FnMut(Window, &mut S) -> bool,
+        mut expire: impl FnMut(S),
+    ) -> bool {
         // Due: end - 1 <= progress, i.e. end <= progress + 1.
         for (window, slot) in self
             .windows
@@ -303,8 +324,11 @@ impl<S> AlignedWindows<S> {
             .map(|e| e.1)
         {
             if !slot.fired {
-                fire(*window, &mut slot.state);
+                let full = fire(*window, &mut slot.state);
                 slot.fired = true;
+                if full {
+                    return true;
+                }
             }
         }
         while let Some(entry) = self.windows.first_entry() {
@@ -313,16 +337,27 @@ impl<S> AlignedWindows<S> {
             }
             expire(entry.remove().1.state);
         }
+        false
     }
 
     /// The end of input: calls `fire` for every window that has not fired, in window order, and
     /// forgets them all.
     pub fn finish(&mut self, mut fire: impl FnMut(Window, &mut S)) {
-        for (_, (window, mut slot)) in std::mem::take(&mut self.windows) {
-            if !slot.fired {
-                fire(window, &mut slot.state);
+        self.finish_until(|window, state| {
+            fire(window, state);
+            false
+        });
+    }
+
+    /// [`AlignedWindows::finish`] that stops after a window whose `fire` returned `true`:
+    /// returns whether it stopped so (the rest go when it is called again).
+    pub fn finish_until(&mut self, mut fire: impl FnMut(Window, &mut S) -> bool) -> bool {
+        while let Some((_, (window, mut slot))) = self.windows.pop_first() {
+            if !slot.fired && fire(window, &mut slot.state) {
+                return true;
             }
         }
+        false
     }
 }
 

@@ -195,6 +195,9 @@ pub(crate) struct WindowState {
     /// Sessions: each key's sessions.
     sessions: KeyedSessions<Value, Vec<Acc>>,
     spare: Vec<KeyedAccs>,
+    /// An advance to `progress` stopped with due windows not fired yet
+    /// ([`WindowState::advance_until`]).
+    firing: bool,
 }
 
 /// The output event of one key and window: `{"key", "window_start", "window_end", …}` with
@@ -259,6 +262,7 @@ impl WindowState {
             aligned: AlignedWindows::default(),
             sessions: KeyedSessions::default(),
             spare: Vec::new(),
+            firing: false,
         }
     }
 
@@ -275,6 +279,7 @@ impl WindowState {
             aligned: AlignedWindows::default(),
             sessions: KeyedSessions::default(),
             spare: Vec::new(),
+            firing: false,
         }
     }
 
@@ -382,22 +387,43 @@ impl WindowState {
     /// (sessions in order of their keys' timers), and forgets the expired ones. A progress
     /// that does not advance does nothing.
     pub(crate) fn advance(&mut self, progress: i64, mut emit: impl FnMut(Record)) {
-        if progress <= self.progress {
-            return;
+        self.advance_until(progress, |r| {
+            emit(r);
+            false
+        });
+    }
+
+    /// [`WindowState::advance`] that stops after a window for which `emit` said its output is
+    /// full (returned `true`): returns whether it stopped so; called again, with the same
+    /// `progress` or any other, it goes on firing what is due first.
+    pub(crate) fn advance_until(
+        &mut self,
+        progress: i64,
+        mut emit: impl FnMut(Record) -> bool,
+    ) -> bool {
+        if progress > self.progress {
+            self.progress = progress;
+        } else if !self.firing {
+            return false;
         }
-        self.progress = progress;
+        let progress = self.progress;
         let (computed, vertex) = (&self.computed, &self.vertex);
         if self.kind.is_session() {
             self.sessions
                 .advance(progress, self.lateness, |key, window, accs| {
-                    emit(computed.result_at(vertex, key, window, accs, 0))
+                    emit(computed.result_at(vertex, key, window, accs, 0));
                 });
+            self.firing = false;
         } else {
             let spare = &mut self.spare;
-            self.aligned.advance(
+            self.firing = self.aligned.advance_until(
                 progress,
                 self.lateness,
-                |window, keyed| computed.fire(vertex, window, keyed, &mut emit),
+                |window, keyed| {
+                    let mut full = false;
+                    computed.fire(vertex, window, keyed, &mut |r| full |= emit(r));
+                    full
+                },
                 |mut keyed| {
                     if spare.len() < SPARE {
                         keyed.clear();
@@ -406,6 +432,7 @@ impl WindowState {
                 },
             );
         }
+        self.firing
     }
 
     /// Writes every key's windows into `out` (through the keyed-state API, each key into its
@@ -483,11 +510,28 @@ impl WindowState {
 
     /// The end of input: every window that has not fired fires, and all are forgotten.
     pub(crate) fn finish(&mut self, mut emit: impl FnMut(Record)) {
+        self.finish_until(|r| {
+            emit(r);
+            false
+        });
+    }
+
+    /// [`WindowState::finish`] that stops after a window for which `emit` said its output is
+    /// full (returned `true`): returns whether it stopped so; called again, it goes on.
+    pub(crate) fn finish_until(&mut self, mut emit: impl FnMut(Record) -> bool) -> bool {
         let (computed, vertex) = (&self.computed, &self.vertex);
-        self.aligned
-            .finish(|window, keyed| computed.fire(vertex, window, keyed, &mut emit));
-        self.sessions
-            .finish(|key, window, accs| emit(computed.result_at(vertex, key, window, accs, 0)));
+        let more = self.aligned.finish_until(|window, keyed| {
+            let mut full = false;
+            computed.fire(vertex, window, keyed, &mut |r| full |= emit(r));
+            full
+        });
+        if more {
+            return true;
+        }
+        self.sessions.finish(|key, window, accs| {
+            emit(computed.result_at(vertex, key, window, accs, 0));
+        });
+        false
     }
 }
 

@@ -341,8 +341,36 @@ impl Chain {
             })?;
             node.records_out += node.out.len() as u64;
             self.forward_from(i, cx)?;
+            if matches!(timing, Timing::Always) {
+                self.emit_more(i, cx)?;
+            }
         }
         Ok(())
+    }
+
+    /// After a rare call that may emit much at once (a watermark, the end of input): while the
+    /// operator of node `i` has more to emit ([`Operator::emit_more`]), passes each part
+    /// downstream before it asks for the next, so that no more than about
+    /// [`Output::FULL`](crate::Output::FULL) records are held at a time.
+    fn emit_more(&mut self, i: usize, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
+        loop {
+            let started = Instant::now();
+            let node = &mut self.nodes[i];
+            let NodeKind::Operator(op) = &mut node.kind else {
+                return Ok(());
+            };
+            let more = op.emit_more(&mut node.out);
+            self.sampler.count_apart(&mut node.busy, started);
+            let more = more.map_err(|error| ChainError::User {
+                node: Some(i),
+                error,
+            })?;
+            node.records_out += node.out.len() as u64;
+            self.forward_from(i, cx)?;
+            if !more {
+                return Ok(());
+            }
+        }
     }
 
     /// The watermark advanced to `wm`: every chained operator sees it in order, then it goes

@@ -316,6 +316,15 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Emits more of what the last [`Operator::on_watermark`] or [`Operator::finish`] left:
+    /// an operator that would emit very many records at once (a window firing every key of
+    /// many windows) may stop once [`Output::is_full`] and return; the runtime passes what is
+    /// in `out` downstream and calls this until it returns `false` (nothing more), before
+    /// anything else reaches the operator. The default has nothing more.
+    fn emit_more(&mut self, _out: &mut Output) -> Result<bool, BoxError> {
+        Ok(false)
+    }
+
     /// Records this operator dropped as late (event-time windows); read once per batch.
     fn late_records_dropped(&self) -> u64 {
         0

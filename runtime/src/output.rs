@@ -23,6 +23,18 @@ pub struct Output {
 }
 
 impl Output {
+    /// How many records an operator that emits much at once (a window firing many keys)
+    /// holds in an output before it stops and lets the runtime pass them on
+    /// ([`Output::is_full`], [`Operator::emit_more`](crate::Operator::emit_more)).
+    pub const FULL: usize = 4096;
+
+    /// Whether [`Output::FULL`] records or more are waiting: an operator with more to emit
+    /// stops here and emits the rest from [`Operator::emit_more`](crate::Operator::emit_more).
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.records.len() >= Self::FULL
+    }
+
     /// An output with room for `capacity` records.
     pub fn with_capacity(capacity: usize) -> Self {
         Output {

@@ -317,6 +317,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
             now: None,
             early: Vec::new(),
             values: Vec::new(),
+            pending: Pending::Nothing,
         }) as Box<dyn Operator>)
     })))
 }
@@ -345,6 +346,55 @@ struct WindowOperator {
     early: Vec<Record>,
     /// The aggregates' inputs of the current record.
     values: Vec<Option<Number>>,
+    /// What a watermark or the end of input left to fire once the output was full
+    /// ([`Operator::emit_more`]).
+    pending: Pending,
+}
+
+/// What a window subtask still has to fire ([`WindowOperator::pending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Nothing,
+    /// The windows due at a watermark.
+    Watermark(i64),
+    /// Every window left at the end of input.
+    Finish,
+}
+
+impl WindowOperator {
+    /// Fires what is left of `pending`, until `out` is full; then what comes after.
+    fn fire_pending(&mut self, out: &mut Output) -> Result<bool, BoxError> {
+        let emit = |r| {
+            out.emit(r);
+            out.is_full()
+        };
+        match self.pending {
+            Pending::Nothing => Ok(false),
+            Pending::Watermark(watermark) => {
+                if !self.state.advance_until(watermark, emit) {
+                    self.pending = Pending::Nothing;
+                }
+                Ok(self.pending != Pending::Nothing)
+            }
+            Pending::Finish => {
+                if self.state.finish_until(emit) {
+                    return Ok(true);
+                }
+                self.pending = Pending::Nothing;
+                self.finish_handlers()?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// The end of input for the dead-letter files, after the last window fired.
+    fn finish_handlers(&mut self) -> Result<(), BoxError> {
+        self.on_error.finish()?;
+        match &mut self.late {
+            Some(late) => late.finish(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The old single aggregate `aggregate`'s input from `record`: its numeric `value`.
@@ -485,9 +535,16 @@ impl Operator for WindowOperator {
     fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
         if self.time == WindowTime::Event {
             self.advanced = true;
-            self.state.advance(watermark, |r| out.emit(r));
+            // Many windows due at once (a watermark far ahead) fire in parts, the runtime
+            // passing each on before the next ([`Operator::emit_more`]).
+            self.pending = Pending::Watermark(watermark);
+            self.fire_pending(out)?;
         }
         Ok(())
+    }
+
+    fn emit_more(&mut self, out: &mut Output) -> Result<bool, BoxError> {
+        self.fire_pending(out)
     }
 
     fn on_time(&mut self, now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
@@ -510,12 +567,11 @@ impl Operator for WindowOperator {
             self.flush_early(now_nanos, out)?;
         }
         self.lanes.finish(|r| out.emit(r));
-        self.state.finish(|r| out.emit(r));
-        self.on_error.finish()?;
-        match &mut self.late {
-            Some(late) => late.finish(),
-            None => Ok(()),
-        }
+        // Every window still open fires, in parts when there are many (the end of an input
+        // read without watermarks), then the dead-letter files end.
+        self.pending = Pending::Finish;
+        self.fire_pending(out)?;
+        Ok(())
     }
 
     /// The lengths of the dead-letter files of `on_error` and `late`
@@ -749,6 +805,56 @@ mod tests {
             .iter()
             .map(|r| (kv(r).0, kv(r).1, r.timestamp))
             .collect()
+    }
+
+    /// Many windows due at once (a watermark far ahead, or the end of input) fire in parts
+    /// of about [`Output::FULL`] records, each passed on before the next: every window fires
+    /// once, in window order, with its count, and no part holds more than one window past
+    /// `FULL`.
+    #[test]
+    fn many_windows_due_at_once_fire_in_parts_of_about_a_full_output() {
+        let keys = 1_500u64;
+        let windows = 12i64;
+        let records: Vec<(u64, f64, i64)> = (0..windows)
+            .flat_map(|w| (0..keys).map(move |k| (k, 0.0, w * S + (k as i64 % 7) * MS)))
+            .collect();
+        for end_of_input in [false, true] {
+            let mut op = event_window("count", "0");
+            feed_at(op.as_mut(), &records);
+            let mut out = Output::default();
+            match end_of_input {
+                false => op.on_watermark(windows * S, &mut out).unwrap(),
+                true => op.finish(0, &mut out).unwrap(),
+            }
+            let mut parts = vec![triples(&out)];
+            loop {
+                let mut out = Output::default();
+                let more = op.emit_more(&mut out).unwrap();
+                parts.push(triples(&out));
+                if !more {
+                    break;
+                }
+            }
+            assert!(parts.len() >= 4, "{} parts", parts.len());
+            for part in &parts {
+                assert!(part.len() < Output::FULL + keys as usize, "{}", part.len());
+            }
+            let fired: Vec<(u64, f64, i64)> = parts.concat();
+            let expected: Vec<(u64, f64, i64)> = (0..windows)
+                .flat_map(|w| (0..keys).map(move |k| (k, 1.0, (w + 1) * S - 1)))
+                .collect();
+            let mut sorted = fired.clone();
+            sorted.sort_by_key(|a| (a.2, a.0));
+            assert_eq!(sorted, expected, "end of input: {end_of_input}");
+            assert!(
+                fired.windows(2).all(|p| p[0].2 <= p[1].2),
+                "in window order"
+            );
+            // Nothing more afterwards.
+            let mut out = Output::default();
+            assert!(!op.emit_more(&mut out).unwrap());
+            assert!(out.records().is_empty());
+        }
     }
 
     /// Two keys in different key groups (of 8): `(key, its group)`.
