@@ -354,13 +354,23 @@ impl Chain {
     /// [`Output::FULL`](crate::Output::FULL) records are held at a time.
     fn emit_more(&mut self, i: usize, cx: &mut SendContext<'_>) -> Result<(), ChainError> {
         loop {
-            let started = Instant::now();
             let node = &mut self.nodes[i];
             let NodeKind::Operator(op) = &mut node.kind else {
                 return Ok(());
             };
+            // Timed as the call before it ([`Chain::each_node`] with `Timing::Always`).
+            let apart = !self.sampler.timing();
+            let started = if apart {
+                Some(Instant::now())
+            } else {
+                self.sampler.start()
+            };
             let more = op.emit_more(&mut node.out);
-            self.sampler.count_apart(&mut node.busy, started);
+            match started {
+                Some(t) if apart => self.sampler.count_apart(&mut node.busy, t),
+                Some(t) => node.busy.timed(t),
+                None => {}
+            }
             let more = more.map_err(|error| ChainError::User {
                 node: Some(i),
                 error,
