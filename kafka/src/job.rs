@@ -59,6 +59,8 @@ pub struct KafkaJob {
     /// The checks of the state topics of the job's exchanges that keep state, run before the
     /// job starts ([`KafkaJob::check_state_topics`]).
     state_checks: Mutex<Vec<StateCheck>>,
+    /// An exchange keeps its vertex's keyed state in a state topic ([`KafkaJob::keeps_state`]).
+    keeps_state: std::sync::atomic::AtomicBool,
 }
 
 /// One check of a state topic before the job starts: the refusal, if any.
@@ -84,6 +86,7 @@ impl KafkaJob {
             restored: RestoredPositions::default(),
             watched: Mutex::new(BTreeMap::new()),
             state_checks: Mutex::new(Vec::new()),
+            keeps_state: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -98,11 +101,13 @@ impl KafkaJob {
     /// Whether an exchange of the job keeps its vertex's keyed state in a state topic
     /// ([`crate::exchange::Exchange::keep_state`]).
     pub fn keeps_state(&self) -> bool {
-        !self
-            .state_checks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        self.keeps_state.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// An exchange of the job keeps its vertex's keyed state in a state topic.
+    pub(crate) fn set_keeps_state(&self) {
+        self.keeps_state
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Checks, before the job starts, that the state topic of each exchange whose vertex

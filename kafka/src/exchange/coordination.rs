@@ -152,6 +152,7 @@ impl Exchange {
     /// Its state topic is checked before the job starts ([`KafkaJob::check_state_topics`]).
     pub fn keep_state(self: &Arc<Self>) {
         self.keeps_state.store(true, Ordering::SeqCst);
+        self.kafka.set_keeps_state();
         let exchange = Arc::downgrade(self);
         self.kafka
             .add_state_check(crate::job::StateCheck(Box::new(move || {

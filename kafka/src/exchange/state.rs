@@ -245,8 +245,9 @@ struct StateMessage {
 /// What a state message says of itself in its headers, beside its key hash.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct MessageMeta {
-    /// The checkpoint it was written for ([`HEADER_CHECKPOINT`]; 0 when it has none).
-    pub(crate) checkpoint: u64,
+    /// The checkpoint it was written for ([`HEADER_CHECKPOINT`]; `None` when it has none or
+    /// it is not a number).
+    pub(crate) checkpoint: Option<u64>,
     /// Written with two slots per key ([`HEADER_SLOTS`]).
     pub(crate) slotted: bool,
 }
@@ -256,7 +257,7 @@ impl MessageMeta {
     #[cfg(test)]
     pub(crate) fn written(checkpoint: u64) -> Self {
         MessageMeta {
-            checkpoint,
+            checkpoint: Some(checkpoint),
             slotted: true,
         }
     }
@@ -360,7 +361,13 @@ impl PartitionLog {
     /// The values `generation` committed at `checkpoint` by the slot rule: of each key's slots
     /// and deletion mark, the last message of each (what compaction keeps), the one written
     /// for the highest checkpoint not past `checkpoint`; a deletion mark or nothing: no value.
-    fn slotted_values(&self, generation: u64, checkpoint: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    /// A value or deletion mark without its checkpoint cannot be placed: an error, never
+    /// taken as checkpoint 0.
+    fn slotted_values(
+        &self,
+        generation: u64,
+        checkpoint: u64,
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
         // (kind, key) → the checkpoint and value of its last message (`None`: a tombstone).
         type Last<'a> = HashMap<(u8, &'a [u8]), Option<(u64, &'a [u8])>>;
         let mut last: Last<'_> = HashMap::new();
@@ -368,7 +375,18 @@ impl PartitionLog {
             if m.generation != generation || m.kind == COMMIT {
                 continue;
             }
-            let at = m.value.as_deref().map(|v| (m.meta.checkpoint, v));
+            let at = match (m.value.as_deref(), m.meta.checkpoint) {
+                (None, _) => None,
+                (Some(v), Some(c)) => Some((c, v)),
+                (Some(_), None) => {
+                    return Err(format!(
+                        "a state message of generation {generation} (kind `{}`) has no \
+                         {HEADER_CHECKPOINT} header: Tidemark writes one on every value, so \
+                         another program wrote to the state topic",
+                        m.kind as char
+                    ))
+                }
+            };
             last.insert((m.kind, m.key.as_slice()), at);
         }
         let mut best: BTreeMap<&[u8], (u64, u8, &[u8])> = BTreeMap::new();
@@ -385,10 +403,11 @@ impl PartitionLog {
                 *entry = (written, rank, value);
             }
         }
-        best.into_iter()
+        Ok(best
+            .into_iter()
             .filter(|(_, (_, rank, _))| *rank == 0)
             .map(|(key, (_, _, value))| (key.to_vec(), value.to_vec()))
-            .collect()
+            .collect())
     }
 
     /// The state: the newest generation with a commit record, its values up to its last one.
@@ -408,7 +427,7 @@ impl PartitionLog {
             let record = CommitRecord::read(c.value.as_deref().unwrap_or_default())
                 .map_err(|e| format!("a commit record that cannot be read: {e}"))?;
             if c.meta.slotted {
-                values = self.slotted_values(c.generation, record.checkpoint);
+                values = self.slotted_values(c.generation, record.checkpoint)?;
             } else {
                 // Written without slots: the values written before the commit record.
                 for m in &self.messages[..last] {
@@ -1297,7 +1316,6 @@ fn message_meta<M: Message>(message: &M) -> MessageMeta {
                         .value
                         .and_then(|v| std::str::from_utf8(v).ok())
                         .and_then(|v| v.parse().ok())
-                        .unwrap_or(0)
                 }
                 _ => {}
             }
@@ -1904,6 +1922,32 @@ mod tests {
             "{} {checked}",
             log.len()
         );
+    }
+
+    #[test]
+    fn a_value_without_its_checkpoint_is_refused_not_taken_for_checkpoint_0() {
+        let v = message_key(VALUE, 3, &key("a"));
+        let c = message_key(COMMIT, 3, &[]);
+        let meta = MessageMeta::written(5);
+        let mut log = PartitionLog::default();
+        assert!(log.push_hashed(&v, Some(b"1"), true, meta));
+        assert!(log.push_hashed(&c, Some(&commit(3, 5, 50)), true, meta));
+        assert_eq!(
+            log.restore().unwrap().values,
+            BTreeMap::from([(key("a"), b"1".to_vec())])
+        );
+        let headless = MessageMeta {
+            checkpoint: None,
+            slotted: true,
+        };
+        assert!(log.push_hashed(
+            &message_key(VALUE_OTHER, 3, &key("b")),
+            Some(b"2"),
+            true,
+            headless
+        ));
+        let e = log.restore().unwrap_err();
+        assert!(e.contains("has no tidemark-checkpoint header"), "{e}");
     }
 
     #[test]
