@@ -1802,13 +1802,9 @@ mod tests {
     /// uncommitted value and never an older one.
     #[test]
     fn compaction_at_any_moment_between_a_crash_and_the_restore_keeps_the_committed_state() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
+        let mut random = move |n: u64| rng.random_range(0..n);
         type Keys = BTreeMap<Vec<u8>, Vec<u8>>;
         let mut log: Log = Vec::new();
         // The operator's keys now, and as they were at each checkpoint's barrier.
