@@ -118,6 +118,8 @@ pub enum Request {
     LeaveGroup,
     /// A consumer committing offsets.
     OffsetCommit,
+    /// A consumer reading its group's committed offsets.
+    OffsetFetch,
 }
 
 impl Request {
@@ -125,6 +127,7 @@ impl Request {
     fn api_key(self) -> i16 {
         match self {
             Request::OffsetCommit => 8,
+            Request::OffsetFetch => 9,
             Request::JoinGroup => 11,
             Request::LeaveGroup => 13,
         }

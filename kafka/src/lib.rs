@@ -40,6 +40,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod assigned_start;
 pub mod client;
 pub mod clock;
 mod dead_letter;

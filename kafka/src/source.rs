@@ -67,6 +67,7 @@ use tidemark_runtime::{
     SplitWatermarks, SubtaskContext,
 };
 
+use crate::assigned_start::{records_unread, AssignedStarts};
 use crate::client::{
     client_config, topic_wait_message, wait_for_topic, BrokerWatch, Brokers, ErrorContext,
     Properties,
@@ -703,6 +704,9 @@ pub struct KafkaSource {
     /// Partitions with messages not read yet at the last lag reading (or whose end is not
     /// known yet): they are not caught up, so never idle.
     behind: BTreeSet<PartitionKey>,
+    /// Partitions assigned and not read from yet: where they start and end, asked of the
+    /// brokers (until answered, behind).
+    unread: AssignedStarts,
     /// Exchange partitions that joined behind this subtask's event time.
     late_joiners: crate::exchange::late_joiners::LateJoiners,
     /// Checkpoint number → the positions it covers.
@@ -910,6 +914,10 @@ impl KafkaSource {
             last_timestamp: None,
             last_lag_at: i64::MIN,
             behind: BTreeSet::new(),
+            unread: AssignedStarts::new(
+                config.start != Start::Latest,
+                GROUP_COMMITS_WITHIN.min(timeout),
+            ),
             late_joiners: Default::default(),
             lag: SourceLag {
                 records: 0,
@@ -1009,6 +1017,14 @@ impl KafkaSource {
                 self.watermarks.observe(&key.0, key.1, ts);
             }
         }
+        // Assigned (again) and not read from: how much it holds is asked anew (after the
+        // revocations below, which forget a position the partition had before).
+        let assigned: Vec<PartitionKey> = held
+            .iter()
+            .filter(|key| revoked.contains(*key) || !self.positions.contains_key(*key))
+            .filter(|key| revoked.contains(*key) || !self.unread.contains(key))
+            .cloned()
+            .collect();
         for key in &revoked {
             self.positions.remove(key);
             if let Some(unconfirmed) = self.unconfirmed.as_mut() {
@@ -1021,6 +1037,7 @@ impl KafkaSource {
                 snapshot.remove(key);
             }
             self.metrics.remove_partition(&self.source_id, key);
+            self.unread.revoked(key);
             // Given back meanwhile: the restore's origins replace the old ones instead.
             if let Some(relay) = self.relay.as_mut().filter(|_| !held.contains(key)) {
                 relay.forget(key.1);
@@ -1029,6 +1046,9 @@ impl KafkaSource {
                 }
             }
         }
+        for key in &assigned {
+            self.unread.assigned(key);
+        }
     }
 
     fn update_lag(&mut self, now: i64) {
@@ -1036,16 +1056,30 @@ impl KafkaSource {
         let mut total = 0i64;
         // Not heard from the broker yet, or no longer held: behind until known otherwise.
         self.behind.retain(|key| assigned.contains(key));
+        let chosen = self
+            .consumer
+            .context()
+            .starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.unread
+            .poll(&self.consumer, &chosen, std::time::Instant::now());
         for key in &assigned {
-            let Some(high) = cached_high_watermark(&self.consumer, key) else {
+            let Some(cached) = cached_high_watermark(&self.consumer, key) else {
                 self.behind.insert(key.clone());
                 continue;
             };
-            let position = match self.positions.get(key) {
-                Some(p) => *p,
-                None => self.committed_or_low(key, high),
+            // Read from: its position; else where its reading starts, once the brokers said
+            // (the cached end may be from when this consumer held it before).
+            let position = self.positions.get(key).copied();
+            if position.is_some() {
+                self.unread.read(key);
+            }
+            let Some(lag) = records_unread(position, self.unread.get(key), cached) else {
+                self.behind.insert(key.clone());
+                continue;
             };
-            let lag = (high - position).max(0);
             if lag > 0 {
                 self.behind.insert(key.clone());
             } else {
@@ -1069,18 +1103,6 @@ impl KafkaSource {
         };
         self.metrics
             .set_subtask_lag(&self.source_id, self.subtask, total, seconds);
-    }
-
-    /// Before this subtask read anything from a partition: where the consumer stands.
-    fn committed_or_low(&self, key: &PartitionKey, high: i64) -> i64 {
-        if let Ok(tpl) = self.consumer.position() {
-            if let Some(e) = tpl.find_partition(&key.0, key.1) {
-                if let Offset::Offset(o) = e.offset() {
-                    return o;
-                }
-            }
-        }
-        high
     }
 
     /// Stores the positions for librdkafka's commit timer (no checkpointing): once per poll,

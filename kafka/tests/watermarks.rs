@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaRespErr;
 use serde_json::json;
+use tidemark_kafka::dev_cluster::Request;
 use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
 use tidemark_operators::{BuildEnv, Built, ComponentKind, Registry};
 use tidemark_runtime::{
@@ -109,12 +111,40 @@ fn start_job(
     source_parallelism: usize,
     idleness: Option<Duration>,
 ) -> (JobHandle, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let group = format!("{source_id}-group");
+    let job = Instance {
+        kafka: kafka(),
+        source_id,
+        group: &group,
+    };
+    start_job_in(job, bootstrap, topic, source_parallelism, idleness)
+}
+
+/// Where a job of [`start_job_in`] runs: its Kafka context (one per process, as an instance
+/// of `tidemark run`), its source's id and group.
+#[derive(Clone, Copy)]
+struct Instance<'a> {
+    kafka: &'a Arc<tidemark_kafka::KafkaJob>,
+    source_id: &'a str,
+    group: &'a str,
+}
+
+/// [`start_job`] in a Kafka context and group of the caller's.
+fn start_job_in(
+    instance: Instance<'_>,
+    bootstrap: &str,
+    topic: &str,
+    source_parallelism: usize,
+    idleness: Option<Duration>,
+) -> (JobHandle, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let source_id = instance.source_id;
     let mut graph = JobGraph::new("watermarks");
-    let source = kafka()
+    let source = instance
+        .kafka
         .build_source(json!({
             "brokers": bootstrap,
             "topics": [topic],
-            "group": format!("{source_id}-group"),
+            "group": instance.group,
             "key": "k",
             "timestamp": "ts",
             "properties": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
@@ -332,4 +362,129 @@ fn a_subtask_without_a_partition_does_not_block_window_output() {
     assert_eq!(windows(&results), expected);
     stop(handle);
     assert_eq!(windows(&results), reference);
+}
+
+/// The window subtasks' records dropped as late.
+fn late_dropped(handle: &JobHandle) -> u64 {
+    handle
+        .metrics()
+        .vertex("per_key")
+        .unwrap()
+        .subtasks
+        .iter()
+        .map(|s| s.late_records_dropped())
+        .sum()
+}
+
+#[test]
+fn a_partition_handed_back_while_commits_cannot_be_read_holds_event_time() {
+    // A consumer that held a partition before keeps librdkafka's cached end of it from then;
+    // handed back while the group's commits cannot be read (the coordinator is still loading),
+    // it has no position of its own yet. Taken for caught up, it would go idle after
+    // `idleness` and let event time pass the records written to it meanwhile.
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![("handed_back".into(), 2)],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let topic = "handed_back";
+    let first: Vec<Message> = messages(0, BASE_MS, 50, 40)
+        .into_iter()
+        .chain(messages(1, BASE_MS, 50, 40))
+        .collect();
+    produce(&bootstrap, topic, &first);
+
+    // Instance a holds both partitions and reads them to their end.
+    let group = "handed-back-group";
+    let (a_kafka, b_kafka) = (
+        tidemark_kafka::KafkaJob::new(),
+        tidemark_kafka::KafkaJob::new(),
+    );
+    let a = Instance {
+        kafka: &a_kafka,
+        source_id: "a",
+        group,
+    };
+    let (a_job, a_results) =
+        start_job_in(a, &bootstrap, topic, 1, Some(Duration::from_millis(500)));
+    wait_for("a read both partitions", || {
+        (0..2).all(|p| a_kafka.metrics().partition_lag("a", topic, p) == Some(0))
+    });
+    // Instance b joins and takes one of them; a commits it at its end when it gives it up.
+    let b = Instance {
+        kafka: &b_kafka,
+        source_id: "b",
+        group,
+    };
+    let (b_job, _) = start_job_in(b, &bootstrap, topic, 1, Some(Duration::from_millis(500)));
+    let moved = {
+        let mut moved = None;
+        wait_for("b holds a partition a gave up", || {
+            let held = |k: &tidemark_kafka::KafkaJob, id: &str| -> Vec<i32> {
+                (0..2)
+                    .filter(|p| k.metrics().partition_lag(id, topic, *p).is_some())
+                    .collect()
+            };
+            match (
+                held(&a_kafka, "a").as_slice(),
+                held(&b_kafka, "b").as_slice(),
+            ) {
+                ([kept], [taken]) if kept != taken => {
+                    moved = Some((*kept, *taken));
+                    true
+                }
+                _ => false,
+            }
+        });
+        moved.unwrap()
+    };
+    let (kept, handed) = moved;
+
+    // The coordinator cannot serve the group's commits for a while; b leaves, handing its
+    // partition back to a, which cannot learn where to start reading it.
+    let loading = vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 10_000];
+    cluster.refuse_next(Request::OffsetFetch, &loading).unwrap();
+    cluster.track_requests().unwrap();
+    stop(b_job);
+    // Meanwhile the handed-back partition gets records of key "z" 2 s later, and the kept one
+    // records far later still: were the handed-back partition idle, a's event time would run
+    // past the "z" records before they were read.
+    let z: Vec<Message> = (0..40)
+        .map(|i| Message {
+            partition: handed,
+            key: "z",
+            ts_ms: BASE_MS + 2_000 + i * 50,
+        })
+        .collect();
+    produce(&bootstrap, topic, &z);
+    // a asks for the group's commit of the partition it was given back.
+    wait_for("a asking where to start the handed-back partition", || {
+        cluster.requests_seen(Request::OffsetFetch).unwrap() > 0
+    });
+    let later = messages(kept, BASE_MS + 20_000, 50, 40);
+    produce(&bootstrap, topic, &later);
+    // Several idle timeouts long, a's event time stays below the "z" records.
+    std::thread::sleep(Duration::from_secs(3));
+    let held_back = source_watermark(&a_job, "a");
+    cluster.serve_again(Request::OffsetFetch).unwrap();
+    assert!(
+        held_back < (BASE_MS + 2_000) * MS,
+        "event time passed the handed-back partition's unread records: watermark {} ms after \
+         the first of them",
+        (held_back - (BASE_MS + 2_000) * MS) / MS
+    );
+    // Once read, every "z" window is complete and nothing was late.
+    let z_reference = reference(&z);
+    wait_for("a read the z records", || {
+        a_kafka.metrics().partition_lag("a", topic, handed) == Some(0)
+            && source_watermark(&a_job, "a") >= (z.last().unwrap().ts_ms - 1) * MS
+    });
+    assert_eq!(late_dropped(&a_job), 0, "records dropped as late");
+    stop(a_job);
+    let got: BTreeMap<(String, i64), u64> = windows(&a_results)
+        .into_iter()
+        .filter(|((key, _), _)| key == "z")
+        .collect();
+    assert_eq!(got, z_reference);
 }

@@ -1,0 +1,345 @@
+//! How much a partition just assigned to a subtask holds before the subtask has read from it:
+//! where its reading starts and where it ends, asked of the brokers after the assignment.
+//!
+//! Idle means caught up (`docs/kafka.md`, "Failover"), and a source knows it is caught up on a
+//! partition by comparing its position with the partition's end. Before the first record, the
+//! subtask has no position of its own, and librdkafka's cached end may be from the last time this
+//! consumer held the partition, long before: a partition taken over from a dead instance looked
+//! caught up at once, went idle while the group's commit was still being fetched (seconds, while
+//! a rebalance goes on), and what was read from it afterwards came late. So a partition assigned
+//! is behind until this lookup has answered with its start (the offset the source chose, else the
+//! group's commit, else `start`'s reset) and its end (a ListOffsets, not the cache), or until a
+//! record was read from it (the fetch that carried it brought a fresh end too). An empty
+//! partition is caught up as soon as the lookup answers, and can go idle.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use crate::metrics::PartitionKey;
+
+/// What is known of a partition assigned and not read from yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unread {
+    /// Asked of the brokers, no answer yet: behind.
+    Asking,
+    /// Reading starts at `start`; the partition ended at `end` after the assignment.
+    Known {
+        /// The first offset the subtask reads.
+        start: i64,
+        /// The partition's end (next offset to be written) when asked.
+        end: i64,
+    },
+}
+
+/// How many records of a held partition are not read yet, if that is known: from the subtask's
+/// `position` once it read from it (against librdkafka's `cached_end`, which the fetches that
+/// brought the records renewed); before, from where its reading starts to the larger of the
+/// ends known; `None` while the lookup of an assigned partition has not answered.
+pub(crate) fn records_unread(
+    position: Option<i64>,
+    unread: Option<Unread>,
+    cached_end: i64,
+) -> Option<i64> {
+    match (position, unread) {
+        (Some(p), _) => Some((cached_end - p).max(0)),
+        (None, Some(Unread::Known { start, end })) => Some((end.max(cached_end) - start).max(0)),
+        (None, Some(Unread::Asking) | None) => None,
+    }
+}
+
+/// The partitions a subtask holds and has not read from yet, and the lookup of their starts.
+pub(crate) struct AssignedStarts {
+    unread: BTreeMap<PartitionKey, Unread>,
+    lookup: Option<JoinHandle<Result<Vec<(PartitionKey, Unread)>, String>>>,
+    /// After a lookup that failed: when to ask again.
+    retry_at: Option<Instant>,
+    /// Without a committed offset: from the earliest (else the latest).
+    from_earliest: bool,
+    /// How long one lookup may wait for the group coordinator and the leaders.
+    within: Duration,
+}
+
+/// How long to wait before asking again after a lookup failed.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl AssignedStarts {
+    /// No partition yet; `from_earliest` is the reset for partitions without a commit.
+    pub(crate) fn new(from_earliest: bool, within: Duration) -> Self {
+        AssignedStarts {
+            unread: BTreeMap::new(),
+            lookup: None,
+            retry_at: None,
+            from_earliest,
+            within,
+        }
+    }
+
+    /// `key` was assigned (again): what it holds is asked anew.
+    pub(crate) fn assigned(&mut self, key: &PartitionKey) {
+        self.unread.insert(key.clone(), Unread::Asking);
+    }
+
+    /// `key` is no longer held.
+    pub(crate) fn revoked(&mut self, key: &PartitionKey) {
+        self.unread.remove(key);
+    }
+
+    /// Whether `key` is waiting for its lookup or known unread.
+    pub(crate) fn contains(&self, key: &PartitionKey) -> bool {
+        self.unread.contains_key(key)
+    }
+
+    /// What is known of `key`, assigned and not read from yet; `None` when it is not followed
+    /// (read from already, or not held).
+    pub(crate) fn get(&self, key: &PartitionKey) -> Option<Unread> {
+        self.unread.get(key).copied()
+    }
+
+    /// `key` has been read from: its position and the cached end tell from now on.
+    pub(crate) fn read(&mut self, key: &PartitionKey) {
+        self.unread.remove(key);
+    }
+
+    /// Takes a finished lookup's answer and starts one for the partitions still asking, on a
+    /// thread of its own (the group coordinator answers only once a rebalance under way has
+    /// ended). `chosen` holds the starts the source chose itself (hand-over, restore).
+    pub(crate) fn poll<C: ConsumerContext + 'static>(
+        &mut self,
+        consumer: &Arc<BaseConsumer<C>>,
+        chosen: &BTreeMap<PartitionKey, i64>,
+        now: Instant,
+    ) {
+        if let Some(lookup) = self.lookup.take_if(|l| l.is_finished()) {
+            match lookup.join() {
+                Ok(Ok(answers)) => {
+                    for (key, known) in answers {
+                        // Revoked or read meanwhile: the answer is of no use.
+                        if let Some(entry) = self.unread.get_mut(&key) {
+                            if *entry == Unread::Asking {
+                                *entry = known;
+                            }
+                        }
+                    }
+                }
+                Ok(Err(why)) => {
+                    tracing::debug!("looking up where assigned partitions start: {why}");
+                    self.retry_at = Some(now + RETRY_AFTER);
+                }
+                Err(_) => self.retry_at = Some(now + RETRY_AFTER),
+            }
+        }
+        if self.lookup.is_some() || self.retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        let asking: Vec<(PartitionKey, Option<i64>)> = self
+            .unread
+            .iter()
+            .filter(|(_, u)| **u == Unread::Asking)
+            .map(|(key, _)| (key.clone(), chosen.get(key).copied()))
+            .collect();
+        if asking.is_empty() {
+            return;
+        }
+        self.retry_at = None;
+        let consumer = Arc::clone(consumer);
+        let (from_earliest, within) = (self.from_earliest, self.within);
+        let spawned = std::thread::Builder::new()
+            .name("tidemark-kafka-starts".into())
+            .spawn(move || look_up(&consumer, &asking, from_earliest, within));
+        match spawned {
+            Ok(handle) => self.lookup = Some(handle),
+            Err(_) => self.retry_at = Some(now + RETRY_AFTER),
+        }
+    }
+}
+
+/// Each partition's start (`chosen`, else the group's commit, else the reset) and its end.
+fn look_up<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    asking: &[(PartitionKey, Option<i64>)],
+    from_earliest: bool,
+    within: Duration,
+) -> Result<Vec<(PartitionKey, Unread)>, String> {
+    let mut tpl = TopicPartitionList::new();
+    for ((topic, partition), chosen) in asking {
+        if chosen.is_none() {
+            tpl.add_partition(topic, *partition);
+        }
+    }
+    let committed = if tpl.count() > 0 {
+        Some(
+            consumer
+                .committed_offsets(tpl, within)
+                .map_err(|e| format!("the group's commits: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let mut known = Vec::with_capacity(asking.len());
+    for ((topic, partition), chosen) in asking {
+        let (low, end) = consumer
+            .fetch_watermarks(topic, *partition, within)
+            .map_err(|e| format!("the end of {topic}/{partition}: {e}"))?;
+        let commit = committed
+            .as_ref()
+            .and_then(|c| c.find_partition(topic, *partition))
+            .and_then(|e| match e.offset() {
+                Offset::Offset(at) => Some(at),
+                _ => None,
+            });
+        let start = match (*chosen, commit) {
+            (Some(at), _) | (None, Some(at)) => at,
+            (None, None) if from_earliest => low,
+            (None, None) => end,
+        };
+        known.push((
+            (topic.clone(), *partition),
+            Unread::Known {
+                start: start.max(low),
+                end,
+            },
+        ));
+    }
+    Ok(known)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dev_cluster::{DevCluster, DevClusterOptions};
+    use crate::testing;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::CommitMode;
+
+    fn consumer(bootstrap: &str, group: &str) -> Arc<BaseConsumer> {
+        Arc::new(
+            ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .set("group.id", group)
+                .create()
+                .unwrap(),
+        )
+    }
+
+    fn answered(
+        starts: &mut AssignedStarts,
+        consumer: &Arc<BaseConsumer>,
+        chosen: &BTreeMap<PartitionKey, i64>,
+        key: &PartitionKey,
+    ) -> Unread {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            starts.poll(consumer, chosen, Instant::now());
+            match starts.get(key) {
+                Some(Unread::Asking) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Some(u) => return u,
+                None => panic!("{key:?} is no longer followed"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_partition_not_read_from_is_behind_until_its_start_and_end_are_known() {
+        // The cached end is from when this consumer last held it (40); 80 were written since.
+        let (stale_end, start, end) = (40, 40, 80);
+        assert_eq!(records_unread(None, Some(Unread::Asking), stale_end), None);
+        assert_eq!(records_unread(None, None, stale_end), None);
+        assert_eq!(
+            records_unread(None, Some(Unread::Known { start, end }), stale_end),
+            Some(40)
+        );
+        // Empty: caught up as soon as known.
+        assert_eq!(
+            records_unread(None, Some(Unread::Known { start: 80, end: 80 }), 80),
+            Some(0)
+        );
+        // Read from: the position against the (renewed) cached end.
+        assert_eq!(records_unread(Some(70), Some(Unread::Asking), 80), Some(10));
+        assert_eq!(records_unread(Some(80), None, 80), Some(0));
+    }
+
+    #[test]
+    fn a_partition_starts_where_chosen_else_at_the_commit_else_at_the_reset() {
+        let cluster = DevCluster::start(DevClusterOptions {
+            topics: vec![("t".into(), 4)],
+            ..DevClusterOptions::default()
+        })
+        .unwrap();
+        let bootstrap = cluster.bootstrap_servers();
+        testing::produce_ids(bootstrap, "t", 0..400);
+        let ends: Vec<i64> = (0..4)
+            .map(|p| {
+                consumer(bootstrap, "ends")
+                    .fetch_watermarks("t", p, Duration::from_secs(10))
+                    .unwrap()
+                    .1
+            })
+            .collect();
+        assert!(
+            ends.iter().all(|e| *e > 10),
+            "every partition holds some: {ends:?}"
+        );
+        // The group committed partition 1 at 7.
+        let group = consumer(bootstrap, "g");
+        let mut commit = TopicPartitionList::new();
+        commit
+            .add_partition_offset("t", 1, Offset::Offset(7))
+            .unwrap();
+        group.commit(&commit, CommitMode::Sync).unwrap();
+
+        let key = |p: i32| ("t".to_owned(), p);
+        let chosen = BTreeMap::from([(key(0), 3)]);
+        let mut starts = AssignedStarts::new(true, Duration::from_secs(10));
+        for p in 0..3 {
+            starts.assigned(&key(p));
+            assert_eq!(starts.get(&key(p)), Some(Unread::Asking));
+        }
+        let found: Vec<Unread> = (0..3)
+            .map(|p| answered(&mut starts, &group, &chosen, &key(p)))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                Unread::Known {
+                    start: 3,
+                    end: ends[0]
+                },
+                Unread::Known {
+                    start: 7,
+                    end: ends[1]
+                },
+                Unread::Known {
+                    start: 0,
+                    end: ends[2]
+                },
+            ]
+        );
+
+        // Without a commit and from the latest: nothing to read, caught up.
+        let mut latest = AssignedStarts::new(false, Duration::from_secs(10));
+        latest.assigned(&key(3));
+        let other = consumer(bootstrap, "other");
+        assert_eq!(
+            answered(&mut latest, &other, &BTreeMap::new(), &key(3)),
+            Unread::Known {
+                start: ends[3],
+                end: ends[3]
+            }
+        );
+
+        // Assigned again: asked anew; read from or revoked: no longer followed.
+        starts.assigned(&key(1));
+        assert_eq!(starts.get(&key(1)), Some(Unread::Asking));
+        starts.read(&key(1));
+        starts.revoked(&key(2));
+        assert_eq!((starts.get(&key(1)), starts.get(&key(2))), (None, None));
+        assert!(starts.contains(&key(0)));
+    }
+}
