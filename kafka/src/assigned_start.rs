@@ -11,6 +11,12 @@
 //! group's commit, else `start`'s reset) and its end (a ListOffsets, not the cache), or until a
 //! record was read from it (the fetch that carried it brought a fresh end too). An empty
 //! partition is caught up as soon as the lookup answers, and can go idle.
+//!
+//! A partition handed over inside this process starts where the local subtask that gave it up
+//! stopped, unless the group's commit lies further: the partition may have been with another
+//! instance since, which read on and committed. That comparison needs the commit too, which the
+//! coordinator serves only once a rebalance under way has ended; the source keeps such a
+//! partition paused until this lookup has answered (`verify`), rather than guess.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,7 +61,7 @@ pub(crate) fn records_unread(
 /// The partitions a subtask holds and has not read from yet, and the lookup of their starts.
 pub(crate) struct AssignedStarts {
     unread: BTreeMap<PartitionKey, Unread>,
-    lookup: Option<JoinHandle<Result<Vec<(PartitionKey, Unread)>, String>>>,
+    lookup: Option<JoinHandle<Answer>>,
     /// After a lookup that failed: when to ask again.
     retry_at: Option<Instant>,
     /// Without a committed offset: from the earliest (else the latest).
@@ -63,6 +69,9 @@ pub(crate) struct AssignedStarts {
     /// How long one lookup may wait for the group coordinator and the leaders.
     within: Duration,
 }
+
+/// What one lookup found of each partition asked, or why it could not.
+type Answer = Result<Vec<(PartitionKey, Unread)>, String>;
 
 /// How long to wait before asking again after a lookup failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -107,13 +116,17 @@ impl AssignedStarts {
 
     /// Takes a finished lookup's answer and starts one for the partitions still asking, on a
     /// thread of its own (the group coordinator answers only once a rebalance under way has
-    /// ended). `chosen` holds the starts the source chose itself (hand-over, restore).
+    /// ended). `chosen` holds the starts the source chose itself (hand-over, restore); of
+    /// those, the ones in `verify` start at the group's commit where it lies further. Returns
+    /// the partitions answered now, with their starts.
     pub(crate) fn poll<C: ConsumerContext + 'static>(
         &mut self,
         consumer: &Arc<BaseConsumer<C>>,
         chosen: &BTreeMap<PartitionKey, i64>,
+        verify: &BTreeMap<PartitionKey, i64>,
         now: Instant,
-    ) {
+    ) -> Vec<(PartitionKey, i64)> {
+        let mut answered = Vec::new();
         if let Some(lookup) = self.lookup.take_if(|l| l.is_finished()) {
             match lookup.join() {
                 Ok(Ok(answers)) => {
@@ -122,6 +135,9 @@ impl AssignedStarts {
                         if let Some(entry) = self.unread.get_mut(&key) {
                             if *entry == Unread::Asking {
                                 *entry = known;
+                                if let Unread::Known { start, .. } = known {
+                                    answered.push((key, start));
+                                }
                             }
                         }
                     }
@@ -134,16 +150,20 @@ impl AssignedStarts {
             }
         }
         if self.lookup.is_some() || self.retry_at.is_some_and(|at| now < at) {
-            return;
+            return answered;
         }
-        let asking: Vec<(PartitionKey, Option<i64>)> = self
+        let asking: Vec<Asking> = self
             .unread
             .iter()
             .filter(|(_, u)| **u == Unread::Asking)
-            .map(|(key, _)| (key.clone(), chosen.get(key).copied()))
+            .map(|(key, _)| Asking {
+                key: key.clone(),
+                chosen: verify.get(key).or_else(|| chosen.get(key)).copied(),
+                or_commit: verify.contains_key(key),
+            })
             .collect();
         if asking.is_empty() {
-            return;
+            return answered;
         }
         self.retry_at = None;
         let consumer = Arc::clone(consumer);
@@ -155,21 +175,30 @@ impl AssignedStarts {
             Ok(handle) => self.lookup = Some(handle),
             Err(_) => self.retry_at = Some(now + RETRY_AFTER),
         }
+        answered
     }
 }
 
-/// Each partition's start (`chosen`, else the group's commit, else the reset) and its end.
+/// A partition whose start and end are asked.
+struct Asking {
+    key: PartitionKey,
+    /// The offset the source chose to start at, if it did.
+    chosen: Option<i64>,
+    /// Start at the group's commit instead of `chosen` where the commit lies further.
+    or_commit: bool,
+}
+
+/// Each partition's start (`chosen`, else the group's commit, else the reset; the commit where
+/// it lies further than `chosen` for `or_commit`) and its end.
 fn look_up<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
-    asking: &[(PartitionKey, Option<i64>)],
+    asking: &[Asking],
     from_earliest: bool,
     within: Duration,
-) -> Result<Vec<(PartitionKey, Unread)>, String> {
+) -> Answer {
     let mut tpl = TopicPartitionList::new();
-    for ((topic, partition), chosen) in asking {
-        if chosen.is_none() {
-            tpl.add_partition(topic, *partition);
-        }
+    for a in asking.iter().filter(|a| a.chosen.is_none() || a.or_commit) {
+        tpl.add_partition(&a.key.0, a.key.1);
     }
     let committed = if tpl.count() > 0 {
         Some(
@@ -181,7 +210,12 @@ fn look_up<C: ConsumerContext>(
         None
     };
     let mut known = Vec::with_capacity(asking.len());
-    for ((topic, partition), chosen) in asking {
+    for Asking {
+        key: (topic, partition),
+        chosen,
+        or_commit,
+    } in asking
+    {
         let (low, end) = consumer
             .fetch_watermarks(topic, *partition, within)
             .map_err(|e| format!("the end of {topic}/{partition}: {e}"))?;
@@ -193,6 +227,7 @@ fn look_up<C: ConsumerContext>(
                 _ => None,
             });
         let start = match (*chosen, commit) {
+            (Some(at), Some(c)) if *or_commit => at.max(c),
             (Some(at), _) | (None, Some(at)) => at,
             (None, None) if from_earliest => low,
             (None, None) => end,
@@ -230,11 +265,12 @@ mod tests {
         starts: &mut AssignedStarts,
         consumer: &Arc<BaseConsumer>,
         chosen: &BTreeMap<PartitionKey, i64>,
+        verify: &BTreeMap<PartitionKey, i64>,
         key: &PartitionKey,
     ) -> Unread {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            starts.poll(consumer, chosen, Instant::now());
+            starts.poll(consumer, chosen, verify, Instant::now());
             match starts.get(key) {
                 Some(Unread::Asking) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10))
@@ -286,23 +322,28 @@ mod tests {
             ends.iter().all(|e| *e > 10),
             "every partition holds some: {ends:?}"
         );
-        // The group committed partition 1 at 7.
+        // The group committed partitions 0, 1 and 3.
         let group = consumer(bootstrap, "g");
         let mut commit = TopicPartitionList::new();
-        commit
-            .add_partition_offset("t", 1, Offset::Offset(7))
-            .unwrap();
+        for (p, at) in [(0, 10), (1, 7), (3, 5)] {
+            commit
+                .add_partition_offset("t", p, Offset::Offset(at))
+                .unwrap();
+        }
         group.commit(&commit, CommitMode::Sync).unwrap();
 
         let key = |p: i32| ("t".to_owned(), p);
-        let chosen = BTreeMap::from([(key(0), 3)]);
+        // 0: chosen (restored), whatever the commit; 1: handed over at 2, the commit further;
+        // 2: neither, from the earliest; 3: handed over at 9, the commit behind.
+        let chosen = BTreeMap::from([(key(0), 3), (key(1), 2), (key(3), 9)]);
+        let verify = BTreeMap::from([(key(1), 2), (key(3), 9)]);
         let mut starts = AssignedStarts::new(true, Duration::from_secs(10));
-        for p in 0..3 {
+        for p in 0..4 {
             starts.assigned(&key(p));
             assert_eq!(starts.get(&key(p)), Some(Unread::Asking));
         }
-        let found: Vec<Unread> = (0..3)
-            .map(|p| answered(&mut starts, &group, &chosen, &key(p)))
+        let found: Vec<Unread> = (0..4)
+            .map(|p| answered(&mut starts, &group, &chosen, &verify, &key(p)))
             .collect();
         assert_eq!(
             found,
@@ -319,6 +360,10 @@ mod tests {
                     start: 0,
                     end: ends[2]
                 },
+                Unread::Known {
+                    start: 9,
+                    end: ends[3]
+                },
             ]
         );
 
@@ -327,7 +372,13 @@ mod tests {
         latest.assigned(&key(3));
         let other = consumer(bootstrap, "other");
         assert_eq!(
-            answered(&mut latest, &other, &BTreeMap::new(), &key(3)),
+            answered(
+                &mut latest,
+                &other,
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                &key(3)
+            ),
             Unread::Known {
                 start: ends[3],
                 end: ends[3]

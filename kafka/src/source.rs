@@ -328,6 +328,10 @@ pub struct SourceContext {
     /// The offset each held partition was assigned at, where the source chose it (handed over
     /// in this process or restored from a checkpoint): its position until a record is taken.
     starts: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// Partitions handed over in this process, assigned at the position the local subtask
+    /// that gave them up left and paused until the group's commit is read: another instance
+    /// may have held them since and committed further (`crate::assigned_start`).
+    unverified: Mutex<BTreeMap<PartitionKey, i64>>,
     rebalances: AtomicU64,
     /// Positions are committed by librdkafka's timer, on revocation and on close (no
     /// checkpointing), rather than when checkpoints complete.
@@ -368,6 +372,16 @@ fn offsets_of(tpl: &TopicPartitionList) -> Vec<(PartitionKey, i64)> {
 }
 
 impl SourceContext {
+    /// The partitions paused until their start is verified.
+    fn unverified_keys(&self) -> Vec<PartitionKey> {
+        self.unverified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// `commit` is the newest commit (or none is followed).
     fn await_commit(&self, commit: Option<AwaitedCommit>) {
         *self.awaited.lock().unwrap_or_else(|e| e.into_inner()) = commit;
@@ -409,9 +423,12 @@ impl SourceContext {
         let read = consumer.position().ok();
         let stashed = self.stashed.lock().unwrap_or_else(|e| e.into_inner());
         let starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        let unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
         for key in keys {
-            let at = stashed
+            // Still paused: nothing was taken from it (what the consumer polled was dropped).
+            let at = unverified
                 .get(key)
+                .or_else(|| stashed.get(key))
                 .copied()
                 .or_else(
                     || match read.as_ref()?.find_partition(&key.0, key.1)?.offset() {
@@ -427,15 +444,6 @@ impl SourceContext {
             }
         }
     }
-}
-
-/// The group's committed offsets of `keys` (none where it has none, or the coordinator does
-/// not answer within 5 s).
-fn committed_offsets(
-    consumer: &BaseConsumer<SourceContext>,
-    keys: &[(PartitionKey, i64)],
-) -> BTreeMap<PartitionKey, i64> {
-    group_commits(consumer, keys, Duration::from_secs(5)).unwrap_or_default()
 }
 
 /// The group's committed offsets of `keys` (none where it has none), or why the coordinator
@@ -519,22 +527,17 @@ impl ConsumerContext for SourceContext {
                 }
                 // `start` is librdkafka's `auto.offset.reset`: it applies only where the group
                 // has no committed offset. A partition another subtask of this process held
-                // resumes where that one stopped, or at the commit if it lies further.
-                let handed: Vec<(PartitionKey, i64)> = keys
-                    .iter()
-                    .filter_map(|k| Some((k.clone(), self.kafka.handoff.take(&self.group, k)?)))
-                    .collect();
-                if !handed.is_empty() {
-                    let committed = committed_offsets(consumer, &handed);
-                    for (key, offset) in &handed {
-                        let at = match committed.get(key) {
-                            // A restored partition's commit may be from after the checkpoint.
-                            Some(c) if !self.kafka.restored.was_restored(&self.group, key) => {
-                                (*c).max(*offset)
-                            }
-                            _ => *offset,
-                        };
-                        let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(at));
+                // resumes where that one stopped, or at the commit if it lies further: it is
+                // assigned there paused, and the source moves it to the commit if need be once
+                // the coordinator has answered (it answers only after the rebalance).
+                let mut unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
+                for key in &keys {
+                    if let Some(offset) = self.kafka.handoff.take(&self.group, key) {
+                        let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(offset));
+                        // A restored partition's commit may be from after the checkpoint.
+                        if !self.kafka.restored.was_restored(&self.group, key) {
+                            unverified.insert(key.clone(), offset);
+                        }
                     }
                 }
                 // Restored from a checkpoint directory: the checkpoint's offset, whatever the
@@ -555,8 +558,14 @@ impl ConsumerContext for SourceContext {
                             None => Offset::Invalid,
                         };
                         let _ = tpl.set_partition_offset(&key.0, key.1, at);
+                        unverified.remove(key);
                     }
                 }
+                let mut paused = TopicPartitionList::new();
+                for key in keys.iter().filter(|k| unverified.contains_key(*k)) {
+                    paused.add_partition(&key.0, key.1);
+                }
+                drop(unverified);
                 let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
                 for e in tpl.elements() {
                     if let Offset::Offset(at) = e.offset() {
@@ -576,6 +585,9 @@ impl ConsumerContext for SourceContext {
                 } else {
                     consumer.assign(tpl)
                 };
+                if paused.count() > 0 {
+                    let _ = consumer.pause(&paused);
+                }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 // Leave the read positions for the next owner in this process (not while
@@ -584,10 +596,12 @@ impl ConsumerContext for SourceContext {
                     self.hand_over(consumer, &keys);
                 }
                 let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+                let mut unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
                 for key in &keys {
                     starts.remove(key);
+                    unverified.remove(key);
                 }
-                drop(starts);
+                drop((starts, unverified));
                 self.state_revoked(&keys);
                 if self.auto_commit.load(Ordering::Relaxed) {
                     // Hand over at the position reached, so the next owner does not repeat it.
@@ -707,6 +721,9 @@ pub struct KafkaSource {
     /// Partitions assigned and not read from yet: where they start and end, asked of the
     /// brokers (until answered, behind).
     unread: AssignedStarts,
+    /// Partitions handed over in this process and paused until the group's commit is read
+    /// (`SourceContext::unverified`): what the consumer still returns of them is dropped.
+    paused: Vec<PartitionKey>,
     /// Exchange partitions that joined behind this subtask's event time.
     late_joiners: crate::exchange::late_joiners::LateJoiners,
     /// Checkpoint number → the positions it covers.
@@ -824,6 +841,7 @@ impl KafkaSource {
             assignment: Mutex::new(Assignment::default()),
             stashed: Mutex::new(BTreeMap::new()),
             starts: Mutex::new(BTreeMap::new()),
+            unverified: Mutex::new(BTreeMap::new()),
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
             closing: AtomicBool::new(false),
@@ -918,6 +936,7 @@ impl KafkaSource {
                 config.start != Start::Latest,
                 GROUP_COMMITS_WITHIN.min(timeout),
             ),
+            paused: Vec::new(),
             late_joiners: Default::default(),
             lag: SourceLag {
                 records: 0,
@@ -1049,6 +1068,7 @@ impl KafkaSource {
         for key in &assigned {
             self.unread.assigned(key);
         }
+        self.paused = self.consumer.context().unverified_keys();
     }
 
     fn update_lag(&mut self, now: i64) {
@@ -1056,15 +1076,7 @@ impl KafkaSource {
         let mut total = 0i64;
         // Not heard from the broker yet, or no longer held: behind until known otherwise.
         self.behind.retain(|key| assigned.contains(key));
-        let chosen = self
-            .consumer
-            .context()
-            .starts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        self.unread
-            .poll(&self.consumer, &chosen, std::time::Instant::now());
+        self.verify_starts();
         for key in &assigned {
             let Some(cached) = cached_high_watermark(&self.consumer, key) else {
                 self.behind.insert(key.clone());
@@ -1103,6 +1115,64 @@ impl KafkaSource {
         };
         self.metrics
             .set_subtask_lag(&self.source_id, self.subtask, total, seconds);
+    }
+
+    /// Looks up where partitions just assigned start; moves each partition handed over in this
+    /// process to its start once known (the group's commit where it lies further than the
+    /// local hand-over) and resumes it.
+    fn verify_starts(&mut self) {
+        let context = self.consumer.context();
+        let chosen = context
+            .starts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let verify = context
+            .unverified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let answered =
+            self.unread
+                .poll(&self.consumer, &chosen, &verify, std::time::Instant::now());
+        for (key, start) in answered {
+            if !verify.contains_key(&key) {
+                continue;
+            }
+            let mut unverified = context.unverified.lock().unwrap_or_else(|e| e.into_inner());
+            // Revoked meanwhile: nothing to resume.
+            if unverified.remove(&key).is_none() {
+                continue;
+            }
+            drop(unverified);
+            context
+                .starts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), start);
+            let mut tpl = TopicPartitionList::new();
+            let _ = tpl.add_partition_offset(&key.0, key.1, Offset::Offset(start));
+            // What was fetched from the hand-over position is dropped; reading starts again
+            // at `start`.
+            if let Err(e) = self.consumer.seek_partitions(tpl.clone(), Duration::ZERO) {
+                tracing::warn!(
+                    "kafka source \"{}\" subtask {}: cannot move {}/{} to {start}: {e}",
+                    self.source_id,
+                    self.subtask,
+                    key.0,
+                    key.1
+                );
+            }
+            let _ = self.consumer.resume(&tpl);
+            tracing::debug!(
+                source = %self.source_id,
+                subtask = self.subtask,
+                partition = %format!("{}/{}", key.0, key.1),
+                start,
+                "handed-over partition resumed"
+            );
+        }
+        self.paused = context.unverified_keys();
     }
 
     /// Stores the positions for librdkafka's commit timer (no checkpointing): once per poll,
@@ -1541,6 +1611,15 @@ impl KafkaSource {
         out: &mut Output,
     ) -> Result<bool, BoxError> {
         let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
+        // Fetched before its pause took hold: read again from its verified start.
+        if !self.paused.is_empty()
+            && self
+                .paused
+                .iter()
+                .any(|(t, p)| *p == partition && t == topic)
+        {
+            return Ok(false);
+        }
         if self.relay.is_some() {
             self.check_exchange_continuity(topic, partition, offset)?;
         }
@@ -1794,6 +1873,7 @@ impl Source for KafkaSource {
         let consumer = Arc::clone(&self.consumer);
         // Whether this poll took everything the consumer had: if not, no partition is caught up.
         let mut drained = false;
+        let mut rebalances = self.rebalances();
         while emitted < ctx.max_records {
             let message = match consumer.poll(Duration::ZERO) {
                 None => {
@@ -1811,6 +1891,11 @@ impl Source for KafkaSource {
                     break;
                 }
             };
+            // A rebalance served inside that poll may have paused partitions just handed over.
+            if self.rebalances() != rebalances {
+                rebalances = self.rebalances();
+                self.paused = self.consumer.context().unverified_keys();
+            }
             if self.take(&message, ctx.now_nanos, out)? {
                 emitted += 1;
             }

@@ -377,11 +377,13 @@ fn late_dropped(handle: &JobHandle) -> u64 {
 }
 
 #[test]
-fn a_partition_handed_back_while_commits_cannot_be_read_holds_event_time() {
-    // A consumer that held a partition before keeps librdkafka's cached end of it from then;
-    // handed back while the group's commits cannot be read (the coordinator is still loading),
-    // it has no position of its own yet. Taken for caught up, it would go idle after
-    // `idleness` and let event time pass the records written to it meanwhile.
+fn a_partition_handed_back_while_commits_cannot_be_read_resumes_at_the_commit() {
+    // Instance a gives a partition to instance b, which reads on and commits; b leaves and the
+    // partition comes back to a while the group coordinator cannot serve commits (it is still
+    // loading, for longer than a waits in a rebalance). a still has the position it left when
+    // it gave the partition up, and librdkafka's cached end of the partition from then. Started
+    // there, a would read b's records again (late, or counted twice); taken for caught up, the
+    // partition would go idle and let event time pass the records written to it meanwhile.
     let cluster = DevCluster::start(DevClusterOptions {
         topics: vec![("handed_back".into(), 2)],
         ..DevClusterOptions::default()
@@ -417,7 +419,8 @@ fn a_partition_handed_back_while_commits_cannot_be_read_holds_event_time() {
         source_id: "b",
         group,
     };
-    let (b_job, _) = start_job_in(b, &bootstrap, topic, 1, Some(Duration::from_millis(500)));
+    let (b_job, b_results) =
+        start_job_in(b, &bootstrap, topic, 1, Some(Duration::from_millis(500)));
     let moved = {
         let mut moved = None;
         wait_for("b holds a partition a gave up", || {
@@ -441,9 +444,24 @@ fn a_partition_handed_back_while_commits_cannot_be_read_holds_event_time() {
     };
     let (kept, handed) = moved;
 
+    // b reads records of key "y" on the partition it took, older than a's event time, and
+    // commits them when it leaves.
+    let y: Vec<Message> = (0..40)
+        .map(|i| Message {
+            partition: handed,
+            key: "y",
+            ts_ms: BASE_MS + 100 + i * 20,
+        })
+        .collect();
+    produce(&bootstrap, topic, &y);
+    wait_for("b read the y records", || {
+        b_kafka.metrics().partition_lag("b", topic, handed) == Some(0)
+            && late_dropped(&b_job) == 0
+            && source_watermark(&b_job, "b") >= (y.last().unwrap().ts_ms - 1) * MS
+    });
     // The coordinator cannot serve the group's commits for a while; b leaves, handing its
-    // partition back to a, which cannot learn where to start reading it.
-    let loading = vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 10_000];
+    // partition back to a.
+    let loading = vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 100_000];
     cluster.refuse_next(Request::OffsetFetch, &loading).unwrap();
     cluster.track_requests().unwrap();
     stop(b_job);
@@ -464,27 +482,36 @@ fn a_partition_handed_back_while_commits_cannot_be_read_holds_event_time() {
     });
     let later = messages(kept, BASE_MS + 20_000, 50, 40);
     produce(&bootstrap, topic, &later);
-    // Several idle timeouts long, a's event time stays below the "z" records.
-    std::thread::sleep(Duration::from_secs(3));
+    // Longer than a waits for the coordinator in a rebalance, and many idle timeouts: a's event
+    // time stays below the "z" records.
+    std::thread::sleep(Duration::from_secs(8));
     let held_back = source_watermark(&a_job, "a");
     cluster.serve_again(Request::OffsetFetch).unwrap();
     assert!(
         held_back < (BASE_MS + 2_000) * MS,
-        "event time passed the handed-back partition's unread records: watermark {} ms after \
-         the first of them",
+        "event time moved past the handed-back partition before its start was known: watermark \
+         {} ms after the first z record",
         (held_back - (BASE_MS + 2_000) * MS) / MS
     );
-    // Once read, every "z" window is complete and nothing was late.
-    let z_reference = reference(&z);
+    // Once read, every "z" window is complete, no "y" record was read again and nothing was
+    // late.
     wait_for("a read the z records", || {
         a_kafka.metrics().partition_lag("a", topic, handed) == Some(0)
             && source_watermark(&a_job, "a") >= (z.last().unwrap().ts_ms - 1) * MS
     });
     assert_eq!(late_dropped(&a_job), 0, "records dropped as late");
     stop(a_job);
-    let got: BTreeMap<(String, i64), u64> = windows(&a_results)
-        .into_iter()
-        .filter(|((key, _), _)| key == "z")
-        .collect();
-    assert_eq!(got, z_reference);
+    let of_key = |results: &Mutex<Vec<serde_json::Value>>, key: &str| {
+        windows(results)
+            .into_iter()
+            .filter(|((k, _), _)| k == key)
+            .collect::<BTreeMap<(String, i64), u64>>()
+    };
+    assert_eq!(of_key(&a_results, "z"), reference(&z));
+    assert_eq!(of_key(&b_results, "y"), reference(&y));
+    assert_eq!(
+        of_key(&a_results, "y"),
+        BTreeMap::new(),
+        "a read b's records again"
+    );
 }
