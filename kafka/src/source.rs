@@ -332,6 +332,10 @@ pub struct SourceContext {
     /// that gave them up left and paused until the group's commit is read: another instance
     /// may have held them since and committed further (`crate::assigned_start`).
     unverified: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// Partitions the source dropped messages of (fetched before their pause took hold): the
+    /// consumer's read position of them is past records the job never had, until the source
+    /// takes one of their messages again.
+    dropped: Mutex<BTreeSet<PartitionKey>>,
     rebalances: AtomicU64,
     /// Positions are committed by librdkafka's timer, on revocation and on close (no
     /// checkpointing), rather than when checkpoints complete.
@@ -372,6 +376,14 @@ fn offsets_of(tpl: &TopicPartitionList) -> Vec<(PartitionKey, i64)> {
 }
 
 impl SourceContext {
+    /// The partitions whose read position is not the job's (`SourceContext::dropped`).
+    fn dropped_keys(&self) -> BTreeSet<PartitionKey> {
+        self.dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The partitions paused until their start is verified.
     fn unverified_keys(&self) -> Vec<PartitionKey> {
         self.unverified
@@ -424,18 +436,22 @@ impl SourceContext {
         let stashed = self.stashed.lock().unwrap_or_else(|e| e.into_inner());
         let starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
         let unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
+        let dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
         for key in keys {
             // Still paused: nothing was taken from it (what the consumer polled was dropped).
             let at = unverified
                 .get(key)
                 .or_else(|| stashed.get(key))
                 .copied()
-                .or_else(
-                    || match read.as_ref()?.find_partition(&key.0, key.1)?.offset() {
+                .or_else(|| {
+                    if dropped.contains(key) {
+                        return None;
+                    }
+                    match read.as_ref()?.find_partition(&key.0, key.1)?.offset() {
                         Offset::Offset(o) => Some(o),
                         _ => None,
-                    },
-                )
+                    }
+                })
                 // Nothing taken since it was assigned at an offset the source chose (handed
                 // over, or restored from a checkpoint): that offset.
                 .or_else(|| starts.get(key).copied());
@@ -642,6 +658,11 @@ impl ConsumerContext for SourceContext {
                         }
                     }
                 }
+                let mut dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+                for key in &keys {
+                    dropped.remove(key);
+                }
+                drop(dropped);
                 let mut a = self.assignment.lock().unwrap_or_else(|e| e.into_inner());
                 // Nothing left to read: waiting for the group to assign again (not while
                 // closing: the process leaves).
@@ -724,6 +745,8 @@ pub struct KafkaSource {
     /// Partitions handed over in this process and paused until the group's commit is read
     /// (`SourceContext::unverified`): what the consumer still returns of them is dropped.
     paused: Vec<PartitionKey>,
+    /// This subtask's copy of `SourceContext::dropped`.
+    dropped: Vec<PartitionKey>,
     /// Exchange partitions that joined behind this subtask's event time.
     late_joiners: crate::exchange::late_joiners::LateJoiners,
     /// Checkpoint number → the positions it covers.
@@ -842,6 +865,7 @@ impl KafkaSource {
             stashed: Mutex::new(BTreeMap::new()),
             starts: Mutex::new(BTreeMap::new()),
             unverified: Mutex::new(BTreeMap::new()),
+            dropped: Mutex::new(BTreeSet::new()),
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
             closing: AtomicBool::new(false),
@@ -937,6 +961,7 @@ impl KafkaSource {
                 GROUP_COMMITS_WITHIN.min(timeout),
             ),
             paused: Vec::new(),
+            dropped: Vec::new(),
             late_joiners: Default::default(),
             lag: SourceLag {
                 records: 0,
@@ -1069,6 +1094,7 @@ impl KafkaSource {
             self.unread.assigned(key);
         }
         self.paused = self.consumer.context().unverified_keys();
+        self.dropped = self.consumer.context().dropped_keys().into_iter().collect();
     }
 
     fn update_lag(&mut self, now: i64) {
@@ -1537,7 +1563,9 @@ fn read_positions(
     let Ok(read) = consumer.position() else {
         return Vec::new();
     };
+    let dropped = consumer.context().dropped_keys();
     keys.iter()
+        .filter(|k| !dropped.contains(*k))
         .filter_map(|k| match read.find_partition(&k.0, k.1)?.offset() {
             Offset::Offset(o) => Some((k.clone(), o)),
             _ => None,
@@ -1546,13 +1574,18 @@ fn read_positions(
 }
 
 /// Stores the consumer's read positions (the offset after the last message it returned) for
-/// the commit that hands revoked partitions over.
+/// the commit that hands revoked partitions over; not of partitions whose messages the source
+/// dropped (their read position is past records the job never had).
 fn store_read_positions(consumer: &BaseConsumer<SourceContext>) {
     let Ok(read) = consumer.position() else {
         return;
     };
+    let dropped = consumer.context().dropped_keys();
     let mut store = TopicPartitionList::new();
     for e in read.elements() {
+        if dropped.contains(&(e.topic().to_owned(), e.partition())) {
+            continue;
+        }
         if let Offset::Offset(o) = e.offset() {
             let _ = store.add_partition_offset(e.topic(), e.partition(), Offset::Offset(o));
         }
@@ -1618,7 +1651,36 @@ impl KafkaSource {
                 .iter()
                 .any(|(t, p)| *p == partition && t == topic)
         {
+            if !self
+                .dropped
+                .iter()
+                .any(|(t, p)| *p == partition && t == topic)
+            {
+                let key = (topic.to_owned(), partition);
+                let context = self.consumer.context();
+                (context.dropped.lock().unwrap_or_else(|e| e.into_inner())).insert(key.clone());
+                tracing::debug!(
+                    source = %self.source_id,
+                    subtask = self.subtask,
+                    partition = %format!("{topic}/{partition}"),
+                    offset,
+                    "message of a paused partition dropped"
+                );
+                self.dropped.push(key);
+            }
             return Ok(false);
+        }
+        // Taken again after messages were dropped: the read position is the job's again.
+        if !self.dropped.is_empty() {
+            if let Some(i) = self
+                .dropped
+                .iter()
+                .position(|(t, p)| *p == partition && t == topic)
+            {
+                let key = self.dropped.swap_remove(i);
+                let context = self.consumer.context();
+                (context.dropped.lock().unwrap_or_else(|e| e.into_inner())).remove(&key);
+            }
         }
         if self.relay.is_some() {
             self.check_exchange_continuity(topic, partition, offset)?;
@@ -1797,7 +1859,9 @@ impl KafkaSource {
         let assigned = self.assigned();
         let mut caught_up = self.stash.is_empty();
         for key in &assigned {
-            if !caught_up {
+            // Paused until its start is known, or read from a position not the job's.
+            if !caught_up || self.paused.contains(key) || self.dropped.contains(key) {
+                caught_up = false;
                 break;
             }
             let Ok((low, high)) =
@@ -2055,10 +2119,23 @@ impl Source for KafkaSource {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let unverified = self
+            .consumer
+            .context()
+            .unverified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut partitions = Vec::with_capacity(keys.len());
         for key in keys {
+            // Paused, or with messages dropped: the consumer's read position is not the job's.
+            let not_read = unverified.contains_key(&key) || self.dropped.contains(&key);
             let offset = match self.positions.get(&key) {
                 Some(offset) => *offset,
+                None if not_read => match unverified.get(&key).or_else(|| starts.get(&key)) {
+                    Some(at) => *at,
+                    None => continue,
+                },
                 None => match read
                     .as_ref()
                     .and_then(|r| r.find_partition(&key.0, key.1))
