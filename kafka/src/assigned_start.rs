@@ -61,6 +61,8 @@ pub(crate) fn records_unread(
 /// The partitions a subtask holds and has not read from yet, and the lookup of their starts.
 pub(crate) struct AssignedStarts {
     unread: BTreeMap<PartitionKey, Unread>,
+    /// Since when each partition still asking has been asked, and whether that was said.
+    asked_at: BTreeMap<PartitionKey, (Instant, bool)>,
     lookup: Option<JoinHandle<Answer>>,
     /// After a lookup that failed: when to ask again.
     retry_at: Option<Instant>,
@@ -81,6 +83,7 @@ impl AssignedStarts {
     pub(crate) fn new(from_earliest: bool, within: Duration) -> Self {
         AssignedStarts {
             unread: BTreeMap::new(),
+            asked_at: BTreeMap::new(),
             lookup: None,
             retry_at: None,
             from_earliest,
@@ -91,11 +94,13 @@ impl AssignedStarts {
     /// `key` was assigned (again): what it holds is asked anew.
     pub(crate) fn assigned(&mut self, key: &PartitionKey) {
         self.unread.insert(key.clone(), Unread::Asking);
+        self.asked_at.insert(key.clone(), (Instant::now(), false));
     }
 
     /// `key` is no longer held.
     pub(crate) fn revoked(&mut self, key: &PartitionKey) {
         self.unread.remove(key);
+        self.asked_at.remove(key);
     }
 
     /// Whether `key` is waiting for its lookup or known unread.
@@ -112,6 +117,25 @@ impl AssignedStarts {
     /// `key` has been read from: its position and the cached end tell from now on.
     pub(crate) fn read(&mut self, key: &PartitionKey) {
         self.unread.remove(key);
+        self.asked_at.remove(key);
+    }
+
+    /// The partitions whose start has been asked for longer than `limit` without an answer,
+    /// each returned once (to be reported), with how long.
+    pub(crate) fn unanswered_for(
+        &mut self,
+        limit: Duration,
+        now: Instant,
+    ) -> Vec<(PartitionKey, Duration)> {
+        let mut late = Vec::new();
+        for (key, (since, said)) in &mut self.asked_at {
+            let waited = now.saturating_duration_since(*since);
+            if !*said && waited > limit && self.unread.get(key) == Some(&Unread::Asking) {
+                *said = true;
+                late.push((key.clone(), waited));
+            }
+        }
+        late
     }
 
     /// Takes a finished lookup's answer and starts one for the partitions still asking, on a
@@ -135,6 +159,7 @@ impl AssignedStarts {
                         if let Some(entry) = self.unread.get_mut(&key) {
                             if *entry == Unread::Asking {
                                 *entry = known;
+                                self.asked_at.remove(&key);
                                 if let Unread::Known { start, .. } = known {
                                     answered.push((key, start));
                                 }
@@ -385,6 +410,12 @@ mod tests {
             }
         );
 
+        // Answered in time: nothing to report.
+        assert_eq!(
+            starts.unanswered_for(Duration::ZERO, Instant::now()),
+            vec![]
+        );
+
         // Assigned again: asked anew; read from or revoked: no longer followed.
         starts.assigned(&key(1));
         assert_eq!(starts.get(&key(1)), Some(Unread::Asking));
@@ -392,5 +423,21 @@ mod tests {
         starts.revoked(&key(2));
         assert_eq!((starts.get(&key(1)), starts.get(&key(2))), (None, None));
         assert!(starts.contains(&key(0)));
+
+        // Never answered (no lookup made here): reported once past the limit.
+        let mut waiting = AssignedStarts::new(true, Duration::from_secs(10));
+        waiting.assigned(&key(2));
+        let later = Instant::now() + Duration::from_secs(31);
+        assert_eq!(
+            waiting.unanswered_for(Duration::from_secs(30), Instant::now()),
+            vec![]
+        );
+        let late = waiting.unanswered_for(Duration::from_secs(30), later);
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].0, key(2));
+        assert_eq!(
+            waiting.unanswered_for(Duration::from_secs(30), later),
+            vec![]
+        );
     }
 }

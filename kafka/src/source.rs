@@ -1198,6 +1198,22 @@ impl KafkaSource {
                 "handed-over partition resumed"
             );
         }
+        for (key, waited) in self
+            .unread
+            .unanswered_for(self.timeout, std::time::Instant::now())
+        {
+            tracing::warn!(
+                "kafka source \"{}\" subtask {}: partition {}/{} was assigned {:.1} s ago and \
+                 the brokers have not said yet where its reading starts (the group coordinator \
+                 answers commits only once a rebalance has ended); it holds event time back \
+                 until they do",
+                self.source_id,
+                self.subtask,
+                key.0,
+                key.1,
+                waited.as_secs_f64()
+            );
+        }
         self.paused = context.unverified_keys();
     }
 
