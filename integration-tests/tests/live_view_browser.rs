@@ -182,21 +182,39 @@ impl Session {
             .to_owned()
     }
 
-    fn text(&self, element: &str) -> String {
-        let v = self.cmd("GET", &format!("/element/{element}/text"), None);
+    /// Finds the element `css` selects and runs `command` on it (`/element/{id}/{command}`).
+    /// The page redraws every second, replacing elements: one replaced between the find and
+    /// the command ("stale element reference") is found again.
+    fn on_element(&self, css: &str, method: &str, command: &str, body: Option<Value>) -> Value {
+        for _ in 0..20 {
+            let element = self.find(css);
+            let path = format!("/session/{}/element/{element}/{command}", self.id);
+            let body_text = body.as_ref().map(|b| b.to_string()).unwrap_or_default();
+            let response = http_with_body(self.driver, method, &path, &body_text);
+            let answer: Value = serde_json::from_str(&response.body)
+                .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", response.body));
+            if response.status == 200 {
+                return answer["value"].clone();
+            }
+            assert_eq!(
+                answer["value"]["error"], "stale element reference",
+                "{method} {path} failed: {answer}"
+            );
+        }
+        panic!("{css} was replaced by every redraw of 20");
+    }
+
+    fn text(&self, css: &str) -> String {
+        let v = self.on_element(css, "GET", "text", None);
         v.as_str().unwrap_or_default().to_owned()
     }
 
-    fn displayed(&self, element: &str) -> bool {
-        self.cmd("GET", &format!("/element/{element}/displayed"), None) == Value::Bool(true)
+    fn displayed(&self, css: &str) -> bool {
+        self.on_element(css, "GET", "displayed", None) == Value::Bool(true)
     }
 
-    fn click(&self, element: &str) {
-        self.cmd(
-            "POST",
-            &format!("/element/{element}/click"),
-            Some(json!({})),
-        );
+    fn click(&self, css: &str) {
+        self.on_element(css, "POST", "click", Some(json!({})));
     }
 
     /// Browser log entries at level SEVERE (console errors, uncaught exceptions, failed loads)
@@ -326,7 +344,7 @@ fn the_live_view_in_headless_chromium() {
 
     // Every vertex id is on the page, visible.
     for id in ids() {
-        let vertex = session.find(&format!("g[data-vertex=\"{id}\"]"));
+        let vertex = format!("g[data-vertex=\"{id}\"]");
         assert!(session.displayed(&vertex), "vertex {id} is not displayed");
         assert!(
             session.text(&vertex).contains(&id),
@@ -335,8 +353,8 @@ fn the_live_view_in_headless_chromium() {
         );
     }
     // The source's lag is up front.
-    let lag = session.find("#lag .lagcard[data-source=\"input\"]");
-    assert!(session.text(&lag).contains("how far behind"));
+    let lag = "#lag .lagcard[data-source=\"input\"]";
+    assert!(session.text(lag).contains("how far behind"));
 
     // Two looks at the sink's numbers: they change while the job runs.
     let look = || {
@@ -360,7 +378,7 @@ fn the_live_view_in_headless_chromium() {
 
     // A click opens the panel: one row per subtask, the latency chart, the heatmap (one source
     // subtask × 8 subtasks at subtask granularity).
-    session.click(&session.find("g[data-vertex=\"m05\"]"));
+    session.click("g[data-vertex=\"m05\"]");
     session.wait_for(
         "the panel of m05",
         "return document.getElementById('panel').classList.contains('open') \
@@ -369,9 +387,9 @@ fn the_live_view_in_headless_chromium() {
          && document.querySelectorAll('#heatmap rect.cell').length === 8 \
          && document.querySelectorAll('#chart polyline').length >= 2;",
     );
-    let panel = session.find("#panel");
-    assert!(session.displayed(&panel));
-    assert!(session.text(&panel).contains("type map, parallelism 8"));
+    let panel = "#panel";
+    assert!(session.displayed(panel));
+    assert!(session.text(panel).contains("type map, parallelism 8"));
 
     let shot = screenshot_path();
     session.screenshot(&shot);
@@ -638,7 +656,7 @@ fn the_live_view_names_the_bottleneck_inside_a_chain_and_the_input_holding_event
            && !!h && h.dataset.input === 'typed' \
            && h.textContent.startsWith('Event time at win is held back by typed');",
     );
-    let headline = session.text(&session.find("#headline"));
+    let headline = session.text("#headline");
     assert!(
         headline.contains("marker p99")
             && headline.contains("record e2e p99")
@@ -661,7 +679,7 @@ fn the_live_view_names_the_bottleneck_inside_a_chain_and_the_input_holding_event
         own_busy("work"),
         own_busy("clock")
     );
-    let slow_box = session.text(&session.find("g[data-vertex=\"slow\"]"));
+    let slow_box = session.text("g[data-vertex=\"slow\"]");
     assert!(slow_box.contains("busy "), "{slow_box}");
     let shot = screenshot_path().with_file_name("live-view-chain.png");
     session.screenshot(&shot);
@@ -746,7 +764,7 @@ fn the_headline_writes_durations_in_human_units_and_the_lag_as_the_cards_do() {
          return !!h && !!c && /^[0-9.]+ (B|KiB|MiB)$/.test(h.textContent) \
            && c.textContent === 'lag ' + h.textContent;",
     );
-    let headline = session.text(&session.find("#headline"));
+    let headline = session.text("#headline");
     assert!(!headline.contains("unknown"), "{headline}");
     assert!(!headline.contains("e+"), "{headline}");
     // Long durations, counts and sizes in units a reader takes in at a glance: never in
@@ -856,7 +874,7 @@ fn measure_the_page_at_w5_size() {
         "return document.querySelectorAll('[data-vertex]').length === 12 && !!document.body.dataset.updateMs;",
     );
     thread::sleep(Duration::from_secs(5));
-    session.click(&session.find("g[data-vertex=\"m05\"]"));
+    session.click("g[data-vertex=\"m05\"]");
     session.wait_for(
         "the heatmap",
         "return document.querySelectorAll('#heatmap rect.cell').length === 64;",

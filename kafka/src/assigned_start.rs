@@ -72,8 +72,9 @@ pub(crate) struct AssignedStarts {
     within: Duration,
 }
 
-/// What one lookup found of each partition asked, or why it could not.
-type Answer = Result<Vec<(PartitionKey, Unread)>, String>;
+/// What one lookup found of the partitions asked, and why it could not answer the others (a
+/// partition whose start needs no commit is answered even when the commits cannot be read).
+type Answer = (Vec<(PartitionKey, Unread)>, Option<String>);
 
 /// How long to wait before asking again after a lookup failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -153,7 +154,11 @@ impl AssignedStarts {
         let mut answered = Vec::new();
         if let Some(lookup) = self.lookup.take_if(|l| l.is_finished()) {
             match lookup.join() {
-                Ok(Ok(answers)) => {
+                Ok((answers, failed)) => {
+                    if let Some(why) = failed {
+                        tracing::debug!("looking up where assigned partitions start: {why}");
+                        self.retry_at = Some(now + RETRY_AFTER);
+                    }
                     for (key, known) in answers {
                         // Revoked or read meanwhile: the answer is of no use.
                         if let Some(entry) = self.unread.get_mut(&key) {
@@ -166,10 +171,6 @@ impl AssignedStarts {
                             }
                         }
                     }
-                }
-                Ok(Err(why)) => {
-                    tracing::debug!("looking up where assigned partitions start: {why}");
-                    self.retry_at = Some(now + RETRY_AFTER);
                 }
                 Err(_) => self.retry_at = Some(now + RETRY_AFTER),
             }
@@ -221,29 +222,40 @@ fn look_up<C: ConsumerContext>(
     from_earliest: bool,
     within: Duration,
 ) -> Answer {
+    let needs_commit = |a: &Asking| a.chosen.is_none() || a.or_commit;
     let mut tpl = TopicPartitionList::new();
-    for a in asking.iter().filter(|a| a.chosen.is_none() || a.or_commit) {
+    for a in asking.iter().filter(|a| needs_commit(a)) {
         tpl.add_partition(&a.key.0, a.key.1);
     }
+    let mut failed = None;
     let committed = if tpl.count() > 0 {
-        Some(
-            consumer
-                .committed_offsets(tpl, within)
-                .map_err(|e| format!("the group's commits: {e}"))?,
-        )
+        match consumer.committed_offsets(tpl, within) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                failed = Some(format!("the group's commits: {e}"));
+                None
+            }
+        }
     } else {
         None
     };
     let mut known = Vec::with_capacity(asking.len());
-    for Asking {
-        key: (topic, partition),
-        chosen,
-        or_commit,
-    } in asking
-    {
-        let (low, end) = consumer
-            .fetch_watermarks(topic, *partition, within)
-            .map_err(|e| format!("the end of {topic}/{partition}: {e}"))?;
+    for a in asking {
+        if needs_commit(a) && committed.is_none() {
+            continue;
+        }
+        let Asking {
+            key: (topic, partition),
+            chosen,
+            or_commit,
+        } = a;
+        let (low, end) = match consumer.fetch_watermarks(topic, *partition, within) {
+            Ok(ends) => ends,
+            Err(e) => {
+                failed = Some(format!("the end of {topic}/{partition}: {e}"));
+                continue;
+            }
+        };
         let commit = committed
             .as_ref()
             .and_then(|c| c.find_partition(topic, *partition))
@@ -265,7 +277,7 @@ fn look_up<C: ConsumerContext>(
             },
         ));
     }
-    Ok(known)
+    (known, failed)
 }
 
 #[cfg(test)]
@@ -423,6 +435,48 @@ mod tests {
         starts.revoked(&key(2));
         assert_eq!((starts.get(&key(1)), starts.get(&key(2))), (None, None));
         assert!(starts.contains(&key(0)));
+
+        // The coordinator cannot serve commits: a partition whose start is chosen is answered
+        // all the same; one that needs the commit waits for it.
+        use crate::dev_cluster::Request;
+        use rdkafka::types::RDKafkaRespErr;
+        let loading = vec![RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 10_000];
+        cluster.refuse_next(Request::OffsetFetch, &loading).unwrap();
+        let mut partial = AssignedStarts::new(true, Duration::from_millis(500));
+        partial.assigned(&key(0));
+        partial.assigned(&key(2));
+        let chosen_only = BTreeMap::from([(key(0), 3)]);
+        assert_eq!(
+            answered(
+                &mut partial,
+                &group,
+                &chosen_only,
+                &BTreeMap::new(),
+                &key(0)
+            ),
+            Unread::Known {
+                start: 3,
+                end: ends[0]
+            }
+        );
+        for _ in 0..5 {
+            partial.poll(&group, &chosen_only, &BTreeMap::new(), Instant::now());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert_eq!(partial.get(&key(2)), Some(Unread::Asking));
+        cluster.serve_again(Request::OffsetFetch).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while partial.get(&key(2)) == Some(Unread::Asking) && Instant::now() < deadline {
+            partial.poll(&group, &chosen_only, &BTreeMap::new(), Instant::now());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            partial.get(&key(2)),
+            Some(Unread::Known {
+                start: 0,
+                end: ends[2]
+            })
+        );
 
         // Never answered (no lookup made here): reported once past the limit.
         let mut waiting = AssignedStarts::new(true, Duration::from_secs(10));
