@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::brokers::{Broker, Kind};
-use common::{partitions_held, scrape, sigkill, CpuHog, Proc, TempDir};
+use common::{http, partitions_held, scrape, sigkill, CpuHog, Proc, TempDir};
 use rdkafka::producer::BaseRecord;
 use tidemark_kafka::testing;
 
@@ -66,6 +66,32 @@ const READER: &str = "per_user.exchange-in";
 const EVENTS: u64 = 120_000;
 const USERS: u64 = 500;
 const BASE_MS: i64 = 1_700_000_000_000;
+
+/// [`wait_until`], and on giving up also what `diagnose` says then.
+fn wait_until_or(what: &str, mut ready: impl FnMut() -> bool, diagnose: impl Fn() -> String) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "gave up waiting for {what}; then:\n{}",
+            diagnose()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An instance's Kafka series (partitions held, their lag, watermark and idleness, commits)
+/// and readiness, as text: what a failure shows.
+fn kafka_series(addr: SocketAddr) -> String {
+    let metrics = http(addr, "GET", "/metrics").body;
+    let mut lines: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("tidemark_kafka_") || l.starts_with("tidemark_job_ready"))
+        .collect();
+    lines.sort();
+    let ready = http(addr, "GET", "/readyz").body;
+    format!("/readyz: {ready}\n{}", lines.join("\n"))
+}
 
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
     let started = Instant::now();
@@ -607,9 +633,11 @@ fn joining_and_leaving_hand_state_over(kind: Kind) {
     // result, or a wrong first copy).
     a.terminate();
     assert_eq!(a.wait_code(), 0, "{}", a.stderr());
-    wait_until("b to hold every exchange partition", || {
-        partitions_held(addr_b, READER) == 8
-    });
+    wait_until_or(
+        "b to hold every exchange partition",
+        || partitions_held(addr_b, READER) == 8,
+        || kafka_series(addr_b),
+    );
     let from = trickle.stop();
     second_half_gives_the_reference(&bootstrap, from, &mut [(&mut b, addr_b)]);
     assert_eq!(late(addr_b), 0.0, "on-time records dropped as late");
