@@ -453,6 +453,20 @@ impl Drop for Proc {
         if thread::panicking() {
             let stderr = self.stderr.lock().map(|e| e.clone()).unwrap_or_default();
             let stderr = String::from_utf8_lossy(&stderr);
+            // The whole of it in a file beside the kept test folders: a debug log
+            // (`TIDEMARK_TEST_RUST_LOG`) runs to far more than the tail.
+            let whole = std::env::temp_dir().join(format!(
+                "tidemark-it-stderr-{}-{}.log",
+                std::process::id(),
+                self.child.id()
+            ));
+            if std::fs::write(&whole, stderr.as_bytes()).is_ok() {
+                eprintln!(
+                    "--- {}: its whole stderr is in {}",
+                    self.what,
+                    whole.display()
+                );
+            }
             let lines: Vec<&str> = stderr.lines().collect();
             let tail = &lines[lines.len().saturating_sub(40)..];
             eprintln!(
