@@ -747,6 +747,10 @@ pub struct KafkaSource {
     paused: Vec<PartitionKey>,
     /// This subtask's copy of `SourceContext::dropped`.
     dropped: Vec<PartitionKey>,
+    /// Verified starts of paused partitions whose seek failed: tried again.
+    seeks: BTreeMap<PartitionKey, i64>,
+    /// Partitions a seek failure was reported for (once each).
+    seek_failed: Vec<PartitionKey>,
     /// Exchange partitions that joined behind this subtask's event time.
     late_joiners: crate::exchange::late_joiners::LateJoiners,
     /// Checkpoint number → the positions it covers.
@@ -962,6 +966,8 @@ impl KafkaSource {
             ),
             paused: Vec::new(),
             dropped: Vec::new(),
+            seeks: BTreeMap::new(),
+            seek_failed: Vec::new(),
             late_joiners: Default::default(),
             lag: SourceLag {
                 records: 0,
@@ -1161,35 +1167,64 @@ impl KafkaSource {
         let answered =
             self.unread
                 .poll(&self.consumer, &chosen, &verify, std::time::Instant::now());
+        // Verified starts to move to, with those a seek failed for before (tried again every
+        // lag turn; the partition stays paused meanwhile).
+        let mut seeks = std::mem::take(&mut self.seeks);
         for (key, start) in answered {
-            if !verify.contains_key(&key) {
-                continue;
+            if verify.contains_key(&key) {
+                seeks.insert(key, start);
             }
-            let mut unverified = context.unverified.lock().unwrap_or_else(|e| e.into_inner());
+        }
+        for (key, start) in seeks {
             // Revoked meanwhile: nothing to resume.
-            if unverified.remove(&key).is_none() {
+            if !(context.unverified.lock().unwrap_or_else(|e| e.into_inner())).contains_key(&key) {
                 continue;
             }
-            drop(unverified);
+            let mut tpl = TopicPartitionList::new();
+            let _ = tpl.add_partition_offset(&key.0, key.1, Offset::Offset(start));
+            // What was fetched from the hand-over position is dropped; reading starts again
+            // at `start`. Resumed only once the seek is taken: resumed where the consumer
+            // stands, it would skip what was dropped.
+            let sought = match self.consumer.seek_partitions(tpl.clone(), Duration::ZERO) {
+                // Without waiting, librdkafka answers "in progress": the seek is under way.
+                Ok(answer) => match answer.elements().first().map(|e| e.error()) {
+                    Some(Err(KafkaError::OffsetFetch(RDKafkaErrorCode::InProgress))) => Ok(()),
+                    Some(Err(e)) => Err(e.to_string()),
+                    _ => Ok(()),
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = sought {
+                if !self.seek_failed.contains(&key) {
+                    tracing::warn!(
+                        "kafka source \"{}\" subtask {}: cannot move {}/{} to {start} yet ({e}); \
+                         it stays paused and is tried again",
+                        self.source_id,
+                        self.subtask,
+                        key.0,
+                        key.1
+                    );
+                    self.seek_failed.push(key.clone());
+                }
+                self.seeks.insert(key, start);
+                continue;
+            }
+            self.seek_failed.retain(|k| *k != key);
+            (context.unverified.lock().unwrap_or_else(|e| e.into_inner())).remove(&key);
             context
                 .starts
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(key.clone(), start);
-            let mut tpl = TopicPartitionList::new();
-            let _ = tpl.add_partition_offset(&key.0, key.1, Offset::Offset(start));
-            // What was fetched from the hand-over position is dropped; reading starts again
-            // at `start`.
-            if let Err(e) = self.consumer.seek_partitions(tpl.clone(), Duration::ZERO) {
+            if let Err(e) = self.consumer.resume(&tpl) {
                 tracing::warn!(
-                    "kafka source \"{}\" subtask {}: cannot move {}/{} to {start}: {e}",
+                    "kafka source \"{}\" subtask {}: cannot resume {}/{}: {e}",
                     self.source_id,
                     self.subtask,
                     key.0,
                     key.1
                 );
             }
-            let _ = self.consumer.resume(&tpl);
             tracing::debug!(
                 source = %self.source_id,
                 subtask = self.subtask,
