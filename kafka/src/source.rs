@@ -601,8 +601,12 @@ impl ConsumerContext for SourceContext {
                 } else {
                     consumer.assign(tpl)
                 };
+                // Should the pause fail, what the consumer returns of them is dropped all the
+                // same (`KafkaSource::take`) and read again from the verified start.
                 if paused.count() > 0 {
-                    let _ = consumer.pause(&paused);
+                    if let Err(e) = consumer.pause(&paused) {
+                        tracing::debug!(source = %self.source_id, "pausing handed-over partitions: {e}");
+                    }
                 }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
