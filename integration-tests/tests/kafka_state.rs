@@ -609,18 +609,7 @@ fn joining_and_leaving_hand_state_over(kind: Kind) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-leave");
-    // tansu's group was seen (2 runs of 8, and more often without `idleness`) to hand the
-    // leaving instance's partitions to nobody until the group's rebalance timeout, the
-    // consumers' `max.poll.interval.ms` (300 s by default, beyond this test's deadline): the
-    // remaining instance got no rebalance at all, every partition it held read to its end
-    // (docs/kafka.md, "Known issue"). A shorter one bounds that wait.
-    let group = match kind {
-        Kind::Tansu => {
-            "{session.timeout.ms: 6000, heartbeat.interval.ms: 500, max.poll.interval.ms: 15000}"
-        }
-        _ => GROUP,
-    };
-    let job = production_job(&dir, &bootstrap, group);
+    let job = production_job(&dir, &bootstrap, GROUP);
     let (mut a, addr_a) = instance(dir.path(), &job, "a");
     wait_until("a to hold every partition", || {
         partitions_held(addr_a, READER) == 8 && partitions_held(addr_a, "events") == 4
