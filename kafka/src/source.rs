@@ -781,6 +781,8 @@ pub struct KafkaSource {
     pub(crate) relay: Option<crate::exchange::Relay>,
     /// This subtask's place among the group's members in this process, which leave together.
     departure: Departure,
+    /// The consumer group's id.
+    group_id: String,
     /// `--kafka-timeout`.
     timeout: Duration,
     /// Each topic's partition count (for the reports of [`crate::input_report`]).
@@ -993,6 +995,7 @@ impl KafkaSource {
                 &config.brokers.to_bootstrap(),
                 &group,
             ),
+            group_id: group,
             partition_counts,
             announced: false,
             topic_names: config.topics.iter().map(|t| name_of(t)).collect(),
@@ -2309,6 +2312,21 @@ impl Drop for KafkaSource {
                 let _ = self.consumer.poll(Duration::from_millis(20));
             }
         }
+        // One member of the group in this process leaves at a time, into a stable group
+        // (`crate::departure`), serving the group while it waits.
+        step(Some("waiting for its turn to leave the group"));
+        let turn = self.departure.turn();
+        let deadline = std::time::Instant::now() + self.timeout;
+        let _turn = (!lost).then(|| {
+            crate::departure::take_turn(&turn, || {
+                let _ = self.consumer.poll(Duration::from_millis(20));
+                std::time::Instant::now() < deadline
+            })
+        });
+        if !lost {
+            step(Some("waiting for its consumer group to settle"));
+            self.wait_until_leaving_is_safe();
+        }
         // Leave the group before librdkafka's close: unsubscribe and serve the revocation
         // until nothing is assigned. Closing while a rebalance is still assigning partitions
         // (another instance leaving at the same moment) tripped an assertion in librdkafka
@@ -2327,6 +2345,51 @@ impl Drop for KafkaSource {
         step(None);
     }
 }
+
+impl KafkaSource {
+    /// Waits, serving the group (messages polled are dropped: they are not committed), while
+    /// the group's coordinator names a state Kafka's protocol does not define, at most
+    /// `--kafka-timeout` (`crate::departure`).
+    fn wait_until_leaving_is_safe(&self) {
+        use crate::departure::{group_state, GroupState};
+        let started = std::time::Instant::now();
+        loop {
+            let state = group_state(&**self.consumer, &self.group_id, ASK_GROUP_STATE_WITHIN);
+            let GroupState::Undefined(state) = state else {
+                tracing::debug!(
+                    source_id = %self.source_id,
+                    subtask = self.subtask,
+                    group = %self.group_id,
+                    "leaving the consumer group ({state:?})"
+                );
+                return;
+            };
+            if started.elapsed() >= self.timeout {
+                tracing::warn!(
+                    source_id = %self.source_id,
+                    subtask = self.subtask,
+                    group = %self.group_id,
+                    "the consumer group's coordinator still says {state:?} after {:?}: leaving \
+                     the group all the same (tansu 0.6 may then never end the rebalance)",
+                    self.timeout
+                );
+                return;
+            }
+            tracing::debug!(
+                source_id = %self.source_id,
+                subtask = self.subtask,
+                group = %self.group_id,
+                "the consumer group's coordinator says {state:?}: leaving once it is settled"
+            );
+            for _ in 0..5 {
+                let _ = self.consumer.poll(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// How long one DescribeGroups for a leaving member may take.
+const ASK_GROUP_STATE_WITHIN: Duration = Duration::from_secs(2);
 
 /// Leaving a consumer group in order.
 trait Settle {

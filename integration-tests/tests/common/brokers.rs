@@ -125,7 +125,8 @@ fn free_port() -> u16 {
 fn start_tansu() -> Broker {
     let port = free_port();
     let url = format!("tcp://127.0.0.1:{port}");
-    let child = Command::new(tansu_binary())
+    let mut command = Command::new(tansu_binary());
+    command
         .args([
             "broker",
             "--listener-url",
@@ -133,12 +134,27 @@ fn start_tansu() -> Broker {
             "--advertised-listener-url",
             &url,
         ])
-        .args(["--storage-engine", "memory://tansu/", "--silent"])
+        .args(["--storage-engine", "memory://tansu/"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tansu starts");
+        .stderr(Stdio::null());
+    // TIDEMARK_TEST_TANSU_LOG=<filter> (a RUST_LOG filter, e.g. `debug`): the broker's log
+    // goes to `$TMP/tidemark-it-tansu-<port>.log`, to see what the group coordinator did.
+    match std::env::var("TIDEMARK_TEST_TANSU_LOG") {
+        Ok(filter) if !filter.is_empty() => {
+            let log = std::env::temp_dir().join(format!("tidemark-it-tansu-{port}.log"));
+            let file = std::fs::File::create(&log).expect("tansu log file");
+            eprintln!("tansu on port {port} logs to {}", log.display());
+            command
+                .env("RUST_LOG", filter)
+                .stdout(file.try_clone().expect("tansu log file"))
+                .stderr(file);
+        }
+        _ => {
+            command.arg("--silent");
+        }
+    }
+    let child = command.spawn().expect("tansu starts");
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let started = Instant::now();
     while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {

@@ -444,6 +444,12 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        // A process that had already exited on its own (not by the test's hand) says how: a
+        // crash by signal writes nothing to stderr.
+        let exited_before = match self.status {
+            Some(status) => Some(status),
+            None => self.child.try_wait().ok().flatten(),
+        };
         if self.status.is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -466,6 +472,10 @@ impl Drop for Proc {
                     self.what,
                     whole.display()
                 );
+            }
+            match exited_before {
+                Some(status) => eprintln!("--- {}: had exited: {status}", self.what),
+                None => eprintln!("--- {}: was still running (killed now)", self.what),
             }
             let lines: Vec<&str> = stderr.lines().collect();
             let tail = &lines[lines.len().saturating_sub(40)..];

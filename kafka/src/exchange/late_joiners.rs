@@ -21,10 +21,12 @@ pub(crate) struct LateJoiners {
 }
 
 impl LateJoiners {
-    /// Marks the restores among `moves` (taken from the state store, in order) whose
-    /// partition is behind the subtask's watermark `emitted`, then appends the event time of
-    /// every partition followed that moved since the last call. `state` gives a held
-    /// partition's watermark state now.
+    /// Marks every restore among `moves` (taken from the state store, in order) made once the
+    /// subtask has sent a watermark (`emitted`) as one that follows its own event time, then
+    /// appends the event time of every partition followed that moved since the last call (a
+    /// partition restored at or past `emitted`, or idle, is told at once, and follows the
+    /// subtask's event time from then on). `state` gives a held partition's watermark state
+    /// now.
     pub(crate) fn follow(
         &mut self,
         moves: &mut Vec<StateMove>,
@@ -40,15 +42,26 @@ impl LateJoiners {
                     for g in groups.iter() {
                         self.followed.retain(|(p, _)| *p != *g as i32);
                     }
+                    // Every partition restored once the subtask has sent a watermark gets a
+                    // lane (`restore_keyed_behind`), also one at or past the subtask's event
+                    // time or idle: its restored windows that the subtask's event time has
+                    // passed must fire (in the lane, at once), not join windows of the same
+                    // span that already fired for the subtask's own keys (they would never
+                    // fire). Such a lane is told its partition's watermark right below, and
+                    // joins the subtask's event time then.
                     let behind = match groups.as_slice() {
-                        [g] if emitted != i64::MIN => match state(*g as i32) {
-                            Some(SplitState::Idle) => None,
-                            Some(SplitState::At(w)) => Some(w),
-                            Some(SplitState::Pending) | None => Some(i64::MIN),
-                        }
-                        .filter(|w| *w < emitted),
+                        [g] if emitted != i64::MIN => Some(match state(*g as i32) {
+                            Some(SplitState::At(w)) if w < emitted => w,
+                            _ => i64::MIN,
+                        }),
                         _ => None,
                     };
+                    tracing::debug!(
+                        ?groups,
+                        emitted,
+                        ?behind,
+                        "a restored exchange partition: its own event time until it catches up"
+                    );
                     if let (Some(w), [g]) = (behind, groups.as_slice()) {
                         self.followed.push((*g as i32, w));
                     }
@@ -140,25 +153,39 @@ mod tests {
         assert!(late.is_empty());
     }
 
+    /// A partition restored at or past the subtask's event time, or idle, is not behind, but
+    /// its restored windows may be due by the subtask's event time (the old owner's subtask
+    /// was held back by another partition): it gets a lane all the same, told its watermark at
+    /// once, so that the operator fires those windows and then joins the lane to the subtask.
+    /// Merged straight into the subtask's windows they were lost when the subtask had already
+    /// fired the same window for its own keys.
     #[test]
-    fn a_partition_at_or_past_the_subtask_or_idle_follows_the_subtask() {
+    fn a_partition_at_or_past_the_subtask_or_idle_is_told_its_event_time_at_once() {
         let mut late = LateJoiners::default();
         let mut moves = vec![restore(1), restore(2)];
         late.follow(&mut moves, 8, 1_000, |p| match p {
             1 => Some(SplitState::At(1_000)),
             _ => Some(SplitState::Idle),
         });
-        for m in &moves {
+        for m in &moves[..2] {
             match m {
-                StateMove::Restore { event_time, .. } => assert_eq!(*event_time, None),
+                StateMove::Restore { event_time, .. } => assert_eq!(*event_time, Some(i64::MIN)),
                 m => panic!("{m:?}"),
             }
         }
-        assert!(late.is_empty());
-        // Before the subtask sent any watermark nothing is behind.
+        assert_eq!(
+            event_times(&moves),
+            vec![(vec![1], Some(1_000)), (vec![2], None)]
+        );
+        assert!(late.is_empty(), "caught up: no longer followed");
+        // Before the subtask sent any watermark nothing is behind, and nothing has fired.
         let mut moves = vec![restore(1)];
         late.follow(&mut moves, 8, i64::MIN, |_| None);
         assert!(late.is_empty());
+        match &moves[0] {
+            StateMove::Restore { event_time, .. } => assert_eq!(*event_time, None),
+            m => panic!("{m:?}"),
+        }
     }
 
     #[test]

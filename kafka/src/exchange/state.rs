@@ -781,6 +781,18 @@ impl StateStore {
             self.send(partition, stale, None, headers.clone())?;
         }
         self.flush()?;
+        tracing::debug!(
+            topic = %self.topic,
+            partition,
+            group_generation,
+            generation,
+            newest_generation = restored.newest_generation,
+            checkpoint,
+            ?position,
+            ?marks,
+            keys = restored.values.len(),
+            "state of an exchange partition restored"
+        );
         self.held.insert(
             partition,
             Held {

@@ -617,9 +617,11 @@ impl Operator for WindowOperator {
 
     /// Before any watermark, the progress is the least of the restored ones (a restore from
     /// a directory, or the first key groups given to a new owner, each from where its old
-    /// owner was); after, key groups that move here leave it alone (those behind it come as
-    /// [`Operator::restore_keyed_behind`]), so a restore never makes the other keys' records
-    /// late.
+    /// owner was); after, key groups that move here leave it alone, so a restore never makes
+    /// the other keys' records late. Key groups that move here after the first watermark come
+    /// as [`Operator::restore_keyed_behind`]: their windows that are due by now fire in their
+    /// lane (merged here, into a window that already fired for this subtask's keys, they
+    /// would not).
     fn restore_keyed(
         &mut self,
         state: tidemark_runtime::keyed_state::KeyedSnapshot,
@@ -972,6 +974,41 @@ mod tests {
         feed_at(op.as_mut(), &[(b, 0.0, t0 + 4 * S)]);
         assert_eq!(op.late_records_dropped(), 2);
         assert!(watermark(op.as_mut(), t0 + 20 * S).is_empty());
+    }
+
+    /// A key group restored at or past the subtask's event time whose old owner had not fired
+    /// a window yet (its subtask was held back by another partition) while this subtask has
+    /// already fired the same window for its own keys, and keeps it for `allowed_lateness`:
+    /// through a lane told its watermark at once (what an exchange reader does for every
+    /// restore once its subtask has sent a watermark), the restored window fires, once.
+    /// (Merged straight into the fired window, as [`Operator::restore_keyed`] does, it would
+    /// never fire.)
+    #[test]
+    fn a_window_restored_open_after_the_subtask_fired_it_fires_for_the_restored_keys() {
+        use tidemark_runtime::keyed_state::KeyedSnapshot;
+        let [(a, _), (b, g)] = keys_in_two_groups();
+        let t0 = 1_700_000_000 * S;
+        // The old owner: b's window [9 s, 10 s) open at progress 9.5 s.
+        let mut old = event_window("count", "5s");
+        feed_at(old.as_mut(), &[(b, 0.0, t0 + 9 * S)]);
+        assert!(watermark(old.as_mut(), t0 + 9 * S + S / 2).is_empty());
+        let mut saved = KeyedSnapshot::new(8);
+        old.snapshot_keyed(1, &mut saved).unwrap();
+        // The new owner has fired [9 s, 10 s) for a, keeps it 5 s more, and is at 12 s.
+        let mut op = event_window("count", "5s");
+        feed_at(op.as_mut(), &[(a, 0.0, t0 + 9 * S)]);
+        assert_eq!(
+            watermark(op.as_mut(), t0 + 12 * S),
+            [(a, 1.0, t0 + 10 * S - 1)]
+        );
+        op.restore_keyed_behind(saved, &[g], i64::MIN).unwrap();
+        let mut out = Output::default();
+        op.key_groups_event_time(8, &[g], Some(t0 + 12 * S), &mut out)
+            .unwrap();
+        assert_eq!(triples(&out), [(b, 1.0, t0 + 10 * S - 1)]);
+        // Joined with the subtask's windows: nothing fires twice.
+        assert!(watermark(op.as_mut(), t0 + 30 * S).is_empty());
+        assert_eq!(op.late_records_dropped(), 0);
     }
 
     #[test]
