@@ -1677,6 +1677,15 @@ fn cached_high_watermark(
     consumer: &BaseConsumer<SourceContext>,
     key: &PartitionKey,
 ) -> Option<i64> {
+    cached_watermarks(consumer, key).map(|(_, high)| high)
+}
+
+/// The partition's low watermark, if known, and its high watermark as the latest fetch
+/// response gave them (no request is made), once the high one is known.
+fn cached_watermarks(
+    consumer: &BaseConsumer<SourceContext>,
+    key: &PartitionKey,
+) -> Option<(Option<i64>, i64)> {
     let topic = std::ffi::CString::new(key.0.as_str()).ok()?;
     let (mut low, mut high) = (-1i64, -1i64);
     // SAFETY: the client pointer lives as long as `consumer`; the out-pointers are valid.
@@ -1689,7 +1698,8 @@ fn cached_high_watermark(
             &mut high,
         )
     };
-    (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+    (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some(((low >= 0).then_some(low), high))
 }
 
 impl KafkaSource {
@@ -1790,18 +1800,27 @@ impl KafkaSource {
         // per assignment or gap. A partition taken away and given back within one poll still
         // has its old position; it is where it was assigned that counts then.
         match self.exchange_start(topic, partition) {
-            Some(start) if offset > start => Err(lost_exchange_messages(
-                &self
-                    .relay
-                    .as_ref()
-                    .map(|r| r.what.clone())
-                    .unwrap_or_default(),
-                topic,
-                partition,
-                position.map_or(start, |p| p.max(start)),
-                offset,
-            )
-            .into()),
+            Some(start) if offset > start => {
+                let expected = position.map_or(start, |p| p.max(start));
+                // Offsets a broker skipped are not messages lost: tansu's offsets have gaps
+                // (and a transactional producer's markers take offsets on Kafka). Messages
+                // were deleted only if the partition's log now starts past the one expected.
+                match self.log_start(topic, partition) {
+                    Some(low) if low <= expected => Ok(()),
+                    _ => Err(lost_exchange_messages(
+                        &self
+                            .relay
+                            .as_ref()
+                            .map(|r| r.what.clone())
+                            .unwrap_or_default(),
+                        topic,
+                        partition,
+                        expected,
+                        offset,
+                    )
+                    .into()),
+                }
+            }
             _ => Ok(()),
         }
     }
@@ -1811,6 +1830,21 @@ impl KafkaSource {
     /// record), else the group's committed offset, else 0 (nobody in the group has read it, and
     /// an exchange is read from its beginning). `None` when the group coordinator does not
     /// answer within `--kafka-timeout` (nothing to compare with).
+    /// Where the partition's log starts (its low watermark): as the fetch response that
+    /// brought the message just read gave it, else asked of the broker (rare: only when the
+    /// offsets of an exchange partition skip).
+    fn log_start(&self, topic: &str, partition: i32) -> Option<i64> {
+        let key = (topic.to_owned(), partition);
+        if let Some((Some(low), _)) = cached_watermarks(&self.consumer, &key) {
+            return Some(low);
+        }
+        (self
+            .consumer
+            .fetch_watermarks(topic, partition, self.timeout))
+        .ok()
+        .map(|(low, _)| low)
+    }
+
     fn exchange_start(&self, topic: &str, partition: i32) -> Option<i64> {
         let key = (topic.to_owned(), partition);
         let context = self.consumer.context();

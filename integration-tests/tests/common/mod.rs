@@ -457,6 +457,12 @@ impl Drop for Proc {
         // A failing test shows what each of its processes said last (its output is printed
         // only for failing tests).
         if thread::panicking() {
+            // The pipes close with the process: let the readers take the last lines (a process
+            // that wrote why it failed and exited a moment before the test noticed) first.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while self.readers.iter().any(|r| !r.is_finished()) && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(10));
+            }
             let stderr = self.stderr.lock().map(|e| e.clone()).unwrap_or_default();
             let stderr = String::from_utf8_lossy(&stderr);
             // The whole of it in a file beside the kept test folders: a debug log
