@@ -1095,12 +1095,16 @@ impl KafkaSource {
             }
             self.metrics.remove_partition(&self.source_id, key);
             self.unread.revoked(key);
+            // The progress checkpoints taken before the revocation recorded there is the old
+            // holding's: a commit record of the partition given back meanwhile carries the
+            // restore's position, and with the old holding's origins beside it the next
+            // restore would drop the records in between as replays.
+            for progress in self.pending_progress.values_mut() {
+                progress.remove(&key.1);
+            }
             // Given back meanwhile: the restore's origins replace the old ones instead.
             if let Some(relay) = self.relay.as_mut().filter(|_| !held.contains(key)) {
                 relay.forget(key.1);
-                for progress in self.pending_progress.values_mut() {
-                    progress.remove(&key.1);
-                }
             }
         }
         for key in &assigned {

@@ -104,6 +104,11 @@ pub fn group_generation_of(generation: u64) -> i32 {
     (generation & 0x7fff_ffff) as i32
 }
 
+/// The checkpoint a new owner writes the state it restored for (the values and the commit
+/// record of its rewrite): below every checkpoint of its own (they count from 1), whatever the
+/// old owner's instance had counted to.
+const RESTORED_CHECKPOINT: u64 = 0;
+
 /// The state topic of the keyed vertex `vertex` of job `job`: `tidemark-<job>-<vertex>-state`.
 pub fn state_topic_name(job: &str, vertex: &str) -> String {
     format!("tidemark-{job}-{vertex}-state")
@@ -748,7 +753,12 @@ impl StateStore {
             false => decode::<KeyedSnapshot>(&shared)
                 .map_err(|e| format!("{}: a commit record's values: {e}", self.what))?,
         };
-        let headers = Self::headers(checkpoint, generation);
+        // Written again under this owner's generation for checkpoint 0, not for the restored
+        // one: checkpoints are numbered per instance, and the slot rule takes a generation's
+        // values only up to its last commit record's checkpoint. Tagged with the old owner's
+        // number (65, say), the values this owner did not change were past its own commit
+        // records (51, an instance started later) and lost at the next restore.
+        let headers = Self::headers(RESTORED_CHECKPOINT, generation);
         self.forget(partition);
         for (key, value) in &restored.values {
             let state_key: StateKey = decode(key)
@@ -761,10 +771,10 @@ impl StateStore {
         self.send_all(
             partition,
             generation,
-            &restored.rewrite(generation, checkpoint),
+            &restored.rewrite(generation, RESTORED_CHECKPOINT),
         )?;
         let commit = CommitRecord {
-            checkpoint,
+            checkpoint: RESTORED_CHECKPOINT,
             generation,
             position,
             shared: encode(&state.part(KeyGroupRange { start: 0, end: 0 }))?,
@@ -1607,6 +1617,46 @@ mod tests {
             .unwrap()
             .state
             .is_empty());
+    }
+
+    /// Checkpoints are numbered per instance: an owner that started later than the one it
+    /// took a partition from counts lower. The keys it did not change since the restore are
+    /// still its state at its next restore (a third owner's, or its own after the partition
+    /// went away and came back).
+    #[test]
+    fn an_owner_counting_lower_checkpoints_than_its_predecessor_keeps_the_keys_it_did_not_change() {
+        let (_cluster, brokers) = state_cluster();
+        let store = |who: &str| store_at(&brokers, who);
+        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("user-{i}"))
+            .filter(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 2)
+            .take(2)
+            .collect();
+        let (k0, k1) = (keys[0].as_str(), keys[1].as_str());
+        let none = BTreeSet::new();
+        // An instance that has run a while: its checkpoint 65.
+        let mut old = store("old owner");
+        old.restore(2, 1).unwrap();
+        old.save(65, &snapshot_of(&[(k0, 1), (k1, 1)]), &none)
+            .unwrap();
+        old.commit(65, &BTreeMap::from([(2, 100)]), &BTreeMap::new())
+            .unwrap();
+        // An instance started later takes the partition and commits its checkpoint 3, in
+        // which only k0 changed.
+        let mut new = store("new owner");
+        new.restore(2, 2).unwrap();
+        new.save(3, &snapshot_of(&[(k0, 5), (k1, 1)]), &none)
+            .unwrap();
+        new.commit(3, &BTreeMap::from([(2, 150)]), &BTreeMap::new())
+            .unwrap();
+        let expected = BTreeMap::from([(k0.into(), 5), (k1.into(), 1)]);
+        let restored = store("third owner").restore(2, 3).unwrap();
+        assert_eq!(restored.position, Some(150));
+        assert_eq!(counts(&restored.state), expected);
+        // The same for the new owner itself, given the partition back.
+        new.forget(2);
+        assert_eq!(counts(&new.restore(2, 4).unwrap().state), expected);
     }
 
     #[test]
