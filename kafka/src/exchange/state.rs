@@ -20,7 +20,9 @@
 //! A partition's state is what its newest generation that wrote a commit record committed:
 //! per key, the value with the highest checkpoint not past the last commit record's. A new
 //! owner restores that, writes it again under a generation one past every generation in the
-//! partition (every key, then a commit record), then tombstones the older generations' keys,
+//! partition (every key, then a commit record, for checkpoint 0: checkpoints are numbered per
+//! instance, so the old owner's number means nothing to the new one's commit records), then
+//! tombstones the older generations' keys,
 //! and only then reads the exchange partition, from the position in the commit record.
 //! Because the generation is part of every message key, compaction keeps the newest value of a
 //! key *per generation*: a zombie's late writes (an older generation) can neither replace a
