@@ -1829,11 +1829,6 @@ impl KafkaSource {
         }
     }
 
-    /// Where this subtask's reading of exchange partition `topic`/`partition` must begin: the
-    /// offset the source chose when it was assigned (handed over, restored, or from a commit
-    /// record), else the group's committed offset, else 0 (nobody in the group has read it, and
-    /// an exchange is read from its beginning). `None` when the group coordinator does not
-    /// answer within `--kafka-timeout` (nothing to compare with).
     /// Where the partition's log starts (its low watermark): as the fetch response that
     /// brought the message just read gave it, else asked of the broker (rare: only when the
     /// offsets of an exchange partition skip).
@@ -1842,13 +1837,17 @@ impl KafkaSource {
         if let Some((Some(low), _)) = cached_watermarks(&self.consumer, &key) {
             return Some(low);
         }
-        (self
+        let watermarks = self
             .consumer
-            .fetch_watermarks(topic, partition, self.timeout))
-        .ok()
-        .map(|(low, _)| low)
+            .fetch_watermarks(topic, partition, self.timeout);
+        watermarks.ok().map(|(low, _)| low)
     }
 
+    /// Where this subtask's reading of exchange partition `topic`/`partition` must begin: the
+    /// offset the source chose when it was assigned (handed over, restored, or from a commit
+    /// record), else the group's committed offset, else 0 (nobody in the group has read it, and
+    /// an exchange is read from its beginning). `None` when the group coordinator does not
+    /// answer within `--kafka-timeout` (nothing to compare with).
     fn exchange_start(&self, topic: &str, partition: i32) -> Option<i64> {
         let key = (topic.to_owned(), partition);
         let context = self.consumer.context();
