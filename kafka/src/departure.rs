@@ -1,6 +1,6 @@
 //! Leaving a consumer group together: the `kafka` source subtasks of one group in this process
-//! (the sources and the readers of exchanges, `docs/kafka.md`, "Stopping") leave the group at
-//! the same moment, once every one of them has made its last commit.
+//! (the sources and the readers of exchanges, `docs/kafka.md`, "Stopping") leave the group only
+//! once every one of them has made its last commit, and then one after another.
 //!
 //! Every member that leaves a group starts a rebalance, and the group refuses commits while it
 //! rebalances (`REBALANCE_IN_PROGRESS`): a commit waits until the rebalance ends, which takes
