@@ -1511,6 +1511,19 @@ mod tests {
             .collect()
     }
 
+    /// The first `n` keys `user-<i>` of key group `group` of 4: keys that live in one state
+    /// partition.
+    fn keys_of_group(group: u32, n: usize) -> Vec<String> {
+        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
+        (0..200)
+            .map(|i| format!("user-{i}"))
+            .filter(|k| {
+                groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == group
+            })
+            .take(n)
+            .collect()
+    }
+
     /// A mock cluster with the 4-partition topic `state`, and its brokers.
     fn state_cluster() -> (crate::dev_cluster::DevCluster, Brokers) {
         use crate::dev_cluster::{DevCluster, DevClusterOptions};
@@ -1541,12 +1554,7 @@ mod tests {
         let (_cluster, brokers) = state_cluster();
         let store = |who: &str| store_at(&brokers, who);
         // Keys of one key group, so that they live in one partition.
-        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
-        let keys: Vec<String> = (0..200)
-            .map(|i| format!("user-{i}"))
-            .filter(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 2)
-            .take(3)
-            .collect();
+        let keys = keys_of_group(2, 3);
         let (k0, k1, k2) = (keys[0].as_str(), keys[1].as_str(), keys[2].as_str());
         let none = BTreeSet::new();
         // The first owner commits checkpoint 1 at offset 100, then writes checkpoint 2 and
@@ -1629,12 +1637,7 @@ mod tests {
     fn an_owner_counting_lower_checkpoints_than_its_predecessor_keeps_the_keys_it_did_not_change() {
         let (_cluster, brokers) = state_cluster();
         let store = |who: &str| store_at(&brokers, who);
-        let groups = tidemark_runtime::key_group::KeyGroups::new(4);
-        let keys: Vec<String> = (0..200)
-            .map(|i| format!("user-{i}"))
-            .filter(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 2)
-            .take(2)
-            .collect();
+        let keys = keys_of_group(2, 2);
         let (k0, k1) = (keys[0].as_str(), keys[1].as_str());
         let none = BTreeSet::new();
         // An instance that has run a while: its checkpoint 65.
