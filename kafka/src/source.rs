@@ -1657,21 +1657,41 @@ fn store_read_positions(consumer: &BaseConsumer<SourceContext>) {
     }
 }
 
+/// Whether messages `expected..found` of an exchange partition, skipped by the next message
+/// read (`found` > `expected`), were deleted before they were read: only if the partition's
+/// log now starts past `expected` (its low watermark, `log_start`). Offsets a broker skipped
+/// are not messages lost (tansu's offsets have gaps; a transactional producer's markers take
+/// offsets on Kafka). Where the log start is not known, nothing tells the two apart: taken for
+/// a loss (the job stops, saying so) rather than go on possibly wrong.
+fn messages_deleted(expected: i64, log_start: Option<i64>) -> bool {
+    log_start.is_none_or(|low| low > expected)
+}
+
 /// The error of an exchange reader that finds messages `expected..found` of a partition deleted
-/// before it read them.
+/// before it read them (`log_start`: where the partition's log starts, if the broker said).
 fn lost_exchange_messages(
     what: &str,
     topic: &str,
     partition: i32,
     expected: i64,
     found: i64,
+    log_start: Option<i64>,
 ) -> String {
+    let why = match log_start {
+        Some(low) => format!(
+            "were deleted by the broker before they were read (the partition's log starts at \
+             {low})"
+        ),
+        None => "were skipped, and the broker did not say within --kafka-timeout where the \
+                 partition's log starts: they may have been deleted before they were read"
+            .to_owned(),
+    };
     format!(
         "{what}: exchange partition {topic}/{partition}: the messages at offsets {expected} to {} \
-         were deleted by the broker before they were read (its retention; librdkafka's mock \
-         cluster, `tidemark dev-kafka`, keeps at most 5 MB per partition), so every result after \
-         them would lack their records; give the exchange more partitions, or use a broker that \
-         keeps them (docs/kafka.md, \"Limits of the mock cluster\")",
+         {why} (its retention; librdkafka's mock cluster, `tidemark dev-kafka`, keeps at most 5 \
+         MB per partition), so every result after them would lack their records; give the \
+         exchange more partitions, or use a broker that keeps them (docs/kafka.md, \"Limits of \
+         the mock cluster\")",
         found - 1
     )
 }
@@ -1806,24 +1826,23 @@ impl KafkaSource {
         match self.exchange_start(topic, partition) {
             Some(start) if offset > start => {
                 let expected = position.map_or(start, |p| p.max(start));
-                // Offsets a broker skipped are not messages lost: tansu's offsets have gaps
-                // (and a transactional producer's markers take offsets on Kafka). Messages
-                // were deleted only if the partition's log now starts past the one expected.
-                match self.log_start(topic, partition) {
-                    Some(low) if low <= expected => Ok(()),
-                    _ => Err(lost_exchange_messages(
-                        &self
-                            .relay
-                            .as_ref()
-                            .map(|r| r.what.clone())
-                            .unwrap_or_default(),
-                        topic,
-                        partition,
-                        expected,
-                        offset,
-                    )
-                    .into()),
+                let log_start = self.log_start(topic, partition);
+                if !messages_deleted(expected, log_start) {
+                    return Ok(());
                 }
+                Err(lost_exchange_messages(
+                    &self
+                        .relay
+                        .as_ref()
+                        .map(|r| r.what.clone())
+                        .unwrap_or_default(),
+                    topic,
+                    partition,
+                    expected,
+                    offset,
+                    log_start,
+                )
+                .into())
             }
             _ => Ok(()),
         }
@@ -2526,5 +2545,37 @@ impl KafkaSource {
         self.commit(&positions, wait)?;
         self.unconfirmed = (!wait).then_some(positions);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A skip in an exchange partition's offsets stops the job only where the log now starts
+    /// past the offset expected (tansu's offsets skip; the mock deletes by its 5 MB limit).
+    #[test]
+    fn skipped_offsets_are_a_loss_only_where_the_log_starts_past_them() {
+        // Offsets 10..12 skipped, the log still starting at 0 or at 10: nothing deleted.
+        assert!(!messages_deleted(10, Some(0)));
+        assert!(!messages_deleted(10, Some(10)));
+        // The log starts past the offset expected: deleted before they were read.
+        assert!(messages_deleted(10, Some(11)));
+        // Not known: taken for a loss, and the message says it is not known.
+        assert!(messages_deleted(10, None));
+        let unknown = lost_exchange_messages("reader", "x", 3, 10, 13, None);
+        assert!(
+            unknown.contains("offsets 10 to 12 were skipped")
+                && unknown.contains("did not say within --kafka-timeout"),
+            "{unknown}"
+        );
+        let deleted = lost_exchange_messages("reader", "x", 3, 10, 13, Some(12));
+        assert!(
+            deleted.contains(
+                "offsets 10 to 12 were deleted by the broker before they were read (the \
+                 partition's log starts at 12)"
+            ),
+            "{deleted}"
+        );
     }
 }
