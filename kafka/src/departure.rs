@@ -23,10 +23,20 @@
 //! its own rejoin may be what completes the rebalance) until the group is settled or
 //! `--kafka-timeout` passed, and leaves then. Where the coordinator does not answer
 //! DescribeGroups (librdkafka's mock cluster), nobody waits.
+//!
+//! A group tansu calls `Stable` is not yet safe to leave either: its leader may be a member of
+//! this process that has just synced while the others still rejoin (they learn of the rebalance
+//! from their next heartbeat, and a cooperative member rejoins once more after giving partitions
+//! up), and a rejoin with changed metadata puts the group back into a rebalance led by that
+//! same leader — if the leader's LeaveGroup is on its way then, the group is stuck as above.
+//! So the members waiting in this process say where they stand (their generation and how many
+//! rebalances they have served, [`Standing`]), and a member leaves a stable group only once
+//! all of them are in one generation and nothing has changed for [`CALM`] ([`Calm`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
 
@@ -37,6 +47,17 @@ struct Party {
     ready: usize,
     /// Held by the member that is leaving.
     turn: Arc<Mutex<()>>,
+    /// Where the members waiting to leave stand, by member.
+    standings: BTreeMap<u64, Standing>,
+}
+
+/// Where a member waiting to leave stands in its group, as its consumer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Standing {
+    /// The generation the member is in (librdkafka's; -1 outside the group).
+    pub(crate) generation: i32,
+    /// Rebalance events the member has served.
+    pub(crate) rebalances: u64,
 }
 
 /// The parties of one job in this process ([`crate::KafkaJob`]).
@@ -63,7 +84,12 @@ pub(crate) struct Departure {
     departures: Arc<Departures>,
     key: String,
     ready: bool,
+    /// Tells this member's standing apart from the others'.
+    id: u64,
 }
+
+/// The next [`Departure::id`].
+static NEXT_MEMBER: AtomicU64 = AtomicU64::new(0);
 
 impl Departure {
     /// A member of `group` at `brokers` joins.
@@ -74,7 +100,29 @@ impl Departure {
             departures: departures.clone(),
             key,
             ready: false,
+            id: NEXT_MEMBER.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Says where this member stands now (it is waiting to leave).
+    pub(crate) fn report(&self, standing: Standing) {
+        self.departures.with_party(&self.key, |p| {
+            p.standings.insert(self.id, standing);
+        });
+    }
+
+    /// This member has left the group: its standing no longer counts.
+    pub(crate) fn gone(&self) {
+        self.departures.with_party(&self.key, |p| {
+            p.standings.remove(&self.id);
+        });
+    }
+
+    /// Where the members of the group in this process that wait to leave stand, by member.
+    pub(crate) fn standings(&self) -> Vec<(u64, Standing)> {
+        self.departures.with_party(&self.key, |p| {
+            p.standings.iter().map(|(k, v)| (*k, *v)).collect()
+        })
     }
 
     /// This member has made its last commit and waits to leave.
@@ -159,10 +207,75 @@ fn state_of(state: &str) -> GroupState {
     }
 }
 
+/// How long the standings of the members waiting in this process must stay the same, all in
+/// one generation, before one of them leaves a stable group. librdkafka starts a member's
+/// follow-up rejoin (cooperative rebalancing) as soon as it has served the revocation, and a
+/// member that joined learns of the rebalance at its next heartbeat: the wait covers the first
+/// and the generations cover the second.
+pub(crate) const CALM: Duration = Duration::from_millis(500);
+
+/// Whether the members waiting in this process have been calm for [`CALM`]: all in one
+/// generation, none serving a rebalance since.
+#[derive(Debug, Default)]
+pub(crate) struct Calm {
+    since: Option<(Vec<(u64, Standing)>, Instant)>,
+}
+
+impl Calm {
+    /// Looks at `standings` at `now`: true once they have been the same, all in one generation
+    /// of the group, for [`CALM`].
+    pub(crate) fn observe(&mut self, standings: Vec<(u64, Standing)>, now: Instant) -> bool {
+        let one_generation = standings.first().is_some_and(|(_, first)| {
+            first.generation >= 0
+                && standings
+                    .iter()
+                    .all(|(_, s)| s.generation == first.generation)
+        });
+        if !one_generation {
+            self.since = None;
+            return false;
+        }
+        match &self.since {
+            Some((seen, at)) if *seen == standings => now.duration_since(*at) >= CALM,
+            _ => {
+                self.since = Some((standings, now));
+                false
+            }
+        }
+    }
+
+    /// Something moved (the coordinator is in a rebalance): start again.
+    pub(crate) fn reset(&mut self) {
+        self.since = None;
+    }
+}
+
+/// Whether a member may leave now: the coordinator's `state` of the group, the standings of the
+/// members waiting in this process and how calm they have been.
+pub(crate) fn may_leave(
+    state: &GroupState,
+    standings: Vec<(u64, Standing)>,
+    calm: &mut Calm,
+    now: Instant,
+) -> bool {
+    match state {
+        // Kafka copes with a leave in its own rebalance states; a coordinator that does not
+        // say is not waited for (librdkafka's mock cluster).
+        GroupState::Rebalancing(_) | GroupState::NotSaid(_) => true,
+        GroupState::Undefined(_) => {
+            calm.reset();
+            false
+        }
+        GroupState::Settled => calm.observe(standings, now),
+    }
+}
+
 impl Drop for Departure {
     fn drop(&mut self) {
         let ready = self.ready;
+        let id = self.id;
         self.departures.with_party(&self.key, |p| {
+            p.standings.remove(&id);
             p.members = p.members.saturating_sub(1);
             if ready {
                 p.ready = p.ready.saturating_sub(1);
@@ -222,6 +335,125 @@ mod tests {
         assert!(take_turn(&turn_other, || false).is_some());
         drop(held);
         assert!(take_turn(&turn_b, || false).is_some());
+    }
+
+    fn standing(generation: i32, rebalances: u64) -> Standing {
+        Standing {
+            generation,
+            rebalances,
+        }
+    }
+
+    #[test]
+    fn a_stable_group_is_left_once_the_members_here_are_calm_in_one_generation() {
+        let t0 = Instant::now();
+        let later = |ms| t0 + Duration::from_millis(ms);
+        let mut calm = Calm::default();
+        let both = |a, b| vec![(1, a), (2, b)];
+        // One member still in the generation before: it has yet to rejoin.
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(9, 4), standing(10, 6)),
+            &mut calm,
+            t0
+        ));
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(9, 4), standing(10, 6)),
+            &mut calm,
+            later(900)
+        ));
+        // One generation: calm only once nothing changed for CALM.
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 6)),
+            &mut calm,
+            later(1000)
+        ));
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 6)),
+            &mut calm,
+            later(1200)
+        ));
+        // A rebalance served meanwhile (a cooperative member's follow-up): the wait starts over.
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 7)),
+            &mut calm,
+            later(1600)
+        ));
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 7)),
+            &mut calm,
+            later(2000)
+        ));
+        assert!(may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 7)),
+            &mut calm,
+            later(2100)
+        ));
+        // The coordinator in a rebalance of its own kind: start over, whatever the standings.
+        assert!(!may_leave(
+            &GroupState::Undefined("Unknown".into()),
+            both(standing(10, 5), standing(10, 7)),
+            &mut calm,
+            later(2200)
+        ));
+        assert!(!may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 7)),
+            &mut calm,
+            later(2300)
+        ));
+        assert!(may_leave(
+            &GroupState::Settled,
+            both(standing(10, 5), standing(10, 7)),
+            &mut calm,
+            later(2800)
+        ));
+        // Outside a group (-1) is no generation to agree on.
+        let mut calm = Calm::default();
+        for ms in [0, 1000, 2000] {
+            assert!(!may_leave(
+                &GroupState::Settled,
+                vec![(1, standing(-1, 0))],
+                &mut calm,
+                later(ms)
+            ));
+        }
+        // Kafka's own rebalance states and a coordinator that does not say: no wait.
+        let mut calm = Calm::default();
+        let apart = both(standing(3, 1), standing(4, 1));
+        assert!(may_leave(
+            &GroupState::Rebalancing("PreparingRebalance".into()),
+            apart.clone(),
+            &mut calm,
+            t0
+        ));
+        assert!(may_leave(
+            &GroupState::NotSaid("no DescribeGroups".into()),
+            apart,
+            &mut calm,
+            t0
+        ));
+    }
+
+    #[test]
+    fn a_member_that_left_no_longer_counts() {
+        let d = Arc::new(Departures::default());
+        let a = Departure::join(&d, "h:1", "standing-test");
+        let b = Departure::join(&d, "h:1", "standing-test");
+        a.report(standing(4, 2));
+        b.report(standing(5, 3));
+        assert_eq!(a.standings().len(), 2);
+        b.gone();
+        assert_eq!(a.standings(), vec![(a.id, standing(4, 2))]);
+        b.report(standing(5, 3));
+        drop(b);
+        assert_eq!(a.standings(), vec![(a.id, standing(4, 2))]);
     }
 
     #[test]

@@ -2366,6 +2366,7 @@ impl Drop for KafkaSource {
             let deadline = std::time::Instant::now() + self.timeout;
             while !self.departure.all_ready() && std::time::Instant::now() < deadline {
                 let _ = self.consumer.poll(Duration::from_millis(20));
+                self.report_standing();
             }
         }
         // One member of the group in this process leaves at a time, into a stable group
@@ -2376,6 +2377,7 @@ impl Drop for KafkaSource {
         let _turn = (!lost).then(|| {
             crate::departure::take_turn(&turn, || {
                 let _ = self.consumer.poll(Duration::from_millis(20));
+                self.report_standing();
                 std::time::Instant::now() < deadline
             })
         });
@@ -2398,35 +2400,49 @@ impl Drop for KafkaSource {
         let limit = if lost { Duration::ZERO } else { self.timeout };
         step(Some("closing its consumer"));
         crate::client::drop_within(consumer, limit);
+        // Left: the next member to take the turn does not wait for this one's standing.
+        self.departure.gone();
         step(None);
     }
 }
 
 impl KafkaSource {
-    /// Waits, serving the group (messages polled are dropped: they are not committed), while
-    /// the group's coordinator names a state Kafka's protocol does not define, at most
-    /// `--kafka-timeout` (`crate::departure`).
+    /// Waits, serving the group (messages polled are dropped: they are not committed), until
+    /// the group may be left (`crate::departure`: not while the coordinator names a state
+    /// Kafka's protocol does not define, nor while the members waiting in this process are not
+    /// calm in one generation of a stable group), at most `--kafka-timeout`.
     fn wait_until_leaving_is_safe(&self) {
-        use crate::departure::{group_state, GroupState};
+        use crate::departure::{group_state, may_leave, Calm};
         let started = std::time::Instant::now();
+        let mut calm = Calm::default();
         loop {
+            self.serve_while_leaving();
             let state = group_state(&**self.consumer, &self.group_id, ASK_GROUP_STATE_WITHIN);
-            let GroupState::Undefined(state) = state else {
+            self.report_standing();
+            let standings = self.departure.standings();
+            if may_leave(
+                &state,
+                standings.clone(),
+                &mut calm,
+                std::time::Instant::now(),
+            ) {
                 tracing::debug!(
                     source_id = %self.source_id,
                     subtask = self.subtask,
                     group = %self.group_id,
+                    ?standings,
                     "leaving the consumer group ({state:?})"
                 );
                 return;
-            };
+            }
             if started.elapsed() >= self.timeout {
                 tracing::warn!(
                     source_id = %self.source_id,
                     subtask = self.subtask,
                     group = %self.group_id,
-                    "the consumer group's coordinator still says {state:?} after {:?}: leaving \
-                     the group all the same (tansu 0.6 may then never end the rebalance)",
+                    "the consumer group is not settled after {:?} (the coordinator says \
+                     {state:?}; the members leaving in this process stand at {standings:?}): \
+                     leaving it all the same (tansu 0.6 may then never end the rebalance)",
                     self.timeout
                 );
                 return;
@@ -2435,12 +2451,28 @@ impl KafkaSource {
                 source_id = %self.source_id,
                 subtask = self.subtask,
                 group = %self.group_id,
+                ?standings,
                 "the consumer group's coordinator says {state:?}: leaving once it is settled"
             );
-            for _ in 0..5 {
-                let _ = self.consumer.poll(Duration::from_millis(20));
-            }
         }
+    }
+
+    /// Serves the group for about 100 ms while the source leaves (messages polled are dropped),
+    /// then says where it stands.
+    fn serve_while_leaving(&self) {
+        for _ in 0..5 {
+            let _ = self.consumer.poll(Duration::from_millis(20));
+        }
+        self.report_standing();
+    }
+
+    /// Tells the members of the group in this process where this one stands
+    /// (`crate::departure::Standing`).
+    fn report_standing(&self) {
+        self.departure.report(crate::departure::Standing {
+            generation: group_generation(&self.consumer),
+            rebalances: self.rebalances(),
+        });
     }
 }
 
