@@ -79,10 +79,6 @@ pub(crate) fn client_config(brokers: &Brokers, properties: &Properties) -> Clien
     config
         .set("bootstrap.servers", brokers.to_bootstrap())
         .set_log_level(RDKafkaLogLevel::Warning);
-    // librdkafka's debug contexts asked for (`debug: cgrp`): its log lets them through.
-    if properties.contains_key("debug") {
-        config.set_log_level(RDKafkaLogLevel::Debug);
-    }
     for (k, v) in properties {
         config.set(k, v.as_text());
     }
@@ -109,9 +105,6 @@ impl ErrorContext {
 impl ClientContext for ErrorContext {
     /// librdkafka's own log is not printed; connection failures are kept as the last error.
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        // librdkafka's own log (with the client property `debug` set, its debug contexts), for
-        // `RUST_LOG=tidemark_kafka::librdkafka=debug`.
-        tracing::debug!(target: "tidemark_kafka::librdkafka", ?level, fac, "{log_message}");
         if (level as i32) <= (RDKafkaLogLevel::Warning as i32) && fac == "FAIL" {
             // "[thrd:…]: 127.0.0.1:9092/1: Connect to … failed: Connection refused …": the
             // thread name says nothing to a user.
