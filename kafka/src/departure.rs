@@ -344,101 +344,63 @@ mod tests {
         }
     }
 
+    /// At a time (ms after the first step), the coordinator's state, two members' (generation,
+    /// rebalances), and whether a member may leave then.
+    type Step = (u64, GroupState, (i32, u64), (i32, u64), bool);
+
+    /// Asks [`may_leave`] step after step, with one [`Calm`].
+    fn walk(steps: &[Step]) {
+        let t0 = Instant::now();
+        let mut calm = Calm::default();
+        for (ms, state, a, b, expected) in steps {
+            let standings = vec![(1, standing(a.0, a.1)), (2, standing(b.0, b.1))];
+            let now = t0 + Duration::from_millis(*ms);
+            assert_eq!(
+                may_leave(state, standings, &mut calm, now),
+                *expected,
+                "at {ms} ms: {state:?}, {a:?}, {b:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_stable_group_is_left_once_the_members_here_are_calm_in_one_generation() {
-        let t0 = Instant::now();
-        let later = |ms| t0 + Duration::from_millis(ms);
-        let mut calm = Calm::default();
-        let both = |a, b| vec![(1, a), (2, b)];
-        // One member still in the generation before: it has yet to rejoin.
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(9, 4), standing(10, 6)),
-            &mut calm,
-            t0
-        ));
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(9, 4), standing(10, 6)),
-            &mut calm,
-            later(900)
-        ));
-        // One generation: calm only once nothing changed for CALM.
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 6)),
-            &mut calm,
-            later(1000)
-        ));
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 6)),
-            &mut calm,
-            later(1200)
-        ));
-        // A rebalance served meanwhile (a cooperative member's follow-up): the wait starts over.
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 7)),
-            &mut calm,
-            later(1600)
-        ));
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 7)),
-            &mut calm,
-            later(2000)
-        ));
-        assert!(may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 7)),
-            &mut calm,
-            later(2100)
-        ));
-        // The coordinator in a rebalance of its own kind: start over, whatever the standings.
-        assert!(!may_leave(
-            &GroupState::Undefined("Unknown".into()),
-            both(standing(10, 5), standing(10, 7)),
-            &mut calm,
-            later(2200)
-        ));
-        assert!(!may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 7)),
-            &mut calm,
-            later(2300)
-        ));
-        assert!(may_leave(
-            &GroupState::Settled,
-            both(standing(10, 5), standing(10, 7)),
-            &mut calm,
-            later(2800)
-        ));
-        // Outside a group (-1) is no generation to agree on.
-        let mut calm = Calm::default();
-        for ms in [0, 1000, 2000] {
-            assert!(!may_leave(
-                &GroupState::Settled,
-                vec![(1, standing(-1, 0))],
-                &mut calm,
-                later(ms)
-            ));
-        }
-        // Kafka's own rebalance states and a coordinator that does not say: no wait.
-        let mut calm = Calm::default();
-        let apart = both(standing(3, 1), standing(4, 1));
-        assert!(may_leave(
-            &GroupState::Rebalancing("PreparingRebalance".into()),
-            apart.clone(),
-            &mut calm,
-            t0
-        ));
-        assert!(may_leave(
-            &GroupState::NotSaid("no DescribeGroups".into()),
-            apart,
-            &mut calm,
-            t0
-        ));
+        use GroupState::*;
+        let unknown = || Undefined("Unknown".into());
+        walk(&[
+            // One member still in the generation before (it has yet to rejoin): however long.
+            (0, Settled, (9, 4), (10, 6), false),
+            (900, Settled, (9, 4), (10, 6), false),
+            // One generation: calm only once nothing changed for CALM.
+            (1000, Settled, (10, 5), (10, 6), false),
+            (1200, Settled, (10, 5), (10, 6), false),
+            // A rebalance served meanwhile (a cooperative member's follow-up): it starts over.
+            (1600, Settled, (10, 5), (10, 7), false),
+            (2000, Settled, (10, 5), (10, 7), false),
+            (2100, Settled, (10, 5), (10, 7), true),
+            // The coordinator in a rebalance of its own kind: start over, whatever the standings.
+            (2200, unknown(), (10, 5), (10, 7), false),
+            (2300, Settled, (10, 5), (10, 7), false),
+            (2800, Settled, (10, 5), (10, 7), true),
+        ]);
+        // Outside the group (-1) is no generation to agree on.
+        walk(&[
+            (0, Settled, (-1, 0), (-1, 0), false),
+            (1000, Settled, (-1, 0), (-1, 0), false),
+            (2000, Settled, (-1, 0), (-1, 0), false),
+        ]);
+        // Kafka's own rebalance states and a coordinator that does not say: no wait, even with
+        // the members in different generations.
+        walk(&[
+            (
+                0,
+                Rebalancing("PreparingRebalance".into()),
+                (3, 1),
+                (4, 1),
+                true,
+            ),
+            (0, NotSaid("no DescribeGroups".into()), (3, 1), (4, 1), true),
+        ]);
     }
 
     #[test]
