@@ -628,9 +628,6 @@ fn a_joining_instance_and_a_leaving_one_hand_state_over_on_a_loaded_machine() {
 /// was seen on the mock: six 5 s rebalances from SIGTERM to the last leave).
 const LEAVING_DRAIN: &str = "60s";
 
-/// The warning of a member that left a group its coordinator never said was settled.
-const UNSETTLED_LEAVE: &str = "is not settled after";
-
 fn joining_and_leaving_hand_state_over(kind: Kind) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
@@ -678,7 +675,11 @@ fn joining_and_leaving_hand_state_over(kind: Kind) {
     // Each left a settled group: no member gave up waiting for it (a departed leader that
     // tansu keeps waiting for would show here, however long the drain).
     for p in [&a, &b] {
-        assert!(!p.stderr().contains(UNSETTLED_LEAVE), "{}", p.stderr());
+        assert!(
+            !p.stderr().contains(testing::NOT_SETTLED_WARNING),
+            "{}",
+            p.stderr()
+        );
     }
     // The report names the restores: b took every partition, some at the join, the rest when
     // a left.

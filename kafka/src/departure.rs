@@ -207,6 +207,10 @@ fn state_of(state: &str) -> GroupState {
     }
 }
 
+/// How the warning of a member that leaves a group never settled within `--kafka-timeout`
+/// begins (tests look for it: such a leave may leave tansu's group stuck).
+pub(crate) const NOT_SETTLED: &str = "the consumer group is not settled";
+
 /// How long the standings of the members waiting in this process must stay the same, all in
 /// one generation, before one of them leaves a stable group. librdkafka starts a member's
 /// follow-up rejoin (cooperative rebalancing) as soon as it has served the revocation, and a

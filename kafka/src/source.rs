@@ -2440,9 +2440,10 @@ impl KafkaSource {
                     source_id = %self.source_id,
                     subtask = self.subtask,
                     group = %self.group_id,
-                    "the consumer group is not settled after {:?} (the coordinator says \
-                     {state:?}; the members leaving in this process stand at {standings:?}): \
-                     leaving it all the same (tansu 0.6 may then never end the rebalance)",
+                    "{} after {:?} (the coordinator says {state:?}; the members leaving in this \
+                     process stand at {standings:?}): leaving it all the same (tansu 0.6 may \
+                     then never end the rebalance)",
+                    crate::departure::NOT_SETTLED,
                     self.timeout
                 );
                 return;

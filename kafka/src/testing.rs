@@ -28,6 +28,10 @@ use rdkafka::message::{Message, ToBytes};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+/// How the warning of a `kafka` source member that left its group before the coordinator said
+/// it was settled begins (`--kafka-timeout` ran out; on tansu the group may then be stuck).
+pub const NOT_SETTLED_WARNING: &str = crate::departure::NOT_SETTLED;
+
 /// A producer to `bootstrap` with `linger.ms` 5.
 pub fn producer(bootstrap: &str) -> ThreadedProducer<DefaultProducerContext> {
     ClientConfig::new()
