@@ -351,6 +351,7 @@ fn build(
     };
     if keeps_state(job, v, graph.vertex(to).is_keyed()) {
         exchange.keep_state();
+        graph.set_keyed_store(to, exchange.store_factory());
     }
     let name = reader_id(&v.id);
     if let Err(e) = taken(job, v, &name) {

@@ -895,3 +895,175 @@ fn a_state_topic_of_the_old_key_hash_is_refused_with_exit_2() {
     // Nothing ran: no exchange message was written.
     assert!(testing::read_all(&bootstrap, EXCHANGE, 8, Duration::from_secs(30)).is_empty());
 }
+
+/// The job with checkpoints every 200 ms to the folder `ckpt` (each kept) and the windows
+/// written to the file `out.jsonl` (one subtask): the spec's directory case with a Kafka
+/// exchange.
+fn directory_job(dir: &TempDir, bootstrap: &str) -> PathBuf {
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: {JOB}
+parallelism: 2
+checkpoint: {{interval: 200ms, dir: ckpt, retain: 1000}}
+sources:
+  events:
+    type: kafka
+    brokers: \"{bootstrap}\"
+    topics: [in]
+    start: earliest
+    key: user
+    timestamp: ts
+    properties: {GROUP}
+    watermarks: {{max_out_of_orderness: 1s, interval: 50ms}}
+operators:
+  {OPERATOR}:
+    type: window
+    input: events
+    key: user
+    size: 1s
+    time: event
+    aggregates: {{n: count, total: {{sum: amount}}}}
+    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 8, properties: {GROUP}}}}}
+sinks:
+  out: {{type: file, input: {OPERATOR}, parallelism: 1, path: out.jsonl}}
+"
+        ),
+    )
+}
+
+/// The complete checkpoints (those with `_metadata`) in the job's folder under `ckpt`.
+fn complete_checkpoints(dir: &Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(dir.join("ckpt").join(JOB))
+        .map(|entries| {
+            entries
+                .filter_map(|e| {
+                    let e = e.ok()?;
+                    let id = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
+                    e.path().join("_metadata").exists().then_some(id)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+/// The windows in `out.jsonl`, each line as (user, window start ms) → (count, sum); fails on
+/// a window written twice.
+fn windows_in_file(dir: &Path) -> (Windows, usize) {
+    let text = std::fs::read_to_string(dir.join("out.jsonl")).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    let mut lines = 0;
+    // Only whole lines: the sink may be in the middle of one.
+    for line in text.lines().take(text.matches('\n').count()) {
+        lines += 1;
+        let w: serde_json::Value = serde_json::from_str(line).unwrap();
+        let key = (
+            w["key"].as_str().unwrap().to_owned(),
+            w["window_start"].as_i64().unwrap(),
+        );
+        let got = (
+            w["n"].as_u64().unwrap(),
+            w["total"].as_f64().unwrap() as u64,
+        );
+        assert!(
+            out.insert(key.clone(), got).is_none(),
+            "window {key:?} written twice"
+        );
+    }
+    (out, lines)
+}
+
+#[test]
+fn an_exchange_job_restored_from_an_older_checkpoint_writes_what_an_uninterrupted_run_writes() {
+    restored_from_a_directory(Kind::Mock);
+}
+
+#[test]
+fn an_exchange_job_restored_from_an_older_checkpoint_on_tansu() {
+    restored_from_a_directory(Kind::Tansu);
+}
+
+/// One instance of the directory job reads the first half; the test keeps one of its first
+/// complete checkpoints, lets it write more windows and commit them (and their state) to
+/// Kafka, kills it with SIGKILL, writes the second half, and restores that older checkpoint:
+/// the file must hold every window of the reference exactly once. Its keys and the readers'
+/// positions must come from the directory: the state topic's committed state is newer than
+/// the checkpoint (windows it fired are gone from it), and restoring that instead would lose
+/// the windows the file held after the checkpoint.
+fn restored_from_a_directory(kind: Kind) {
+    let broker = broker(kind, 8);
+    let bootstrap = broker.bootstrap().to_owned();
+    let dir = TempDir::new("kafka-state-directory");
+    let job = directory_job(&dir, &bootstrap);
+    produce(&bootstrap, (0..EVENTS / 4).map(event));
+    let (mut a, _) = instance(dir.path(), &job, "a");
+    wait_until(
+        "a complete checkpoint after the first windows were written",
+        || {
+            assert!(!a.has_exited(), "the instance exited: {}", a.stderr());
+            windows_in_file(dir.path()).1 > 0 && !complete_checkpoints(dir.path()).is_empty()
+        },
+    );
+    let old = *complete_checkpoints(dir.path()).last().unwrap();
+    // The file holds at most this much of checkpoint `old`'s output.
+    let (_, lines_then) = windows_in_file(dir.path());
+    produce(&bootstrap, (EVENTS / 4..EVENTS / 2).map(event));
+    wait_for_first_half_committed(&bootstrap);
+    let (_, lines_now) = windows_in_file(dir.path());
+    assert!(
+        lines_now > lines_then,
+        "no window was written after checkpoint {old} ({lines_then} lines then, {lines_now} now)"
+    );
+    sigkill(&mut a);
+    produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
+    produce_flush(&bootstrap);
+    let path = dir.path().join("ckpt").join(JOB).join(format!("chk-{old}"));
+    let (mut b, addr_b) = instance_with(
+        dir.path(),
+        &job,
+        "b",
+        &["--restore", path.to_str().unwrap()],
+    );
+    let expected = reference();
+    wait_until_or(
+        "every window of the reference in the file",
+        || {
+            assert!(
+                !b.has_exited(),
+                "the restored instance exited: {}",
+                b.stderr()
+            );
+            let (got, _) = windows_in_file(dir.path());
+            expected.keys().all(|k| got.contains_key(k))
+        },
+        || {
+            let (got, _) = windows_in_file(dir.path());
+            let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
+            format!(
+                "{} of {} windows missing, e.g. {:?}",
+                missing.len(),
+                expected.len(),
+                &missing[..missing.len().min(5)]
+            )
+        },
+    );
+    let (got, _) = windows_in_file(dir.path());
+    let wrong: Vec<_> = expected
+        .iter()
+        .filter(|(k, want)| got.get(*k) != Some(*want))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} windows wrong, e.g. {:?}",
+        wrong.len(),
+        expected.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
+    assert!(extra.is_empty(), "windows not in the reference: {extra:?}");
+    assert_eq!(restored_partitions(addr_b), 8, "partitions restored");
+    assert_eq!(late(addr_b), 0.0, "on-time records dropped as late");
+    stop(&mut [&mut b]);
+}

@@ -75,6 +75,7 @@ use crate::client::{
 use crate::decode::{Decoder, Format, KeyFormat, Rejected};
 use crate::departure::Departure;
 use crate::exchange::state::PartitionProgress;
+use crate::exchange::ReaderPosition;
 use crate::metrics::{Assignment as AssignState, KafkaMetrics, PartitionKey};
 use crate::refused_hand_over::{passed, Next, RefusedHandOvers};
 use crate::watermarks::PartitionWatermarks;
@@ -345,7 +346,7 @@ pub struct SourceContext {
     closing: AtomicBool,
     /// The reader of an exchange whose keyed vertex keeps its state per partition
     /// ([`crate::exchange::state`]): set before the first poll.
-    pub(crate) state: std::sync::OnceLock<crate::exchange::state::KeptState>,
+    pub(crate) state: std::sync::OnceLock<Arc<crate::exchange::state::KeptState>>,
     /// The source's id, for `tidemark_kafka_commits_total`, counted as the broker confirms.
     source_id: String,
     /// The source's subtask, for warnings.
@@ -569,10 +570,7 @@ impl ConsumerContext for SourceContext {
                 if let Some(kept) = self.state.get() {
                     let generation = group_generation(consumer);
                     for key in keys.iter().filter(|k| k.0 == kept.exchange_topic) {
-                        let at = match kept.assigned(key.1, generation) {
-                            Some(at) => Offset::Offset(at),
-                            None => Offset::Invalid,
-                        };
+                        let at = kept.assigned(key.1, generation);
                         let _ = tpl.set_partition_offset(&key.0, key.1, at);
                         unverified.remove(key);
                     }
@@ -2009,103 +2007,9 @@ impl KafkaSource {
 
 impl Source for KafkaSource {
     fn poll(&mut self, ctx: &PollContext, out: &mut Output) -> Result<SourceStatus, BoxError> {
-        if !self.announced {
-            self.announced = true;
-            if self.relay.is_none() {
-                crate::input_report::announce(&self.source_id);
-            }
-        }
-        self.forget_revoked();
-        self.follow_commit();
-        if let Some(failure) = self
-            .consumer
-            .context()
-            .state
-            .get()
-            .and_then(|k| k.failure())
-        {
-            return Err(failure.into());
-        }
-        let mut emitted = 0usize;
-        // Messages that arrived while a commit waited for a rebalance come first.
-        if !self.stash.is_empty() {
-            while emitted < ctx.max_records {
-                let Some(message) = self.stash.pop_front() else {
-                    break;
-                };
-                let key = (message.topic().to_owned(), message.partition());
-                // A partition revoked meanwhile belongs to another subtask now.
-                if self.assigned_now(&key) && self.take(&message, ctx.now_nanos, out)? {
-                    emitted += 1;
-                }
-            }
-            let context = self.consumer.context();
-            let mut stashed = context.stashed.lock().unwrap_or_else(|e| e.into_inner());
-            stashed.clear();
-            for m in &self.stash {
-                stashed
-                    .entry((m.topic().to_owned(), m.partition()))
-                    .or_insert(m.offset());
-            }
-        }
-        let consumer = Arc::clone(&self.consumer);
-        // Whether this poll took everything the consumer had: if not, no partition is caught up.
-        let mut drained = false;
-        let mut rebalances = self.rebalances();
-        while emitted < ctx.max_records {
-            let message = match consumer.poll(Duration::ZERO) {
-                None => {
-                    drained = true;
-                    break;
-                }
-                Some(Ok(m)) => m,
-                Some(Err(e)) => {
-                    // Transient broker errors are retried by librdkafka; fatal ones end the job,
-                    // and so do brokers gone for longer than --kafka-timeout.
-                    if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
-                        return Err(format!("kafka source \"{}\": {e}", self.source_id).into());
-                    }
-                    self.watch.error(&e, std::time::Instant::now());
-                    break;
-                }
-            };
-            // A rebalance served inside that poll may have paused partitions just handed over.
-            if self.rebalances() != rebalances {
-                rebalances = self.rebalances();
-                self.paused = self.consumer.context().unverified_keys();
-            }
-            if self.take(&message, ctx.now_nanos, out)? {
-                emitted += 1;
-            }
-        }
-        if self.unstored {
-            self.store_positions();
-        }
-        if let Some(relay) = self.relay.as_mut().filter(|r| r.replays_dropped > 0) {
-            let dropped = std::mem::take(&mut relay.replays_dropped);
-            self.metrics.replays_dropped(relay.vertex(), dropped);
-        }
-        if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
-            self.update_lag(ctx.now_nanos);
-            self.last_lag_at = ctx.now_nanos;
-        }
-        // Idle means caught up: a partition with messages not read yet (as the consumer last
-        // heard from the broker, or still queued) never goes idle.
-        let behind = &self.behind;
-        self.watermarks
-            .set_behind(|key| !drained || behind.contains(key));
-        if self.watch.down_since().is_some() {
-            self.check_brokers(emitted)?;
-        }
-        if emitted > 0 {
-            Ok(SourceStatus::Ready)
-        } else if self.relay.is_some() && self.relay_ended(ctx.now_nanos) {
-            Ok(SourceStatus::Finished)
-        } else {
-            Ok(SourceStatus::Idle {
-                until: Some(ctx.now_nanos + 5_000_000),
-            })
-        }
+        let status = self.poll_messages(ctx, out)?;
+        self.hand_state_moves();
+        Ok(status)
     }
 
     fn serve_while_finishing(&mut self) -> Result<(), BoxError> {
@@ -2153,40 +2057,6 @@ impl Source for KafkaSource {
         self.commit_checkpoint_with(checkpoint, finishing)
     }
 
-    fn keyed_state_groups(&self) -> Option<u32> {
-        self.consumer.context().state.get().map(|k| k.partitions())
-    }
-
-    /// Writes the changed keys of every held partition to the state topic.
-    fn save_keyed(
-        &mut self,
-        checkpoint: u64,
-        state: &tidemark_runtime::keyed_state::KeyedSnapshot,
-    ) -> Result<(), BoxError> {
-        match self.consumer.context().state.get() {
-            Some(kept) => kept.save(checkpoint, state),
-            None => Ok(()),
-        }
-    }
-
-    /// The state store's moves, with the event time of partitions that joined behind the
-    /// subtask's (`exchange/late_joiners.rs`).
-    fn take_state_moves(&mut self) -> Vec<tidemark_runtime::state_move::StateMove> {
-        let Some(kept) = self.consumer.context().state.get() else {
-            return Vec::new();
-        };
-        let mut moves = kept.take_moves();
-        if moves.is_empty() && self.late_joiners.is_empty() {
-            return moves;
-        }
-        let (watermarks, topic) = (&self.watermarks, &kept.exchange_topic);
-        self.late_joiners
-            .follow(&mut moves, kept.partitions(), watermarks.emitted(), |p| {
-                watermarks.state(topic, p)
-            });
-        moves
-    }
-
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts {
             malformed: self.malformed,
@@ -2213,15 +2083,35 @@ impl Source for KafkaSource {
         self.relay.is_some()
     }
 
-    /// A source reading topics resumes from a checkpoint directory; the reader of a Kafka
-    /// exchange does not (its state moves through the state topic).
+    /// Resumes from a checkpoint directory: a source reading topics, and the reader of a
+    /// Kafka exchange (with the state of the keyed vertex behind it, when it keeps state:
+    /// `exchange/seed.rs`).
     fn resumable(&self) -> bool {
-        self.relay.is_none()
+        true
     }
 
     /// Per partition held: the offset after the last message handed to the job (or the
-    /// consumer's position, before it handed any) and the highest record timestamp read.
-    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+    /// consumer's position, before it handed any) and the highest record timestamp read. For
+    /// the reader of an exchange keeping state: what a commit record of each partition it
+    /// holds would say ([`crate::exchange`]'s `seed.rs`).
+    fn position(&mut self, checkpoint: u64) -> Result<Vec<u8>, BoxError> {
+        if let (Some(_), Some(kept)) = (self.relay.as_ref(), self.consumer.context().state.get()) {
+            let positions: BTreeMap<i32, i64> = self
+                .pending_checkpoints
+                .get(&checkpoint)
+                .into_iter()
+                .flatten()
+                .filter(|(key, _)| key.0 == kept.exchange_topic)
+                .map(|(key, offset)| (key.1, *offset))
+                .collect();
+            let progress = self
+                .pending_progress
+                .get(&checkpoint)
+                .cloned()
+                .unwrap_or_default();
+            let partitions = kept.seed_at(&positions, &progress);
+            return Ok(state_codec::encode(&ReaderPosition { partitions })?);
+        }
         self.forget_revoked();
         let mut keys: BTreeSet<PartitionKey> = self.positions.keys().cloned().collect();
         keys.extend(self.assigned());
@@ -2277,6 +2167,13 @@ impl Source for KafkaSource {
     /// Leaves each recorded partition's offset and timestamp for whichever subtask of this
     /// process the group gives it to (`crate::restored`).
     fn resume(&mut self, position: &[u8]) -> Result<(), BoxError> {
+        if let (Some(relay), Some(_)) = (self.relay.as_ref(), self.consumer.context().state.get()) {
+            let position: ReaderPosition = state_codec::decode(position).map_err(|e| {
+                format!("{}: the checkpoint's position is damaged: {e}", relay.what)
+            })?;
+            relay.resume(position);
+            return Ok(());
+        }
         let what = format!("kafka source \"{}\"", self.source_id);
         let position: KafkaSourcePosition = state_codec::decode(position)
             .map_err(|e| format!("{what}: the checkpoint's position is damaged: {e}"))?;
@@ -2518,8 +2415,134 @@ impl Settle for BaseConsumer<SourceContext> {
 }
 
 impl KafkaSource {
+    /// Takes up to `ctx.max_records` messages into `out`: [`Source::poll`] without the
+    /// hand-over of the state moves it made.
+    fn poll_messages(
+        &mut self,
+        ctx: &PollContext,
+        out: &mut Output,
+    ) -> Result<SourceStatus, BoxError> {
+        if !self.announced {
+            self.announced = true;
+            if self.relay.is_none() {
+                crate::input_report::announce(&self.source_id);
+            }
+        }
+        self.forget_revoked();
+        self.follow_commit();
+        if let Some(failure) = self
+            .consumer
+            .context()
+            .state
+            .get()
+            .and_then(|k| k.failure())
+        {
+            return Err(failure.into());
+        }
+        let mut emitted = 0usize;
+        // Messages that arrived while a commit waited for a rebalance come first.
+        if !self.stash.is_empty() {
+            while emitted < ctx.max_records {
+                let Some(message) = self.stash.pop_front() else {
+                    break;
+                };
+                let key = (message.topic().to_owned(), message.partition());
+                // A partition revoked meanwhile belongs to another subtask now.
+                if self.assigned_now(&key) && self.take(&message, ctx.now_nanos, out)? {
+                    emitted += 1;
+                }
+            }
+            let context = self.consumer.context();
+            let mut stashed = context.stashed.lock().unwrap_or_else(|e| e.into_inner());
+            stashed.clear();
+            for m in &self.stash {
+                stashed
+                    .entry((m.topic().to_owned(), m.partition()))
+                    .or_insert(m.offset());
+            }
+        }
+        let consumer = Arc::clone(&self.consumer);
+        // Whether this poll took everything the consumer had: if not, no partition is caught up.
+        let mut drained = false;
+        let mut rebalances = self.rebalances();
+        while emitted < ctx.max_records {
+            let message = match consumer.poll(Duration::ZERO) {
+                None => {
+                    drained = true;
+                    break;
+                }
+                Some(Ok(m)) => m,
+                Some(Err(e)) => {
+                    // Transient broker errors are retried by librdkafka; fatal ones end the job,
+                    // and so do brokers gone for longer than --kafka-timeout.
+                    if matches!(e, KafkaError::MessageConsumptionFatal(_)) {
+                        return Err(format!("kafka source \"{}\": {e}", self.source_id).into());
+                    }
+                    self.watch.error(&e, std::time::Instant::now());
+                    break;
+                }
+            };
+            // A rebalance served inside that poll may have paused partitions just handed over.
+            if self.rebalances() != rebalances {
+                rebalances = self.rebalances();
+                self.paused = self.consumer.context().unverified_keys();
+            }
+            if self.take(&message, ctx.now_nanos, out)? {
+                emitted += 1;
+            }
+        }
+        if self.unstored {
+            self.store_positions();
+        }
+        if let Some(relay) = self.relay.as_mut().filter(|r| r.replays_dropped > 0) {
+            let dropped = std::mem::take(&mut relay.replays_dropped);
+            self.metrics.replays_dropped(relay.vertex(), dropped);
+        }
+        if ctx.now_nanos.saturating_sub(self.last_lag_at) >= LAG_EVERY_NANOS {
+            self.update_lag(ctx.now_nanos);
+            self.last_lag_at = ctx.now_nanos;
+        }
+        // Idle means caught up: a partition with messages not read yet (as the consumer last
+        // heard from the broker, or still queued) never goes idle.
+        let behind = &self.behind;
+        self.watermarks
+            .set_behind(|key| !drained || behind.contains(key));
+        if self.watch.down_since().is_some() {
+            self.check_brokers(emitted)?;
+        }
+        if emitted > 0 {
+            Ok(SourceStatus::Ready)
+        } else if self.relay.is_some() && self.relay_ended(ctx.now_nanos) {
+            Ok(SourceStatus::Finished)
+        } else {
+            Ok(SourceStatus::Idle {
+                until: Some(ctx.now_nanos + 5_000_000),
+            })
+        }
+    }
+
+    /// The reader of an exchange keeping state hands the moves of its state store to the
+    /// store of the keyed operator chained behind ([`crate::exchange::StateTopicStore`]), with
+    /// the event time of partitions that joined behind the subtask's
+    /// (`exchange/late_joiners.rs`): after every poll, before the runtime asks that store.
+    fn hand_state_moves(&mut self) {
+        let Some(kept) = self.consumer.context().state.get() else {
+            return;
+        };
+        let mut moves = kept.take_moves();
+        if moves.is_empty() && self.late_joiners.is_empty() {
+            return;
+        }
+        let (watermarks, topic) = (&self.watermarks, &kept.exchange_topic);
+        self.late_joiners
+            .follow(&mut moves, kept.partitions(), watermarks.emitted(), |p| {
+                watermarks.state(topic, p)
+            });
+        kept.hand_on(moves);
+    }
+
     /// This subtask reads an exchange whose keyed vertex keeps its state per partition.
-    pub(crate) fn keep_state(&mut self, kept: crate::exchange::state::KeptState) {
+    pub(crate) fn keep_state(&mut self, kept: Arc<crate::exchange::state::KeptState>) {
         let _ = self.consumer.context().state.set(kept);
     }
 

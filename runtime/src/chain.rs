@@ -9,6 +9,7 @@ use crate::component::{BoxError, Operator, OutputClosed, Sink};
 use crate::job_flags::JobFlags;
 use crate::key_group::KeyGroupRange;
 use crate::keyed_state::KeyedSnapshot;
+use crate::keyed_store::KeyedStore;
 use crate::metrics::{DropReason, SubtaskMetrics};
 use crate::output::Output;
 use crate::partitioner::Router;
@@ -64,6 +65,8 @@ pub(crate) struct ChainNode {
     pub(crate) ended_before: bool,
     /// The time this vertex's own code took, estimated by sampling.
     busy: VertexBusy,
+    /// Where an operator that keeps keyed state keeps it ([`crate::keyed_store`]).
+    pub(crate) store: Option<Box<dyn KeyedStore>>,
 }
 
 impl ChainNode {
@@ -89,6 +92,7 @@ impl ChainNode {
             sink_index: None,
             ended_before: false,
             busy: VertexBusy::default(),
+            store: None,
         }
     }
 }
@@ -544,37 +548,54 @@ impl Chain {
                         c.acknowledge(s, n);
                     }
                 }
-                NodeKind::Operator(op) if writes_state => {
+                NodeKind::Operator(op) if writes_state || node.store.is_some() => {
                     let m = self
                         .checkpoints
                         .as_ref()
                         .and_then(|c| c.vertex(node.vertex));
-                    let max_parallelism = m.map_or(1, |m| m.max_parallelism);
+                    let max_parallelism = match &node.store {
+                        Some(store) => store.key_groups(),
+                        None => m.map_or(1, |m| m.max_parallelism),
+                    };
                     let checkpoints = &self.checkpoints;
                     let taken = (|| {
-                        let keyed = match op.has_keyed_state() {
-                            true => {
-                                let mut state = match checkpoints {
+                        let keyed = match (op.has_keyed_state(), &node.store) {
+                            (true, Some(_)) => {
+                                let mut state = match checkpoints.as_ref().filter(|_| writes_state)
+                                {
                                     Some(c) => c.keyed_snapshot(max_parallelism),
                                     None => KeyedSnapshot::new(max_parallelism),
                                 };
                                 op.snapshot_keyed(n, &mut state)?;
                                 Some(state)
                             }
+                            _ => None,
+                        };
+                        let local = match writes_state {
+                            true => op.snapshot_local(n)?,
                             false => None,
                         };
-                        Ok::<_, BoxError>((keyed, op.snapshot_local(n)?))
+                        Ok::<_, BoxError>((keyed, local))
                     })();
                     match taken {
-                        Ok((keyed, local)) => submit(
-                            checkpoints,
-                            self.subtask,
-                            node.vertex,
-                            n,
-                            keyed,
-                            local,
-                            None,
-                        ),
+                        Ok((keyed, local)) => {
+                            // The keyed state goes to its store (the directory's hands it to
+                            // the coordinator, to go into the file given right below).
+                            if let (Some(state), Some(store)) = (keyed, node.store.as_mut()) {
+                                store.save(n, state).map_err(user)?;
+                            }
+                            if writes_state {
+                                submit(
+                                    checkpoints,
+                                    self.subtask,
+                                    node.vertex,
+                                    n,
+                                    None,
+                                    local,
+                                    None,
+                                );
+                            }
+                        }
                         // The checkpoint is declined, not the job (until too many fail in a
                         // row: `checkpoint.tolerable_failures`).
                         Err(error) => {
@@ -598,78 +619,39 @@ impl Chain {
         Ok(())
     }
 
-    /// The keyed state of the first operator of the chain that keeps keyed state, grouped by
-    /// `max_parallelism` key groups, at checkpoint `n` (for a source that keeps it,
-    /// [`crate::state_move`]); `None` when no operator keeps keyed state.
-    pub(crate) fn keyed_snapshot(
-        &mut self,
-        n: u64,
-        max_parallelism: u32,
-    ) -> Result<Option<KeyedSnapshot>, ChainError> {
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            if let NodeKind::Operator(op) = &mut node.kind {
-                if op.has_keyed_state() {
-                    let mut state = KeyedSnapshot::new(max_parallelism);
-                    op.snapshot_keyed(n, &mut state)
-                        .map_err(|error| ChainError::User {
-                            node: Some(i),
-                            error,
-                        })?;
-                    return Ok(Some(state));
-                }
-            }
-        }
-        Ok(None)
+    /// Whether an operator of the chain keeps its keyed state in a store whose key groups
+    /// move while the job runs: asked once, before the first poll.
+    pub(crate) fn has_store(&self) -> bool {
+        self.nodes.iter().any(|node| node.store.is_some())
     }
 
-    /// Applies a move of keyed state to the first operator of the chain that keeps keyed
-    /// state ([`crate::state_move`]); what it emits (windows of key groups whose own event
-    /// time advanced) goes down the chain.
+    /// The moves of every store of the chain since they were last asked, in order, each with
+    /// the chain node whose operator they are for.
+    pub(crate) fn take_store_moves(&mut self) -> Vec<(usize, StateMove)> {
+        let mut moves = Vec::new();
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if let Some(store) = node.store.as_mut() {
+                moves.extend(store.take_moves().into_iter().map(|m| (i, m)));
+            }
+        }
+        moves
+    }
+
+    /// Applies a move of keyed state to the operator of chain node `i`, whose store made it
+    /// ([`crate::state_move`]); what it emits (windows of key groups whose own event time
+    /// advanced) goes down the chain.
     pub(crate) fn apply_state_move(
         &mut self,
+        i: usize,
         m: StateMove,
         cx: &mut SendContext<'_>,
     ) -> Result<(), ChainError> {
-        let Some(i) = self
-            .nodes
-            .iter()
-            .position(|node| matches!(&node.kind, NodeKind::Operator(op) if op.has_keyed_state()))
-        else {
-            return Ok(());
-        };
         self.current_vertex = self.nodes[i].vertex;
         let node = &mut self.nodes[i];
         let NodeKind::Operator(op) = &mut node.kind else {
             return Ok(());
         };
-        let result = match m {
-            StateMove::Restore {
-                state,
-                forget_first,
-                groups,
-                event_time,
-            } => {
-                let max_parallelism = state.max_parallelism();
-                match forget_first.is_empty() {
-                    true => Ok(()),
-                    false => op.forget_key_groups(max_parallelism, &forget_first),
-                }
-                .and_then(|()| match event_time {
-                    Some(watermark) => op.restore_keyed_behind(state, &groups, watermark),
-                    None => op.restore_keyed(state),
-                })
-            }
-            StateMove::Forget {
-                max_parallelism,
-                groups,
-            } => op.forget_key_groups(max_parallelism, &groups),
-            StateMove::EventTime {
-                max_parallelism,
-                groups,
-                watermark,
-            } => op.key_groups_event_time(max_parallelism, &groups, watermark, &mut node.out),
-        };
-        result.map_err(|error| ChainError::User {
+        apply_to_operator(op.as_mut(), m, &mut node.out).map_err(|error| ChainError::User {
             node: Some(i),
             error,
         })?;
@@ -913,6 +895,40 @@ fn submit(
         finished: false,
     };
     c.submit(n, vertex, file);
+}
+
+/// Applies a move of keyed state to `op`; what it emits goes into `out`.
+pub(crate) fn apply_to_operator(
+    op: &mut dyn Operator,
+    m: StateMove,
+    out: &mut Output,
+) -> Result<(), BoxError> {
+    match m {
+        StateMove::Restore {
+            state,
+            forget_first,
+            groups,
+            event_time,
+        } => {
+            let max_parallelism = state.max_parallelism();
+            if !forget_first.is_empty() {
+                op.forget_key_groups(max_parallelism, &forget_first)?;
+            }
+            match event_time {
+                Some(watermark) => op.restore_keyed_behind(state, &groups, watermark),
+                None => op.restore_keyed(state),
+            }
+        }
+        StateMove::Forget {
+            max_parallelism,
+            groups,
+        } => op.forget_key_groups(max_parallelism, &groups),
+        StateMove::EventTime {
+            max_parallelism,
+            groups,
+            watermark,
+        } => op.key_groups_event_time(max_parallelism, &groups, watermark, out),
+    }
 }
 
 /// Records the end-to-end latency of `records` read at `now`: one histogram update per run of

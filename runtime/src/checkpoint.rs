@@ -146,6 +146,9 @@ struct Inner {
     sum_seconds: f64,
     /// Checkpoints to a directory: the state given so far per checkpoint.
     parts: BTreeMap<u64, Vec<(usize, StateFile)>>,
+    /// Keyed state a subtask's store kept for a checkpoint, as (checkpoint, vertex, subtask),
+    /// until the subtask gives the rest of its state ([`Checkpoints::keep_keyed`]).
+    keyed_parts: BTreeMap<(u64, usize, u32), KeyedSnapshot>,
     /// Vertex subtasks that ended without a final state (a hard stop, a failure), as (vertex,
     /// subtask): checkpoints they gave no state for cannot complete.
     finished: HashSet<(usize, u32)>,
@@ -264,6 +267,7 @@ impl Checkpoints {
     pub(crate) fn decline(&self, n: u64, cause: String) {
         let mut inner = lock(&self.inner);
         inner.parts.remove(&n);
+        inner.keyed_parts.retain(|(k, _, _), _| *k != n);
         self.fail_locked(&mut inner, n, cause);
     }
 
@@ -374,6 +378,15 @@ impl Checkpoints {
         }
     }
 
+    /// The directory's store of subtask `subtask` of `vertex` keeps its keyed state for
+    /// checkpoint `n` ([`crate::keyed_store::DirectoryStore`]): it goes into the subtask's
+    /// file, which the subtask gives right after ([`Checkpoints::submit`]).
+    pub(crate) fn keep_keyed(&self, n: u64, vertex: usize, subtask: u32, state: KeyedSnapshot) {
+        lock(&self.inner)
+            .keyed_parts
+            .insert((n, vertex, subtask), state);
+    }
+
     /// A subtask of `vertex` gives its state for checkpoint `n`.
     pub(crate) fn submit(&self, n: u64, vertex: usize, file: StateFile) {
         let Some(storage) = &self.storage else {
@@ -384,6 +397,10 @@ impl Checkpoints {
             return;
         }
         let mut inner = lock(&self.inner);
+        let mut file = file;
+        if let Some(keyed) = inner.keyed_parts.remove(&(n, vertex, file.subtask)) {
+            file.keyed = Some(keyed);
+        }
         inner.parts.entry(n).or_default().push((vertex, file));
         self.settle(&mut inner, storage, n);
     }

@@ -167,34 +167,6 @@ pub trait Source: Send {
     fn resume(&mut self, _position: &[u8]) -> Result<(), BoxError> {
         Err("this source cannot resume from a checkpoint".into())
     }
-
-    /// `Some(n)` for a source that keeps the keyed state of the operator chained behind it,
-    /// grouped by `n` key groups (the reader of a Kafka exchange: one per partition,
-    /// [`crate::state_move`]). Then at every checkpoint barrier the runtime hands it that
-    /// operator's state ([`Source::save_keyed`]) and applies the moves it reports
-    /// ([`Source::take_state_moves`]). Asked once, before the first poll. The default is
-    /// `None`.
-    fn keyed_state_groups(&self) -> Option<u32> {
-        None
-    }
-
-    /// The keyed state of the operator chained behind, as barrier `checkpoint` leaves this
-    /// subtask (right after [`Source::snapshot`]), grouped by [`Source::keyed_state_groups`]
-    /// key groups. Only called for a source that keeps keyed state.
-    fn save_keyed(
-        &mut self,
-        _checkpoint: u64,
-        _state: &crate::keyed_state::KeyedSnapshot,
-    ) -> Result<(), BoxError> {
-        Ok(())
-    }
-
-    /// Key groups given to or taken from this subtask since it was last asked (after every
-    /// poll, [`crate::state_move`]): the runtime applies them to the chained keyed operator.
-    /// The default has none.
-    fn take_state_moves(&mut self) -> Vec<crate::state_move::StateMove> {
-        Vec::new()
-    }
 }
 
 /// Counts of input a source could not take as it was.

@@ -4,6 +4,7 @@ use crate::component::{
     BoxError, Operator, OperatorFactory, Sink, SinkFactory, Source, SourceFactory, SubtaskContext,
 };
 use crate::event_time::SourceOptions;
+use crate::keyed_store::KeyedStoreFactory;
 pub use crate::vertex_kind::VertexKind;
 use std::fmt;
 
@@ -126,6 +127,9 @@ pub struct Vertex {
     pub(crate) partitioned_by_key: bool,
     /// Its number of key groups, when set ([`JobGraph::set_max_parallelism`]).
     pub(crate) max_parallelism: Option<u32>,
+    /// Where its keyed state is kept, when not (only) in the checkpoint directory
+    /// ([`JobGraph::set_keyed_store`]).
+    pub(crate) keyed_store: Option<KeyedStoreFactory>,
 }
 
 impl Vertex {
@@ -342,6 +346,7 @@ impl JobGraph {
             type_name: None,
             partitioned_by_key: false,
             max_parallelism: None,
+            keyed_store: None,
         });
         Ok(VertexId(self.vertices.len() - 1))
     }
@@ -383,6 +388,14 @@ impl JobGraph {
         F: Fn(&SubtaskContext) -> Result<Box<dyn Sink>, BoxError> + Send + Sync + 'static,
     {
         self.add(id, parallelism, Factory::Sink(Box::new(factory)))
+    }
+
+    /// Keeps the keyed state of operator vertex `vertex` in the store `factory` makes for each
+    /// of its subtasks (the Kafka state topic behind a Kafka exchange), instead of only in the
+    /// checkpoint directory ([`crate::keyed_store`]). The factory is given the directory's
+    /// store of the subtask when the job writes or restores checkpoints.
+    pub fn set_keyed_store(&mut self, vertex: VertexId, factory: KeyedStoreFactory) {
+        self.vertices[vertex.0].keyed_store = Some(factory);
     }
 
     /// Sets a source's event-time options: timestamp range check and watermarks.

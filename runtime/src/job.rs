@@ -9,9 +9,11 @@ use crate::config::JobConfig;
 use crate::event_time::WatermarkGenerator;
 use crate::graph::{Factory, GraphError, JobGraph, VertexKind};
 use crate::job_flags::JobFlags;
+use crate::keyed_store::{DirectoryStore, KeyedStore};
 use crate::metrics::{
     MetricsRegistry, SubtaskMetrics, TaskMetrics, TaskMetricsGroup, VertexMetrics,
 };
+use crate::output::Output;
 use crate::partitioner::{EdgeWriter, Router};
 use crate::plan::ExecutionPlan;
 use crate::task::{Head, Holding, Task, Waiting, COUNTED_BY_HANDLE, COUNTING_BY_TASK, NOT_COUNTED};
@@ -404,7 +406,10 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 kind: v.kind().as_str().to_string(),
                 parallelism: v.parallelism as u32,
                 max_parallelism: v.max_parallelism(),
-                keyed: v.keyed && v.kind() == VertexKind::Operator,
+                // A vertex whose key groups move with a store of their own (behind a Kafka
+                // exchange) keeps its keys per subtask in the directory, each subtask's with
+                // the store's positions of the same subtask (`crate::keyed_store`).
+                keyed: v.keyed && v.kind() == VertexKind::Operator && v.keyed_store.is_none(),
                 files: Vec::new(),
             })
             .collect();
@@ -564,17 +569,49 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                     }
                     Factory::Operator(f) => {
                         let mut op = f(&ctx).map_err(|e| factory_error(v.0, s, e))?;
-                        if let Some(r) = restored {
-                            let vertex = &graph.vertices[v.0];
-                            if let Some(state) = r.keyed_state(
-                                &vertex.id,
+                        let vertex = &graph.vertices[v.0];
+                        // Where its keyed state goes and comes from ([`crate::keyed_store`]).
+                        let mut store = None;
+                        if op.has_keyed_state() {
+                            let writes = checkpoints.writes_state();
+                            let directory = (writes || restored.is_some()).then(|| {
+                                DirectoryStore::new(
+                                    writes.then(|| checkpoints.clone()),
+                                    v.0,
+                                    s,
+                                    vertex.parallelism,
+                                    vertex.max_parallelism(),
+                                    restored.and_then(|r| {
+                                        r.keyed_state(
+                                            &vertex.id,
+                                            s,
+                                            vertex.parallelism,
+                                            vertex.max_parallelism(),
+                                        )
+                                    }),
+                                )
+                            });
+                            store = match &vertex.keyed_store {
+                                Some(f) => {
+                                    Some(f(&ctx, directory).map_err(|e| factory_error(v.0, s, e))?)
+                                }
+                                None => directory.map(|d| Box::new(d) as Box<dyn KeyedStore>),
+                            };
+                        }
+                        let mut out = Output::default();
+                        for m in store.iter_mut().flat_map(|s| s.take_moves()) {
+                            crate::chain::apply_to_operator(op.as_mut(), m, &mut out)
+                                .map_err(|e| restore_error(v.0, s, e))?;
+                        }
+                        if !out.is_empty() {
+                            return Err(restore_error(
+                                v.0,
                                 s,
-                                vertex.parallelism,
-                                vertex.max_parallelism(),
-                            ) {
-                                op.restore_keyed(state)
-                                    .map_err(|e| restore_error(v.0, s, e))?;
-                            }
+                                "the operator emitted records while its keyed state was restored"
+                                    .into(),
+                            ));
+                        }
+                        if let Some(r) = restored {
                             if let Some(local) =
                                 r.file(&vertex.id, s).and_then(|f| f.local.as_ref())
                             {
@@ -586,6 +623,7 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             && graph.vertices[v.0].kind() != VertexKind::Source;
                         let mut node =
                             ChainNode::new(v.0, NodeKind::Operator(op), metrics, batch_size, e2e);
+                        node.store = store;
                         node.ended_before = restored
                             .and_then(|r| r.file(&ctx.vertex_id, s))
                             .is_some_and(|f| f.finished);

@@ -70,6 +70,7 @@ mod job_flags;
 pub mod key_group;
 pub mod key_hash;
 pub mod keyed_state;
+pub mod keyed_store;
 pub mod metrics;
 pub mod name;
 pub mod output;

@@ -4,13 +4,14 @@
 //! partition's restored keys before the reader's next records, or forget them without firing
 //! anything (`docs/kafka.md`, "State that moves with its partitions").
 //!
-//! The source says so through [`Source::take_state_moves`](crate::Source::take_state_moves),
-//! asked after every poll; the task applies [`StateMove::Restore`] before it pushes the poll's
-//! records down the chain and [`StateMove::Forget`] after (records the source took before the
-//! partition was revoked still belong to its state until then). At each checkpoint barrier the
-//! task gives such a source the operator's [`KeyedSnapshot`] grouped by
-//! [`Source::keyed_state_groups`](crate::Source::keyed_state_groups) key groups
-//! ([`Source::save_keyed`](crate::Source::save_keyed)).
+//! The operator's store says so ([`KeyedStore::take_moves`](crate::keyed_store::KeyedStore::take_moves),
+//! the Kafka state topic's), asked after every poll of the source the operator is chained
+//! behind; the task applies [`StateMove::Restore`] before it pushes the poll's records down the
+//! chain and [`StateMove::Forget`] after (records the source took before the partition was
+//! revoked still belong to its state until then). At each checkpoint barrier the operator's
+//! [`KeyedSnapshot`], grouped by the store's key groups, goes to the store
+//! ([`KeyedStore::save`](crate::keyed_store::KeyedStore::save)). The checkpoint directory's
+//! store makes one move only: the restored keys, before the first record.
 //!
 //! **Event time per key group.** A partition that moves to a subtask whose event time is
 //! already past the partition's own (its previous owner died holding records the rest of the

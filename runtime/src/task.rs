@@ -305,7 +305,9 @@ impl Task {
         let per_split = watermarks.is_some() && source.split_watermarks().is_some();
         // The reader of a Kafka exchange hands on markers made elsewhere, and makes none.
         let relays_markers = source.relays_markers();
-        let keeps_keyed_state = source.keyed_state_groups().is_some();
+        // An operator chained behind whose keyed state moves while the job runs (behind a
+        // Kafka exchange): its store is asked for moves after every poll.
+        let keeps_keyed_state = self.chain.has_store();
         loop {
             let mut cx = SendContext {
                 abort: &flags.abort,
@@ -380,10 +382,10 @@ impl Task {
             // before ([`crate::state_move`]).
             let mut after_records = Vec::new();
             if keeps_keyed_state {
-                for m in source.take_state_moves() {
+                for (node, m) in self.chain.take_store_moves() {
                     match m.before_records() {
-                        true => self.chain.apply_state_move(m, &mut cx)?,
-                        false => after_records.push(m),
+                        true => self.chain.apply_state_move(node, m, &mut cx)?,
+                        false => after_records.push((node, m)),
                     }
                 }
             }
@@ -416,8 +418,8 @@ impl Task {
             }
             self.holding.held.store(0, Ordering::Relaxed);
             out.clear();
-            for m in after_records {
-                self.chain.apply_state_move(m, &mut cx)?;
+            for (node, m) in after_records {
+                self.chain.apply_state_move(node, m, &mut cx)?;
             }
             if let Some(w) = watermarks.as_mut() {
                 let action = match source.split_watermarks() {
@@ -1049,13 +1051,6 @@ impl SourceCheckpoints {
                     ..StateFile::default()
                 };
                 self.coordinator.submit(n, self.vertex, file);
-            }
-        }
-        if let Some(groups) = source.keyed_state_groups() {
-            if let Some(state) = chain.keyed_snapshot(n, groups)? {
-                source
-                    .save_keyed(n, &state)
-                    .map_err(|error| ChainError::User { node: None, error })?;
             }
         }
         self.sent = n;

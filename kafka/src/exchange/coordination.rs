@@ -88,6 +88,12 @@ pub struct Exchange {
     pub(super) vertex: String,
     /// The state topic's partition count once it exists and matches the exchange's.
     pub(super) state_ready: OnceLock<Result<i32, String>>,
+    /// The state each reader subtask made keeps, until the store of the keyed subtask
+    /// chained behind it takes it ([`super::StateTopicStore`]).
+    pub(super) kept: Mutex<BTreeMap<usize, Arc<super::state::KeptState>>>,
+    /// The state restored from a checkpoint directory, until each partition takes its own
+    /// ([`super::seed`]).
+    pub(crate) seed: Arc<super::seed::DirectorySeed>,
     /// The job's Kafka context: instance name, clock offsets, series, timeout.
     pub(super) kafka: Arc<KafkaJob>,
 }
@@ -132,6 +138,8 @@ impl Exchange {
             topic_ready: OnceLock::new(),
             readers: Mutex::new(BTreeMap::new()),
             ended: AtomicBool::new(false),
+            kept: Mutex::new(BTreeMap::new()),
+            seed: Arc::default(),
             kafka: kafka.clone(),
         }))
     }

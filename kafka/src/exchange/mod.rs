@@ -77,10 +77,14 @@ mod naming;
 mod reader;
 mod reader_factory;
 mod replays;
+mod seed;
 pub mod state;
+mod store;
 mod writer;
 
 pub use coordination::{Exchange, ExchangeConfig, FIELDS, MAX_PARTITIONS};
 pub use naming::*;
 pub(crate) use reader::{Relay, END_CHECK_EVERY_NANOS};
+pub(crate) use seed::ReaderPosition;
+pub use store::StateTopicStore;
 pub use writer::ExchangeWriter;

@@ -227,6 +227,12 @@ impl Relay {
         progress
     }
 
+    /// Puts the position of a checkpoint restored from a directory aside for the partitions
+    /// it names, for whichever reader subtask the group gives them to (`seed.rs`).
+    pub(crate) fn resume(&self, position: super::ReaderPosition) {
+        self.exchange.seed.put_position(self.subtask, position);
+    }
+
     /// Exchange partition `partition` is no longer read by this subtask.
     pub(crate) fn forget(&mut self, partition: i32) {
         self.replays.forget(partition);

@@ -54,13 +54,20 @@ impl Exchange {
                     &exchange.config.brokers,
                     &exchange.config.properties,
                     exchange.kafka.timeout(),
-                )?;
-                source.keep_state(super::state::KeptState::new(
+                )?
+                .seeded_from(exchange.seed.clone());
+                let kept = Arc::new(super::state::KeptState::new(
                     store,
                     exchange.topic.clone(),
                     exchange.vertex.clone(),
                     exchange.kafka.metrics().clone(),
                 ));
+                source.keep_state(kept.clone());
+                exchange
+                    .kept
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(ctx.subtask, kept);
             }
             source.relay = Some(Relay {
                 exchange: exchange.clone(),

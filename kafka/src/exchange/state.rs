@@ -42,7 +42,7 @@
 //! applies Kafka's compaction at every point of a written log.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,7 @@ use tidemark_runtime::state_move::StateMove;
 use tidemark_runtime::BoxError;
 
 use super::replays::SavedOrigin;
+use super::seed::{DirectorySeed, SeedPartition};
 use crate::client::{client_config, Brokers, Properties};
 use crate::metrics::{KafkaMetrics, PartitionKey};
 use crate::sink::{flush_producer, produce, DeliveryContext};
@@ -597,6 +598,10 @@ struct PendingCheckpoint {
 pub(crate) struct Restore {
     pub(crate) state: KeyedSnapshot,
     pub(crate) position: Option<i64>,
+    /// Restored from a checkpoint directory ([`super::seed`]): without a `position`, the
+    /// partition had not been read when the checkpoint was taken, so it is read from its
+    /// start (the group's commit is of a later run).
+    pub(crate) from_directory: bool,
     /// The highest origins and the event-time state at `position`.
     pub(crate) progress: PartitionProgress,
     pub(crate) records: u64,
@@ -617,6 +622,9 @@ pub(crate) struct StateStore {
     held: BTreeMap<i32, Held>,
     /// Checkpoints saved, until they complete: written then (module doc).
     pending: BTreeMap<u64, PendingCheckpoint>,
+    /// The state restored from a checkpoint directory, taken instead of the topic's for the
+    /// partitions it has ([`super::seed`]).
+    seed: Option<Arc<DirectorySeed>>,
 }
 
 impl std::fmt::Debug for StateStore {
@@ -656,7 +664,42 @@ impl StateStore {
             timeout,
             held: BTreeMap::new(),
             pending: BTreeMap::new(),
+            seed: None,
         })
+    }
+
+    /// Takes a partition's state from `seed` (restored from a checkpoint directory) when it has
+    /// it, instead of from the topic.
+    pub(crate) fn seeded_from(mut self, seed: Arc<DirectorySeed>) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// What a commit record of each held partition would hold for a checkpoint whose barrier
+    /// left the reader at `positions` with `progress` (for a checkpoint directory,
+    /// [`super::seed`]).
+    pub(crate) fn seed_at(
+        &self,
+        positions: &BTreeMap<i32, i64>,
+        progress: &BTreeMap<i32, PartitionProgress>,
+    ) -> Vec<SeedPartition> {
+        self.held
+            .iter()
+            .map(|(partition, held)| {
+                let p = progress.get(partition);
+                SeedPartition {
+                    partition: *partition,
+                    position: positions.get(partition).copied().or(held.position),
+                    origins: match p.and_then(|p| p.origins.as_ref()) {
+                        Some(origins) => origins.iter().map(SavedOrigin::from).collect(),
+                        None => held.origins.clone(),
+                    },
+                    marks: p
+                        .and_then(|p| p.marks.clone())
+                        .or_else(|| held.marks.clone()),
+                }
+            })
+            .collect()
     }
 
     /// The number of key groups (the exchange's partitions).
@@ -733,22 +776,36 @@ impl StateStore {
     ) -> Result<Restore, BoxError> {
         let started = Instant::now();
         let (log, records) = self.read_partition(partition)?;
-        let restored = log.restore().map_err(|e| {
+        let mut restored = log.restore().map_err(|e| {
             format!(
                 "{}: the state topic {} partition {partition}: {e}",
                 self.what, self.topic
             )
         })?;
         let generation = owner_generation(restored.newest_generation, group_generation);
-        let (checkpoint, position, shared, origins, marks) = match &restored.commit {
-            Some(c) => (
+        // Restored from a checkpoint directory: its state, not the topic's, written under
+        // the new generation like any restored state (older generations are tombstoned).
+        let seeded = self.seed.as_ref().and_then(|s| s.take(partition));
+        let from_directory = seeded.is_some();
+        let (checkpoint, position, shared, origins, marks) = match (seeded, &restored.commit) {
+            (Some(s), _) => {
+                restored.values = s.values;
+                (
+                    RESTORED_CHECKPOINT,
+                    s.partition.position,
+                    s.shared,
+                    s.partition.origins,
+                    s.partition.marks,
+                )
+            }
+            (None, Some(c)) => (
                 c.checkpoint,
                 c.position,
                 c.shared.clone(),
                 c.origins.clone(),
                 c.marks.clone(),
             ),
-            None => (0, None, Vec::new(), Vec::new(), None),
+            (None, None) => (0, None, Vec::new(), Vec::new(), None),
         };
         let mut state = match shared.is_empty() {
             true => KeyedSnapshot::new(self.partitions),
@@ -800,6 +857,7 @@ impl StateStore {
             generation,
             newest_generation = restored.newest_generation,
             checkpoint,
+            from_directory,
             ?position,
             ?marks,
             keys = restored.values.len(),
@@ -817,6 +875,7 @@ impl StateStore {
         Ok(Restore {
             state,
             position,
+            from_directory,
             progress: PartitionProgress {
                 origins: Some(origins.iter().map(Origin::from).collect()),
                 marks,
@@ -1145,6 +1204,10 @@ pub(crate) struct KeptState {
     /// Moves not yet taken by the runtime, and the partitions restored by them (whose keys
     /// the operator does not have yet: a barrier meanwhile writes nothing for them).
     moves: Mutex<(Vec<StateMove>, BTreeSet<i32>)>,
+    /// Moves the reader handed on (with their event time) for the keyed operator's store to
+    /// take ([`super::StateTopicStore`]), and whether there are any (read without the lock).
+    handed: Mutex<Vec<StateMove>>,
+    any_handed: AtomicBool,
     failure: Mutex<Option<String>>,
     /// The highest origins and event-time states of the partitions restored, not yet taken
     /// by the reader ([`super::Relay::take_restored`]), and how many restores there have been.
@@ -1175,6 +1238,8 @@ impl KeptState {
         KeptState {
             store: Mutex::new(store),
             moves: Mutex::new((Vec::new(), BTreeSet::new())),
+            handed: Mutex::new(Vec::new()),
+            any_handed: AtomicBool::new(false),
             failure: Mutex::new(None),
             progress: Mutex::new(Vec::new()),
             restores: AtomicU64::new(0),
@@ -1195,9 +1260,11 @@ impl KeptState {
 
     /// Exchange partition `partition` was given to this subtask in the consumer group's
     /// generation `group_generation`: restores its state (queued for the operator, before any
-    /// of its records) and returns where to read from: `Some` offset from its commit record,
-    /// `None` for the group's commit. A failure is kept for the next poll, which fails the job.
-    pub(crate) fn assigned(&self, partition: i32, group_generation: i32) -> Option<i64> {
+    /// of its records) and returns where to read from: the offset of its commit record (or
+    /// of the checkpoint directory's state), the start of the partition for one the
+    /// directory's state had not read, else (`Offset::Invalid`) the group's commit. A failure
+    /// is kept for the next poll, which fails the job.
+    pub(crate) fn assigned(&self, partition: i32, group_generation: i32) -> Offset {
         match self.store().restore(partition, group_generation) {
             Ok(restore) => {
                 self.metrics.state_restored(
@@ -1232,12 +1299,16 @@ impl KeptState {
                     .unwrap_or_else(|e| e.into_inner())
                     .push((partition, restore.progress));
                 self.restores.fetch_add(1, Ordering::Release);
-                restore.position
+                match (restore.position, restore.from_directory) {
+                    (Some(at), _) => Offset::Offset(at),
+                    (None, true) => Offset::Beginning,
+                    (None, false) => Offset::Invalid,
+                }
             }
             Err(e) => {
                 let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
                 failure.get_or_insert(e.to_string());
-                None
+                Offset::Invalid
             }
         }
     }
@@ -1290,6 +1361,38 @@ impl KeptState {
         }
         moves.1.clear();
         std::mem::take(&mut moves.0)
+    }
+
+    /// What a commit record of each held partition would hold at a barrier that left the
+    /// reader at `positions` with `progress` ([`StateStore::seed_at`]).
+    pub(crate) fn seed_at(
+        &self,
+        positions: &BTreeMap<i32, i64>,
+        progress: &BTreeMap<i32, PartitionProgress>,
+    ) -> Vec<SeedPartition> {
+        self.store().seed_at(positions, progress)
+    }
+
+    /// The reader hands on `moves` (taken with [`KeptState::take_moves`], their event time
+    /// added) for the keyed operator's store.
+    pub(crate) fn hand_on(&self, mut moves: Vec<StateMove>) {
+        if moves.is_empty() {
+            return;
+        }
+        let mut handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        handed.append(&mut moves);
+        self.any_handed.store(true, Ordering::Release);
+    }
+
+    /// The moves the reader handed on since the last call: one atomic load when there are
+    /// none.
+    pub(crate) fn take_handed(&self) -> Vec<StateMove> {
+        if !self.any_handed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        self.any_handed.store(false, Ordering::Release);
+        std::mem::take(&mut *handed)
     }
 
     /// Why a restore failed, if one did.
@@ -1679,7 +1782,7 @@ mod tests {
             .map(|i| format!("user-{i}"))
             .find(|k| groups.of(tidemark_runtime::Value::from(k.as_str()).routing_hash()) == 1)
             .unwrap();
-        assert_eq!(kept.assigned(1, 1), None);
+        assert_eq!(kept.assigned(1, 1), Offset::Invalid);
         assert_eq!(kept.take_moves().len(), 1);
         kept.save(1, &snapshot_of(&[(&key, 7)])).unwrap();
         kept.commit(
@@ -1689,7 +1792,7 @@ mod tests {
         )
         .unwrap();
         kept.revoked(&[1, 3]);
-        assert_eq!(kept.assigned(1, 1), Some(40));
+        assert_eq!(kept.assigned(1, 1), Offset::Offset(40));
         // A barrier before the runtime applied the restore writes nothing for partition 1
         // (the operator's snapshot does not have its keys yet), and so deletes nothing.
         kept.save(2, &KeyedSnapshot::new(4)).unwrap();
