@@ -977,12 +977,14 @@ fn windows_in_file(dir: &Path) -> (Windows, usize) {
 
 #[test]
 fn an_exchange_job_restored_from_an_older_checkpoint_writes_what_an_uninterrupted_run_writes() {
-    restored_from_a_directory(Kind::Mock);
+    restored_from_a_directory(Kind::Mock, &[]);
 }
 
+/// With `--parallelism 3`: the vertex behind the exchange keeps the checkpoint's parallelism
+/// (its keys are kept per subtask), the result is the same.
 #[test]
-fn an_exchange_job_restored_from_an_older_checkpoint_on_tansu() {
-    restored_from_a_directory(Kind::Tansu);
+fn an_exchange_job_restored_from_an_older_checkpoint_with_another_parallelism_on_tansu() {
+    restored_from_a_directory(Kind::Tansu, &["--parallelism", "3"]);
 }
 
 /// One instance of the directory job reads the first half; the test keeps one of its first
@@ -991,8 +993,8 @@ fn an_exchange_job_restored_from_an_older_checkpoint_on_tansu() {
 /// the file must hold every window of the reference exactly once. Its keys and the readers'
 /// positions must come from the directory: the state topic's committed state is newer than
 /// the checkpoint (windows it fired are gone from it), and restoring that instead would lose
-/// the windows the file held after the checkpoint.
-fn restored_from_a_directory(kind: Kind) {
+/// the windows the file held after the checkpoint. `extra`: more arguments of the restore.
+fn restored_from_a_directory(kind: Kind, extra: &[&str]) {
     let broker = broker(kind, 8);
     let bootstrap = broker.bootstrap().to_owned();
     let dir = TempDir::new("kafka-state-directory");
@@ -1020,12 +1022,9 @@ fn restored_from_a_directory(kind: Kind) {
     produce(&bootstrap, (EVENTS / 2..EVENTS).map(event));
     produce_flush(&bootstrap);
     let path = dir.path().join("ckpt").join(JOB).join(format!("chk-{old}"));
-    let (mut b, addr_b) = instance_with(
-        dir.path(),
-        &job,
-        "b",
-        &["--restore", path.to_str().unwrap()],
-    );
+    let mut args = vec!["--restore", path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (mut b, addr_b) = instance_with(dir.path(), &job, "b", &args);
     let expected = reference();
     wait_until_or(
         "every window of the reference in the file",

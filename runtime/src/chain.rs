@@ -619,8 +619,9 @@ impl Chain {
         Ok(())
     }
 
-    /// Whether an operator of the chain keeps its keyed state in a store whose key groups
-    /// move while the job runs: asked once, before the first poll.
+    /// Whether an operator of the chain keeps its keyed state in a store, which the task then
+    /// asks for moves after every poll (a virtual call, no allocation, when there are none):
+    /// asked once, before the first poll.
     pub(crate) fn has_store(&self) -> bool {
         self.nodes.iter().any(|node| node.store.is_some())
     }

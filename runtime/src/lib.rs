@@ -20,6 +20,7 @@
 //! | [`key_group`] | key groups: `max_parallelism`, the key-group hash, each subtask's range |
 //! | [`key_hash`] | the key hash: Kafka's murmur2 of a key's canonical bytes, which key groups and exchange partitions come from |
 //! | [`keyed_state`] | the keyed-state API: [`KeyedState`](keyed_state::KeyedState), [`KeyedSnapshot`](keyed_state::KeyedSnapshot) |
+//! | [`keyed_store`] | where keyed state goes and comes from: [`KeyedStore`](keyed_store::KeyedStore), the directory's [`DirectoryStore`](keyed_store::DirectoryStore) |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
 //! | [`exporter`] | the Prometheus collector reading the registry at scrape time |

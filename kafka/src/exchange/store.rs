@@ -56,19 +56,6 @@ impl Exchange {
         let exchange = self.clone();
         Box::new(
             move |ctx: &SubtaskContext, directory: Option<DirectoryStore>| {
-                // Restored from a checkpoint directory: its keys wait for their partitions
-                // ([`super::seed`]), whichever subtask the group gives them to.
-                let mut directory = directory;
-                for m in directory.iter_mut().flat_map(|d| d.take_moves()) {
-                    if let StateMove::Restore { state, .. } = m {
-                        exchange.seed.put_state(ctx.subtask, &state).map_err(|e| {
-                            format!(
-                                "vertex \"{}\" subtask {}: the checkpoint's state: {e}",
-                                ctx.vertex_id, ctx.subtask
-                            )
-                        })?;
-                    }
-                }
                 let kept = exchange
                     .kept
                     .lock()
@@ -82,6 +69,30 @@ impl Exchange {
                             ctx.vertex_id, ctx.subtask
                         )
                     })?;
+                // Restored from a checkpoint directory: its keys wait for their partitions
+                // ([`super::seed`]), whichever subtask the group gives them to.
+                let mut directory = directory;
+                for m in directory.iter_mut().flat_map(|d| d.take_moves()) {
+                    if let StateMove::Restore { state, .. } = m {
+                        if state.max_parallelism() != kept.partitions() {
+                            return Err(format!(
+                                "vertex \"{}\": the checkpoint holds its keys in {} key groups \
+                                 (the partitions of its Kafka exchange then) and the exchange \
+                                 has {} partitions now; a restore needs the same count",
+                                ctx.vertex_id,
+                                state.max_parallelism(),
+                                kept.partitions()
+                            )
+                            .into());
+                        }
+                        exchange.seed.put_state(ctx.subtask, &state).map_err(|e| {
+                            format!(
+                                "vertex \"{}\" subtask {}: the checkpoint's state: {e}",
+                                ctx.vertex_id, ctx.subtask
+                            )
+                        })?;
+                    }
+                }
                 Ok(Box::new(StateTopicStore { kept, directory }) as Box<dyn KeyedStore>)
             },
         )
