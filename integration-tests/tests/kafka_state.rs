@@ -138,12 +138,36 @@ fn job_with(
     group: &str,
     watermarks: &str,
 ) -> PathBuf {
-    dir.write(
-        "job.yaml",
-        &format!(
-            "name: {JOB}
+    let sink = format!(
+        "
+    type: kafka
+    input: {OPERATOR}
+    brokers: \"{bootstrap}\"
+    topic: out"
+    );
+    let text = job_text(
+        bootstrap,
+        &format!("interval: {interval}"),
+        group,
+        watermarks,
+        &sink,
+    );
+    dir.write("job.yaml", &text)
+}
+
+/// The job file: `checkpoint` (the mapping's fields), the consumer group's `group` properties,
+/// more watermark settings (`watermarks`) and the sink `out` (`sink`: its mapping).
+fn job_text(
+    bootstrap: &str,
+    checkpoint: &str,
+    group: &str,
+    watermarks: &str,
+    sink: &str,
+) -> String {
+    format!(
+        "name: {JOB}
 parallelism: 2
-checkpoint: {{interval: {interval}}}
+checkpoint: {{{checkpoint}}}
 sources:
   events:
     type: kafka
@@ -164,13 +188,8 @@ operators:
     aggregates: {{n: count, total: {{sum: amount}}}}
     exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 8, properties: {group}}}}}
 sinks:
-  out:
-    type: kafka
-    input: {OPERATOR}
-    brokers: \"{bootstrap}\"
-    topic: out
+  out: {sink}
 "
-        ),
     )
 }
 
@@ -900,36 +919,14 @@ fn a_state_topic_of_the_old_key_hash_is_refused_with_exit_2() {
 /// written to the file `out.jsonl` (one subtask): the spec's directory case with a Kafka
 /// exchange.
 fn directory_job(dir: &TempDir, bootstrap: &str) -> PathBuf {
-    dir.write(
-        "job.yaml",
-        &format!(
-            "name: {JOB}
-parallelism: 2
-checkpoint: {{interval: 200ms, dir: ckpt, retain: 1000}}
-sources:
-  events:
-    type: kafka
-    brokers: \"{bootstrap}\"
-    topics: [in]
-    start: earliest
-    key: user
-    timestamp: ts
-    properties: {GROUP}
-    watermarks: {{max_out_of_orderness: 1s, interval: 50ms}}
-operators:
-  {OPERATOR}:
-    type: window
-    input: events
-    key: user
-    size: 1s
-    time: event
-    aggregates: {{n: count, total: {{sum: amount}}}}
-    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 8, properties: {GROUP}}}}}
-sinks:
-  out: {{type: file, input: {OPERATOR}, parallelism: 1, path: out.jsonl}}
-"
-        ),
-    )
+    let text = job_text(
+        bootstrap,
+        "interval: 200ms, dir: ckpt, retain: 1000",
+        GROUP,
+        "",
+        &format!("{{type: file, input: {OPERATOR}, parallelism: 1, path: out.jsonl}}"),
+    );
+    dir.write("job.yaml", &text)
 }
 
 /// The complete checkpoints (those with `_metadata`) in the job's folder under `ckpt`.
