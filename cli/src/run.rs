@@ -177,9 +177,15 @@ fn run_job(
                 for (id, p) in &kept {
                     if let Some(v) = graph.find(id).map(|v| graph.vertex(v)) {
                         if v.parallelism() != p.get() {
+                            // A keyed vertex is kept only behind a Kafka exchange, whose
+                            // partitions are its key groups (`crate::exchange`).
+                            let why = match v.is_keyed() {
+                                true => "its keys are kept per subtask behind its Kafka exchange",
+                                false => "only keyed vertices rescale",
+                            };
                             eprintln!(
                                 "tidemark: {} \"{id}\" keeps the parallelism {p} it had in the \
-                                 checkpoint (not {}): only keyed vertices rescale",
+                                 checkpoint (not {}): {why}",
                                 v.kind().as_str(),
                                 v.parallelism()
                             );
