@@ -794,3 +794,47 @@ fn validate_and_run_warn_about_an_edge_that_may_reorder_a_partition_before_an_ex
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(!out.stderr.contains("warning"), "{}", out.stderr);
 }
+
+/// A job whose exchange feeds a vertex without state cannot be restored from a checkpoint
+/// directory: the input read again would be written to the exchange again and reach the
+/// vertex twice, so its reader records no position and the restore is refused naming it
+/// (exit 2). (Behind a keyed vertex it restores: `kafka_state.rs`.)
+#[test]
+fn a_job_with_an_exchange_before_a_stateless_vertex_is_not_restored_from_a_directory() {
+    let cluster = cluster(&[("tidemark-exch-stateless-pass-exchange", 4)]);
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let dir = TempDir::new("exchange-stateless-restore");
+    let job = filter_job(
+        &dir,
+        &bootstrap,
+        "exch-stateless",
+        "{interval: 100ms}",
+        "count: 1000000\n    keys: 20\n    rate: 1000",
+        "",
+    );
+    let text = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(
+        &job,
+        format!("{text}checkpoint: {{interval: 100ms, dir: ckpt}}\n"),
+    )
+    .unwrap();
+    let (mut a, _) = instance(dir.path(), &job, "a", &[]);
+    let folder = dir.path().join("ckpt").join("exch-stateless");
+    wait_until("a complete checkpoint", || {
+        std::fs::read_dir(&folder).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.path().join("_metadata").exists())
+        })
+    });
+    a.terminate();
+    assert_eq!(a.wait_code(), 0, "{}", a.stderr());
+    let out = common::tidemark(dir.path(), ["run", "job.yaml", "--restore", "latest"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("source \"pass.exchange-in\" cannot resume"),
+        "{}",
+        out.stderr
+    );
+}

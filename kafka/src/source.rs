@@ -2084,10 +2084,12 @@ impl Source for KafkaSource {
     }
 
     /// Resumes from a checkpoint directory: a source reading topics, and the reader of a
-    /// Kafka exchange (with the state of the keyed vertex behind it, when it keeps state:
-    /// `exchange/seed.rs`).
+    /// Kafka exchange whose keyed vertex keeps state (with that state: `exchange/seed.rs`).
+    /// The reader of an exchange without state does not: the messages written to the
+    /// exchange again after a restore would reach the vertex behind it twice, so such a
+    /// restore is refused.
     fn resumable(&self) -> bool {
-        true
+        self.relay.is_none() || self.consumer.context().state.get().is_some()
     }
 
     /// Per partition held: the offset after the last message handed to the job (or the
