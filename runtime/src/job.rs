@@ -603,6 +603,11 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             crate::chain::apply_to_operator(op.as_mut(), m, &mut out)
                                 .map_err(|e| restore_error(v.0, s, e))?;
                         }
+                        // Restored without writing checkpoints: the directory's store has given
+                        // its keys and has nothing to keep, so barriers take no snapshot for it.
+                        if vertex.keyed_store.is_none() && !checkpoints.writes_state() {
+                            store = None;
+                        }
                         if !out.is_empty() {
                             return Err(restore_error(
                                 v.0,
