@@ -165,7 +165,8 @@ pub(crate) fn build_graph_in(
         };
         // A vertex reading itself would be a cycle: do not offer it.
         let known: Vec<String> = readable.iter().filter(|id| **id != v.id).cloned().collect();
-        for input in &v.inputs {
+        for (i, input) in v.inputs.iter().enumerate() {
+            let input_field = v.input_fields.get(i).copied().unwrap_or("input");
             // Written in the file but unreadable (its own error says why): not unknown.
             let written = VertexKind::ALL
                 .iter()
@@ -174,7 +175,7 @@ pub(crate) fn build_graph_in(
                 continue;
             }
             if job.vertex(input).is_none() {
-                let path = [section_of(v.kind), v.id.as_str(), "input"];
+                let path = [section_of(v.kind), v.id.as_str(), input_field];
                 errors.push(job.error(
                     &path,
                     Some(v.vref()),
@@ -348,7 +349,18 @@ fn keyed_edge(
         );
         return None;
     }
-    let expression = match v.config.get(EDGE_KEY) {
+    // A join's key may differ per side: `{left: EXPR, right: EXPR}`.
+    let side = v
+        .inputs
+        .iter()
+        .position(|i| i == input)
+        .and_then(|i| v.input_fields.get(i))
+        .filter(|f| **f != "input");
+    let written = match (v.config.get(EDGE_KEY), side) {
+        (Some(serde_json::Value::Object(sides)), Some(side)) => sides.get(*side),
+        (other, _) => other,
+    };
+    let expression = match written {
         Some(serde_json::Value::String(s)) => s.clone(),
         Some(serde_json::Value::Number(n)) => n.to_string(),
         other => {
@@ -357,10 +369,16 @@ fn keyed_edge(
                 Some(v.vref()),
                 Problem::Invalid {
                     field: EDGE_KEY.into(),
-                    message: format!(
-                        "expected a CEL expression (a string), found {}",
-                        other.map_or("nothing".to_owned(), |o| o.to_string())
-                    ),
+                    message: match side {
+                        Some(side) => format!(
+                            "expected a CEL expression (a string), or one per side                              ({{left: EXPR, right: EXPR}}); found {} for the {side} side",
+                            other.map_or("nothing".to_owned(), |o| o.to_string())
+                        ),
+                        None => format!(
+                            "expected a CEL expression (a string), found {}",
+                            other.map_or("nothing".to_owned(), |o| o.to_string())
+                        ),
+                    },
                 },
             ));
             return None;

@@ -117,6 +117,11 @@ pub struct LatencySection {
     pub buckets: Option<Buckets>,
 }
 
+/// The `type` of a join, whose inputs are its `left` and `right`.
+const JOIN: &str = "join";
+/// A join's input fields, in input order.
+pub(crate) const JOIN_SIDES: [&str; 2] = ["left", "right"];
+
 /// One source, operator or sink.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VertexSpec {
@@ -126,8 +131,10 @@ pub struct VertexSpec {
     pub kind: VertexKind,
     /// The component type, e.g. `generator`; empty when the file gives none (an error).
     pub type_name: String,
-    /// The ids it reads from (empty for sources).
+    /// The ids it reads from (empty for sources); a join's `left` then `right`.
     pub inputs: Vec<String>,
+    /// The field each input is written in: `input`, or a join's `left` and `right`.
+    pub input_fields: &'static [&'static str],
     /// Its own parallelism, overriding the job's default.
     pub parallelism: Option<NonZeroUsize>,
     /// Its own number of key groups, overriding the job's `max_parallelism`.
@@ -642,18 +649,37 @@ impl Parser {
             true => self.source_options(&path, &vref, event_time),
             false => SourceOptions::default(),
         };
-        if !source && !fields.input.written {
-            self.err(
-                &[section, &id],
-                Some(vref),
-                Problem::MissingInput(kind.as_str()),
-            );
-        }
+        let type_name = fields
+            .type_name
+            .value
+            .as_ref()
+            .map(|t| t.0.clone())
+            .unwrap_or_default();
+        let (inputs, input_fields): (Vec<String>, &'static [&'static str]) =
+            if kind == VertexKind::Operator && type_name == JOIN {
+                (
+                    self.join_inputs(&path, &vref, fields.input.written, &mut config),
+                    &JOIN_SIDES,
+                )
+            } else {
+                if !source && !fields.input.written {
+                    self.err(
+                        &[section, &id],
+                        Some(vref),
+                        Problem::MissingInput(kind.as_str()),
+                    );
+                }
+                (
+                    fields.input.value.map(|i| i.0).unwrap_or_default(),
+                    &["input"],
+                )
+            };
         Some(VertexSpec {
             id,
             kind,
-            type_name: fields.type_name.value.map(|t| t.0).unwrap_or_default(),
-            inputs: fields.input.value.map(|i| i.0).unwrap_or_default(),
+            type_name,
+            inputs,
+            input_fields,
             parallelism: fields.parallelism.value.map(|p| p.0),
             max_parallelism: fields.max_parallelism.value.map(|m| m.0),
             partition: fields.partition.value,
@@ -661,6 +687,63 @@ impl Parser {
             source_options,
             config,
         })
+    }
+
+    /// A join's inputs: its `left` and its `right` (each one vertex id), taken out of the
+    /// component's settings; a join reads no `input`.
+    fn join_inputs(
+        &mut self,
+        path: &[String],
+        vref: &VertexRef,
+        input_written: bool,
+        config: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> Vec<String> {
+        fn at<'a>(path: &'a [String], field: &'a str) -> Vec<&'a str> {
+            path.iter()
+                .map(String::as_str)
+                .chain(std::iter::once(field))
+                .collect()
+        }
+        if input_written {
+            self.err(
+                &at(path, "input"),
+                Some(vref.clone()),
+                Problem::Invalid {
+                    field: "input".into(),
+                    message: "a join reads `left` and `right`, not `input`".into(),
+                },
+            );
+        }
+        let mut inputs = Vec::with_capacity(2);
+        for side in JOIN_SIDES {
+            match config.remove(side) {
+                Some(serde_json::Value::String(id)) => inputs.push(id),
+                Some(other) => {
+                    self.err(
+                        &at(path, side),
+                        Some(vref.clone()),
+                        Problem::Invalid {
+                            field: side.into(),
+                            message: format!("expected one vertex id (a string), found {other}"),
+                        },
+                    );
+                }
+                None => {
+                    let at: Vec<&str> = path.iter().map(String::as_str).collect();
+                    self.err(
+                        &at,
+                        Some(vref.clone()),
+                        Problem::Invalid {
+                            field: side.into(),
+                            message: format!(
+                                "missing: a join needs `{side}`, the vertex id of its {side} input"
+                            ),
+                        },
+                    );
+                }
+            }
+        }
+        inputs
     }
 
     /// A source's timestamp check and watermarks ([`EventTimeFields`], as `written`).

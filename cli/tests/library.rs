@@ -187,7 +187,7 @@ mod tally {
             Ok(())
         }
 
-        fn has_keyed_state(&self) -> bool {
+        fn has_keyed_state(&mut self) -> bool {
             true
         }
 

@@ -489,47 +489,6 @@ impl KeyedAccs {
         }
     }
 
-    /// Writes every key's accumulators into `out` (through the keyed-state API: each key into
-    /// its key group): `reduce`'s checkpoint.
-    pub(crate) fn snapshot(
-        &self,
-        out: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
-    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
-        for (key, accs) in self.iter() {
-            out.put(&key, accs)?;
-        }
-        Ok(())
-    }
-
-    /// Takes back the accumulators of the keys in `state` ([`KeyedAccs::snapshot`]).
-    pub(crate) fn restore(
-        &mut self,
-        state: &tidemark_runtime::keyed_state::KeyedSnapshot,
-    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
-        for (key, accs) in state.decoded::<Vec<Acc>>()? {
-            for (into, from) in self.get(&key).iter_mut().zip(&accs) {
-                *into = *from;
-            }
-        }
-        Ok(())
-    }
-
-    /// Forgets the accumulators of every key `forget` is true of (their key groups moved to
-    /// another owner). Rare (a rebalance): rebuilt through a snapshot.
-    pub(crate) fn forget(
-        &mut self,
-        forget: &dyn Fn(&Value) -> bool,
-    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
-        let mut kept = tidemark_runtime::keyed_state::KeyedSnapshot::new(1);
-        for (key, accs) in self.iter() {
-            if !forget(&key) {
-                kept.put(&key, accs)?;
-            }
-        }
-        self.clear();
-        self.restore(&kept)
-    }
-
     /// Forgets every key's state, keeping the memory.
     pub(crate) fn clear(&mut self) {
         self.dense.fill(Acc::default());
@@ -753,5 +712,51 @@ mod tests {
         assert_eq!(seen(&mut h), expected);
         assert!(h.dense.is_empty());
         assert_eq!(h.get_for(&Record::new(5, 0.0, 0))[0].count(), 2);
+    }
+}
+
+/// `reduce`'s keyed state as it declares it: each key's accumulators, kept in the layout of
+/// [`KeyedAccs`] and snapshotted, restored and forgotten by the runtime through this table.
+impl tidemark_runtime::keyed_table::KeyedTable for KeyedAccs {
+    fn snapshot(
+        &self,
+        out: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
+        for (key, accs) in self.iter() {
+            out.put(&key, accs)?;
+        }
+        Ok(())
+    }
+
+    fn restore(
+        &mut self,
+        state: &tidemark_runtime::keyed_state::KeyedSnapshot,
+    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
+        for (key, accs) in state.decoded::<Vec<Acc>>()? {
+            for (into, from) in self.get(&key).iter_mut().zip(&accs) {
+                *into = *from;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rare (a rebalance): rebuilt through a snapshot.
+    fn forget(
+        &mut self,
+        forget: &dyn Fn(&Value) -> bool,
+    ) -> Result<(), tidemark_runtime::state_codec::StateCodecError> {
+        use tidemark_runtime::keyed_table::KeyedTable;
+        let mut kept = tidemark_runtime::keyed_state::KeyedSnapshot::new(1);
+        for (key, accs) in self.iter() {
+            if !forget(&key) {
+                kept.put(&key, accs)?;
+            }
+        }
+        self.clear();
+        KeyedTable::restore(self, &kept)
+    }
+
+    fn keys(&self) -> usize {
+        self.len()
     }
 }

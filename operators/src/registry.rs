@@ -16,7 +16,7 @@ pub use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
 pub use crate::error::{ConfigError, FieldError, SettingProblem};
 use crate::{operators, sinks, sources};
 
-static COMPONENTS: [ComponentInfo; 11] = [
+static COMPONENTS: [ComponentInfo; 12] = [
     sources::generator::INFO,
     sources::file::INFO,
     sources::stdin::INFO,
@@ -25,6 +25,7 @@ static COMPONENTS: [ComponentInfo; 11] = [
     operators::delay::INFO,
     operators::reduce::INFO,
     operators::window::INFO,
+    operators::join::INFO,
     sinks::discard::INFO,
     sinks::stdout::INFO,
     sinks::file::INFO,
@@ -133,7 +134,7 @@ impl From<&ComponentInfo> for Component {
 }
 
 /// The built-in operators that group by key.
-const KEYED_BUILTINS: [&str; 2] = ["reduce", "window"];
+const KEYED_BUILTINS: [&str; 3] = ["reduce", "window", "join"];
 
 impl fmt::Debug for Component {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -123,6 +123,9 @@ pub(crate) struct Chain {
     downstream_nanos: u64,
     /// When the operators' state sizes are published next (batch clock, ns).
     next_state_size: i64,
+    /// Which input of the head vertex the records being pushed came over, where it has
+    /// several ([`Operator::process_input`]).
+    head_input: Option<usize>,
 }
 
 impl Chain {
@@ -146,6 +149,7 @@ impl Chain {
             source_metrics: None,
             downstream_nanos: 0,
             next_state_size: i64::MIN,
+            head_input: None,
         }
     }
 
@@ -174,6 +178,21 @@ impl Chain {
             return self.emit(cx, |r, cx| r.write(records, cx));
         }
         self.process_at(0, records, cx)
+    }
+
+    /// [`Chain::push`] of records that came over input `input` of a head vertex with several
+    /// inputs (`None`: one input): such a vertex's operator is told which
+    /// ([`Operator::process_input`]).
+    pub(crate) fn push_from(
+        &mut self,
+        input: Option<usize>,
+        records: &mut [Record],
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        self.head_input = input;
+        let pushed = self.push(records, cx);
+        self.head_input = None;
+        pushed
     }
 
     /// Node `i` processes `input` and passes on what it emits. In a timed turn its busy time is
@@ -211,7 +230,26 @@ impl Chain {
         self.current_vertex = node.vertex;
         node.records_in += input.len() as u64;
         let mut in_place = false;
+        let head_input = match i {
+            0 => self.head_input,
+            _ => None,
+        };
         let result = match &mut node.kind {
+            NodeKind::Operator(op) if head_input.is_some() => {
+                let from = head_input.expect("some");
+                match op.process_input(from, input, &mut node.out) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => match op.process_batch_in_place(input) {
+                        Ok(true) => {
+                            in_place = true;
+                            Ok(())
+                        }
+                        Ok(false) => op.process_batch_owned(input, &mut node.out),
+                        Err(error) => Err(error),
+                    },
+                    Err(error) => Err(error),
+                }
+            }
             NodeKind::Operator(op) => match op.process_batch_in_place(input) {
                 Ok(true) => {
                     in_place = true;

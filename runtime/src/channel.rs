@@ -473,9 +473,23 @@ pub(crate) struct ChannelReader {
     pub(crate) inputs: Vec<Arc<str>>,
     /// Whether watermarks flow in this job, so that the holder is named from the start.
     pub(crate) names_holder: bool,
+    /// Which input of the head vertex (its input edges in the order they were connected) each
+    /// slot belongs to.
+    pub(crate) input_index: Vec<u32>,
+    /// Whether the head vertex has several inputs (some slot's input is not the first).
+    pub(crate) several_inputs: bool,
 }
 
 impl ChannelReader {
+    /// The input of the head vertex that slot `slot` belongs to, where it has several.
+    #[inline]
+    pub(crate) fn input_of(&self, slot: u32) -> Option<usize> {
+        match self.several_inputs {
+            true => Some(self.input_index[slot as usize] as usize),
+            false => None,
+        }
+    }
+
     /// Gives a processed batch's buffers back to the writer that sent it.
     pub(crate) fn recycle(&self, slot: u32, mut batch: Batch) {
         batch.clear();

@@ -260,6 +260,20 @@ pub trait Operator: Send {
         Ok(false)
     }
 
+    /// Processes `records` that came over input `input` of this vertex (its input edges in
+    /// the order they were connected: a join's left is 0, its right 1), returning `true`;
+    /// `false` (the default) processes them as records of any input, through
+    /// [`Operator::process_batch_in_place`] or [`Operator::process_batch_owned`]. Called only
+    /// for the first vertex of a task with several inputs.
+    fn process_input(
+        &mut self,
+        _input: usize,
+        _records: &mut [Record],
+        _out: &mut Output,
+    ) -> Result<bool, BoxError> {
+        Ok(false)
+    }
+
     /// Called with the wall clock at least once per batch and regularly while no input comes,
     /// for processing-time timers (windows): every [`PARK_TICK`](crate::PARK_TICK) under the
     /// default idle strategy (2 ms under `spin`), or, where every operator of a task reading a
@@ -332,12 +346,21 @@ pub trait Operator: Send {
         Ok(())
     }
 
-    /// Whether this operator keeps keyed state ([`Operator::snapshot_keyed`]): asked once,
-    /// when the job starts; the default is `false`. A checkpoint stores the keyed state of such
-    /// an operator per key group, so that a restore at another parallelism hands each subtask
-    /// the keys of its key groups.
-    fn has_keyed_state(&self) -> bool {
-        false
+    /// The keyed state this operator declares ([`crate::keyed_table`]): the runtime
+    /// snapshots, restores and rescales it, and the operator implements nothing else for its
+    /// keyed state. The default is `None`; an operator with a layout of its own implements
+    /// [`Operator::has_keyed_state`], [`Operator::snapshot_keyed`], [`Operator::restore_keyed`]
+    /// and [`Operator::forget_keyed`] instead (the built-in `window` does).
+    fn keyed_table(&mut self) -> Option<&mut dyn crate::keyed_table::KeyedTable> {
+        None
+    }
+
+    /// Whether this operator keeps keyed state: asked once, when the job starts; the default
+    /// is whether it declares a [`Operator::keyed_table`]. A checkpoint stores the keyed state
+    /// of such an operator per key group, so that a restore at another parallelism hands each
+    /// subtask the keys of its key groups.
+    fn has_keyed_state(&mut self) -> bool {
+        self.keyed_table().is_some()
     }
 
     /// Writes the state of every key this subtask holds into `state` (each key into its key
@@ -348,15 +371,21 @@ pub trait Operator: Send {
     fn snapshot_keyed(
         &mut self,
         _checkpoint: u64,
-        _state: &mut crate::keyed_state::KeyedSnapshot,
+        state: &mut crate::keyed_state::KeyedSnapshot,
     ) -> Result<(), BoxError> {
+        if let Some(table) = self.keyed_table() {
+            table.snapshot(state)?;
+        }
         Ok(())
     }
 
     /// Takes back the keyed state of this subtask's key groups, as an earlier run's
     /// [`Operator::snapshot_keyed`] wrote it (merged from every old subtask that held one of
     /// these key groups): called once, before the first record, when the job is restored.
-    fn restore_keyed(&mut self, _state: crate::keyed_state::KeyedSnapshot) -> Result<(), BoxError> {
+    fn restore_keyed(&mut self, state: crate::keyed_state::KeyedSnapshot) -> Result<(), BoxError> {
+        if let Some(table) = self.keyed_table() {
+            table.restore(&state)?;
+        }
         Ok(())
     }
 
@@ -395,9 +424,12 @@ pub trait Operator: Send {
     /// [`Operator::has_keyed_state`] is true; the default refuses.
     fn forget_keyed(
         &mut self,
-        _forget: &dyn Fn(&crate::value::Value) -> bool,
+        forget: &dyn Fn(&crate::value::Value) -> bool,
     ) -> Result<(), BoxError> {
-        Err("this operator cannot hand its keys over to another owner".into())
+        match self.keyed_table() {
+            Some(table) => Ok(table.forget(forget)?),
+            None => Err("this operator cannot hand its keys over to another owner".into()),
+        }
     }
 
     /// Forgets the state of key groups `groups` (of `max_parallelism`), emitting nothing: they

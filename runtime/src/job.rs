@@ -461,6 +461,8 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                             gauge: gauge.clone(),
                             taken: 0,
                             inputs: Vec::new(),
+                            input_index: Vec::new(),
+                            several_inputs: false,
                             names_holder: watermarks_flow,
                         },
                     )
@@ -474,6 +476,12 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 reader
                     .inputs
                     .push(Arc::from(graph.vertices[e.from.0].id.as_str()));
+                let input = graph
+                    .inputs(e.to)
+                    .position(|g| g.from == e.from)
+                    .unwrap_or(0) as u32;
+                reader.input_index.push(input);
+                reader.several_inputs |= input > 0;
                 reader.open += 1;
                 writers.push(ChannelWriter::new(
                     tx.clone(),

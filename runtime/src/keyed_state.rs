@@ -603,6 +603,11 @@ impl<V> KeyedState<V> {
         self.values.is_empty()
     }
 
+    /// Keeps only the keys `keep` is true of.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Value, &mut V) -> bool) {
+        self.values.retain(|k, v| keep(k, v));
+    }
+
     /// Forgets every key.
     pub fn clear(&mut self) {
         self.values.clear();

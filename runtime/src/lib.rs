@@ -20,6 +20,7 @@
 //! | [`key_group`] | key groups: `max_parallelism`, the key-group hash, each subtask's range |
 //! | [`key_hash`] | the key hash: Kafka's murmur2 of a key's canonical bytes, which key groups and exchange partitions come from |
 //! | [`keyed_state`] | the keyed-state API: [`KeyedState`](keyed_state::KeyedState), [`KeyedSnapshot`](keyed_state::KeyedSnapshot) |
+//! | [`keyed_table`] | keyed state an operator declares ([`KeyedTable`](keyed_table::KeyedTable)) and its kinds: value, list, time-ordered buffer ([`TimeBuffer`](keyed_table::TimeBuffer)), map |
 //! | [`keyed_store`] | where keyed state goes and comes from: [`KeyedStore`](keyed_store::KeyedStore), the directory's [`DirectoryStore`](keyed_store::DirectoryStore) |
 //! | [`job`] | [`start`]/[`run`] a job, [`JobHandle`], [`JobResult`] |
 //! | [`metrics`] | [`MetricsRegistry`]: live per-subtask counters and latency statistics |
@@ -72,6 +73,7 @@ pub mod key_group;
 pub mod key_hash;
 pub mod keyed_state;
 pub mod keyed_store;
+pub mod keyed_table;
 pub mod metrics;
 pub mod name;
 pub mod output;

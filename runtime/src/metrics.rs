@@ -85,11 +85,13 @@ pub enum DropReason {
     /// A record still in a queue, a batch or a task when the job stopped hard (a drain timeout,
     /// a second signal, or a failure).
     InFlight,
+    /// A record of an inner join that left the join's state without a match.
+    Unmatched,
 }
 
 impl DropReason {
     /// How many reasons there are.
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
     /// Every reason, in the order the report and the table list them.
     pub const ALL: [DropReason; DropReason::COUNT] = [
         DropReason::Malformed,
@@ -98,10 +100,12 @@ impl DropReason {
         DropReason::ExpressionError,
         DropReason::OutputClosed,
         DropReason::InFlight,
+        DropReason::Unmatched,
     ];
 
     /// The name used as the `reason` label and in the report: `malformed`,
-    /// `invalid_timestamp`, `late`, `expression_error`, `output_closed`, `in_flight`.
+    /// `invalid_timestamp`, `late`, `expression_error`, `output_closed`, `in_flight`,
+    /// `unmatched`.
     pub fn as_str(self) -> &'static str {
         match self {
             DropReason::Malformed => "malformed",
@@ -110,6 +114,7 @@ impl DropReason {
             DropReason::ExpressionError => "expression_error",
             DropReason::OutputClosed => "output_closed",
             DropReason::InFlight => "in_flight",
+            DropReason::Unmatched => "unmatched",
         }
     }
 }

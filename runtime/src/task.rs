@@ -855,6 +855,7 @@ impl ChannelInput {
         holding
             .held
             .store((batch.records.len() - record) as u64, Ordering::Relaxed);
+        let input = reader.input_of(slot);
         let mut start = record;
         // Watermarks or idleness came: the input holding the watermark back may have changed.
         if batch.events[event..]
@@ -866,7 +867,7 @@ impl ChannelInput {
         for j in event..batch.events.len() {
             let (pos, event) = batch.events[j];
             let pos = pos as usize;
-            chain.push(&mut batch.records[start..pos], cx)?;
+            chain.push_from(input, &mut batch.records[start..pos], cx)?;
             start = pos;
             match event {
                 Event::Marker(marker) => chain.on_marker(marker)?,
@@ -901,7 +902,7 @@ impl ChannelInput {
                 }
             }
         }
-        chain.push(&mut batch.records[start..], cx)?;
+        chain.push_from(input, &mut batch.records[start..], cx)?;
         reader.recycle(slot, batch);
         holding.held.store(0, Ordering::Relaxed);
         if std::mem::take(&mut self.holder_may_change) {
@@ -1185,6 +1186,8 @@ mod tests {
             gauge,
             taken: 0,
             inputs: Vec::new(),
+            input_index: Vec::new(),
+            several_inputs: false,
             names_holder: false,
         };
         Task::new(

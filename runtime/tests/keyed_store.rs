@@ -78,7 +78,7 @@ impl Operator for CountPerKey {
         Ok(())
     }
 
-    fn has_keyed_state(&self) -> bool {
+    fn has_keyed_state(&mut self) -> bool {
         true
     }
 

@@ -107,7 +107,7 @@ impl Operator for SumPerKey {
         Ok(())
     }
 
-    fn has_keyed_state(&self) -> bool {
+    fn has_keyed_state(&mut self) -> bool {
         true
     }
 

@@ -1,7 +1,8 @@
-//! Operators: `map`, `filter`, `delay`, `reduce`, `window`.
+//! Operators: `map`, `filter`, `delay`, `reduce`, `window`, `join`.
 
 pub mod delay;
 pub mod filter;
+pub mod join;
 pub mod key_by;
 pub mod map;
 pub mod reduce;

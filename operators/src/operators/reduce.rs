@@ -326,30 +326,9 @@ impl Operator for ReduceOperator {
         }
     }
 
-    fn has_keyed_state(&self) -> bool {
-        true
-    }
-
-    fn snapshot_keyed(
-        &mut self,
-        _checkpoint: u64,
-        state: &mut tidemark_runtime::keyed_state::KeyedSnapshot,
-    ) -> Result<(), BoxError> {
-        Ok(self.state.snapshot(state)?)
-    }
-
-    fn restore_keyed(
-        &mut self,
-        state: tidemark_runtime::keyed_state::KeyedSnapshot,
-    ) -> Result<(), BoxError> {
-        Ok(self.state.restore(&state)?)
-    }
-
-    fn forget_keyed(
-        &mut self,
-        forget: &dyn Fn(&tidemark_runtime::Value) -> bool,
-    ) -> Result<(), BoxError> {
-        Ok(self.state.forget(forget)?)
+    /// Its accumulators per key: the runtime snapshots, restores and moves them.
+    fn keyed_table(&mut self) -> Option<&mut dyn tidemark_runtime::keyed_table::KeyedTable> {
+        Some(&mut self.state)
     }
 
     /// The length of the `on_error` dead-letter file ([`OnError::snapshot`]).

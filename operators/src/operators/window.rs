@@ -595,7 +595,7 @@ impl Operator for WindowOperator {
         self.late_dropped
     }
 
-    fn has_keyed_state(&self) -> bool {
+    fn has_keyed_state(&mut self) -> bool {
         true
     }
 

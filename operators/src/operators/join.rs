@@ -1,0 +1,680 @@
+//! The `join` operator: an interval join of two keyed streams in event time (Flink's
+//! `intervalJoin`, Kafka Streams' windowed stream–stream join).
+//!
+//! ```yaml
+//! operators:
+//!   paid_after_click:
+//!     type: join
+//!     kind: interval           # the default
+//!     left: payments           # vertex ids (sources or operators)
+//!     right: clicks
+//!     key: user                # CEL over each side's event; or {left: customer_id, right: id}
+//!     between: [-10m, 0s]      # right.timestamp - left.timestamp in [lower, upper], inclusive
+//!     join: inner              # inner (default) | left | right | full
+//!     select:                  # optional: CEL over `left`, `right` (null when unmatched) and `key`
+//!       user: key
+//!       amount: left.amount
+//!     allowed_lateness: 0s     # default 0
+//!     late: {dead_letter: late-joins.jsonl}   # drop (default: dropped and counted) | {dead_letter: PATH}
+//!     on_error: fail           # a `select` expression failing: fail (default) | skip | {dead_letter: PATH}
+//! ```
+//!
+//! `left`, `right` and `key` are the job file's: both inputs are hash edges on the join key
+//! (a key stage per input, `<join>.key.<input>`), so one key's records of both sides meet in
+//! one subtask; the runtime tells the operator which input a batch came over
+//! ([`Operator::process_input`]: the left is input 0, the right input 1).
+//!
+//! **Matching.** A left record `l` and a right record `r` of one key match when
+//! `lower <= r.timestamp - l.timestamp <= upper`. Each matching pair gives one result as soon
+//! as its second record arrives, timestamped `max(l.timestamp, r.timestamp)`, with the join key
+//! as its key. Its event is `{"left": <left event>, "right": <right event>}`, or with `select`
+//! the fields of `select` (in name order), each a CEL expression over the variables `left`,
+//! `right` (`null` on the unmatched side) and `key`.
+//!
+//! **Event time.** The join's watermark is the smaller of its inputs' (the runtime's, as for
+//! every vertex with several inputs; an idle input does not hold it back). Let
+//! `limit = watermark - allowed_lateness`. A record with a timestamp below `limit` is late:
+//! dropped and counted (`tidemark_records_dropped_total{reason="late"}`), and with
+//! `late: {dead_letter: PATH}` written there. A left record is held until `limit` passes
+//! `l.timestamp + upper`, a right record until it passes `r.timestamp - lower`: after that no
+//! record that is not late can match it. Then it leaves the state; if it matched nothing, with
+//! `join: left` (a left record), `right` (a right record) or `full` (either) it gives one
+//! result with the other side null, timestamped with its own timestamp, and with `inner` it is
+//! counted as dropped with reason `unmatched`. A record that matched never gives an unmatched
+//! result. At the end of a bounded input every record still held is settled the same way.
+//!
+//! **State** is the keyed state it declares ([`Operator::keyed_table`]): per key, the held
+//! records of each side in a time-ordered buffer ([`TimeBuffer`]), each with its event and
+//! whether it matched. The runtime snapshots it at each checkpoint, restores it at any
+//! parallelism and moves it with its key groups; the operator's watermark goes with it, so
+//! lateness is judged after a restore as before it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tidemark_runtime::keyed_state::{KeyedSnapshot, KeyedState};
+use tidemark_runtime::keyed_table::{KeyedTable, TimeBuffer};
+use tidemark_runtime::name::{name_of, Name};
+use tidemark_runtime::value::{Map, Value};
+use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, StateSize, SubtaskContext};
+
+use crate::component::{BuildEnv, Built, ComponentInfo, ComponentKind};
+use crate::config::{self, duration, nanos_i64};
+use crate::error::{ConfigError, FieldError};
+use crate::expr::{self, Evaluator, EventRef, Expr, Scope};
+use crate::on_error::{self, ErrorPolicy, OnError, OnErrorFactory};
+use crate::operators::window::LatePolicy;
+
+/// The registry entry.
+pub(crate) const INFO: ComponentInfo = ComponentInfo {
+    type_name: "join",
+    kind: ComponentKind::Operator,
+    fields: &[
+        "kind",
+        "between",
+        "join",
+        "select",
+        "allowed_lateness",
+        "late",
+        "on_error",
+        "as_of",
+    ],
+    summary: "an interval join of two keyed inputs (`left`, `right`) in event time",
+    build,
+};
+
+/// Settings of the `join` operator (its `left`, `right` and `key` are the job file's).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JoinConfig {
+    /// Which join.
+    #[serde(default)]
+    pub kind: JoinKind,
+    /// `[lower, upper]`: the bounds of `right.timestamp - left.timestamp`.
+    #[serde(default)]
+    pub between: Option<Vec<serde_json::Value>>,
+    /// Which unmatched records give results.
+    #[serde(default)]
+    pub join: JoinType,
+    /// Output field -> CEL expression over `left`, `right` and `key`.
+    #[serde(default)]
+    pub select: Option<BTreeMap<String, String>>,
+    /// How far behind the watermark a record may be and still join; default 0.
+    #[serde(default, deserialize_with = "duration::option")]
+    pub allowed_lateness: Option<Duration>,
+    /// What happens to late records.
+    #[serde(default)]
+    pub late: LatePolicy,
+    /// What happens when a `select` expression fails on a result.
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
+    /// A table join's version choice.
+    #[serde(default)]
+    pub as_of: Option<String>,
+}
+
+/// `kind:` which join.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinKind {
+    /// Records of both sides within an interval of each other.
+    #[default]
+    Interval,
+    /// A stream against a table's changelog.
+    Table,
+}
+
+/// `join:` which unmatched records give a result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinType {
+    /// Only matches.
+    #[default]
+    Inner,
+    /// Matches, and left records that matched nothing.
+    Left,
+    /// Matches, and right records that matched nothing.
+    Right,
+    /// Matches, and records of either side that matched nothing.
+    Full,
+}
+
+impl JoinType {
+    /// Whether a record of `side` that matched nothing gives a result.
+    fn keeps(self, side: Side) -> bool {
+        matches!(
+            (self, side),
+            (JoinType::Full, _) | (JoinType::Left, Side::Left) | (JoinType::Right, Side::Right)
+        )
+    }
+}
+
+/// A signed duration (`-10m`, `0s`, `5s`, a number of milliseconds) in nanoseconds.
+fn signed_duration(v: &serde_json::Value) -> Result<i64, String> {
+    let text = match v {
+        serde_json::Value::String(s) => s.trim().to_owned(),
+        serde_json::Value::Number(n) => n.to_string(),
+        other => {
+            return Err(format!(
+                "expected a duration like -10m or 0s, found {other}"
+            ))
+        }
+    };
+    let (negative, magnitude) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    let d = tidemark_markers::parse_duration(magnitude).map_err(|e| e.to_string())?;
+    let n = nanos_i64(d);
+    Ok(if negative { -n } else { n })
+}
+
+fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
+    let config: JoinConfig = config::parse(INFO.type_name, config)?;
+    let mut problems = Vec::new();
+    if config.kind == JoinKind::Table {
+        problems.push(FieldError::new(
+            "kind",
+            "kind: table is not available yet: use kind: interval",
+        ));
+    }
+    if config.as_of.is_some() {
+        problems.push(FieldError::new("as_of", "only applies with kind: table"));
+    }
+    let between = match config.between.as_deref() {
+        None => {
+            problems.push(FieldError::new(
+                "between",
+                "missing: an interval join needs `between: [lower, upper]` (e.g. [-10m, 0s]: \
+                 the right record at most 10 minutes before the left one)",
+            ));
+            None
+        }
+        Some([lower, upper]) => match (signed_duration(lower), signed_duration(upper)) {
+            (Ok(l), Ok(u)) if l <= u => Some((l, u)),
+            (Ok(_), Ok(_)) => {
+                problems.push(FieldError::new(
+                    "between",
+                    "the lower bound is above the upper bound: expected [lower, upper]",
+                ));
+                None
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                problems.push(FieldError::new("between", e));
+                None
+            }
+        },
+        Some(other) => {
+            problems.push(FieldError::new(
+                "between",
+                format!(
+                    "expected two durations [lower, upper], found {} values",
+                    other.len()
+                ),
+            ));
+            None
+        }
+    };
+    let mut select = Vec::new();
+    for (field, source) in config.select.iter().flatten() {
+        match Expr::compile(source) {
+            Ok(e) => select.push((name_of(field), e)),
+            Err(e) => return Err(e.into_config_error(INFO.type_name, &format!("select.{field}"))),
+        }
+    }
+    let (Some((lower, upper)), true) = (between, problems.is_empty()) else {
+        return Err(ConfigError::Invalid {
+            type_name: INFO.type_name.to_owned(),
+            problems,
+        });
+    };
+    let select: Option<Arc<[(Name, Expr)]>> = config.select.is_some().then(|| select.into());
+    let lateness = nanos_i64(config.allowed_lateness.unwrap_or_default());
+    let on_error = OnErrorFactory::new(config.on_error.clone(), &env.job_dir);
+    let late = match &config.late {
+        LatePolicy::Drop => None,
+        LatePolicy::DeadLetter(path) => Some(OnErrorFactory::new(
+            ErrorPolicy::DeadLetter(path.clone()),
+            &env.job_dir,
+        )),
+    };
+    let join = config.join;
+    Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
+        Ok(Box::new(IntervalJoin {
+            lower,
+            upper,
+            lateness,
+            join,
+            select: select.clone(),
+            eval: Evaluator::new(),
+            state: KeyedState::new(),
+            expiry: BTreeMap::new(),
+            watermark: i64::MIN,
+            on_error: on_error.subtask(&ctx.vertex_id)?,
+            late: match &late {
+                Some(f) => Some(f.subtask(&ctx.vertex_id)?),
+                None => None,
+            },
+            late_dropped: 0,
+            unmatched_dropped: 0,
+            held: 0,
+        }) as Box<dyn Operator>)
+    })))
+}
+
+/// Which input a record came over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+/// A record held in a join's state: its event, and whether it has matched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Held {
+    /// Kept as JSON text in a snapshot (the checkpoint codec reads no self-describing values).
+    #[serde(with = "event_text")]
+    event: Value,
+    matched: bool,
+}
+
+/// One key's held records of each side, in timestamp order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Sides {
+    left: TimeBuffer<Held>,
+    right: TimeBuffer<Held>,
+}
+
+/// An event as its JSON text.
+mod event_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tidemark_runtime::value::Value;
+
+    pub(super) fn serialize<S: Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Value::from_json(text.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One subtask of an interval join.
+struct IntervalJoin {
+    lower: i64,
+    upper: i64,
+    lateness: i64,
+    join: JoinType,
+    select: Option<Arc<[(Name, Expr)]>>,
+    eval: Evaluator,
+    /// The held records per key: the keyed state the operator declares.
+    state: KeyedState<Sides>,
+    /// When held records leave the state: per time (a record leaves once the watermark minus
+    /// the lateness is above it), the keys holding one. Not in the state: made again from it on
+    /// a restore. A key may be listed for records that left already (nothing happens then).
+    expiry: BTreeMap<i64, Vec<Value>>,
+    /// The highest watermark seen (`i64::MIN`: none yet).
+    watermark: i64,
+    on_error: OnError,
+    late: Option<OnError>,
+    late_dropped: u64,
+    unmatched_dropped: u64,
+    /// Records held now.
+    held: u64,
+}
+
+impl IntervalJoin {
+    /// The time below which a record is late, and above which a held record must reach to
+    /// stay.
+    fn limit(&self) -> i64 {
+        self.watermark.saturating_sub(self.lateness)
+    }
+
+    /// When a record of `side` at `t` leaves the state: the limit must pass this.
+    fn leaves_after(&self, side: Side, t: i64) -> i64 {
+        match side {
+            Side::Left => t.saturating_add(self.upper),
+            Side::Right => t.saturating_sub(self.lower),
+        }
+    }
+
+    fn add(&mut self, side: Side, record: &Record, out: &mut Output) -> Result<(), BoxError> {
+        let t = record.timestamp;
+        let limit = self.limit();
+        if self.watermark != i64::MIN && t < limit {
+            return self.late(record, limit);
+        }
+        let key = record.key();
+        let event = record.event();
+        let leaves_after = self.leaves_after(side, t);
+        let (lower, upper) = (self.lower, self.upper);
+        let sides = self.state.get_or_default(&key);
+        let (other, from, to) = match side {
+            Side::Left => (
+                &mut sides.right,
+                t.saturating_add(lower),
+                t.saturating_add(upper),
+            ),
+            Side::Right => (
+                &mut sides.left,
+                t.saturating_sub(upper),
+                t.saturating_sub(lower),
+            ),
+        };
+        let mut matched = false;
+        let mut pairs: Vec<(i64, Value)> = Vec::new();
+        for (other_t, held) in other.range_mut(from, to) {
+            held.matched = true;
+            matched = true;
+            pairs.push((other_t, held.event.clone()));
+        }
+        let stays = leaves_after >= limit || self.watermark == i64::MIN;
+        if stays {
+            let own = match side {
+                Side::Left => &mut sides.left,
+                Side::Right => &mut sides.right,
+            };
+            own.push(
+                t,
+                Held {
+                    event: event.clone(),
+                    matched,
+                },
+            );
+            self.held += 1;
+            self.expiry
+                .entry(leaves_after)
+                .or_default()
+                .push(key.clone().into_owned());
+        } else if sides.left.is_empty() && sides.right.is_empty() {
+            self.state.remove(&key);
+        }
+        for (other_t, other_event) in pairs {
+            let (l, r) = match side {
+                Side::Left => (&event, &other_event),
+                Side::Right => (&other_event, &event),
+            };
+            self.emit(&key, Some(l), Some(r), t.max(other_t), out)?;
+        }
+        if !stays && !matched {
+            self.unmatched(side, &key, event, t, out)?;
+        }
+        Ok(())
+    }
+
+    /// A record of `side` that matched nothing and leaves: a result with the other side null,
+    /// or counted as dropped.
+    fn unmatched(
+        &mut self,
+        side: Side,
+        key: &Value,
+        event: Value,
+        t: i64,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        if !self.join.keeps(side) {
+            self.unmatched_dropped += 1;
+            return Ok(());
+        }
+        match side {
+            Side::Left => self.emit(key, Some(&event), None, t, out),
+            Side::Right => self.emit(key, None, Some(&event), t, out),
+        }
+    }
+
+    /// Emits the result of `left` and `right` (`None`: unmatched) at `t`.
+    fn emit(
+        &mut self,
+        key: &Value,
+        left: Option<&Value>,
+        right: Option<&Value>,
+        t: i64,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        let mut both = Map::with_capacity(2);
+        both.push_unchecked(name_of("left"), left.cloned().unwrap_or(Value::Null));
+        both.push_unchecked(name_of("right"), right.cloned().unwrap_or(Value::Null));
+        let Some(select) = &self.select else {
+            out.emit(Record::with_event(key.clone(), both, t));
+            return Ok(());
+        };
+        both.push_unchecked(name_of("key"), key.clone());
+        let scope = Scope {
+            event: EventRef::Map(&both),
+            key,
+            timestamp_ms: t.div_euclid(1_000_000),
+        };
+        let mut fields = Map::with_capacity(select.len());
+        for (name, e) in select.iter() {
+            match self.eval.eval(e, &scope) {
+                Ok(v) => fields.push_unchecked(name.clone(), v),
+                Err(error) => return self.on_error.handle(e, error, &scope.event),
+            }
+        }
+        out.emit(Record::with_event(key.clone(), fields, t));
+        Ok(())
+    }
+
+    #[cold]
+    fn late(&mut self, record: &Record, limit: i64) -> Result<(), BoxError> {
+        self.late_dropped += 1;
+        if let Some(dead_letter) = &mut self.late {
+            let message = format!(
+                "late: the record's timestamp {} ms is behind the join's watermark {} ms \
+                 minus allowed_lateness {} ms",
+                record.timestamp.div_euclid(1_000_000),
+                self.watermark.div_euclid(1_000_000),
+                self.lateness / 1_000_000,
+            );
+            let _ = limit;
+            expr::with_record(record, |scope| {
+                dead_letter.drop_record(&message, &scope.event)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Every held record that leaves once the limit is `limit` (`None`: all of them, at the
+    /// end of input) leaves, giving its unmatched result.
+    fn expire(&mut self, limit: Option<i64>, out: &mut Output) -> Result<(), BoxError> {
+        let due = match limit {
+            Some(limit) => {
+                let rest = self.expiry.split_off(&limit);
+                std::mem::replace(&mut self.expiry, rest)
+            }
+            None => std::mem::take(&mut self.expiry),
+        };
+        let (lower, upper) = (self.lower, self.upper);
+        let mut gone: Vec<(Side, i64, Value)> = Vec::new();
+        for key in due.into_values().flatten() {
+            let Some(sides) = self.state.get_mut(&key) else {
+                continue;
+            };
+            // A left record leaves when limit > t + upper, a right one when limit > t - lower.
+            let (left_until, right_until) = match limit {
+                Some(limit) => (
+                    limit.saturating_sub(upper).saturating_sub(1),
+                    limit.saturating_add(lower).saturating_sub(1),
+                ),
+                None => (i64::MAX, i64::MAX),
+            };
+            sides.left.expire(left_until, |t, held| {
+                if !held.matched {
+                    gone.push((Side::Left, t, held.event));
+                } else {
+                    gone.push((Side::Left, i64::MIN, Value::Null));
+                }
+            });
+            sides.right.expire(right_until, |t, held| {
+                if !held.matched {
+                    gone.push((Side::Right, t, held.event));
+                } else {
+                    gone.push((Side::Right, i64::MIN, Value::Null));
+                }
+            });
+            if sides.left.is_empty() && sides.right.is_empty() {
+                self.state.remove(&key);
+            }
+            for (side, t, event) in gone.drain(..) {
+                self.held -= 1;
+                if t != i64::MIN {
+                    self.unmatched(side, &key, event, t, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The expiry index made again from the state (after a restore).
+    fn index(&mut self) {
+        self.expiry.clear();
+        self.held = 0;
+        let mut expiry: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
+        for (key, sides) in self.state.iter() {
+            for (t, _) in sides.left.iter() {
+                expiry
+                    .entry(t.saturating_add(self.upper))
+                    .or_default()
+                    .push(key.clone());
+            }
+            for (t, _) in sides.right.iter() {
+                expiry
+                    .entry(t.saturating_sub(self.lower))
+                    .or_default()
+                    .push(key.clone());
+            }
+            self.held += (sides.left.len() + sides.right.len()) as u64;
+        }
+        self.expiry = expiry;
+    }
+}
+
+impl Operator for IntervalJoin {
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        // Only a vertex with one input gets records this way: not a join's.
+        self.add(Side::Left, &record, out)
+    }
+
+    fn process_input(
+        &mut self,
+        input: usize,
+        records: &mut [Record],
+        out: &mut Output,
+    ) -> Result<bool, BoxError> {
+        let side = match input {
+            0 => Side::Left,
+            1 => Side::Right,
+            other => return Err(format!("a join has two inputs, not {}", other + 1).into()),
+        };
+        for record in records.iter() {
+            self.add(side, record, out)?;
+        }
+        Ok(true)
+    }
+
+    fn uses_time(&self) -> bool {
+        false
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
+        if watermark <= self.watermark {
+            return Ok(());
+        }
+        self.watermark = watermark;
+        self.expire(Some(self.limit()), out)
+    }
+
+    fn finish(&mut self, _now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
+        self.expire(None, out)?;
+        self.on_error.finish()?;
+        match &mut self.late {
+            Some(late) => late.finish(),
+            None => Ok(()),
+        }
+    }
+
+    fn keyed_table(&mut self) -> Option<&mut dyn KeyedTable> {
+        Some(&mut self.state)
+    }
+
+    /// The held records per key, and the watermark (an operator-wide value).
+    fn snapshot_keyed(
+        &mut self,
+        _checkpoint: u64,
+        state: &mut KeyedSnapshot,
+    ) -> Result<(), BoxError> {
+        KeyedTable::snapshot(&self.state, state)?;
+        state.set_shared(&self.watermark)?;
+        Ok(())
+    }
+
+    /// Takes in the held records of this subtask's key groups and the highest watermark any
+    /// old subtask had, and makes the expiry index again.
+    fn restore_keyed(&mut self, state: KeyedSnapshot) -> Result<(), BoxError> {
+        KeyedTable::restore(&mut self.state, &state)?;
+        let restored: Vec<i64> = state.shared()?;
+        if let Some(w) = restored.into_iter().max() {
+            self.watermark = self.watermark.max(w);
+        }
+        self.index();
+        Ok(())
+    }
+
+    fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::snapshot_handlers(&mut [&mut self.on_error, late], checkpoint),
+            None => on_error::snapshot_handlers(&mut [&mut self.on_error], checkpoint),
+        }
+    }
+
+    fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::restore_handlers(&mut [&mut self.on_error, late], state),
+            None => on_error::restore_handlers(&mut [&mut self.on_error], state),
+        }
+    }
+
+    fn late_records_dropped(&self) -> u64 {
+        self.late_dropped
+    }
+
+    fn records_dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::Late => self.late_dropped,
+            DropReason::ExpressionError => self.on_error.dropped,
+            DropReason::Unmatched => self.unmatched_dropped,
+            _ => 0,
+        }
+    }
+
+    fn state_size(&self) -> Option<StateSize> {
+        Some(StateSize {
+            keys: self.state.len() as u64,
+            windows_open: 0,
+            bytes: self
+                .state
+                .iter()
+                .flat_map(|(_, s)| s.left.iter().chain(s.right.iter()))
+                .map(|(_, h)| 48 + approximate_size(&h.event))
+                .sum(),
+        })
+    }
+}
+
+/// A rough size in bytes of `v` in memory.
+fn approximate_size(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => 16 + s.len() as u64,
+        Value::List(l) => 24 + l.iter().map(approximate_size).sum::<u64>(),
+        Value::Map(m) => {
+            24 + m
+                .iter()
+                .map(|(k, v)| 16 + k.len() as u64 + approximate_size(v))
+                .sum::<u64>()
+        }
+        _ => 16,
+    }
+}
