@@ -538,6 +538,7 @@ mod snapshot_tests {
                     acc.bits = acc.bits.wrapping_add(*b as u64);
                 }
             }
+            use tidemark_runtime::keyed_table::KeyedTable;
             let mut snapshot = KeyedSnapshot::new(32);
             state.snapshot(&mut snapshot).unwrap();
             let snapshot: KeyedSnapshot = decode(&encode(&snapshot).unwrap()).unwrap();

@@ -678,3 +678,222 @@ fn approximate_size(v: &Value) -> u64 {
         _ => 16,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::operator;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    const MS: i64 = 1_000_000;
+
+    /// One step of a run: a record of a side (key, timestamp in ms, id), or a watermark (ms).
+    #[derive(Clone, Debug)]
+    enum Step {
+        Record(Side, i64, i64, i64),
+        Watermark(i64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (any::<bool>(), 0i64..3, 0i64..40, 0i64..1_000).prop_map(|(l, k, t, id)| {
+                Step::Record(if l { Side::Left } else { Side::Right }, k, t, id)
+            }),
+            1 => (0i64..45).prop_map(Step::Watermark),
+        ]
+    }
+
+    fn join(kind: &str, lower: i64, upper: i64, lateness: i64) -> Box<dyn Operator> {
+        operator(
+            &INFO,
+            json!({
+                "between": [format!("{lower}ms"), format!("{upper}ms")],
+                "join": kind,
+                "allowed_lateness": format!("{lateness}ms"),
+            }),
+        )
+    }
+
+    fn record(k: i64, t: i64, id: i64) -> Record {
+        let mut event = Map::new();
+        event.insert("id", Value::Int(id));
+        Record::with_event(Value::Int(k), event, t * MS)
+    }
+
+    /// A result as (left id, right id, timestamp ms); -1 for a null side.
+    fn result(r: &Record) -> (i64, i64, i64) {
+        let event = r.event();
+        let id = |side: &str| match &event {
+            Value::Map(m) => match m.get(side) {
+                Some(Value::Map(e)) => match e.get("id") {
+                    Some(Value::Int(i)) => *i,
+                    _ => panic!("no id in {event}"),
+                },
+                Some(Value::Null) => -1,
+                _ => panic!("no {side} in {event}"),
+            },
+            _ => panic!("not a map: {event}"),
+        };
+        (id("left"), id("right"), r.timestamp / MS)
+    }
+
+    /// Runs `steps` (then the end of input) through a join, taking a snapshot before step
+    /// `cut` and going on from a new operator restored from it.
+    fn run(make: &dyn Fn() -> Box<dyn Operator>, steps: &[Step], cut: Option<usize>) -> Vec<(i64, i64, i64)> {
+        let mut op = make();
+        let mut out = Output::with_capacity(1 << 16);
+        let mut results = Vec::new();
+        for (i, s) in steps.iter().enumerate() {
+            if cut == Some(i) {
+                let mut snapshot = KeyedSnapshot::new(8);
+                op.snapshot_keyed(1, &mut snapshot).unwrap();
+                let snapshot: KeyedSnapshot = tidemark_runtime::state_codec::decode(
+                    &tidemark_runtime::state_codec::encode(&snapshot).unwrap(),
+                )
+                .unwrap();
+                op = make();
+                assert!(op.has_keyed_state());
+                op.restore_keyed(snapshot).unwrap();
+            }
+            match s {
+                Step::Record(side, k, t, id) => {
+                    let input = match side {
+                        Side::Left => 0,
+                        Side::Right => 1,
+                    };
+                    assert!(op.process_input(input, &mut [record(*k, *t, *id)], &mut out).unwrap());
+                }
+                Step::Watermark(w) => op.on_watermark(w * MS, &mut out).unwrap(),
+            }
+            results.extend(out.records().iter().map(result));
+            out.clear();
+        }
+        op.finish(0, &mut out).unwrap();
+        results.extend(out.records().iter().map(result));
+        results.sort();
+        results
+    }
+
+    /// What the join must give for `steps`, by a nested loop over the records that were not
+    /// late: every matching pair, and the outer sides' records that matched nothing.
+    fn reference(kind: &str, lower: i64, upper: i64, lateness: i64, steps: &[Step]) -> Vec<(i64, i64, i64)> {
+        let mut watermark = i64::MIN;
+        let mut kept: Vec<(Side, i64, i64, i64)> = Vec::new();
+        for s in steps {
+            match s {
+                Step::Watermark(w) => watermark = watermark.max(*w),
+                Step::Record(side, k, t, id) => {
+                    if watermark == i64::MIN || *t >= watermark - lateness {
+                        kept.push((*side, *k, *t, *id));
+                    }
+                }
+            }
+        }
+        let lefts: Vec<_> = kept.iter().filter(|r| r.0 == Side::Left).collect();
+        let rights: Vec<_> = kept.iter().filter(|r| r.0 == Side::Right).collect();
+        let mut out = Vec::new();
+        let matches = |l: &(Side, i64, i64, i64), r: &(Side, i64, i64, i64)| {
+            l.1 == r.1 && (lower..=upper).contains(&(r.2 - l.2))
+        };
+        for l in &lefts {
+            for r in &rights {
+                if matches(l, r) {
+                    out.push((l.3, r.3, l.2.max(r.2)));
+                }
+            }
+        }
+        if kind == "left" || kind == "full" {
+            for l in &lefts {
+                if !rights.iter().any(|r| matches(l, r)) {
+                    out.push((l.3, -1, l.2));
+                }
+            }
+        }
+        if kind == "right" || kind == "full" {
+            for r in &rights {
+                if !lefts.iter().any(|l| matches(l, r)) {
+                    out.push((-1, r.3, r.2));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    proptest! {
+        /// Whatever the interleaving of the two inputs and the watermarks, every kind gives
+        /// exactly what a nested loop over the records that were not late gives; and a
+        /// snapshot taken before any step, restored into a new operator, changes nothing.
+        #[test]
+        fn an_interval_join_gives_the_nested_loop_result_across_any_restore(
+            steps in prop::collection::vec(step(), 0..80),
+            kind in prop::sample::select(vec!["inner", "left", "right", "full"]),
+            lower in -10i64..5,
+            width in 0i64..10,
+            lateness in 0i64..6,
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let upper = lower + width;
+            // Ids unique per run, so results can be compared as sets.
+            let steps: Vec<Step> = steps
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| match s {
+                    Step::Record(side, k, t, _) => Step::Record(side, k, t, i as i64),
+                    w => w,
+                })
+                .collect();
+            let make = || join(kind, lower, upper, lateness);
+            let want = reference(kind, lower, upper, lateness, &steps);
+            prop_assert_eq!(&run(&make, &steps, None), &want);
+            let cut = cut.index(steps.len() + 1);
+            prop_assert_eq!(&run(&make, &steps, Some(cut)), &want);
+        }
+    }
+
+    /// Records leave the state once no record that is not late can match them: a left record
+    /// at `t` when the watermark minus the lateness passes `t + upper`.
+    #[test]
+    fn held_records_leave_when_nothing_can_match_them_any_more() {
+        let mut op = join("inner", -10, 0, 2);
+        let mut out = Output::with_capacity(1024);
+        op.process_input(0, &mut [record(1, 20, 1)], &mut out).unwrap();
+        op.process_input(1, &mut [record(1, 15, 2)], &mut out).unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 1);
+        // limit = 21 - 2 = 19: the right record (leaves after 15 + 10 = 25) and the left one
+        // (after 20) stay.
+        op.on_watermark(21 * MS, &mut out).unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 1);
+        // limit = 23: the left one leaves; the right one stays.
+        op.on_watermark(25 * MS, &mut out).unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 1);
+        // limit = 26: both gone, the key too.
+        op.on_watermark(28 * MS, &mut out).unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 0);
+        assert_eq!(out.len(), 1);
+        assert_eq!(op.records_dropped(DropReason::Unmatched), 0);
+        // A record behind the limit is late.
+        op.process_input(1, &mut [record(1, 25, 3)], &mut out).unwrap();
+        assert_eq!(op.records_dropped(DropReason::Late), 1);
+    }
+
+    #[test]
+    fn bad_settings_are_refused_at_their_field() {
+        for (settings, want) in [
+            (json!({}), "between: missing"),
+            (json!({"between": ["5s", "1s"]}), "between: the lower bound is above the upper"),
+            (json!({"between": ["5s"]}), "between: expected two durations"),
+            (json!({"between": ["5 parsecs", "1s"]}), "between:"),
+            (json!({"between": ["-1s", "0s"], "kind": "table"}), "kind: kind: table is not available yet"),
+            (json!({"between": ["-1s", "0s"], "join": "outer"}), "join:"),
+            (json!({"between": ["-1s", "0s"], "select": {"a": "left."}}), "select.a"),
+        ] {
+            let e = match (INFO.build)(settings.clone(), &BuildEnv::default()) {
+                Ok(_) => panic!("{settings} was accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(want), "{settings}: {e}");
+        }
+    }
+}
