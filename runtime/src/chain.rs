@@ -799,6 +799,10 @@ impl Chain {
                         DropReason::ExpressionError,
                         op.records_dropped(DropReason::ExpressionError),
                     );
+                    node.metrics.set_records_dropped(
+                        DropReason::Unmatched,
+                        op.records_dropped(DropReason::Unmatched),
+                    );
                 }
                 NodeKind::Sink(_) => node
                     .metrics

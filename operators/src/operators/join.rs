@@ -740,7 +740,11 @@ mod tests {
 
     /// Runs `steps` (then the end of input) through a join, taking a snapshot before step
     /// `cut` and going on from a new operator restored from it.
-    fn run(make: &dyn Fn() -> Box<dyn Operator>, steps: &[Step], cut: Option<usize>) -> Vec<(i64, i64, i64)> {
+    fn run(
+        make: &dyn Fn() -> Box<dyn Operator>,
+        steps: &[Step],
+        cut: Option<usize>,
+    ) -> Vec<(i64, i64, i64)> {
         let mut op = make();
         let mut out = Output::with_capacity(1 << 16);
         let mut results = Vec::new();
@@ -762,7 +766,9 @@ mod tests {
                         Side::Left => 0,
                         Side::Right => 1,
                     };
-                    assert!(op.process_input(input, &mut [record(*k, *t, *id)], &mut out).unwrap());
+                    assert!(op
+                        .process_input(input, &mut [record(*k, *t, *id)], &mut out)
+                        .unwrap());
                 }
                 Step::Watermark(w) => op.on_watermark(w * MS, &mut out).unwrap(),
             }
@@ -777,7 +783,13 @@ mod tests {
 
     /// What the join must give for `steps`, by a nested loop over the records that were not
     /// late: every matching pair, and the outer sides' records that matched nothing.
-    fn reference(kind: &str, lower: i64, upper: i64, lateness: i64, steps: &[Step]) -> Vec<(i64, i64, i64)> {
+    fn reference(
+        kind: &str,
+        lower: i64,
+        upper: i64,
+        lateness: i64,
+        steps: &[Step],
+    ) -> Vec<(i64, i64, i64)> {
         let mut watermark = i64::MIN;
         let mut kept: Vec<(Side, i64, i64, i64)> = Vec::new();
         for s in steps {
@@ -858,8 +870,10 @@ mod tests {
     fn held_records_leave_when_nothing_can_match_them_any_more() {
         let mut op = join("inner", -10, 0, 2);
         let mut out = Output::with_capacity(1024);
-        op.process_input(0, &mut [record(1, 20, 1)], &mut out).unwrap();
-        op.process_input(1, &mut [record(1, 15, 2)], &mut out).unwrap();
+        op.process_input(0, &mut [record(1, 20, 1)], &mut out)
+            .unwrap();
+        op.process_input(1, &mut [record(1, 15, 2)], &mut out)
+            .unwrap();
         assert_eq!(op.state_size().unwrap().keys, 1);
         // limit = 21 - 2 = 19: the right record (leaves after 15 + 10 = 25) and the left one
         // (after 20) stay.
@@ -874,7 +888,8 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(op.records_dropped(DropReason::Unmatched), 0);
         // A record behind the limit is late.
-        op.process_input(1, &mut [record(1, 25, 3)], &mut out).unwrap();
+        op.process_input(1, &mut [record(1, 25, 3)], &mut out)
+            .unwrap();
         assert_eq!(op.records_dropped(DropReason::Late), 1);
     }
 
@@ -882,12 +897,24 @@ mod tests {
     fn bad_settings_are_refused_at_their_field() {
         for (settings, want) in [
             (json!({}), "between: missing"),
-            (json!({"between": ["5s", "1s"]}), "between: the lower bound is above the upper"),
-            (json!({"between": ["5s"]}), "between: expected two durations"),
+            (
+                json!({"between": ["5s", "1s"]}),
+                "between: the lower bound is above the upper",
+            ),
+            (
+                json!({"between": ["5s"]}),
+                "between: expected two durations",
+            ),
             (json!({"between": ["5 parsecs", "1s"]}), "between:"),
-            (json!({"between": ["-1s", "0s"], "kind": "table"}), "kind: kind: table is not available yet"),
+            (
+                json!({"between": ["-1s", "0s"], "kind": "table"}),
+                "kind: kind: table is not available yet",
+            ),
             (json!({"between": ["-1s", "0s"], "join": "outer"}), "join:"),
-            (json!({"between": ["-1s", "0s"], "select": {"a": "left."}}), "select.a"),
+            (
+                json!({"between": ["-1s", "0s"], "select": {"a": "left."}}),
+                "select.a",
+            ),
         ] {
             let e = match (INFO.build)(settings.clone(), &BuildEnv::default()) {
                 Ok(_) => panic!("{settings} was accepted"),

@@ -1,0 +1,434 @@
+//! Interval joins with the real binary: payments and clicks from files, joined per user, each
+//! result compared with a nested loop over the same records computed here; a SIGKILL at a
+//! forced point then `--restore latest` at the same and at another parallelism; a record far
+//! behind the watermark in the join's dead letter; the example of docs/joins.md.
+#![cfg(unix)]
+
+mod common;
+
+use common::{scrape, tidemark, Proc, TempDir};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+/// 2026-11-30T12:00:00Z in ms.
+const BASE: i64 = 1_764_504_000_000;
+const USERS: u64 = 40;
+const LOWER_MS: i64 = -10 * 60_000;
+
+/// One side's event: (id, user, amount or 0, ts ms).
+type Event = (u64, String, u64, i64);
+
+/// A small deterministic generator (an LCG), so the data is the same in every run.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// `n` events, one every `step_ms` from `start` plus up to 1 s of jitter, in time order.
+fn events(seed: u64, n: u64, start: i64, step_ms: i64) -> Vec<Event> {
+    let mut rng = Lcg(seed);
+    let mut out: Vec<Event> = (0..n)
+        .map(|i| {
+            let user = format!("u{}", rng.next(USERS));
+            let t = start + i as i64 * step_ms + rng.next(1_000) as i64;
+            (i, user, 1 + rng.next(500), t)
+        })
+        .collect();
+    out.sort_by_key(|e| e.3);
+    out
+}
+
+fn payments() -> Vec<Event> {
+    events(7, 4_000, BASE, 1_000)
+}
+
+fn clicks() -> Vec<Event> {
+    events(11, 6_000, BASE + LOWER_MS, 700)
+}
+
+fn write_lines(path: &Path, lines: impl Iterator<Item = String>) {
+    let mut text = String::new();
+    for l in lines {
+        text.push_str(&l);
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn payment_line(e: &Event) -> String {
+    format!(
+        r#"{{"id":{},"user":"{}","amount":{},"ts":{}}}"#,
+        e.0, e.1, e.2, e.3
+    )
+}
+
+fn click_line(e: &Event) -> String {
+    format!(r#"{{"click":{},"user":"{}","ts":{}}}"#, e.0, e.1, e.3)
+}
+
+/// A result as (payment id or -1, click id or -1, ts ms).
+type Pair = (i64, i64, i64);
+
+/// The nested loop: every payment with every click of its user at most 10 minutes before it
+/// (or at its time); with `left`, every payment without one once with no click.
+fn reference(left: bool) -> Vec<Pair> {
+    let (ps, cs) = (payments(), clicks());
+    let mut out = Vec::new();
+    for p in &ps {
+        let mut matched = false;
+        for c in &cs {
+            if c.1 == p.1 && (LOWER_MS..=0).contains(&(c.3 - p.3)) {
+                out.push((p.0 as i64, c.0 as i64, p.3.max(c.3)));
+                matched = true;
+            }
+        }
+        if left && !matched {
+            out.push((p.0 as i64, -1, p.3));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The records a join counts as dropped unmatched: the clicks that matched no payment, and with
+/// an inner join also the payments that matched no click.
+fn unmatched_records(left: bool) -> u64 {
+    let (ps, cs) = (payments(), clicks());
+    let matches = |p: &Event, c: &Event| c.1 == p.1 && (LOWER_MS..=0).contains(&(c.3 - p.3));
+    let clicks = cs
+        .iter()
+        .filter(|c| !ps.iter().any(|p| matches(p, c)))
+        .count();
+    let payments = ps
+        .iter()
+        .filter(|p| !cs.iter().any(|c| matches(p, c)))
+        .count();
+    (clicks + if left { 0 } else { payments }) as u64
+}
+
+fn job(join: &str, extra_ops: &str, left: &str, checkpoint: &str) -> String {
+    format!(
+        "name: paid-after-click
+{checkpoint}sources:
+  payments:
+    type: file
+    path: payments.jsonl
+    format: json
+    timestamp: ts
+    parallelism: 1
+    watermarks: {{max_out_of_orderness: 1s, interval: 20ms}}
+  clicks:
+    type: file
+    path: clicks.jsonl
+    format: json
+    timestamp: ts
+    parallelism: 1
+    watermarks: {{max_out_of_orderness: 1s, interval: 20ms}}
+operators:
+  paid_after_click:
+    type: join
+    left: {left}
+    right: clicks
+    key: user
+    between: [-10m, 0s]
+    join: {join}
+    select:
+      user: key
+      payment: left.id
+      amount: left.amount
+      click: 'right == null ? -1 : right.click'
+      clicked: 'right == null ? null : right.ts'
+{extra_ops}sinks:
+  out:
+    type: file
+    input: paid_after_click
+    parallelism: 1
+    path: out.jsonl
+    timestamp_field: event_time
+"
+    )
+}
+
+fn join_dir(label: &str, job_text: &str) -> TempDir {
+    let dir = TempDir::new(label);
+    write_lines(
+        &dir.join("payments.jsonl"),
+        payments().iter().map(payment_line),
+    );
+    write_lines(&dir.join("clicks.jsonl"), clicks().iter().map(click_line));
+    dir.write("job.yaml", job_text);
+    dir
+}
+
+/// The results in `out.jsonl`, each checked against its payment and click (`select`'s fields
+/// right), sorted; a result twice is an error.
+fn results(dir: &TempDir) -> Vec<Pair> {
+    let ps: BTreeMap<u64, Event> = payments().into_iter().map(|e| (e.0, e)).collect();
+    let cs: BTreeMap<u64, Event> = clicks().into_iter().map(|e| (e.0, e)).collect();
+    let mut got = Vec::new();
+    for line in dir.read("out.jsonl").lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let payment = v["payment"].as_i64().unwrap();
+        let click = v["click"].as_i64().unwrap();
+        let p = &ps[&(payment as u64)];
+        assert_eq!(v["user"], p.1.as_str(), "{line}");
+        assert_eq!(v["amount"].as_u64(), Some(p.2), "{line}");
+        match click {
+            -1 => assert!(v["clicked"].is_null(), "{line}"),
+            c => assert_eq!(v["clicked"].as_i64(), Some(cs[&(c as u64)].3), "{line}"),
+        }
+        got.push((payment, click, v["event_time"].as_i64().unwrap()));
+    }
+    got.sort();
+    for w in got.windows(2) {
+        assert_ne!(w[0], w[1], "a result twice");
+    }
+    got
+}
+
+fn run(dir: &TempDir, args: &[&str]) -> common::Output {
+    let mut all = vec!["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"];
+    all.extend_from_slice(args);
+    tidemark(dir.path(), all)
+}
+
+#[test]
+fn an_inner_and_a_left_interval_join_give_what_a_nested_loop_finds() {
+    for (join, left) in [("inner", false), ("left", true)] {
+        let want = reference(left);
+        assert!(want.len() > 4_000, "the data has matches: {}", want.len());
+        for p in ["1", "2"] {
+            let dir = join_dir("join-files", &job(join, "", "payments", ""));
+            let out = run(&dir, &["--parallelism", p, "--report-file", "report.json"]);
+            assert_eq!(out.code(), 0, "{}", out.stderr);
+            let got = results(&dir);
+            assert_eq!(got.len(), want.len(), "{join} at P={p}");
+            assert_eq!(got, want, "{join} at P={p}");
+
+            let report: serde_json::Value = serde_json::from_str(&dir.read("report.json")).unwrap();
+            let unmatched = report["records"]["dropped"]["unmatched"].as_u64().unwrap();
+            assert_eq!(
+                unmatched,
+                unmatched_records(left),
+                "{join} at P={p}: {report}"
+            );
+        }
+    }
+}
+
+fn complete(dir: &Path) -> Vec<(u64, PathBuf)> {
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join("paid-after-click"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            e.path().join("_metadata").is_file().then(|| (n, e.path()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The left join at P=2, its payments slowed so that it runs long enough to be killed: once
+/// the sink wrote a part of the output and a checkpoint completed after that, SIGKILL; then
+/// `--restore latest` at `restore_p`: every result once, as the nested loop finds them.
+fn killed_and_restored(restore_p: &str) {
+    // Chained to the source (one subtask), so no queue of payments waits ahead of a barrier.
+    let slow =
+        "  slow:\n    type: delay\n    input: payments\n    parallelism: 1\n    per_record: 1ms\n";
+    let checkpoint = "checkpoint: {interval: 50ms, dir: ckpt}\n";
+    let dir = join_dir("join-kill", &job("left", slow, "slow", checkpoint));
+    let want = reference(true);
+    let mut proc = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "2",
+        ],
+    );
+    let out = dir.join("out.jsonl");
+    wait_until("a part of the output", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= want.len() / 3)
+    });
+    let ckpt = dir.join("ckpt");
+    let seen = complete(&ckpt).last().map_or(0, |c| c.0);
+    wait_until("a checkpoint after that", || {
+        complete(&ckpt).last().is_some_and(|c| c.0 > seen)
+    });
+    common::sigkill(&mut proc);
+    let written = std::fs::read_to_string(&out).unwrap().lines().count();
+    assert!(written < want.len(), "killed before the end: {written}");
+    let out = run(&dir, &["--parallelism", restore_p, "--restore", "latest"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(results(&dir), want, "restored at P={restore_p}");
+}
+
+#[test]
+fn sigkill_half_way_then_restore_at_the_same_parallelism_gives_every_result_once() {
+    killed_and_restored("2");
+}
+
+#[test]
+fn sigkill_half_way_then_restore_at_another_parallelism_gives_every_result_once() {
+    killed_and_restored("3");
+}
+
+/// Payments come on stdin, clicks from a file. Once the join's watermark has passed a point,
+/// a payment far behind it is late: it goes to the join's dead letter, counted, and joins
+/// nothing.
+#[test]
+fn a_record_far_behind_the_watermark_goes_to_the_late_dead_letter() {
+    let dir = TempDir::new("join-late");
+    write_lines(&dir.join("clicks.jsonl"), clicks().iter().map(click_line));
+    dir.write(
+        "job.yaml",
+        "name: late-joins
+sources:
+  payments:
+    type: stdin
+    format: json
+    timestamp: ts
+    watermarks: {interval: 10ms}
+  clicks:
+    type: file
+    path: clicks.jsonl
+    format: json
+    timestamp: ts
+    watermarks: {interval: 10ms}
+operators:
+  paid_after_click:
+    type: join
+    left: payments
+    right: clicks
+    key: user
+    between: [-10m, 0s]
+    allowed_lateness: 1s
+    late: {dead_letter: late-joins.jsonl}
+sinks:
+  out: {type: file, input: paid_after_click, path: out.jsonl}
+",
+    );
+    let (mut proc, mut stdin) = Proc::spawn_with_stdin(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "1",
+        ],
+    );
+    let addr = proc.metrics_addr();
+    let ps = payments();
+    for p in &ps[..100] {
+        writeln!(stdin, "{}", payment_line(p)).unwrap();
+    }
+    stdin.flush().unwrap();
+    // The join's watermark passed the 100th payment less 2 s.
+    let passed = (ps[99].3 - 2_000) as f64 / 1_000.0;
+    wait_until("the join's watermark", || {
+        scrape(addr)
+            .value(
+                "tidemark_watermark_seconds",
+                &[
+                    ("operator_id", "paid_after_click"),
+                    ("operator_subtask_index", "0"),
+                ],
+            )
+            .is_some_and(|w| w >= passed)
+    });
+    // A payment of a user with clicks at its time, 5 s behind the join's watermark.
+    let late = (99_999u64, ps[50].1.clone(), 7u64, ps[99].3 - 7_000);
+    writeln!(stdin, "{}", payment_line(&late)).unwrap();
+    drop(stdin);
+    assert_eq!(proc.wait_code(), 0, "{}", proc.stderr());
+    let dead: Vec<serde_json::Value> = dir
+        .read("late-joins.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0]["record"]["id"], 99_999);
+    assert!(
+        dead[0]["error"].as_str().unwrap().starts_with("late:"),
+        "{dead:?}"
+    );
+    let out = dir.read("out.jsonl");
+    assert!(!out.contains("99999"), "the late payment joined: {out}");
+    assert!(out.lines().count() > 0, "the others joined");
+}
+
+/// The example of docs/joins.md runs as the docs say, and gives the nested loop's results.
+#[test]
+fn the_documented_example_runs() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
+    let dir = TempDir::new("join-example");
+    for f in ["joins.yaml", "payments.jsonl", "clicks.jsonl"] {
+        std::fs::copy(examples.join(f), dir.join(f)).unwrap();
+    }
+    let out = tidemark(
+        dir.path(),
+        ["run", "--metrics-addr", "127.0.0.1:0", "joins.yaml"],
+    );
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let read = |name: &str| -> Vec<serde_json::Value> {
+        dir.read(name)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (ps, cs) = (read("payments.jsonl"), read("clicks.jsonl"));
+    let mut want = Vec::new();
+    for p in &ps {
+        let mut matched = false;
+        for c in &cs {
+            let d = c["ts"].as_i64().unwrap() - p["ts"].as_i64().unwrap();
+            if c["user"] == p["user"] && (LOWER_MS..=0).contains(&d) {
+                want.push((
+                    p["id"].as_i64().unwrap(),
+                    c["page"].as_str().unwrap().to_owned(),
+                ));
+                matched = true;
+            }
+        }
+        if !matched {
+            want.push((p["id"].as_i64().unwrap(), String::new()));
+        }
+    }
+    want.sort();
+    let mut got: Vec<(i64, String)> = read("paid-after-click.jsonl")
+        .iter()
+        .map(|r| {
+            (
+                r["payment"].as_i64().unwrap(),
+                r["page"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+}
