@@ -371,7 +371,8 @@ fn keyed_edge(
                     field: EDGE_KEY.into(),
                     message: match side {
                         Some(side) => format!(
-                            "expected a CEL expression (a string), or one per side                              ({{left: EXPR, right: EXPR}}); found {} for the {side} side",
+                            "expected a CEL expression (a string), or one per side \
+                             ({{left: EXPR, right: EXPR}}); found {} for the {side} side",
                             other.map_or("nothing".to_owned(), |o| o.to_string())
                         ),
                         None => format!(
@@ -1190,6 +1191,102 @@ sinks:
             .to_string();
         assert!(plan.contains("gen -> per_mod.key.gen: forward"), "{plan}");
         assert!(plan.contains("more -> per_mod.key.more: forward"), "{plan}");
+    }
+
+    const JOIN_JOB: &str = "\
+name: joined
+sources:
+  pay:
+    type: generator
+  click:
+    type: generator
+operators:
+  j:
+    type: join
+    left: pay
+    right: click
+    key: {left: 'key % 5', right: 'key % 7'}
+    between: [-10s, 0s]
+    parallelism: 3
+sinks:
+  out:
+    type: discard
+    input: j
+";
+
+    #[test]
+    fn a_join_reads_left_then_right_over_hash_edges_with_a_key_per_side() {
+        let job = JobFile::parse(JOIN_JOB, "job.yaml").unwrap();
+        let j = job.vertex("j").unwrap();
+        assert_eq!(j.inputs, ["pay", "click"]);
+        let graph = build_graph(&job, NonZeroUsize::MIN).unwrap();
+        let plan = tidemark_runtime::ExecutionPlan::new(&graph, true)
+            .unwrap()
+            .to_string();
+        assert!(
+            plan.contains("pay -> j.key.pay: forward (chained)"),
+            "{plan}"
+        );
+        assert!(
+            plan.contains("click -> j.key.click: forward (chained)"),
+            "{plan}"
+        );
+        assert!(plan.contains("j.key.pay -> j: hash"), "{plan}");
+        assert!(plan.contains("j.key.click -> j: hash"), "{plan}");
+        // The left input is the join's first: the order the runtime numbers them in.
+        let to_j: Vec<&str> = graph
+            .inputs(graph.find("j").unwrap())
+            .map(|e| graph.vertex(e.from).id())
+            .collect();
+        assert_eq!(to_j, ["j.key.pay", "j.key.click"]);
+    }
+
+    #[test]
+    fn join_errors_point_at_their_field() {
+        let e = one_error(&JOIN_JOB.replace("    right: click\n", ""));
+        assert!(
+            e.starts_with(
+                "job.yaml:8:3: operator \"j\": field \"right\": missing: a join needs `right`"
+            ),
+            "{e}"
+        );
+        let e = one_error(&JOIN_JOB.replace("right: click", "right: clik"));
+        assert!(
+            e.starts_with("job.yaml:11:5: operator \"j\": unknown input \"clik\"")
+                && e.contains("did you mean \"click\""),
+            "{e}"
+        );
+        let e = one_error(&JOIN_JOB.replace("    left: pay\n", "    left: pay\n    input: pay\n"));
+        assert!(
+            e.starts_with(
+                "job.yaml:11:5: operator \"j\": field \"input\": a join reads `left` and `right`"
+            ),
+            "{e}"
+        );
+        let e = one_error(&JOIN_JOB.replace("[-10s, 0s]", "[10s, 0s]"));
+        assert!(
+            e.starts_with("job.yaml:13:5: operator \"j\": invalid join settings: between: the lower bound is above the upper bound"),
+            "{e}"
+        );
+        let e = one_error(&JOIN_JOB.replace("right: 'key % 7'", "other: 'key'"));
+        assert!(
+            e.starts_with(
+                "job.yaml:12:5: operator \"j\": field \"key\": expected a CEL expression"
+            ) && e.contains("for the right side"),
+            "{e}"
+        );
+        // Said at the join's `partition` (once per input edge).
+        let errs = errors(&JOIN_JOB.replace(
+            "    between: [-10s, 0s]\n",
+            "    between: [-10s, 0s]\n    partition: rebalance\n",
+        ));
+        assert!(!errs.is_empty());
+        for e in &errs {
+            assert!(
+                e.starts_with("job.yaml:14:5: operator \"j\": field \"partition\": `key` is what a hash edge routes on"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
