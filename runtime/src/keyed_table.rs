@@ -232,7 +232,7 @@ mod tests {
             let range = KeyGroupRange::of_subtask(i, 2, 16);
             let mut part: KeyedState<(TimeBuffer<String>, TimeBuffer<i64>)> = KeyedState::new();
             KeyedTable::restore(&mut part, &snapshot.part(range)).unwrap();
-            assert!(part.len() > 0 && part.len() < 50);
+            assert!(!part.is_empty() && part.len() < 50);
             for (k, v) in part.iter() {
                 union.insert(k.clone(), v.clone());
             }
