@@ -291,6 +291,7 @@ mod tests {
                 ("operator", "delay"),
                 ("operator", "reduce"),
                 ("operator", "window"),
+                ("operator", "join"),
                 ("sink", "discard"),
                 ("sink", "stdout"),
                 ("sink", "file"),

@@ -50,6 +50,7 @@ mod tests {
                 false,
             ),
             (&super::delay::INFO, json!({"per_record": "1ms"}), false),
+            (&super::join::INFO, json!({"between": ["-1s", "0s"]}), false),
         ] {
             let op = operator(info, settings.clone());
             assert_eq!(op.uses_time(), uses_time, "{} {settings}", info.type_name);
