@@ -432,3 +432,189 @@ fn the_documented_example_runs() {
     got.sort();
     assert_eq!(got, want);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Table joins: orders with the version of their customer's row valid at the order's time.
+
+/// Customers' versions: (customer, version, ts ms), several per customer, in time order, no two
+/// of one customer at the same time.
+fn customers() -> Vec<(String, u64, i64)> {
+    let mut rng = Lcg(23);
+    let mut out: Vec<(String, u64, i64)> = (0..600u64)
+        .map(|i| (format!("c{}", rng.next(30)), i, BASE + i as i64 * 5_000))
+        .collect();
+    out.sort_by_key(|c| c.2);
+    out
+}
+
+/// Orders: (id, customer, ts ms), in time order; some customers (c30..c34) never have a row.
+fn orders() -> Vec<(u64, String, i64)> {
+    let mut rng = Lcg(29);
+    (0..3_000u64)
+        .map(|i| {
+            (
+                i,
+                format!("c{}", rng.next(35)),
+                BASE - 60_000 + i as i64 * 1_000 + rng.next(900) as i64,
+            )
+        })
+        .collect()
+}
+
+/// The as-of lookup: each order with the customer's newest version at or before it, or none.
+fn table_reference() -> Vec<(i64, i64)> {
+    let cs = customers();
+    let mut out: Vec<(i64, i64)> = orders()
+        .iter()
+        .map(|o| {
+            let version = cs
+                .iter()
+                .filter(|c| c.0 == o.1 && c.2 <= o.2)
+                .map(|c| c.1 as i64)
+                .next_back()
+                .unwrap_or(-1);
+            (o.0 as i64, version)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn table_dir(label: &str, slow: bool, checkpoint: &str) -> TempDir {
+    let dir = TempDir::new(label);
+    write_lines(
+        &dir.join("orders.jsonl"),
+        orders()
+            .iter()
+            .map(|o| format!(r#"{{"id":{},"customer_id":"{}","ts":{}}}"#, o.0, o.1, o.2)),
+    );
+    write_lines(
+        &dir.join("customers.jsonl"),
+        customers()
+            .iter()
+            .map(|c| format!(r#"{{"id":"{}","version":{},"ts":{}}}"#, c.0, c.1, c.2)),
+    );
+    let (left, slow_op) = match slow {
+        true => (
+            "slow",
+            "  slow:\n    type: delay\n    input: orders\n    parallelism: 1\n    per_record: 1ms\n",
+        ),
+        false => ("orders", ""),
+    };
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: enriched
+{checkpoint}sources:
+  orders:
+    type: file
+    path: orders.jsonl
+    format: json
+    timestamp: ts
+    parallelism: 1
+    watermarks: {{interval: 20ms}}
+  customers:
+    type: file
+    path: customers.jsonl
+    format: json
+    timestamp: ts
+    parallelism: 1
+    watermarks: {{interval: 20ms}}
+operators:
+{slow_op}  enriched:
+    type: join
+    kind: table
+    left: {left}
+    right: customers
+    key: {{left: customer_id, right: id}}
+    join: left
+    as_of: event_time
+    select:
+      order: left.id
+      version: 'right == null ? -1 : right.version'
+sinks:
+  out:
+    type: file
+    input: enriched
+    parallelism: 1
+    path: out.jsonl
+"
+        ),
+    );
+    dir
+}
+
+fn table_results(dir: &TempDir) -> Vec<(i64, i64)> {
+    let mut got: Vec<(i64, i64)> = dir
+        .read("out.jsonl")
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["order"].as_i64().unwrap(), v["version"].as_i64().unwrap())
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+#[test]
+fn a_table_join_gives_each_order_the_version_valid_at_its_time() {
+    let want = table_reference();
+    assert!(want.iter().any(|w| w.1 == -1) && want.iter().any(|w| w.1 > 0));
+    for p in ["1", "3"] {
+        let dir = table_dir("join-table", false, "");
+        let out = run(&dir, &["--parallelism", p]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+        assert_eq!(table_results(&dir), want, "P={p}");
+    }
+}
+
+#[test]
+fn a_table_join_killed_half_way_and_restored_at_another_parallelism_gives_the_same_results() {
+    let want = table_reference();
+    let dir = table_dir(
+        "join-table-kill",
+        true,
+        "checkpoint: {interval: 50ms, dir: ckpt}\n",
+    );
+    let mut proc = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "2",
+        ],
+    );
+    let out = dir.join("out.jsonl");
+    wait_until("a part of the output", || {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= want.len() / 3)
+    });
+    let ckpt = dir.join("ckpt").join("enriched");
+    let newest = |d: &Path| -> u64 {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let n: u64 = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
+                e.path().join("_metadata").is_file().then_some(n)
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let seen = newest(&ckpt);
+    wait_until("a checkpoint after that", || newest(&ckpt) > seen);
+    common::sigkill(&mut proc);
+    let written = std::fs::read_to_string(&out).unwrap().lines().count();
+    assert!(written < want.len(), "killed before the end: {written}");
+    let out = run(&dir, &["--parallelism", "3", "--restore", "latest"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let got = table_results(&dir);
+    for w in got.windows(2) {
+        assert_ne!(w[0], w[1], "a result twice");
+    }
+    assert_eq!(got, want);
+}

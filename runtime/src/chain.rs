@@ -446,6 +446,31 @@ impl Chain {
         Ok(())
     }
 
+    /// Input `input` of the head vertex (one with several inputs) has the watermark `wm` now
+    /// (`i64::MAX`: all its channels idle or ended): its operator is told
+    /// ([`Operator::on_input_watermark`]) before the combined watermark that follows.
+    pub(crate) fn on_input_watermark(
+        &mut self,
+        input: usize,
+        wm: i64,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let Some(node) = self.nodes.first_mut() else {
+            return Ok(());
+        };
+        let NodeKind::Operator(op) = &mut node.kind else {
+            return Ok(());
+        };
+        self.current_vertex = node.vertex;
+        op.on_input_watermark(input, wm, &mut node.out)
+            .map_err(|error| ChainError::User {
+                node: Some(0),
+                error,
+            })?;
+        node.records_out += node.out.len() as u64;
+        self.forward_from(0, cx)
+    }
+
     /// Every input of this task is idle: tell the chained sinks (an exchange writer passes it
     /// on) and the tasks downstream.
     pub(crate) fn on_idle(&mut self) -> Result<(), ChainError> {

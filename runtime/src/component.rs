@@ -297,6 +297,20 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Input `input` of this vertex (one with several inputs, numbered as for
+    /// [`Operator::process_input`]) has the watermark `watermark` now: the smallest of its
+    /// channels', `i64::MAX` when all of them are idle or ended (it holds nothing back). Called
+    /// when it changes, before [`Operator::on_watermark`] with the combined watermark that
+    /// follows; a table join waits on its right input's. The default does nothing.
+    fn on_input_watermark(
+        &mut self,
+        _input: usize,
+        _watermark: i64,
+        _out: &mut Output,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+
     /// End of input: emit whatever is still held (open windows, buffers).
     fn finish(&mut self, _now_nanos: i64, _out: &mut Output) -> Result<(), BoxError> {
         Ok(())

@@ -743,6 +743,19 @@ impl InputWatermarks {
         self.advance()
     }
 
+    /// The watermark of the slots `in_input` is true of: the smallest among those neither idle
+    /// nor ended, `i64::MAX` when there is none.
+    pub(crate) fn of_slots(&self, in_input: impl Fn(usize) -> bool) -> i64 {
+        self.per_slot
+            .iter()
+            .zip(&self.idle)
+            .enumerate()
+            .filter(|(slot, (_, &idle))| in_input(*slot) && !idle)
+            .map(|(_, (&w, _))| w)
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+
     /// True when every input that has not ended is idle.
     pub(crate) fn all_idle(&self) -> bool {
         let mut any = false;

@@ -155,6 +155,15 @@ impl<V> TimeBuffer<V> {
         }
     }
 
+    /// Keeps the last value at or before `t` and every value after it, dropping the ones before
+    /// (what a versioned row needs: the version valid at `t` and the newer ones).
+    pub fn keep_from_last_at(&mut self, t: i64) {
+        let at_or_before = self.entries.partition_point(|(ts, _)| *ts <= t);
+        if at_or_before > 1 {
+            self.entries.drain(..at_or_before - 1);
+        }
+    }
+
     /// The smallest timestamp held.
     pub fn first_timestamp(&self) -> Option<i64> {
         self.entries.front().map(|(t, _)| *t)

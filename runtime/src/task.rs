@@ -545,6 +545,7 @@ impl Task {
             vertex: self.head_vertex,
             slots: reader.returns.len(),
             holder_may_change: false,
+            input_watermarks: Vec::new(),
         };
         reader.publish_holder(&mut input.watermarks);
         ChannelLoop {
@@ -785,6 +786,8 @@ struct ChannelInput {
     slots: usize,
     /// A watermark or idleness was taken since the holder was last published.
     holder_may_change: bool,
+    /// The watermark last told for each input of a head vertex with several inputs.
+    input_watermarks: Vec<i64>,
 }
 
 impl ChannelInput {
@@ -839,7 +842,9 @@ impl ChannelInput {
                 self.released = true;
                 // (An ended input never makes the watermark jump to the end of time: the
                 // windows fire at the end of input, which a suspended job skips.)
-                if let Some(wm) = self.watermarks.on_end(slot as usize) {
+                let combined = self.watermarks.on_end(slot as usize);
+                self.tell_input(slot, reader, chain, cx)?;
+                if let Some(wm) = combined {
                     chain.on_watermark(wm, cx)?;
                 }
                 reader.publish_holder(&mut self.watermarks);
@@ -872,7 +877,9 @@ impl ChannelInput {
             match event {
                 Event::Marker(marker) => chain.on_marker(marker)?,
                 Event::Watermark(wm) => {
-                    if let Some(wm) = self.watermarks.on_watermark(slot as usize, wm) {
+                    let combined = self.watermarks.on_watermark(slot as usize, wm);
+                    self.tell_input(slot, reader, chain, cx)?;
+                    if let Some(wm) = combined {
                         chain.on_watermark(wm, cx)?;
                     }
                 }
@@ -893,7 +900,9 @@ impl ChannelInput {
                     }
                 }
                 Event::Idle => {
-                    if let Some(wm) = self.watermarks.on_idle(slot as usize) {
+                    let combined = self.watermarks.on_idle(slot as usize);
+                    self.tell_input(slot, reader, chain, cx)?;
+                    if let Some(wm) = combined {
                         chain.on_watermark(wm, cx)?;
                     }
                     if self.watermarks.all_idle() {
@@ -909,6 +918,31 @@ impl ChannelInput {
             reader.publish_holder(&mut self.watermarks);
         }
         Ok(())
+    }
+
+    /// Where the head vertex has several inputs: tells it the watermark of the input `slot`
+    /// belongs to when that changed ([`Chain::on_input_watermark`]).
+    fn tell_input(
+        &mut self,
+        slot: u32,
+        reader: &ChannelReader,
+        chain: &mut Chain,
+        cx: &mut SendContext<'_>,
+    ) -> Result<(), ChainError> {
+        let Some(input) = reader.input_of(slot) else {
+            return Ok(());
+        };
+        let wm = self
+            .watermarks
+            .of_slots(|s| reader.input_index[s] as usize == input);
+        if self.input_watermarks.len() <= input {
+            self.input_watermarks.resize(input + 1, i64::MIN);
+        }
+        if self.input_watermarks[input] == wm {
+            return Ok(());
+        }
+        self.input_watermarks[input] = wm;
+        chain.on_input_watermark(input, wm, cx)
     }
 
     /// Every open input delivered barrier `n`: the chain takes its snapshot and sends it on.

@@ -65,6 +65,7 @@ use crate::config::{self, duration, nanos_i64};
 use crate::error::{ConfigError, FieldError};
 use crate::expr::{self, Evaluator, EventRef, Expr, Scope};
 use crate::on_error::{self, ErrorPolicy, OnError, OnErrorFactory};
+use crate::operators::table_join::TableJoin;
 use crate::operators::window::LatePolicy;
 
 /// The registry entry.
@@ -112,7 +113,7 @@ pub struct JoinConfig {
     pub on_error: ErrorPolicy,
     /// A table join's version choice.
     #[serde(default)]
-    pub as_of: Option<String>,
+    pub as_of: Option<AsOf>,
 }
 
 /// `kind:` which join.
@@ -124,6 +125,18 @@ pub enum JoinKind {
     Interval,
     /// A stream against a table's changelog.
     Table,
+}
+
+/// `as_of:` which version of its key's row a table join's left record joins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsOf {
+    /// The version valid at the left record's timestamp, once every version it could need
+    /// has arrived.
+    #[default]
+    EventTime,
+    /// Whatever version the key has when the left record arrives.
+    Latest,
 }
 
 /// `join:` which unmatched records give a result.
@@ -174,17 +187,27 @@ fn signed_duration(v: &serde_json::Value) -> Result<i64, String> {
 fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError> {
     let config: JoinConfig = config::parse(INFO.type_name, config)?;
     let mut problems = Vec::new();
-    if config.kind == JoinKind::Table {
+    let table = config.kind == JoinKind::Table;
+    if table && matches!(config.join, JoinType::Right | JoinType::Full) {
         problems.push(FieldError::new(
-            "kind",
-            "kind: table is not available yet: use kind: interval",
+            "join",
+            "a table join is inner or left: a table's rows give no result by themselves",
         ));
     }
-    if config.as_of.is_some() {
+    if !table && config.as_of.is_some() {
         problems.push(FieldError::new("as_of", "only applies with kind: table"));
     }
-    let between = match config.between.as_deref() {
-        None => {
+    let between = match (config.between.as_deref(), table) {
+        (Some(_), true) => {
+            problems.push(FieldError::new(
+                "between",
+                "only applies with kind: interval (a table join takes the version valid at \
+                 the left record's time)",
+            ));
+            None
+        }
+        (None, true) => Some((0, 0)),
+        (None, false) => {
             problems.push(FieldError::new(
                 "between",
                 "missing: an interval join needs `between: [lower, upper]` (e.g. [-10m, 0s]: \
@@ -192,7 +215,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
             ));
             None
         }
-        Some([lower, upper]) => match (signed_duration(lower), signed_duration(upper)) {
+        (Some([lower, upper]), false) => match (signed_duration(lower), signed_duration(upper)) {
             (Ok(l), Ok(u)) if l <= u => Some((l, u)),
             (Ok(_), Ok(_)) => {
                 problems.push(FieldError::new(
@@ -206,7 +229,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
                 None
             }
         },
-        Some(other) => {
+        (Some(other), false) => {
             problems.push(FieldError::new(
                 "between",
                 format!(
@@ -241,27 +264,147 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
         )),
     };
     let join = config.join;
+    let kind = config.kind;
+    let as_of = config.as_of;
     Ok(Built::Operator(Box::new(move |ctx: &SubtaskContext| {
-        Ok(Box::new(IntervalJoin {
-            lower,
-            upper,
-            lateness,
-            join,
+        let results = JoinResults {
             select: select.clone(),
             eval: Evaluator::new(),
-            state: KeyedState::new(),
-            expiry: BTreeMap::new(),
-            watermark: i64::MIN,
             on_error: on_error.subtask(&ctx.vertex_id)?,
             late: match &late {
                 Some(f) => Some(f.subtask(&ctx.vertex_id)?),
                 None => None,
             },
+            lateness,
             late_dropped: 0,
             unmatched_dropped: 0,
-            held: 0,
-        }) as Box<dyn Operator>)
+        };
+        Ok(match kind {
+            JoinKind::Interval => Box::new(IntervalJoin {
+                lower,
+                upper,
+                lateness,
+                join,
+                results,
+                state: KeyedState::new(),
+                expiry: BTreeMap::new(),
+                watermark: i64::MIN,
+                held: 0,
+            }) as Box<dyn Operator>,
+            JoinKind::Table => Box::new(TableJoin::new(
+                join == JoinType::Left,
+                as_of.unwrap_or_default(),
+                results,
+            )),
+        })
     })))
+}
+
+/// What both kinds of join share: building results (`select`), late records, the counts of
+/// records dropped.
+pub(crate) struct JoinResults {
+    select: Option<Arc<[(Name, Expr)]>>,
+    eval: Evaluator,
+    on_error: OnError,
+    late: Option<OnError>,
+    lateness: i64,
+    late_dropped: u64,
+    pub(crate) unmatched_dropped: u64,
+}
+
+impl JoinResults {
+    /// Emits the result of `left` and `right` (`None`: unmatched) at `t`, keyed `key`.
+    pub(crate) fn emit(
+        &mut self,
+        key: &Value,
+        left: Option<&Value>,
+        right: Option<&Value>,
+        t: i64,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        let mut both = Map::with_capacity(2);
+        both.push_unchecked(name_of("left"), left.cloned().unwrap_or(Value::Null));
+        both.push_unchecked(name_of("right"), right.cloned().unwrap_or(Value::Null));
+        let Some(select) = &self.select else {
+            out.emit(Record::with_event(key.clone(), both, t));
+            return Ok(());
+        };
+        both.push_unchecked(name_of("key"), key.clone());
+        let scope = Scope {
+            event: EventRef::Map(&both),
+            key,
+            timestamp_ms: t.div_euclid(1_000_000),
+        };
+        let mut fields = Map::with_capacity(select.len());
+        for (name, e) in select.iter() {
+            match self.eval.eval(e, &scope) {
+                Ok(v) => fields.push_unchecked(name.clone(), v),
+                Err(error) => return self.on_error.handle(e, error, &scope.event),
+            }
+        }
+        out.emit(Record::with_event(key.clone(), fields, t));
+        Ok(())
+    }
+
+    /// `record` is behind `watermark` minus the lateness: counted, and written to the dead
+    /// letter if there is one.
+    #[cold]
+    pub(crate) fn late(&mut self, record: &Record, watermark: i64) -> Result<(), BoxError> {
+        self.late_dropped += 1;
+        if let Some(dead_letter) = &mut self.late {
+            let message = format!(
+                "late: the record's timestamp {} ms is behind the join's watermark {} ms \
+                 minus allowed_lateness {} ms",
+                record.timestamp.div_euclid(1_000_000),
+                watermark.div_euclid(1_000_000),
+                self.lateness / 1_000_000,
+            );
+            expr::with_record(record, |scope| {
+                dead_letter.drop_record(&message, &scope.event)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `allowed_lateness` (ns).
+    pub(crate) fn lateness(&self) -> i64 {
+        self.lateness
+    }
+
+    /// The end of input for the dead-letter files.
+    pub(crate) fn finish(&mut self) -> Result<(), BoxError> {
+        self.on_error.finish()?;
+        match &mut self.late {
+            Some(late) => late.finish(),
+            None => Ok(()),
+        }
+    }
+
+    /// The lengths of the dead-letter files ([`Operator::snapshot_local`]).
+    pub(crate) fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::snapshot_handlers(&mut [&mut self.on_error, late], checkpoint),
+            None => on_error::snapshot_handlers(&mut [&mut self.on_error], checkpoint),
+        }
+    }
+
+    /// Cuts the dead-letter files back ([`Operator::restore_local`]).
+    pub(crate) fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::restore_handlers(&mut [&mut self.on_error, late], state),
+            None => on_error::restore_handlers(&mut [&mut self.on_error], state),
+        }
+    }
+
+    /// Records dropped for `reason`.
+    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::Late => self.late_dropped,
+            DropReason::ExpressionError => self.on_error.dropped,
+            DropReason::Unmatched => self.unmatched_dropped,
+            _ => 0,
+        }
+    }
 }
 
 /// Which input a record came over.
@@ -288,15 +431,15 @@ struct Sides {
 }
 
 /// An event as its JSON text.
-mod event_text {
+pub(crate) mod event_text {
     use serde::{Deserialize, Deserializer, Serializer};
     use tidemark_runtime::value::Value;
 
-    pub(super) fn serialize<S: Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&v.to_string())
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         Value::from_json(text.as_bytes()).map_err(serde::de::Error::custom)
     }
@@ -308,8 +451,8 @@ struct IntervalJoin {
     upper: i64,
     lateness: i64,
     join: JoinType,
-    select: Option<Arc<[(Name, Expr)]>>,
-    eval: Evaluator,
+    /// Results, late records and counts.
+    results: JoinResults,
     /// The held records per key: the keyed state the operator declares.
     state: KeyedState<Sides>,
     /// When held records leave the state: per time (a record leaves once the watermark minus
@@ -318,10 +461,6 @@ struct IntervalJoin {
     expiry: BTreeMap<i64, Vec<Value>>,
     /// The highest watermark seen (`i64::MIN`: none yet).
     watermark: i64,
-    on_error: OnError,
-    late: Option<OnError>,
-    late_dropped: u64,
-    unmatched_dropped: u64,
     /// Records held now.
     held: u64,
 }
@@ -345,7 +484,7 @@ impl IntervalJoin {
         let t = record.timestamp;
         let limit = self.limit();
         if self.watermark != i64::MIN && t < limit {
-            return self.late(record, limit);
+            return self.results.late(record, self.watermark);
         }
         let key = record.key();
         let event = record.event();
@@ -397,7 +536,8 @@ impl IntervalJoin {
                 Side::Left => (&event, &other_event),
                 Side::Right => (&other_event, &event),
             };
-            self.emit(&key, Some(l), Some(r), t.max(other_t), out)?;
+            self.results
+                .emit(&key, Some(l), Some(r), t.max(other_t), out)?;
         }
         if !stays && !matched {
             self.unmatched(side, &key, event, t, out)?;
@@ -416,65 +556,13 @@ impl IntervalJoin {
         out: &mut Output,
     ) -> Result<(), BoxError> {
         if !self.join.keeps(side) {
-            self.unmatched_dropped += 1;
+            self.results.unmatched_dropped += 1;
             return Ok(());
         }
         match side {
-            Side::Left => self.emit(key, Some(&event), None, t, out),
-            Side::Right => self.emit(key, None, Some(&event), t, out),
+            Side::Left => self.results.emit(key, Some(&event), None, t, out),
+            Side::Right => self.results.emit(key, None, Some(&event), t, out),
         }
-    }
-
-    /// Emits the result of `left` and `right` (`None`: unmatched) at `t`.
-    fn emit(
-        &mut self,
-        key: &Value,
-        left: Option<&Value>,
-        right: Option<&Value>,
-        t: i64,
-        out: &mut Output,
-    ) -> Result<(), BoxError> {
-        let mut both = Map::with_capacity(2);
-        both.push_unchecked(name_of("left"), left.cloned().unwrap_or(Value::Null));
-        both.push_unchecked(name_of("right"), right.cloned().unwrap_or(Value::Null));
-        let Some(select) = &self.select else {
-            out.emit(Record::with_event(key.clone(), both, t));
-            return Ok(());
-        };
-        both.push_unchecked(name_of("key"), key.clone());
-        let scope = Scope {
-            event: EventRef::Map(&both),
-            key,
-            timestamp_ms: t.div_euclid(1_000_000),
-        };
-        let mut fields = Map::with_capacity(select.len());
-        for (name, e) in select.iter() {
-            match self.eval.eval(e, &scope) {
-                Ok(v) => fields.push_unchecked(name.clone(), v),
-                Err(error) => return self.on_error.handle(e, error, &scope.event),
-            }
-        }
-        out.emit(Record::with_event(key.clone(), fields, t));
-        Ok(())
-    }
-
-    #[cold]
-    fn late(&mut self, record: &Record, limit: i64) -> Result<(), BoxError> {
-        self.late_dropped += 1;
-        if let Some(dead_letter) = &mut self.late {
-            let message = format!(
-                "late: the record's timestamp {} ms is behind the join's watermark {} ms \
-                 minus allowed_lateness {} ms",
-                record.timestamp.div_euclid(1_000_000),
-                self.watermark.div_euclid(1_000_000),
-                self.lateness / 1_000_000,
-            );
-            let _ = limit;
-            expr::with_record(record, |scope| {
-                dead_letter.drop_record(&message, &scope.event)
-            })?;
-        }
-        Ok(())
     }
 
     /// Every held record that leaves once the limit is `limit` (`None`: all of them, at the
@@ -589,11 +677,7 @@ impl Operator for IntervalJoin {
 
     fn finish(&mut self, _now_nanos: i64, out: &mut Output) -> Result<(), BoxError> {
         self.expire(None, out)?;
-        self.on_error.finish()?;
-        match &mut self.late {
-            Some(late) => late.finish(),
-            None => Ok(()),
-        }
+        self.results.finish()
     }
 
     fn keyed_table(&mut self) -> Option<&mut dyn KeyedTable> {
@@ -624,30 +708,19 @@ impl Operator for IntervalJoin {
     }
 
     fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
-        match &mut self.late {
-            Some(late) => on_error::snapshot_handlers(&mut [&mut self.on_error, late], checkpoint),
-            None => on_error::snapshot_handlers(&mut [&mut self.on_error], checkpoint),
-        }
+        self.results.snapshot_local(checkpoint)
     }
 
     fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
-        match &mut self.late {
-            Some(late) => on_error::restore_handlers(&mut [&mut self.on_error, late], state),
-            None => on_error::restore_handlers(&mut [&mut self.on_error], state),
-        }
+        self.results.restore_local(state)
     }
 
     fn late_records_dropped(&self) -> u64 {
-        self.late_dropped
+        self.results.dropped(DropReason::Late)
     }
 
     fn records_dropped(&self, reason: DropReason) -> u64 {
-        match reason {
-            DropReason::Late => self.late_dropped,
-            DropReason::ExpressionError => self.on_error.dropped,
-            DropReason::Unmatched => self.unmatched_dropped,
-            _ => 0,
-        }
+        self.results.dropped(reason)
     }
 
     fn state_size(&self) -> Option<StateSize> {
@@ -665,7 +738,7 @@ impl Operator for IntervalJoin {
 }
 
 /// A rough size in bytes of `v` in memory.
-fn approximate_size(v: &Value) -> u64 {
+pub(crate) fn approximate_size(v: &Value) -> u64 {
     match v {
         Value::String(s) => 16 + s.len() as u64,
         Value::List(l) => 24 + l.iter().map(approximate_size).sum::<u64>(),
@@ -908,8 +981,17 @@ mod tests {
             (json!({"between": ["5 parsecs", "1s"]}), "between:"),
             (
                 json!({"between": ["-1s", "0s"], "kind": "table"}),
-                "kind: kind: table is not available yet",
+                "between: only applies with kind: interval",
             ),
+            (
+                json!({"kind": "table", "join": "full"}),
+                "join: a table join is inner or left",
+            ),
+            (
+                json!({"between": ["-1s", "0s"], "as_of": "latest"}),
+                "as_of: only applies with kind: table",
+            ),
+            (json!({"kind": "table", "as_of": "now"}), "as_of:"),
             (json!({"between": ["-1s", "0s"], "join": "outer"}), "join:"),
             (
                 json!({"between": ["-1s", "0s"], "select": {"a": "left."}}),

@@ -6,6 +6,7 @@ pub mod join;
 pub mod key_by;
 pub mod map;
 pub mod reduce;
+pub mod table_join;
 pub mod window;
 
 #[cfg(test)]
