@@ -326,6 +326,14 @@ pub fn run(graph: JobGraph, config: JobConfig) -> Result<JobResult, StartError> 
     Ok(start(graph, config)?.wait())
 }
 
+/// The seed a subtask's [`SubtaskContext::seed`](crate::SubtaskContext) holds: the job's seed
+/// `base` mixed with the vertex's index in the graph (the order vertices were added) and the
+/// subtask's index, so that a benchmark's baseline can make the same random records as a
+/// job's generators.
+pub fn subtask_seed(base: u64, vertex: usize, subtask: usize) -> u64 {
+    mix_seed(base, vertex, subtask)
+}
+
 fn mix_seed(base: u64, vertex: usize, subtask: usize) -> u64 {
     // SplitMix64 finaliser over the combined inputs.
     let mut z = base ^ ((vertex as u64) << 32) ^ (subtask as u64) ^ 0x9E37_79B9_7F4A_7C15;
