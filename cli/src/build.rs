@@ -198,6 +198,25 @@ pub(crate) fn build_graph_in(
                 input_v.parallelism.unwrap_or(default_parallelism).get()
             };
             let keyed = v.kind != VertexKind::Source && v.config.contains_key(EDGE_KEY);
+            if v.exchange.is_some() && v.input_fields == &crate::jobfile::JOIN_SIDES[..] {
+                // Said once, at the first input.
+                if i == 0 {
+                    errors.push(
+                        job.error(
+                            &[section_of(v.kind), &v.id, crate::exchange::FIELD],
+                            Some(v.vref()),
+                            Problem::Invalid {
+                                field: crate::exchange::FIELD.into(),
+                                message: "a join's inputs cannot cross instances through a Kafka \
+                                      exchange yet: read the Kafka topics in the join's job \
+                                      directly, without `exchange`"
+                                    .into(),
+                            },
+                        ),
+                    );
+                }
+                continue;
+            }
             if v.exchange.is_some() {
                 let p = input_p();
                 let from = match keyed {
@@ -1273,6 +1292,14 @@ sinks:
             e.starts_with(
                 "job.yaml:12:5: operator \"j\": field \"key\": expected a CEL expression"
             ) && e.contains("for the right side"),
+            "{e}"
+        );
+        let e = one_error(&JOIN_JOB.replace(
+            "    parallelism: 3\n",
+            "    parallelism: 3\n    exchange: {kafka: {brokers: \"127.0.0.1:9\", partitions: 4}}\n",
+        ));
+        assert!(
+            e.starts_with("job.yaml:15:5: operator \"j\": field \"exchange\": a join's inputs cannot cross instances"),
             "{e}"
         );
         // Said at the join's `partition` (once per input edge).

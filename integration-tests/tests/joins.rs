@@ -361,6 +361,28 @@ sinks:
             )
             .is_some_and(|w| w >= passed)
     });
+    // The join's series: matches so far, no unmatched result (an inner join emits none), and
+    // the clicks it holds for payments still to come.
+    let series = |name: &str, label: (&str, &str)| {
+        scrape(addr).value(
+            name,
+            &[
+                ("operator_id", "paid_after_click"),
+                ("operator_subtask_index", "0"),
+                label,
+            ],
+        )
+    };
+    wait_until("the join's results in its series", || {
+        series("tidemark_join_results_total", ("kind", "matched")).is_some_and(|m| m > 0.0)
+    });
+    let matched = series("tidemark_join_results_total", ("kind", "matched")).unwrap();
+    assert_eq!(
+        series("tidemark_join_results_total", ("kind", "unmatched")),
+        Some(0.0)
+    );
+    assert!(series("tidemark_join_held_records", ("side", "right")).unwrap() > 0.0);
+    assert!(series("tidemark_join_held_records", ("side", "left")).is_some());
     // A payment of a user with clicks at its time, 5 s behind the join's watermark.
     let late = (99_999u64, ps[50].1.clone(), 7u64, ps[99].3 - 7_000);
     writeln!(stdin, "{}", payment_line(&late)).unwrap();
@@ -379,7 +401,10 @@ sinks:
     );
     let out = dir.read("out.jsonl");
     assert!(!out.contains("99999"), "the late payment joined: {out}");
-    assert!(out.lines().count() > 0, "the others joined");
+    assert!(
+        out.lines().count() as f64 >= matched,
+        "every match the series counted is in the output"
+    );
 }
 
 /// The example of docs/joins.md runs as the docs say, and gives the nested loop's results.

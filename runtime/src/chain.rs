@@ -783,6 +783,9 @@ impl Chain {
     pub(crate) fn publish_state_size(&self) {
         for node in &self.nodes {
             if let NodeKind::Operator(op) = &node.kind {
+                if let Some(counts) = op.join_counts() {
+                    node.metrics.set_join_counts(counts);
+                }
                 if let Some(size) = op.state_size() {
                     node.metrics.set_state_size(size);
                 }

@@ -460,6 +460,13 @@ pub trait Operator: Send {
     fn state_size(&self) -> Option<StateSize> {
         None
     }
+
+    /// A join's results so far and records held now, for `tidemark_join_results_total` and
+    /// `tidemark_join_held_records`: `None` (the default) for any other operator. Called with
+    /// [`Operator::state_size`], about once a second and at the end.
+    fn join_counts(&self) -> Option<crate::JoinCounts> {
+        None
+    }
 }
 
 /// The error a sink returns when its output has gone away for good (standard output whose

@@ -116,6 +116,10 @@ enum Labels {
     VertexReason,
     /// `operator_id`, `operator_subtask_index`, `input`.
     VertexInput,
+    /// `operator_id`, `operator_subtask_index`, `kind`.
+    VertexKind,
+    /// `operator_id`, `operator_subtask_index`, `side`.
+    VertexSide,
 }
 
 impl Labels {
@@ -127,6 +131,8 @@ impl Labels {
             Labels::Source => &["source_id", "source_subtask_index"],
             Labels::VertexReason => &["operator_id", "operator_subtask_index", "reason"],
             Labels::VertexInput => &["operator_id", "operator_subtask_index", "input"],
+            Labels::VertexKind => &["operator_id", "operator_subtask_index", "kind"],
+            Labels::VertexSide => &["operator_id", "operator_subtask_index", "side"],
             Labels::MarkerKey => match granularity {
                 Granularity::Single => &["operator_id", "operator_subtask_index"],
                 Granularity::Operator => &["source_id", "operator_id", "operator_subtask_index"],
@@ -225,6 +231,10 @@ specs! {
         "Windows not yet expired in a window operator subtask (0 for other stateful operators).";
     state_bytes: STATE_BYTES = "tidemark_state_bytes", GAUGE, Vertex,
         "An estimate of the bytes a stateful operator subtask's state takes in memory.";
+    join_results: JOIN_RESULTS = "tidemark_join_results_total", COUNTER, VertexKind,
+        "Results a join operator subtask emitted: kind=matched for a match, kind=unmatched for a record that matched nothing (an outer join's, the other side null); as published about once a second.";
+    join_held: JOIN_HELD = "tidemark_join_held_records", GAUGE, VertexSide,
+        "Records a join operator subtask holds now, per side (left, right; a table join's right side is its rows' versions), as published about once a second.";
     late_dropped: LATE_DROPPED = "tidemark_late_records_dropped_total", COUNTER, Vertex,
         "Records a window operator subtask dropped as late.";
     records_dropped: RECORDS_DROPPED = "tidemark_records_dropped_total", COUNTER, VertexReason,
@@ -388,6 +398,26 @@ pub fn gather(registry: &MetricsRegistry) -> Vec<MetricFamily> {
                     ],
                 );
                 f.watermark_holder.push(l, gauge(1.0));
+            }
+            if let Some(join) = metrics.join_counts() {
+                let with = |name: &str, value: &str| {
+                    labels(
+                        job,
+                        &[
+                            ("operator_id", &vertex.id),
+                            ("operator_subtask_index", &index),
+                            (name, value),
+                        ],
+                    )
+                };
+                f.join_results
+                    .push(with("kind", "matched"), counter(join.matched as f64));
+                f.join_results
+                    .push(with("kind", "unmatched"), counter(join.unmatched as f64));
+                f.join_held
+                    .push(with("side", "left"), gauge(join.held_left as f64));
+                f.join_held
+                    .push(with("side", "right"), gauge(join.held_right as f64));
             }
             if let Some(size) = metrics.state_size() {
                 f.state_keys.push(own.clone(), gauge(size.keys as f64));
@@ -864,13 +894,15 @@ mod tests {
     /// The families the test job of [`run_job`] has no series of: the watermark families need
     /// watermarks (see their own test), the state families a stateful operator
     /// (operators/tests/runtime_metrics.rs).
-    const NOT_IN_THE_TEST_JOB: [&str; 6] = [
+    const NOT_IN_THE_TEST_JOB: [&str; 8] = [
         WATERMARK_LAG.name,
         WATERMARK.name,
         WATERMARK_HOLDER.name,
         STATE_KEYS.name,
         STATE_WINDOWS_OPEN.name,
         STATE_BYTES.name,
+        JOIN_RESULTS.name,
+        JOIN_HELD.name,
     ];
 
     fn named<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {

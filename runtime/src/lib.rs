@@ -113,7 +113,7 @@ pub use job::{
     prepare, run, start, JobHandle, JobOutcome, JobResult, PreparedJob, StartError, StopHandle,
     TaskFailure,
 };
-pub use metrics::{DropReason, MetricsRegistry, SubtaskMetrics, TaskMetrics};
+pub use metrics::{DropReason, JoinCounts, MetricsRegistry, SubtaskMetrics, TaskMetrics};
 pub use output::Output;
 pub use partitioner::hash_channel;
 pub use plan::ExecutionPlan;

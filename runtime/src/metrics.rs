@@ -25,6 +25,20 @@ pub struct StateSize {
     pub bytes: u64,
 }
 
+/// A join operator subtask's counts ([`crate::Operator::join_counts`]): results so far and
+/// records held now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JoinCounts {
+    /// Results of a match.
+    pub matched: u64,
+    /// Results of a record that matched nothing (an outer join's, the other side null).
+    pub unmatched: u64,
+    /// Left records held now.
+    pub held_left: u64,
+    /// Right records held now (a table join's versions).
+    pub held_right: u64,
+}
+
 /// Counters of one vertex subtask, read by the exporter and the report.
 ///
 /// Only the runtime writes them (each counter from the one task that owns it); library users
@@ -64,6 +78,8 @@ pub struct SubtaskMetrics {
     watermark_holder: Mutex<Option<Arc<str>>>,
     /// Keys, windows open and bytes of the operator's state; keys is -1 for a stateless one.
     state: CachePadded<[AtomicI64; 3]>,
+    /// A join's counts (`JoinCounts`, in its field order), the first -1 for other vertices.
+    join: CachePadded<[AtomicI64; 4]>,
 }
 
 /// Why a record did not reach a sink (besides a filter or an aggregation consuming it by
@@ -178,6 +194,12 @@ impl SubtaskMetrics {
             dropped: CachePadded::new(Default::default()),
             watermark_holder: Mutex::new(None),
             state: CachePadded::new([AtomicI64::new(-1), AtomicI64::new(0), AtomicI64::new(0)]),
+            join: CachePadded::new([
+                AtomicI64::new(-1),
+                AtomicI64::new(0),
+                AtomicI64::new(0),
+                AtomicI64::new(0),
+            ]),
         }
     }
 
@@ -249,6 +271,27 @@ impl SubtaskMetrics {
         self.state[1].store(clamp(size.windows_open), Ordering::Relaxed);
         self.state[2].store(clamp(size.bytes), Ordering::Relaxed);
         self.state[0].store(clamp(size.keys), Ordering::Relaxed);
+    }
+
+    /// A join subtask's counts as last published (with its state size), `None` for other
+    /// vertices.
+    pub fn join_counts(&self) -> Option<JoinCounts> {
+        let matched = self.join[0].load(Ordering::Relaxed);
+        (matched >= 0).then(|| JoinCounts {
+            matched: matched as u64,
+            unmatched: self.join[1].load(Ordering::Relaxed) as u64,
+            held_left: self.join[2].load(Ordering::Relaxed) as u64,
+            held_right: self.join[3].load(Ordering::Relaxed) as u64,
+        })
+    }
+
+    /// Publishes a join's counts; called by the owning task.
+    pub(crate) fn set_join_counts(&self, counts: JoinCounts) {
+        let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
+        self.join[1].store(clamp(counts.unmatched), Ordering::Relaxed);
+        self.join[2].store(clamp(counts.held_left), Ordering::Relaxed);
+        self.join[3].store(clamp(counts.held_right), Ordering::Relaxed);
+        self.join[0].store(clamp(counts.matched), Ordering::Relaxed);
     }
 
     /// Records this subtask dropped for `reason` so far.

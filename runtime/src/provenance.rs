@@ -26,6 +26,8 @@ pub use crate::record_id::{Origin, OriginText, ResultId};
 ///
 /// - `window/<vertex>/<start ns>/<end ns>/<firing>/<key as JSON>`
 /// - `reduce/<vertex>/<topic>/<partition>/<offset>/<seq>/<key as JSON>`
+/// - `join/<vertex>/<left origin>/<right origin>/<key as JSON>`, each origin
+///   `<topic>/<partition>/<offset>/<seq>`, `-` for a null side
 ///
 /// The key comes last, so it may hold any text. A reduce's output whose input had no origin
 /// (a source other than `kafka`) has no id.
@@ -46,6 +48,20 @@ pub fn write_result_id(record: &Record, out: &mut Vec<u8>) -> bool {
             let _ = write!(out, "reduce/{vertex}/");
             origin.write_text(out);
             out.push(b'/');
+        }
+        Some(ResultId::Join {
+            vertex,
+            left,
+            right,
+        }) => {
+            let _ = write!(out, "join/{vertex}/");
+            for side in [left, right] {
+                match side {
+                    Some(origin) => origin.write_text(out),
+                    None => out.push(b'-'),
+                }
+                out.push(b'/');
+            }
         }
         None => return false,
     }
@@ -134,6 +150,22 @@ mod tests {
         assert_eq!(id_of(&r), None);
         r.set_origin(origin(41, 0));
         assert_eq!(id_of(&r).unwrap(), "reduce/totals/orders.v2/3/41/0/7");
+        let mut j = Record::with_event(Value::from("u1"), Map::new(), 0);
+        j.set_result_id(ResultId::Join {
+            vertex: name_of("paid"),
+            left: Some(origin(5, 0)),
+            right: None,
+        });
+        assert_eq!(id_of(&j).unwrap(), r#"join/paid/orders.v2/3/5/0/-/"u1""#);
+        j.set_result_id(ResultId::Join {
+            vertex: name_of("paid"),
+            left: Some(origin(5, 0)),
+            right: Some(origin(9, 2)),
+        });
+        assert_eq!(
+            id_of(&j).unwrap(),
+            r#"join/paid/orders.v2/3/5/0/orders.v2/3/9/2/"u1""#
+        );
         // Clones keep both; changing the event keeps both.
         let mut c = r.clone();
         c.set("x", 1);

@@ -104,4 +104,14 @@ pub enum ResultId {
         /// The `reduce` vertex.
         vertex: Name,
     },
+    /// A join's result: of the left record and the right record with these origins (`None`:
+    /// the side is null, an unmatched record's result).
+    Join {
+        /// The `join` vertex.
+        vertex: Name,
+        /// The left record's origin.
+        left: Option<Origin>,
+        /// The right record's origin.
+        right: Option<Origin>,
+    },
 }

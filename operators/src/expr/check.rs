@@ -151,6 +151,9 @@ pub(crate) struct Checker {
     pub findings: Vec<Finding>,
     /// Names bound by comprehensions around the node being walked (`x` in `l.all(x, …)`).
     bound: Vec<String>,
+    /// The variables the expression reads (its free identifiers but `record`), each once, in
+    /// the order first met.
+    pub variables: Vec<String>,
 }
 
 impl Checker {
@@ -158,6 +161,7 @@ impl Checker {
         Checker {
             findings: Vec::new(),
             bound: Vec::new(),
+            variables: Vec::new(),
         }
     }
 
@@ -191,9 +195,13 @@ impl Checker {
                 LiteralValue::UInt(_) => Type::Uint,
             },
             Expr::Ident(name) => {
-                if name == "record" && !self.bound.iter().any(|b| b == "record") {
+                let bound = self.bound.iter().any(|b| b == name);
+                if name == "record" && !bound {
                     Type::Map
                 } else {
+                    if !bound && !self.variables.iter().any(|v| v == name) {
+                        self.variables.push(name.clone());
+                    }
                     Type::Dyn
                 }
             }

@@ -64,6 +64,8 @@ struct Compiled {
     source: String,
     ast: IdedExpr,
     result_type: Type,
+    /// The variables it reads ([`Expr::variables`]).
+    variables: Vec<String>,
     /// The direct evaluator, where the expression is simple enough ([`fast`]).
     shortcut: Option<fast::Node>,
 }
@@ -146,6 +148,7 @@ impl Expr {
                 source: source.to_owned(),
                 ast,
                 result_type,
+                variables: checker.variables,
                 shortcut,
             }),
         })
@@ -185,9 +188,16 @@ impl Expr {
                 source: self.inner.source.clone(),
                 ast: self.inner.ast.clone(),
                 result_type: self.inner.result_type,
+                variables: self.inner.variables.clone(),
                 shortcut: None,
             }),
         }
+    }
+
+    /// The variables the expression reads: its free identifiers (the event's fields it
+    /// names), but `record`, each once.
+    pub fn variables(&self) -> &[String] {
+        &self.inner.variables
     }
 
     /// The expression as written.

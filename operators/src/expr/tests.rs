@@ -371,6 +371,7 @@ fn listed_functions_exist() {
                 .expression()
                 .clone(),
             result_type: Type::Dyn,
+            variables: Vec::new(),
             shortcut: None,
         }),
     };

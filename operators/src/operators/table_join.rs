@@ -28,14 +28,29 @@ use serde::{Deserialize, Serialize};
 use tidemark_runtime::keyed_state::{KeyedSnapshot, KeyedState};
 use tidemark_runtime::keyed_table::{KeyedTable, TimeBuffer};
 use tidemark_runtime::value::Value;
-use tidemark_runtime::{BoxError, DropReason, Operator, Output, Record, StateSize};
+use tidemark_runtime::{BoxError, DropReason, JoinCounts, Operator, Output, Record, StateSize};
 
-use super::join::{approximate_size, event_text, AsOf, JoinResults};
+use super::join::{approximate_size, event_text, origin_form, AsOf, JoinResults};
+use tidemark_runtime::provenance::Origin;
 
-/// An event kept in a snapshot as JSON text (a version's `null` is a delete).
+/// A record kept: its event (JSON text in a snapshot; a version's `null` is a delete) and the
+/// input message it came from, for its results' ids.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-struct Kept(#[serde(with = "event_text")] Value);
+struct Kept {
+    #[serde(with = "event_text")]
+    event: Value,
+    #[serde(with = "origin_form")]
+    origin: Option<Origin>,
+}
+
+impl Kept {
+    fn of(record: &Record) -> Kept {
+        Kept {
+            event: record.event(),
+            origin: record.origin().cloned(),
+        }
+    }
+}
 
 /// One key's row: its versions and the left records waiting for them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -89,22 +104,22 @@ impl TableJoin {
             return self.results.late(record, self.watermark);
         }
         let key = record.key();
-        let event = record.event();
+        let left = Kept::of(record);
         match self.as_of {
             AsOf::Latest => {
                 let version = self
                     .state
                     .get(&key)
                     .and_then(|row| row.versions.iter().last())
-                    .map(|(_, v)| v.0.clone());
-                self.give(&key, &event, version, t, out)
+                    .map(|(_, v)| v.clone());
+                self.give(&key, &left, version, t, out)
             }
             AsOf::EventTime if t <= self.right_watermark => {
                 let version = self.state.get(&key).and_then(|row| version_at(row, t));
-                self.give(&key, &event, version, t, out)
+                self.give(&key, &left, version, t, out)
             }
             AsOf::EventTime => {
-                self.state.get_or_default(&key).held.push(t, Kept(event));
+                self.state.get_or_default(&key).held.push(t, left);
                 self.release.entry(t).or_default().push(key.into_owned());
                 Ok(())
             }
@@ -113,21 +128,21 @@ impl TableJoin {
 
     fn right(&mut self, record: &Record) {
         let key = record.key();
-        let event = record.event();
+        let version = Kept::of(record);
         let limit = self.limit();
         match self.as_of {
             AsOf::Latest => {
-                if event == Value::Null {
+                if version.event == Value::Null {
                     self.state.remove(&key);
                 } else {
                     let row = self.state.get_or_default(&key);
                     row.versions = TimeBuffer::new();
-                    row.versions.push(record.timestamp, Kept(event));
+                    row.versions.push(record.timestamp, version);
                 }
             }
             AsOf::EventTime => {
                 let row = self.state.get_or_default(&key);
-                row.versions.push(record.timestamp, Kept(event));
+                row.versions.push(record.timestamp, version);
                 if trim(row, limit) {
                     self.state.remove(&key);
                 }
@@ -140,14 +155,18 @@ impl TableJoin {
     fn give(
         &mut self,
         key: &Value,
-        event: &Value,
-        version: Option<Value>,
+        left: &Kept,
+        version: Option<Kept>,
         t: i64,
         out: &mut Output,
     ) -> Result<(), BoxError> {
+        let l = Some((&left.event, left.origin.as_ref()));
         match version {
-            Some(v) if v != Value::Null => self.results.emit(key, Some(event), Some(&v), t, out),
-            _ if self.outer => self.results.emit(key, Some(event), None, t, out),
+            Some(v) if v.event != Value::Null => {
+                let r = Some((&v.event, v.origin.as_ref()));
+                self.results.emit(key, l, r, t, out)
+            }
+            _ if self.outer => self.results.emit(key, l, None, t, out),
             _ => {
                 self.results.unmatched_dropped += 1;
                 Ok(())
@@ -165,21 +184,22 @@ impl TableJoin {
             None => std::mem::take(&mut self.release),
         };
         let limit = self.limit();
-        let mut going: Vec<(i64, Value, Option<Value>)> = Vec::new();
+        let mut going: Vec<(i64, Kept, Option<Kept>)> = Vec::new();
         for key in due.into_values().flatten() {
             let Some(row) = self.state.get_mut(&key) else {
                 continue;
             };
             let mut left = Vec::new();
-            row.held.expire(until, |t, e| left.push((t, e.0)));
-            for (t, event) in left {
-                going.push((t, event, version_at(row, t)));
+            row.held.expire(until, |t, k| left.push((t, k)));
+            for (t, kept) in left {
+                let version = version_at(row, t);
+                going.push((t, kept, version));
             }
             if trim(row, limit) {
                 self.state.remove(&key);
             }
-            for (t, event, version) in going.drain(..) {
-                self.give(&key, &event, version, t, out)?;
+            for (t, kept, version) in going.drain(..) {
+                self.give(&key, &kept, version, t, out)?;
             }
         }
         Ok(())
@@ -197,11 +217,11 @@ impl TableJoin {
 }
 
 /// The version of `row` valid at `t`: the last one at or before it.
-fn version_at(row: &Row, t: i64) -> Option<Value> {
+fn version_at(row: &Row, t: i64) -> Option<Kept> {
     row.versions
         .range(i64::MIN, t)
         .last()
-        .map(|(_, v)| v.0.clone())
+        .map(|(_, v)| v.clone())
 }
 
 /// Drops the versions no left record can need any more, given that none before `limit` can
@@ -213,7 +233,7 @@ fn trim(row: &mut Row, limit: i64) -> bool {
     row.held.is_empty()
         && match row.versions.iter().next() {
             None => true,
-            Some((t, v)) => row.versions.len() == 1 && v.0 == Value::Null && t <= cutoff,
+            Some((t, v)) => row.versions.len() == 1 && v.event == Value::Null && t <= cutoff,
         }
 }
 
@@ -318,6 +338,13 @@ impl Operator for TableJoin {
         self.results.dropped(reason)
     }
 
+    fn join_counts(&self) -> Option<JoinCounts> {
+        let (held, versions) = self.state.iter().fold((0, 0), |(h, v), (_, r)| {
+            (h + r.held.len() as u64, v + r.versions.len() as u64)
+        });
+        Some(self.results.counts(held, versions))
+    }
+
     fn state_size(&self) -> Option<StateSize> {
         Some(StateSize {
             keys: self.state.len() as u64,
@@ -326,7 +353,7 @@ impl Operator for TableJoin {
                 .state
                 .iter()
                 .flat_map(|(_, r)| r.versions.iter().chain(r.held.iter()))
-                .map(|(_, k)| 48 + approximate_size(&k.0))
+                .map(|(_, k)| 48 + approximate_size(&k.event))
                 .sum(),
         })
     }

@@ -1,0 +1,155 @@
+//! A join reading two Kafka topics and writing a third, on a mock cluster the test starts: every
+//! result is one message whose `tidemark-result-id` names the join, the two input messages that
+//! made it and the key, against a nested loop over the messages the test wrote.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::{Proc, TempDir};
+use tidemark_kafka::{testing, DevCluster, DevClusterOptions};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+const BASE: i64 = 1_764_504_000_000;
+
+/// (partition, offset, user, ts ms) of each message written to a 2-partition topic: message
+/// `i` to partition `i % 2`, so its offset there is `i / 2`.
+fn messages(n: i64, start: i64, step: i64, users: i64) -> Vec<(i32, i64, String, i64)> {
+    (0..n)
+        .map(|i| {
+            let user = format!("u{}", (i * 7 + 3) % users);
+            ((i % 2) as i32, i / 2, user, start + i * step)
+        })
+        .collect()
+}
+
+#[test]
+fn join_results_written_to_kafka_name_the_messages_that_made_them() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![
+            ("payments".into(), 2),
+            ("clicks".into(), 2),
+            ("out".into(), 1),
+        ],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let payments = messages(40, BASE, 10_000, 5);
+    let clicks = messages(60, BASE - 300_000, 10_000, 5);
+    let producer = testing::producer(&bootstrap);
+    for (topic, list, field) in [
+        ("payments", &payments, "payment"),
+        ("clicks", &clicks, "click"),
+    ] {
+        let values: Vec<(i32, String, String)> = list
+            .iter()
+            .enumerate()
+            .map(|(i, (p, _, user, ts))| {
+                (
+                    *p,
+                    user.clone(),
+                    format!(r#"{{"{field}":{i},"user":"{user}","ts":{ts}}}"#),
+                )
+            })
+            .collect();
+        testing::produce(
+            &producer,
+            topic,
+            values
+                .iter()
+                .map(|(p, k, v)| (Some(*p), k.as_str(), v.as_str())),
+        );
+    }
+    // The nested loop: each payment with each click of its user at most 10 minutes before it.
+    let mut want = BTreeSet::new();
+    for (pp, po, pu, pt) in &payments {
+        for (cp, co, cu, ct) in &clicks {
+            if pu == cu && (-600_000..=0).contains(&(ct - pt)) {
+                want.insert(format!(
+                    "join/paid/payments/{pp}/{po}/0/clicks/{cp}/{co}/0/\"{pu}\""
+                ));
+            }
+        }
+    }
+    assert!(want.len() > 40, "{}", want.len());
+
+    let dir = TempDir::new("kafka-join");
+    let source = |topic: &str| {
+        format!(
+            "  {topic}:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [{topic}]
+    group: join-{topic}
+    format: json
+    key: user
+    timestamp: ts
+"
+        )
+    };
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: kafka-join
+sources:
+{}{}operators:
+  paid:
+    type: join
+    left: payments
+    right: clicks
+    key: user
+    between: [-10m, 0s]
+sinks:
+  out:
+    type: kafka
+    input: paid
+    brokers: {bootstrap}
+    topic: out
+    parallelism: 1
+",
+            source("payments"),
+            source("clicks")
+        ),
+    );
+    let mut proc = Proc::spawn(
+        dir.path(),
+        [
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "job.yaml",
+            "--parallelism",
+            "2",
+        ],
+    );
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{} of {} results: {}",
+            got.len(),
+            want.len(),
+            proc.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        got = testing::read_all(&bootstrap, "out", 1, DEADLINE);
+    }
+    proc.terminate();
+    assert_eq!(proc.wait_code(), 0, "{}", proc.stderr());
+    let got = testing::read_all(&bootstrap, "out", 1, DEADLINE);
+    let ids: Vec<String> = got
+        .iter()
+        .map(|m| {
+            m.header("tidemark-result-id")
+                .unwrap_or_else(|| panic!("a result without an id: {:?}", m.headers))
+                .to_owned()
+        })
+        .collect();
+    let distinct: BTreeSet<String> = ids.iter().cloned().collect();
+    assert_eq!(distinct.len(), ids.len(), "an id twice");
+    assert_eq!(distinct, want);
+}
