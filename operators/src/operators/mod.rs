@@ -3,6 +3,7 @@
 pub mod delay;
 pub mod filter;
 pub mod join;
+mod join_results;
 pub mod key_by;
 pub mod map;
 pub mod reduce;

@@ -30,8 +30,20 @@ use tidemark_runtime::keyed_table::{KeyedTable, TimeBuffer};
 use tidemark_runtime::value::Value;
 use tidemark_runtime::{BoxError, DropReason, JoinCounts, Operator, Output, Record, StateSize};
 
-use super::join::{approximate_size, event_text, origin_form, AsOf, JoinResults};
+use super::join_results::{approximate_size, event_text, origin_form, JoinResults};
 use tidemark_runtime::provenance::Origin;
+
+/// `as_of:` which version of its key's row a table join's left record joins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsOf {
+    /// The version valid at the left record's timestamp, once every version it could need
+    /// has arrived.
+    #[default]
+    EventTime,
+    /// Whatever version the key has when the left record arrives.
+    Latest,
+}
 
 /// A record kept: its event (JSON text in a snapshot; a version's `null` is a delete) and the
 /// input message it came from, for its results' ids.

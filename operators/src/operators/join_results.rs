@@ -1,0 +1,240 @@
+//! What both kinds of `join` share ([`super::join`], [`super::table_join`]): building a
+//! result (its event, `select`, its `tidemark-result-id`), late records and the counts of what
+//! was dropped, and the snapshot forms of held events and their origins.
+
+use std::sync::Arc;
+
+use tidemark_runtime::name::{name_of, Name};
+use tidemark_runtime::provenance::{Origin, ResultId};
+use tidemark_runtime::value::{Map, Value};
+use tidemark_runtime::{BoxError, DropReason, JoinCounts, Output, Record};
+
+use crate::expr::{self, Evaluator, EventRef, Expr, Scope};
+use crate::on_error::{self, OnError};
+
+/// One side of a result: the record's event and its origin, if it has one.
+pub(crate) type Part<'a> = (&'a Value, Option<&'a Origin>);
+
+/// A result record, named by `id` if it has one.
+fn result(key: &Value, event: Map, t: i64, id: Option<ResultId>) -> Record {
+    let mut record = Record::with_event(key.clone(), event, t);
+    if let Some(id) = id {
+        record.set_result_id(id);
+    }
+    record
+}
+
+/// What both kinds of join share: building results (`select`), late records, the counts of
+/// records dropped.
+pub(crate) struct JoinResults {
+    /// The join vertex, for its results' ids.
+    vertex: Name,
+    select: Option<Arc<[(Name, Expr)]>>,
+    eval: Evaluator,
+    on_error: OnError,
+    late: Option<OnError>,
+    lateness: i64,
+    late_dropped: u64,
+    pub(crate) unmatched_dropped: u64,
+    /// Results emitted: of a match, of a record that matched nothing.
+    matched: u64,
+    unmatched: u64,
+    /// `left`, `right`, `key`: the output's and `select`'s names, made once.
+    names: [Name; 3],
+}
+
+impl JoinResults {
+    /// The results of join vertex `vertex`, with its `select`, `on_error`, `late` handling and
+    /// lateness (ns).
+    pub(crate) fn new(
+        vertex: &str,
+        select: Option<Arc<[(Name, Expr)]>>,
+        on_error: OnError,
+        late: Option<OnError>,
+        lateness: i64,
+    ) -> Self {
+        JoinResults {
+            vertex: name_of(vertex),
+            select,
+            eval: Evaluator::new(),
+            on_error,
+            late,
+            lateness,
+            late_dropped: 0,
+            unmatched_dropped: 0,
+            matched: 0,
+            unmatched: 0,
+            names: [name_of("left"), name_of("right"), name_of("key")],
+        }
+    }
+
+    /// Emits the result of `left` and `right` (`None`: unmatched) at `t`, keyed `key`. It names
+    /// the records it comes from (`tidemark-result-id`) where each of them has an origin.
+    pub(crate) fn emit(
+        &mut self,
+        key: &Value,
+        left: Option<Part<'_>>,
+        right: Option<Part<'_>>,
+        t: i64,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        match left.is_some() && right.is_some() {
+            true => self.matched += 1,
+            false => self.unmatched += 1,
+        }
+        let named = [left, right]
+            .iter()
+            .all(|p| p.is_none_or(|(_, origin)| origin.is_some()));
+        let id = named.then(|| ResultId::Join {
+            vertex: self.vertex.clone(),
+            left: left.and_then(|(_, o)| o.cloned()),
+            right: right.and_then(|(_, o)| o.cloned()),
+        });
+        let (left, right) = (left.map(|(e, _)| e), right.map(|(e, _)| e));
+        let mut both = Map::with_capacity(2);
+        both.push_unchecked(self.names[0].clone(), left.cloned().unwrap_or(Value::Null));
+        both.push_unchecked(self.names[1].clone(), right.cloned().unwrap_or(Value::Null));
+        let Some(select) = &self.select else {
+            out.emit(result(key, both, t, id));
+            return Ok(());
+        };
+        both.push_unchecked(self.names[2].clone(), key.clone());
+        let scope = Scope {
+            event: EventRef::Map(&both),
+            key,
+            timestamp_ms: t.div_euclid(1_000_000),
+        };
+        let mut fields = Map::with_capacity(select.len());
+        for (name, e) in select.iter() {
+            match self.eval.eval(e, &scope) {
+                Ok(v) => fields.push_unchecked(name.clone(), v),
+                Err(error) => return self.on_error.handle(e, error, &scope.event),
+            }
+        }
+        out.emit(result(key, fields, t, id));
+        Ok(())
+    }
+
+    /// `record` is behind `watermark` minus the lateness: counted, and written to the dead
+    /// letter if there is one.
+    #[cold]
+    pub(crate) fn late(&mut self, record: &Record, watermark: i64) -> Result<(), BoxError> {
+        self.late_dropped += 1;
+        if let Some(dead_letter) = &mut self.late {
+            let message = format!(
+                "late: the record's timestamp {} ms is behind the join's watermark {} ms \
+                 minus allowed_lateness {} ms",
+                record.timestamp.div_euclid(1_000_000),
+                watermark.div_euclid(1_000_000),
+                self.lateness / 1_000_000,
+            );
+            expr::with_record(record, |scope| {
+                dead_letter.drop_record(&message, &scope.event)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `allowed_lateness` (ns).
+    pub(crate) fn lateness(&self) -> i64 {
+        self.lateness
+    }
+
+    /// The end of input for the dead-letter files.
+    pub(crate) fn finish(&mut self) -> Result<(), BoxError> {
+        self.on_error.finish()?;
+        match &mut self.late {
+            Some(late) => late.finish(),
+            None => Ok(()),
+        }
+    }
+
+    /// The lengths of the dead-letter files ([`Operator::snapshot_local`]).
+    pub(crate) fn snapshot_local(&mut self, checkpoint: u64) -> Result<Option<Vec<u8>>, BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::snapshot_handlers(&mut [&mut self.on_error, late], checkpoint),
+            None => on_error::snapshot_handlers(&mut [&mut self.on_error], checkpoint),
+        }
+    }
+
+    /// Cuts the dead-letter files back ([`Operator::restore_local`]).
+    pub(crate) fn restore_local(&mut self, state: &[u8]) -> Result<(), BoxError> {
+        match &mut self.late {
+            Some(late) => on_error::restore_handlers(&mut [&mut self.on_error, late], state),
+            None => on_error::restore_handlers(&mut [&mut self.on_error], state),
+        }
+    }
+
+    /// The counts of [`Operator::join_counts`], with the records held now.
+    pub(crate) fn counts(&self, held_left: u64, held_right: u64) -> JoinCounts {
+        JoinCounts {
+            matched: self.matched,
+            unmatched: self.unmatched,
+            held_left,
+            held_right,
+        }
+    }
+
+    /// Records dropped for `reason`.
+    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::Late => self.late_dropped,
+            DropReason::ExpressionError => self.on_error.dropped,
+            DropReason::Unmatched => self.unmatched_dropped,
+            _ => 0,
+        }
+    }
+}
+
+/// An origin as a snapshot keeps it: `(topic, partition, offset, seq)`.
+pub(crate) mod origin_form {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use tidemark_runtime::name::name_of;
+    use tidemark_runtime::provenance::Origin;
+
+    pub(crate) fn serialize<S: Serializer>(o: &Option<Origin>, s: S) -> Result<S::Ok, S::Error> {
+        o.as_ref()
+            .map(|o| (&*o.topic, o.partition, o.offset, o.seq))
+            .serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Origin>, D::Error> {
+        let form = Option::<(String, i32, i64, u32)>::deserialize(d)?;
+        Ok(form.map(|(topic, partition, offset, seq)| Origin {
+            topic: name_of(&topic),
+            partition,
+            offset,
+            seq,
+        }))
+    }
+}
+
+/// An event as its JSON text.
+pub(crate) mod event_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tidemark_runtime::value::Value;
+
+    pub(crate) fn serialize<S: Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Value::from_json(text.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A rough size in bytes of `v` in memory.
+pub(crate) fn approximate_size(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => 16 + s.len() as u64,
+        Value::List(l) => 24 + l.iter().map(approximate_size).sum::<u64>(),
+        Value::Map(m) => {
+            24 + m
+                .iter()
+                .map(|(k, v)| 16 + k.len() as u64 + approximate_size(v))
+                .sum::<u64>()
+        }
+        _ => 16,
+    }
+}
