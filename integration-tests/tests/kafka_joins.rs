@@ -153,3 +153,143 @@ sinks:
     assert_eq!(distinct.len(), ids.len(), "an id twice");
     assert_eq!(distinct, want);
 }
+
+/// Writes `(key, value or None for a tombstone, timestamp ms)` to partition 0 of `topic`.
+fn write(bootstrap: &str, topic: &str, messages: &[(&str, Option<String>, i64)]) {
+    use rdkafka::producer::BaseRecord;
+    let producer = testing::producer(bootstrap);
+    for (key, value, ts) in messages {
+        let mut record: BaseRecord<'_, str, String> =
+            BaseRecord::to(topic).key(*key).partition(0).timestamp(*ts);
+        if let Some(v) = value {
+            record = record.payload(v);
+        }
+        testing::send_retrying(&producer, record, Duration::from_millis(1));
+    }
+    testing::flush(&producer);
+}
+
+/// Runs a table join of `orders` with the `customers` changelog until `n` results are in `out`,
+/// the customers source with `tombstones` (keep or drop); returns each order's version (-1 for
+/// none) and the customers source's tombstone drop count.
+fn table_join_run(bootstrap: &str, tombstones: &str, n: usize) -> (Vec<(i64, i64)>, f64) {
+    let dir = TempDir::new("kafka-table-join");
+    let source = |topic: &str, extra: &str| {
+        format!(
+            "  {topic}:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [{topic}]
+    group: table-{topic}-{tombstones}
+    start: earliest
+    format: json
+    watermarks: {{interval: 20ms, idleness: 300ms}}
+{extra}"
+        )
+    };
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: kafka-table-join
+parallelism: 1
+sources:
+{}{}operators:
+  enriched:
+    type: join
+    kind: table
+    left: orders
+    right: customers
+    join: left
+    select:
+      order: left.id
+      version: 'right == null ? -1 : right.v'
+sinks:
+  out:
+    type: kafka
+    input: enriched
+    brokers: {bootstrap}
+    topic: out-{tombstones}
+",
+            source("orders", ""),
+            source("customers", &format!("    tombstones: {tombstones}\n"))
+        ),
+    );
+    let mut proc = Proc::spawn(
+        dir.path(),
+        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
+    );
+    let addr = proc.metrics_addr();
+    let topic = format!("out-{tombstones}");
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(started.elapsed() < DEADLINE, "{got:?}: {}", proc.stderr());
+        std::thread::sleep(Duration::from_millis(200));
+        got = testing::read_all(bootstrap, &topic, 1, DEADLINE);
+    }
+    let dropped = common::scrape(addr)
+        .value(
+            "tidemark_records_dropped_total",
+            &[
+                ("operator_id", "customers"),
+                ("operator_subtask_index", "0"),
+                ("reason", "tombstone"),
+            ],
+        )
+        .unwrap();
+    proc.terminate();
+    assert_eq!(proc.wait_code(), 0, "{}", proc.stderr());
+    let mut versions: Vec<(i64, i64)> = testing::read_all(bootstrap, &topic, 1, DEADLINE)
+        .iter()
+        .map(|m| {
+            let v: serde_json::Value = serde_json::from_slice(m.value.as_deref().unwrap()).unwrap();
+            (v["order"].as_i64().unwrap(), v["version"].as_i64().unwrap())
+        })
+        .collect();
+    versions.sort();
+    (versions, dropped)
+}
+
+/// A compacted topic read as a table: with `tombstones: keep` a message without a value deletes
+/// its key's row, so an order between the delete and the next version joins nothing; without
+/// it the tombstone is dropped and counted, and that order joins the version before.
+#[test]
+fn a_tombstone_deletes_a_row_of_a_table_join_only_when_kept() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![
+            ("orders".into(), 1),
+            ("customers".into(), 1),
+            ("out-keep".into(), 1),
+            ("out-drop".into(), 1),
+        ],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    let v = |n: i64| Some(format!(r#"{{"v":{n}}}"#));
+    write(
+        &bootstrap,
+        "customers",
+        &[
+            ("c1", v(1), BASE),
+            ("c1", None, BASE + 10_000),
+            ("c1", v(2), BASE + 20_000),
+        ],
+    );
+    let order = |id: i64| Some(format!(r#"{{"id":{id}}}"#));
+    write(
+        &bootstrap,
+        "orders",
+        &[
+            ("c1", order(1), BASE + 5_000),
+            ("c1", order(2), BASE + 15_000),
+            ("c1", order(3), BASE + 25_000),
+        ],
+    );
+    let (kept, dropped) = table_join_run(&bootstrap, "keep", 3);
+    assert_eq!(kept, vec![(1, 1), (2, -1), (3, 2)]);
+    assert_eq!(dropped, 0.0);
+    let (ignored, dropped) = table_join_run(&bootstrap, "drop", 3);
+    assert_eq!(ignored, vec![(1, 1), (2, 1), (3, 2)]);
+    assert_eq!(dropped, 1.0);
+}

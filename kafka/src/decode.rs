@@ -159,6 +159,29 @@ impl Decoder {
         })
     }
 
+    /// The record of a message without a value (`tombstones: keep`): a tombstone keyed by the
+    /// message key as the source reads keys, at the message's timestamp (`key:` and
+    /// `timestamp:` expressions, which read the event, do not apply).
+    pub fn tombstone(
+        &mut self,
+        key: Option<&[u8]>,
+        timestamp: Timestamp,
+        now_nanos: i64,
+    ) -> Result<Record, Rejected> {
+        let (ts, ts_type) = match timestamp {
+            Timestamp::CreateTime(ms) => (ms.saturating_mul(NANOS_PER_MS), TimestampType::Create),
+            Timestamp::LogAppendTime(ms) => {
+                (ms.saturating_mul(NANOS_PER_MS), TimestampType::LogAppend)
+            }
+            Timestamp::NotAvailable => (now_nanos, TimestampType::Ingestion),
+        };
+        let record_key = match self.key_format {
+            KeyFormat::String => key.map(key_of).unwrap_or(Value::Null),
+            _ => self.key_value(key)?,
+        };
+        Ok(Record::tombstone(record_key, ts).with_timestamp_type(ts_type))
+    }
+
     /// Turns one message into a record. `now_nanos` stamps messages without a timestamp. In
     /// the `key:` and `timestamp:` expressions, `record.key` is the message key and
     /// `record.timestamp` the message timestamp (ms).

@@ -139,9 +139,24 @@ pub struct KafkaSourceConfig {
     /// How the message key is read.
     #[serde(default)]
     pub key_format: KeyFormat,
+    /// What to do with a message without a value (a tombstone of a compacted topic).
+    #[serde(default)]
+    pub tombstones: Tombstones,
     /// Passed to librdkafka as they are.
     #[serde(default)]
     pub properties: Properties,
+}
+
+/// `tombstones:` what a source does with a message without a value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tombstones {
+    /// Dropped and counted (`tidemark_records_dropped_total{reason="tombstone"}`).
+    #[default]
+    Drop,
+    /// Passed on as a record whose event is null, keyed by the message key
+    /// ([`tidemark_runtime::Record::tombstone`]): a compacted topic read as a table.
+    Keep,
 }
 
 /// The settings' names, for the registry's "did you mean".
@@ -160,6 +175,7 @@ pub const FIELDS: &[&str] = &[
     "reader_schema",
     "message",
     "key_format",
+    "tombstones",
 ];
 
 impl KafkaSourceConfig {
@@ -735,6 +751,10 @@ pub struct KafkaSource {
     /// poll, not per message: each store takes locks in librdkafka).
     unstored: bool,
     malformed: u64,
+    /// Keep messages without a value as tombstones ([`Tombstones::Keep`]); else count them.
+    keep_tombstones: bool,
+    /// Messages without a value dropped.
+    tombstones: u64,
     last_timestamp: Option<i64>,
     last_lag_at: i64,
     lag: SourceLag,
@@ -961,6 +981,8 @@ impl KafkaSource {
             positions: BTreeMap::new(),
             unstored: false,
             malformed: 0,
+            keep_tombstones: config.tombstones == Tombstones::Keep,
+            tombstones: 0,
             last_timestamp: None,
             last_lag_at: i64::MIN,
             behind: BTreeSet::new(),
@@ -1893,68 +1915,74 @@ impl KafkaSource {
         out: &mut Output,
     ) -> Result<bool, BoxError> {
         let (topic, partition, offset) = (message.topic(), message.partition(), message.offset());
-        Ok(
-            match self.decoder.decode(
-                message.key(),
-                message.payload(),
-                message.timestamp(),
-                now_nanos,
-            ) {
-                Ok(mut record) => {
-                    let topic_name = match self.topic_names.iter().find(|n| n.as_str() == topic) {
-                        Some(name) => name.clone(),
-                        None => name_of(topic),
-                    };
-                    record.set_origin(Origin {
-                        topic: topic_name,
-                        partition,
-                        offset,
-                        seq: 0,
-                    });
-                    self.last_timestamp = Some(record.timestamp);
-                    self.watermarks.observe(topic, partition, record.timestamp);
-                    out.emit(record);
-                    true
-                }
-                Err(Rejected::Fatal(error)) => {
-                    return Err(format!(
+        if message.payload().is_none() && !self.keep_tombstones {
+            self.tombstones += 1;
+            return Ok(false);
+        }
+        let decoded = match message.payload() {
+            None => self
+                .decoder
+                .tombstone(message.key(), message.timestamp(), now_nanos),
+            Some(payload) => {
+                self.decoder
+                    .decode(message.key(), Some(payload), message.timestamp(), now_nanos)
+            }
+        };
+        Ok(match decoded {
+            Ok(mut record) => {
+                let topic_name = match self.topic_names.iter().find(|n| n.as_str() == topic) {
+                    Some(name) => name.clone(),
+                    None => name_of(topic),
+                };
+                record.set_origin(Origin {
+                    topic: topic_name,
+                    partition,
+                    offset,
+                    seq: 0,
+                });
+                self.last_timestamp = Some(record.timestamp);
+                self.watermarks.observe(topic, partition, record.timestamp);
+                out.emit(record);
+                true
+            }
+            Err(Rejected::Fatal(error)) => {
+                return Err(format!(
                     "kafka source \"{}\": message at {topic}/{partition} offset {offset}: {error}",
                     self.source_id
                 )
-                    .into())
-                }
-                Err(Rejected::Malformed(malformed)) => {
-                    let reason = format!(
-                        "message at {topic}/{partition} offset {offset}: {}",
-                        malformed.0
-                    );
-                    match &self.on_error {
-                        ErrorPolicy::Fail => {
-                            return Err(format!(
-                                "kafka source \"{}\": {reason} (on_error: fail)",
-                                self.source_id
-                            )
-                            .into())
-                        }
-                        ErrorPolicy::Skip => {}
-                        ErrorPolicy::DeadLetter(_) => {
-                            if let Some(file) = &self.dead_letter {
-                                let record = crate::dead_letter::message_record(message);
-                                file.write(&self.source_id, &reason, &record).map_err(|e| {
+                .into())
+            }
+            Err(Rejected::Malformed(malformed)) => {
+                let reason = format!(
+                    "message at {topic}/{partition} offset {offset}: {}",
+                    malformed.0
+                );
+                match &self.on_error {
+                    ErrorPolicy::Fail => {
+                        return Err(format!(
+                            "kafka source \"{}\": {reason} (on_error: fail)",
+                            self.source_id
+                        )
+                        .into())
+                    }
+                    ErrorPolicy::Skip => {}
+                    ErrorPolicy::DeadLetter(_) => {
+                        if let Some(file) = &self.dead_letter {
+                            let record = crate::dead_letter::message_record(message);
+                            file.write(&self.source_id, &reason, &record).map_err(|e| {
                                 format!(
                                     "kafka source \"{}\": cannot write to dead-letter file {}: {e} (after {reason})",
                                     self.source_id,
                                     file.path().display()
                                 )
                             })?;
-                            }
                         }
                     }
-                    self.malformed += 1;
-                    false
                 }
-            },
-        )
+                self.malformed += 1;
+                false
+            }
+        })
     }
 
     /// For the reader of an exchange: whether the exchange has ended in this process (checked
@@ -2060,7 +2088,8 @@ impl Source for KafkaSource {
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts {
             malformed: self.malformed,
-            invalid_timestamps: 0,
+            tombstones: self.tombstones,
+            ..SourceErrorCounts::default()
         }
     }
 

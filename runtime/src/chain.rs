@@ -827,10 +827,10 @@ impl Chain {
                         DropReason::ExpressionError,
                         op.records_dropped(DropReason::ExpressionError),
                     );
-                    node.metrics.set_records_dropped(
-                        DropReason::Unmatched,
-                        op.records_dropped(DropReason::Unmatched),
-                    );
+                    for reason in [DropReason::Unmatched, DropReason::Tombstone] {
+                        node.metrics
+                            .set_records_dropped(reason, op.records_dropped(reason));
+                    }
                 }
                 NodeKind::Sink(_) => node
                     .metrics

@@ -176,6 +176,8 @@ pub struct SourceErrorCounts {
     pub malformed: u64,
     /// Records whose timestamp was out of the allowed range (dropped or clamped).
     pub invalid_timestamps: u64,
+    /// Messages without a value dropped (a Kafka source without `tombstones: keep`).
+    pub tombstones: u64,
 }
 
 /// Runs `operator`'s [`Operator::process`] on each record of `records`, taken out with

@@ -47,11 +47,14 @@ fn drop_reasons(kind: VertexKind) -> &'static [DropReason] {
         VertexKind::Source => &[
             DropReason::Malformed,
             DropReason::InvalidTimestamp,
+            DropReason::Tombstone,
             DropReason::InFlight,
         ],
         VertexKind::Operator => &[
             DropReason::Late,
             DropReason::ExpressionError,
+            DropReason::Unmatched,
+            DropReason::Tombstone,
             DropReason::InFlight,
         ],
         VertexKind::Sink => &[DropReason::OutputClosed, DropReason::InFlight],

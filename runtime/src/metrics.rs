@@ -103,11 +103,14 @@ pub enum DropReason {
     InFlight,
     /// A record of an inner join that left the join's state without a match.
     Unmatched,
+    /// A Kafka message without a value a source dropped (without `tombstones: keep`), or a
+    /// tombstone an operator that has no use for it dropped.
+    Tombstone,
 }
 
 impl DropReason {
     /// How many reasons there are.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     /// Every reason, in the order the report and the table list them.
     pub const ALL: [DropReason; DropReason::COUNT] = [
         DropReason::Malformed,
@@ -117,11 +120,12 @@ impl DropReason {
         DropReason::OutputClosed,
         DropReason::InFlight,
         DropReason::Unmatched,
+        DropReason::Tombstone,
     ];
 
     /// The name used as the `reason` label and in the report: `malformed`,
     /// `invalid_timestamp`, `late`, `expression_error`, `output_closed`, `in_flight`,
-    /// `unmatched`.
+    /// `unmatched`, `tombstone`.
     pub fn as_str(self) -> &'static str {
         match self {
             DropReason::Malformed => "malformed",
@@ -131,6 +135,7 @@ impl DropReason {
             DropReason::OutputClosed => "output_closed",
             DropReason::InFlight => "in_flight",
             DropReason::Unmatched => "unmatched",
+            DropReason::Tombstone => "tombstone",
         }
     }
 }

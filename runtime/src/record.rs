@@ -112,6 +112,9 @@ struct General {
     /// Which result of an operator the record is ([`crate::provenance`]): boxed, as only
     /// results carry one.
     result_id: Option<Box<ResultId>>,
+    /// A tombstone: a Kafka message without a value, kept as a record whose event is null
+    /// ([`Record::tombstone`]).
+    tombstone: bool,
 }
 
 impl General {
@@ -124,6 +127,7 @@ impl General {
             added: AddedFields::default(),
             origin: None,
             result_id: None,
+            tombstone: false,
         }
     }
 
@@ -354,6 +358,30 @@ impl Record {
         }
     }
 
+    /// A tombstone: the record of a Kafka message without a value (a delete in a compacted
+    /// topic, read with `tombstones: keep`), keyed `key`. Its event is null
+    /// ([`Record::is_tombstone`]); read as fields, it has none. A table join takes it as the
+    /// deletion of its key's row.
+    pub fn tombstone(key: impl Into<Value>, timestamp: i64) -> Self {
+        let mut general = General::parsed(key.into(), Map::new());
+        general.tombstone = true;
+        Record {
+            timestamp,
+            timestamp_type: TimestampType::Create,
+            general: true,
+            body: Record::shared(general),
+        }
+    }
+
+    /// Whether this record is a tombstone ([`Record::tombstone`]).
+    #[inline]
+    pub fn is_tombstone(&self) -> bool {
+        match self.body() {
+            BodyRef::General(g) => g.tombstone,
+            BodyRef::Numeric { .. } => false,
+        }
+    }
+
     /// A record whose event is the JSON object `json` (whitespace around it allowed), with
     /// key `key` and a create-time timestamp; the error [`event_json::EventParser::parse`]
     /// gives when `json` is not one.
@@ -386,6 +414,7 @@ impl Record {
                 added: AddedFields::default(),
                 origin: None,
                 result_id: None,
+                tombstone: false,
             }
         };
         Ok(Record {

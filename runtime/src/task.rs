@@ -397,6 +397,7 @@ impl Task {
             metrics.set_records_dropped(DropReason::Malformed, errors.malformed);
             metrics.set_invalid_timestamp_records(errors.invalid_timestamps + invalid_timestamps);
             metrics.set_records_dropped(DropReason::InvalidTimestamp, dropped_timestamps);
+            metrics.set_records_dropped(DropReason::Tombstone, errors.tombstones);
             self.holding.held.store(out.len() as u64, Ordering::Relaxed);
             if out.has_markers() {
                 // Relayed markers, each in order behind the records emitted before it.

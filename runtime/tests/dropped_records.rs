@@ -274,7 +274,7 @@ impl Source for SkippingSource {
     fn input_errors(&self) -> SourceErrorCounts {
         SourceErrorCounts {
             malformed: self.malformed,
-            invalid_timestamps: 0,
+            ..SourceErrorCounts::default()
         }
     }
 }

@@ -287,7 +287,7 @@ impl tidemark_runtime::Source for AllMalformed {
     fn input_errors(&self) -> tidemark_runtime::SourceErrorCounts {
         tidemark_runtime::SourceErrorCounts {
             malformed: self.0,
-            invalid_timestamps: 0,
+            ..Default::default()
         }
     }
 }

@@ -31,6 +31,7 @@ impl Exchange {
             reader_schema: None,
             message: None,
             key_format: Default::default(),
+            tombstones: Default::default(),
         };
         let factory = KafkaSourceFactory::new(source, &self.kafka)
             .map(Arc::new)

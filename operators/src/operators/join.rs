@@ -384,6 +384,10 @@ impl IntervalJoin {
     }
 
     fn add(&mut self, side: Side, record: &Record, out: &mut Output) -> Result<(), BoxError> {
+        if record.is_tombstone() {
+            self.results.tombstones_dropped += 1;
+            return Ok(());
+        }
         let t = record.timestamp;
         let limit = self.limit();
         if self.watermark != i64::MIN && t < limit {

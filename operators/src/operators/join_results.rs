@@ -36,6 +36,9 @@ pub(crate) struct JoinResults {
     lateness: i64,
     late_dropped: u64,
     pub(crate) unmatched_dropped: u64,
+    /// Tombstones dropped: where they mean nothing (an interval join's inputs, a table join's
+    /// left input).
+    pub(crate) tombstones_dropped: u64,
     /// Results emitted: of a match, of a record that matched nothing.
     matched: u64,
     unmatched: u64,
@@ -62,6 +65,7 @@ impl JoinResults {
             lateness,
             late_dropped: 0,
             unmatched_dropped: 0,
+            tombstones_dropped: 0,
             matched: 0,
             unmatched: 0,
             names: [name_of("left"), name_of("right"), name_of("key")],
@@ -181,6 +185,7 @@ impl JoinResults {
             DropReason::Late => self.late_dropped,
             DropReason::ExpressionError => self.on_error.dropped,
             DropReason::Unmatched => self.unmatched_dropped,
+            DropReason::Tombstone => self.tombstones_dropped,
             _ => 0,
         }
     }

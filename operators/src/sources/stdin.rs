@@ -220,7 +220,7 @@ impl Source for StdinSource {
                 .reading
                 .as_ref()
                 .map_or(0, |r| r.malformed.load(Ordering::Relaxed)),
-            invalid_timestamps: 0,
+            ..SourceErrorCounts::default()
         }
     }
 
