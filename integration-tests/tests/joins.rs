@@ -6,10 +6,10 @@
 
 mod common;
 
-use common::{scrape, tidemark, Proc, TempDir};
+use common::{complete_checkpoints, scrape, tidemark, Proc, TempDir};
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -239,20 +239,6 @@ fn an_inner_and_a_left_interval_join_give_what_a_nested_loop_finds() {
     }
 }
 
-fn complete(dir: &Path) -> Vec<(u64, PathBuf)> {
-    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join("paid-after-click"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
-            e.path().join("_metadata").is_file().then(|| (n, e.path()))
-        })
-        .collect();
-    found.sort();
-    found
-}
-
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
     while !done() {
@@ -261,16 +247,10 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// The left join at P=2, its payments slowed so that it runs long enough to be killed: once
-/// the sink wrote a part of the output and a checkpoint completed after that, SIGKILL; then
-/// `--restore latest` at `restore_p`: every result once, as the nested loop finds them.
-fn killed_and_restored(restore_p: &str) {
-    // Chained to the source (one subtask), so no queue of payments waits ahead of a barrier.
-    let slow =
-        "  slow:\n    type: delay\n    input: payments\n    parallelism: 1\n    per_record: 1ms\n";
-    let checkpoint = "checkpoint: {interval: 50ms, dir: ckpt}\n";
-    let dir = join_dir("join-kill", &job("left", slow, "slow", checkpoint));
-    let want = reference(true);
+/// Runs `job.yaml` of job `job` in `dir` at P=2; once the sink has written a third of
+/// `results` lines to `out.jsonl` and a checkpoint completed after that (a forced point, never a
+/// sleep), kills it with SIGKILL, and checks it had not finished.
+fn kill_at_forced_point(dir: &TempDir, job: &str, results: usize) {
     let mut proc = Proc::spawn(
         dir.path(),
         [
@@ -284,16 +264,33 @@ fn killed_and_restored(restore_p: &str) {
     );
     let out = dir.join("out.jsonl");
     wait_until("a part of the output", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= want.len() / 3)
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= results / 3)
     });
     let ckpt = dir.join("ckpt");
-    let seen = complete(&ckpt).last().map_or(0, |c| c.0);
+    let seen = complete_checkpoints(&ckpt, job).last().map_or(0, |c| c.0);
     wait_until("a checkpoint after that", || {
-        complete(&ckpt).last().is_some_and(|c| c.0 > seen)
+        complete_checkpoints(&ckpt, job)
+            .last()
+            .is_some_and(|c| c.0 > seen)
     });
     common::sigkill(&mut proc);
     let written = std::fs::read_to_string(&out).unwrap().lines().count();
-    assert!(written < want.len(), "killed before the end: {written}");
+    assert!(written < results, "killed before the end: {written}");
+}
+
+/// Checkpoints as the spec's worked case takes them.
+const CHECKPOINTS: &str = "checkpoint: {interval: 200ms, dir: ckpt}\n";
+
+/// The left join at P=2, its payments slowed so that it runs long enough to be killed (at
+/// [`kill_at_forced_point`]); then `--restore latest` at `restore_p`: every result once, as the
+/// nested loop finds them.
+fn killed_and_restored(restore_p: &str) {
+    // Chained to the source (one subtask), so no queue of payments waits ahead of a barrier.
+    let slow =
+        "  slow:\n    type: delay\n    input: payments\n    parallelism: 1\n    per_record: 1ms\n";
+    let dir = join_dir("join-kill", &job("left", slow, "slow", CHECKPOINTS));
+    let want = reference(true);
+    kill_at_forced_point(&dir, "paid-after-click", want.len());
     let out = run(&dir, &["--parallelism", restore_p, "--restore", "latest"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert_eq!(results(&dir), want, "restored at P={restore_p}");
@@ -610,44 +607,8 @@ fn a_table_join_gives_each_order_the_version_valid_at_its_time() {
 #[test]
 fn a_table_join_killed_half_way_and_restored_at_another_parallelism_gives_the_same_results() {
     let want = table_reference();
-    let dir = table_dir(
-        "join-table-kill",
-        true,
-        "checkpoint: {interval: 50ms, dir: ckpt}\n",
-    );
-    let mut proc = Proc::spawn(
-        dir.path(),
-        [
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "job.yaml",
-            "--parallelism",
-            "2",
-        ],
-    );
-    let out = dir.join("out.jsonl");
-    wait_until("a part of the output", || {
-        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= want.len() / 3)
-    });
-    let ckpt = dir.join("ckpt").join("enriched");
-    let newest = |d: &Path| -> u64 {
-        std::fs::read_dir(d)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let n: u64 = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
-                e.path().join("_metadata").is_file().then_some(n)
-            })
-            .max()
-            .unwrap_or(0)
-    };
-    let seen = newest(&ckpt);
-    wait_until("a checkpoint after that", || newest(&ckpt) > seen);
-    common::sigkill(&mut proc);
-    let written = std::fs::read_to_string(&out).unwrap().lines().count();
-    assert!(written < want.len(), "killed before the end: {written}");
+    let dir = table_dir("join-table-kill", true, CHECKPOINTS);
+    kill_at_forced_point(&dir, "enriched", want.len());
     let out = run(&dir, &["--parallelism", "3", "--restore", "latest"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let got = table_results(&dir);

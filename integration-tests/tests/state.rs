@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{tidemark, Proc, TempDir};
+use common::{complete_checkpoints as complete, tidemark, Proc, TempDir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -34,21 +34,6 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "gave up waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// The complete checkpoints (`chk-<n>` with `_metadata`) of `job` under `dir`, by id.
-fn complete(dir: &Path, job: &str) -> Vec<(u64, PathBuf)> {
-    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join(job))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
-            e.path().join("_metadata").is_file().then(|| (n, e.path()))
-        })
-        .collect();
-    found.sort();
-    found
 }
 
 /// A finite generator job: window of counts and sums per key, into a file.

@@ -241,7 +241,7 @@ specs! {
     late_dropped: LATE_DROPPED = "tidemark_late_records_dropped_total", COUNTER, Vertex,
         "Records a window operator subtask dropped as late.";
     records_dropped: RECORDS_DROPPED = "tidemark_records_dropped_total", COUNTER, VertexReason,
-        "Records a vertex subtask dropped, by reason: malformed, invalid_timestamp (sources), late, expression_error (operators), output_closed (sinks), in_flight (any, at a hard stop).";
+        "Records a vertex subtask dropped, by reason: malformed, invalid_timestamp (sources), late, expression_error, unmatched (operators), tombstone (sources and operators), output_closed (sinks), in_flight (any, at a hard stop).";
     markers_emitted: MARKERS_EMITTED = "tidemark_markers_emitted_total", COUNTER, Source,
         "Latency markers a source subtask emitted.";
     marker_latency: MARKER_LATENCY = "tidemark_marker_latency_seconds", HISTOGRAM, MarkerKey,

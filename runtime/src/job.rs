@@ -487,7 +487,8 @@ pub fn prepare(graph: JobGraph, config: JobConfig) -> Result<PreparedJob, StartE
                 let input = graph
                     .inputs(e.to)
                     .position(|g| g.from == e.from)
-                    .unwrap_or(0) as u32;
+                    .expect("an edge is among its vertex's inputs")
+                    as u32;
                 reader.input_index.push(input);
                 reader.several_inputs |= input > 0;
                 reader.open += 1;

@@ -1097,3 +1097,19 @@ fn test_log() -> Option<(&'static str, String)> {
         .ok()
         .map(|v| ("RUST_LOG", v))
 }
+
+/// The complete checkpoints (`chk-<n>` holding `_metadata`) of job `job` in checkpoint
+/// directory `dir`, by id.
+pub fn complete_checkpoints(dir: &Path, job: &str) -> Vec<(u64, PathBuf)> {
+    let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join(job))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()?;
+            e.path().join("_metadata").is_file().then(|| (n, e.path()))
+        })
+        .collect();
+    found.sort();
+    found
+}

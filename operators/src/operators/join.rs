@@ -302,7 +302,6 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
                 state: KeyedState::new(),
                 expiry: BTreeMap::new(),
                 watermark: i64::MIN,
-                held: 0,
                 pairs: Vec::new(),
             }) as Box<dyn Operator>,
             JoinKind::Table => Box::new(TableJoin::new(
@@ -340,6 +339,10 @@ struct Sides {
     right: TimeBuffer<Held>,
 }
 
+/// Why a join refuses records that came over its only input.
+pub(crate) const ONE_INPUT: &str =
+    "a join needs two inputs, its left (connected first) and its right: this one has one";
+
 /// The width of the expiry index's buckets (about a millisecond): one entry per key and bucket
 /// instead of per record; a bucket is taken once all of it has left, so an unmatched result
 /// may come up to this much event time after the earliest moment it could.
@@ -364,8 +367,6 @@ struct IntervalJoin {
     pairs: Vec<(i64, Value, Option<Origin>)>,
     /// The highest watermark seen (`i64::MIN`: none yet).
     watermark: i64,
-    /// Records held now.
-    held: u64,
 }
 
 impl IntervalJoin {
@@ -431,7 +432,6 @@ impl IntervalJoin {
                     matched,
                 },
             );
-            self.held += 1;
             let keys = self
                 .expiry
                 .entry(leaves_after.div_euclid(EXPIRY_BUCKET))
@@ -507,28 +507,22 @@ impl IntervalJoin {
                 ),
                 None => (i64::MAX, i64::MAX),
             };
+            // The records that matched nothing give their unmatched results.
             sides.left.expire(left_until, |t, held| {
                 if !held.matched {
                     gone.push((Side::Left, t, held.event, held.origin));
-                } else {
-                    gone.push((Side::Left, i64::MIN, Value::Null, None));
                 }
             });
             sides.right.expire(right_until, |t, held| {
                 if !held.matched {
                     gone.push((Side::Right, t, held.event, held.origin));
-                } else {
-                    gone.push((Side::Right, i64::MIN, Value::Null, None));
                 }
             });
             if sides.left.is_empty() && sides.right.is_empty() {
                 self.state.remove(&key);
             }
             for (side, t, event, origin) in gone.drain(..) {
-                self.held -= 1;
-                if t != i64::MIN {
-                    self.unmatched(side, &key, event, origin, t, out)?;
-                }
+                self.unmatched(side, &key, event, origin, t, out)?;
             }
         }
         Ok(())
@@ -537,7 +531,6 @@ impl IntervalJoin {
     /// The expiry index made again from the state (after a restore).
     fn index(&mut self) {
         self.expiry.clear();
-        self.held = 0;
         let mut expiry: BTreeMap<i64, Vec<Value>> = BTreeMap::new();
         for (key, sides) in self.state.iter() {
             let left = sides.left.iter().map(|(t, _)| t.saturating_add(self.upper));
@@ -553,16 +546,15 @@ impl IntervalJoin {
                     keys.push(key.clone());
                 }
             }
-            self.held += (sides.left.len() + sides.right.len()) as u64;
         }
         self.expiry = expiry;
     }
 }
 
 impl Operator for IntervalJoin {
-    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        // Only a vertex with one input gets records this way: not a join's.
-        self.add(Side::Left, &record, out)
+    /// Only a vertex with one input gets records this way: a join built with one.
+    fn process(&mut self, _record: Record, _out: &mut Output) -> Result<(), BoxError> {
+        Err(ONE_INPUT.into())
     }
 
     fn process_input(
@@ -876,6 +868,19 @@ mod tests {
         op.process_input(1, &mut [record(1, 25, 3)], &mut out)
             .unwrap();
         assert_eq!(op.records_dropped(DropReason::Late), 1);
+    }
+
+    /// A join built with one input (through the library) refuses its records with a clear
+    /// error instead of taking them as left records.
+    #[test]
+    fn a_join_with_one_input_fails_clearly() {
+        for settings in [json!({"between": ["-1s", "0s"]}), json!({"kind": "table"})] {
+            let mut op = operator(&INFO, settings);
+            let mut out = Output::with_capacity(8);
+            let e = op.process(record(1, 5, 1), &mut out).unwrap_err();
+            assert!(e.to_string().contains("a join needs two inputs"), "{e}");
+            assert!(out.is_empty());
+        }
     }
 
     #[test]

@@ -258,9 +258,9 @@ fn trim(row: &mut Row, limit: i64) -> bool {
 }
 
 impl Operator for TableJoin {
-    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
-        // Only a vertex with one input gets records this way: not a join's.
-        self.left(&record, out)
+    /// Only a vertex with one input gets records this way: a join built with one.
+    fn process(&mut self, _record: Record, _out: &mut Output) -> Result<(), BoxError> {
+        Err(super::join::ONE_INPUT.into())
     }
 
     fn process_input(
