@@ -339,10 +339,6 @@ struct Sides {
     right: TimeBuffer<Held>,
 }
 
-/// Why a join refuses records that came over its only input.
-pub(crate) const ONE_INPUT: &str =
-    "a join needs two inputs, its left (connected first) and its right: this one has one";
-
 /// The width of the expiry index's buckets (about a millisecond): one entry per key and bucket
 /// instead of per record; a bucket is taken once all of it has left, so an unmatched result
 /// may come up to this much event time after the earliest moment it could.
@@ -554,7 +550,7 @@ impl IntervalJoin {
 impl Operator for IntervalJoin {
     /// Only a vertex with one input gets records this way: a join built with one.
     fn process(&mut self, _record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        Err(ONE_INPUT.into())
+        Err(super::join_results::ONE_INPUT.into())
     }
 
     fn process_input(

@@ -12,6 +12,10 @@ use tidemark_runtime::{BoxError, DropReason, JoinCounts, Output, Record};
 use crate::expr::{self, Evaluator, EventRef, Expr, Scope};
 use crate::on_error::{self, OnError};
 
+/// Why a join refuses records that came over its only input.
+pub(crate) const ONE_INPUT: &str =
+    "a join needs two inputs, its left (connected first) and its right: this one has one";
+
 /// One side of a result: the record's event and its origin, if it has one.
 pub(crate) type Part<'a> = (&'a Value, Option<&'a Origin>);
 

@@ -260,7 +260,7 @@ fn trim(row: &mut Row, limit: i64) -> bool {
 impl Operator for TableJoin {
     /// Only a vertex with one input gets records this way: a join built with one.
     fn process(&mut self, _record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        Err(super::join::ONE_INPUT.into())
+        Err(super::join_results::ONE_INPUT.into())
     }
 
     fn process_input(
