@@ -76,6 +76,7 @@ use crate::decode::{Decoder, Format, KeyFormat, Rejected};
 use crate::departure::Departure;
 use crate::exchange::state::PartitionProgress;
 use crate::exchange::ReaderPosition;
+use crate::handoff::Fence;
 use crate::metrics::{Assignment as AssignState, KafkaMetrics, PartitionKey};
 use crate::refused_hand_over::{passed, Next, RefusedHandOvers};
 use crate::watermarks::PartitionWatermarks;
@@ -349,6 +350,13 @@ pub struct SourceContext {
     /// that gave them up left and paused until the group's commit is read: another instance
     /// may have held them since and committed further (`crate::assigned_start`).
     unverified: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// Partitions handed over in this process whose previous owner has not released them yet
+    /// (`crate::handoff`, its fence): they stay paused until it has, and since when they wait.
+    fenced: Mutex<BTreeMap<PartitionKey, (Fence, std::time::Instant)>>,
+    /// The fences of the partitions this subtask handed over in this process, released once
+    /// its exchange writers have delivered what it handed to the job
+    /// ([`KafkaSource::release_hand_overs`]).
+    left: Mutex<Vec<Fence>>,
     /// Partitions the source dropped messages of (fetched before their pause took hold): the
     /// consumer's read position of them is past records the job never had, until the source
     /// takes one of their messages again.
@@ -454,6 +462,8 @@ impl SourceContext {
         let starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
         let unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
         let dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fenced = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
+        let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
         for key in keys {
             // Still paused: nothing was taken from it (what the consumer polled was dropped).
             let at = unverified
@@ -473,7 +483,17 @@ impl SourceContext {
                 // over, or restored from a checkpoint): that offset.
                 .or_else(|| starts.get(key).copied());
             if let Some(at) = at {
-                self.kafka.handoff.leave(&self.group, key, at);
+                // Still waiting for the owner before (nothing read from it here): the next
+                // owner waits for that one's fence too.
+                let fence = match fenced.remove(key) {
+                    Some((fence, _)) if !fence.released() => fence,
+                    _ => {
+                        let fence = Fence::default();
+                        left.push(fence.clone());
+                        fence
+                    }
+                };
+                self.kafka.handoff.leave(&self.group, key, at, fence);
             }
         }
     }
@@ -564,15 +584,18 @@ impl ConsumerContext for SourceContext {
                 // assigned there paused, and the source moves it to the commit if need be once
                 // the coordinator has answered (it answers only after the rebalance).
                 let mut unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
+                let mut fenced = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
                 for key in &keys {
-                    if let Some(offset) = self.kafka.handoff.take(&self.group, key) {
+                    if let Some((offset, fence)) = self.kafka.handoff.take(&self.group, key) {
                         let _ = tpl.set_partition_offset(&key.0, key.1, Offset::Offset(offset));
                         // A restored partition's commit may be from after the checkpoint.
                         if !self.kafka.restored.was_restored(&self.group, key) {
                             unverified.insert(key.clone(), offset);
+                            fenced.insert(key.clone(), (fence, std::time::Instant::now()));
                         }
                     }
                 }
+                drop(fenced);
                 // Restored from a checkpoint directory: the checkpoint's offset, whatever the
                 // group committed since (`crate::restored`).
                 for key in &keys {
@@ -589,6 +612,7 @@ impl ConsumerContext for SourceContext {
                         let at = kept.assigned(key.1, generation);
                         let _ = tpl.set_partition_offset(&key.0, key.1, at);
                         unverified.remove(key);
+                        (self.fenced.lock().unwrap_or_else(|e| e.into_inner())).remove(key);
                     }
                 }
                 let mut paused = TopicPartitionList::new();
@@ -631,11 +655,13 @@ impl ConsumerContext for SourceContext {
                 }
                 let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
                 let mut unverified = self.unverified.lock().unwrap_or_else(|e| e.into_inner());
+                let mut fenced = self.fenced.lock().unwrap_or_else(|e| e.into_inner());
                 for key in &keys {
                     starts.remove(key);
                     unverified.remove(key);
+                    fenced.remove(key);
                 }
-                drop((starts, unverified));
+                drop((starts, unverified, fenced));
                 self.state_revoked(&keys);
                 if self.auto_commit.load(Ordering::Relaxed) {
                     // Hand over at the position reached, so the next owner does not repeat it.
@@ -893,6 +919,8 @@ impl KafkaSource {
             stashed: Mutex::new(BTreeMap::new()),
             starts: Mutex::new(BTreeMap::new()),
             unverified: Mutex::new(BTreeMap::new()),
+            fenced: Mutex::new(BTreeMap::new()),
+            left: Mutex::new(Vec::new()),
             dropped: Mutex::new(BTreeSet::new()),
             rebalances: AtomicU64::new(0),
             auto_commit: AtomicBool::new(factory.auto_commit),
@@ -1211,6 +1239,32 @@ impl KafkaSource {
             if !(context.unverified.lock().unwrap_or_else(|e| e.into_inner())).contains_key(&key) {
                 continue;
             }
+            // The previous owner in this process has not released it yet: its exchange writer
+            // may still hold records of the partition that must go out before ours
+            // (`crate::handoff`). Tried again at the next lag turn.
+            let waiting = (context.fenced.lock().unwrap_or_else(|e| e.into_inner()))
+                .get(&key)
+                .filter(|(fence, _)| !fence.released())
+                .map(|(_, since)| since.elapsed());
+            match waiting {
+                Some(waited) if waited < self.timeout => {
+                    self.seeks.insert(key, start);
+                    continue;
+                }
+                Some(waited) => tracing::warn!(
+                    "kafka source \"{}\" subtask {}: the subtask of this process that held \
+                     {}/{} before has not said within {:.1} s that its exchange writer \
+                     delivered the records it read there; reading on (the reader behind the \
+                     exchange may drop some of them as replays)",
+                    self.source_id,
+                    self.subtask,
+                    key.0,
+                    key.1,
+                    waited.as_secs_f64()
+                ),
+                None => {}
+            }
+            (context.fenced.lock().unwrap_or_else(|e| e.into_inner())).remove(&key);
             let mut tpl = TopicPartitionList::new();
             let _ = tpl.add_partition_offset(&key.0, key.1, Offset::Offset(start));
             // What was fetched from the hand-over position is dropped; reading starts again
@@ -2051,6 +2105,7 @@ impl Source for KafkaSource {
             .context()
             .closing
             .store(true, Ordering::Relaxed);
+        self.release_hand_overs();
         for _ in 0..FINISHING_POLLS {
             if self.consumer.poll(Duration::ZERO).is_none() {
                 break;
@@ -2266,6 +2321,7 @@ impl Drop for KafkaSource {
             .context()
             .closing
             .store(true, Ordering::Relaxed);
+        self.release_hand_overs();
         step(Some("committing its offsets"));
         if self.auto_commit && !lost {
             self.store_positions();
@@ -2335,6 +2391,41 @@ impl Drop for KafkaSource {
 }
 
 impl KafkaSource {
+    /// Releases the partitions this subtask handed over in this process (`crate::handoff`):
+    /// the records it read from them before it lost them were written to this task's exchange
+    /// writers by now (the task writes a poll's records before the next poll), and once the
+    /// writers have delivered them, the new owners may read on.
+    fn release_hand_overs(&self) {
+        let left = std::mem::take(
+            &mut *self
+                .consumer
+                .context()
+                .left
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        if left.is_empty() {
+            return;
+        }
+        if let Err(e) = crate::handoff::flush_task_writers() {
+            tracing::warn!(
+                "kafka source \"{}\" subtask {}: flushing its exchange writers before handing \
+                 partitions over in this process: {e}",
+                self.source_id,
+                self.subtask
+            );
+        }
+        tracing::debug!(
+            source = %self.source_id,
+            subtask = self.subtask,
+            partitions = left.len(),
+            "partitions handed over in this process released: its exchange writers delivered"
+        );
+        for fence in left {
+            fence.release();
+        }
+    }
+
     /// Waits, serving the group (messages polled are dropped: they are not committed), until
     /// the group may be left (`crate::departure`: not while the coordinator names a state
     /// Kafka's protocol does not define, nor while the members waiting in this process are not
@@ -2460,6 +2551,7 @@ impl KafkaSource {
             }
         }
         self.forget_revoked();
+        self.release_hand_overs();
         self.follow_commit();
         if let Some(failure) = self
             .consumer

@@ -142,6 +142,13 @@ impl Relay {
                 )
             })?;
             if !self.replays.admit(message.partition(), &text) && self.drops_replays {
+                tracing::debug!(
+                    what = %self.what,
+                    partition = message.partition(),
+                    offset = message.offset(),
+                    origin = %String::from_utf8_lossy(header(message, HEADER_ORIGIN_MESSAGE).unwrap_or_default()),
+                    "record dropped as a replay"
+                );
                 self.replays_dropped += 1;
                 return Ok(false);
             }

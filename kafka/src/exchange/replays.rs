@@ -13,7 +13,11 @@
 //! This holds because each source partition's records reach the exchange writer in order (a
 //! forward or chained edge between them: `tidemark validate` warns otherwise) and each writer
 //! keeps its messages in order per partition (an idempotent producer): in one exchange
-//! partition the origins of one source partition rise, but for repeats.
+//! partition the origins of one source partition rise, but for repeats. When a source partition
+//! moves between two subtasks of one process, the new owner reads on where the old one stopped
+//! (no repeats), through another writer: it waits until the old owner's writer has delivered
+//! what it had (`crate::handoff`), or its first records could overtake the old writer's last
+//! ones, which would then be dropped here though nobody wrote them again.
 //!
 //! A record read from an exchange takes that exchange's message as its origin from there on
 //! ([`super::Relay`]): behind a second exchange, the first one's partitions are the "source

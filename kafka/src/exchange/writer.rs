@@ -21,7 +21,9 @@ use crate::sink::{flush_producer, produce, DeliveryContext};
 /// One subtask of the writer: records as keyed messages, markers as control messages.
 pub struct ExchangeWriter {
     exchange: Arc<Exchange>,
-    producer: ThreadedProducer<DeliveryContext>,
+    /// Shared with this task's source, which flushes it before it lets a partition it lost go
+    /// on in another subtask of this process (`crate::handoff`).
+    producer: Arc<ThreadedProducer<DeliveryContext>>,
     context: DeliveryContext,
     what: String,
     partitions: i32,
@@ -87,7 +89,7 @@ impl ExchangeWriter {
         );
         let mut writer = ExchangeWriter {
             exchange,
-            producer,
+            producer: Arc::new(producer),
             context,
             what,
             partitions,
@@ -117,6 +119,13 @@ impl ExchangeWriter {
         }
         let reports = crate::input_report::present();
         self.reports = Some(reports);
+        // The source of this task flushes this writer before another subtask of this process
+        // reads on in a partition it lost (`crate::handoff`).
+        let (producer, context) = (self.producer.clone(), self.context.clone());
+        let (what, timeout) = (self.what.clone(), self.exchange.kafka.timeout());
+        crate::handoff::register_task_writer(Box::new(move || {
+            flush_producer(&producer, &context, &what, timeout).map_err(|e| e.to_string())
+        }));
         if reports {
             self.report()?;
         }
