@@ -198,25 +198,6 @@ pub(crate) fn build_graph_in(
                 input_v.parallelism.unwrap_or(default_parallelism).get()
             };
             let keyed = v.kind != VertexKind::Source && v.config.contains_key(EDGE_KEY);
-            if v.exchange.is_some() && v.input_fields == &crate::jobfile::JOIN_SIDES[..] {
-                // Said once, at the first input.
-                if i == 0 {
-                    errors.push(
-                        job.error(
-                            &[section_of(v.kind), &v.id, crate::exchange::FIELD],
-                            Some(v.vref()),
-                            Problem::Invalid {
-                                field: crate::exchange::FIELD.into(),
-                                message: "a join's inputs cannot cross instances through a Kafka \
-                                      exchange yet: read the Kafka topics in the join's job \
-                                      directly, without `exchange`"
-                                    .into(),
-                            },
-                        ),
-                    );
-                }
-                continue;
-            }
             if v.exchange.is_some() {
                 let p = input_p();
                 let from = match keyed {
@@ -1260,6 +1241,37 @@ sinks:
         assert_eq!(to_j, ["j.key.pay", "j.key.click"]);
     }
 
+    /// Behind a Kafka exchange both sides go through one topic, each writer after its side's
+    /// key stage, and one reader feeds the join.
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn a_join_behind_an_exchange_has_a_writer_per_side_and_one_reader() {
+        let text = JOIN_JOB.replace(
+            "    parallelism: 3\n",
+            "    parallelism: 3\n    exchange: {kafka: {brokers: \"127.0.0.1:9\", partitions: 4}}\n",
+        );
+        let job = JobFile::parse(&text, "job.yaml").unwrap();
+        let graph = build_graph(&job, NonZeroUsize::MIN).unwrap();
+        let plan = tidemark_runtime::ExecutionPlan::new(&graph, true)
+            .unwrap()
+            .to_string();
+        for side in ["pay", "click"] {
+            assert!(
+                plan.contains(&format!(
+                    "j.key.{side} -> j.exchange.{side}: forward (chained)"
+                )),
+                "{plan}"
+            );
+        }
+        let to_j: Vec<&str> = graph
+            .inputs(graph.find("j").unwrap())
+            .map(|e| graph.vertex(e.from).id())
+            .collect();
+        assert_eq!(to_j, ["j.exchange-in"], "{plan}");
+        // One key group per exchange partition, on both sides.
+        assert_eq!(graph.vertex(graph.find("j").unwrap()).max_parallelism(), 4);
+    }
+
     #[test]
     fn join_errors_point_at_their_field() {
         let e = one_error(&JOIN_JOB.replace("    right: click\n", ""));
@@ -1292,14 +1304,6 @@ sinks:
             e.starts_with(
                 "job.yaml:12:5: operator \"j\": field \"key\": expected a CEL expression"
             ) && e.contains("for the right side"),
-            "{e}"
-        );
-        let e = one_error(&JOIN_JOB.replace(
-            "    parallelism: 3\n",
-            "    parallelism: 3\n    exchange: {kafka: {brokers: \"127.0.0.1:9\", partitions: 4}}\n",
-        ));
-        assert!(
-            e.starts_with("job.yaml:15:5: operator \"j\": field \"exchange\": a join's inputs cannot cross instances"),
             "{e}"
         );
         // Said at the join's `partition` (once per input edge).

@@ -406,10 +406,14 @@ fn add_writer(
         errors.push(*e);
         return;
     }
+    // A join's inputs share its exchange: each record says which side it is for.
+    let side = (v.input_fields == &crate::jobfile::JOIN_SIDES[..])
+        .then(|| v.inputs.iter().position(|i| i == input))
+        .flatten();
     match graph.add_sink(
         &name,
         parallelism,
-        built.exchange.writer_factory(parallelism),
+        built.exchange.input_writer_factory(parallelism, side),
     ) {
         Ok(writer) => {
             graph.set_type_name(writer, WRITER_TYPE);

@@ -115,6 +115,9 @@ struct General {
     /// A tombstone: a Kafka message without a value, kept as a record whose event is null
     /// ([`Record::tombstone`]).
     tombstone: bool,
+    /// Which input of the vertex behind a Kafka exchange the record was written for, plus
+    /// one (0: none said; [`Record::exchange_input`]).
+    exchange_input: u8,
 }
 
 impl General {
@@ -128,6 +131,7 @@ impl General {
             origin: None,
             result_id: None,
             tombstone: false,
+            exchange_input: 0,
         }
     }
 
@@ -415,6 +419,7 @@ impl Record {
                 origin: None,
                 result_id: None,
                 tombstone: false,
+                exchange_input: 0,
             }
         };
         Ok(Record {
@@ -755,6 +760,23 @@ impl Record {
     /// form to hold it).
     pub fn set_origin(&mut self, origin: Origin) {
         self.general_keep_event().origin = Some(origin);
+    }
+
+    /// Which input of its vertex the record was written for, when it came over a Kafka
+    /// exchange that carries several inputs (a join's left, 0, and right, 1): the exchange's
+    /// reader is the vertex's only input then. `None` for any other record.
+    #[inline]
+    pub fn exchange_input(&self) -> Option<usize> {
+        match self.body() {
+            BodyRef::General(g) => (g.exchange_input > 0).then(|| g.exchange_input as usize - 1),
+            BodyRef::Numeric { .. } => None,
+        }
+    }
+
+    /// Says which input of the vertex behind a Kafka exchange the record is for
+    /// ([`Record::exchange_input`]; at most 254; a numeric record takes the general form).
+    pub fn set_exchange_input(&mut self, input: usize) {
+        self.general_keep_event().exchange_input = u8::try_from(input + 1).unwrap_or(u8::MAX);
     }
 
     /// Which result of an operator the record is, if one said ([`crate::provenance`]).

@@ -46,6 +46,10 @@ pub const HEADER_MARKED_TIME: &str = "tidemark-marked-time";
 /// from that source partition ([`super::replays`]). Absent for a record without an origin (a
 /// source other than `kafka`).
 pub const HEADER_ORIGIN_MESSAGE: &str = "tidemark-origin";
+/// Header of a record written for one input of a vertex with two (a join): the input's number
+/// in the vertex (`0` left, `1` right), as decimal text. The reader puts it on the record
+/// ([`tidemark_runtime::Record::exchange_input`]), as one reader feeds both inputs.
+pub const HEADER_INPUT: &str = "tidemark-input";
 /// Header of a marker: the index of its source vertex in the job graph.
 pub const HEADER_SOURCE_VERTEX: &str = "tidemark-source-vertex";
 /// Header of a marker: the index of its source subtask.

@@ -197,6 +197,20 @@ impl Relay {
             offset: message.offset(),
             seq: 0,
         });
+        // One input of a join: this reader feeds both.
+        match header(message, HEADER_INPUT) {
+            None => {}
+            Some(b"0") => record.set_exchange_input(0),
+            Some(b"1") => record.set_exchange_input(1),
+            Some(other) => {
+                return Err(format!(
+                    "{}: a {HEADER_INPUT} header that is not 0 or 1: {:?}",
+                    place(),
+                    String::from_utf8_lossy(other)
+                )
+                .into())
+            }
+        }
         out.emit(record);
         Ok(true)
     }

@@ -47,6 +47,9 @@ pub struct ExchangeWriter {
     reports: Option<bool>,
     /// It speaks for itself and its last word was that it is idle: renewed at every look.
     idle: bool,
+    /// The input of the vertex behind the exchange this writer's records are for, as the
+    /// [`HEADER_INPUT`] text, when that vertex has two (a join).
+    input: Option<&'static str>,
 }
 
 impl std::fmt::Debug for ExchangeWriter {
@@ -58,7 +61,11 @@ impl std::fmt::Debug for ExchangeWriter {
 }
 
 impl ExchangeWriter {
-    pub(super) fn new(exchange: Arc<Exchange>, ctx: &SubtaskContext) -> Result<Self, BoxError> {
+    pub(super) fn new(
+        exchange: Arc<Exchange>,
+        ctx: &SubtaskContext,
+        input: Option<&'static str>,
+    ) -> Result<Self, BoxError> {
         let what = format!("kafka exchange writer \"{}\"", ctx.vertex_id);
         let partitions = exchange.ready(&what)?;
         let mut client = client_config(&exchange.config.brokers, &Properties::new());
@@ -104,6 +111,7 @@ impl ExchangeWriter {
             writer,
             reports: None,
             idle: false,
+            input,
         };
         // The hello: readers wait for this writer from now on, before its first record.
         writer.control(CONTROL_WATERMARK, Some(i64::MIN))?;
@@ -217,6 +225,12 @@ impl ExchangeWriter {
                 key: HEADER_TIMESTAMP_TYPE,
                 value: Some(record.timestamp_type.as_str()),
             });
+        if let Some(input) = self.input {
+            headers = headers.insert(Header {
+                key: HEADER_INPUT,
+                value: Some(input),
+            });
+        }
         if let Some(origin) = record.origin() {
             self.number(origin);
             self.origin_text.clear();
@@ -409,10 +423,22 @@ impl Sink for ExchangeWriter {
 impl Exchange {
     /// The factory of the writer of one input edge whose upstream has `parallelism` subtasks.
     pub fn writer_factory(self: &Arc<Self>, parallelism: usize) -> SinkFactory {
+        self.input_writer_factory(parallelism, None)
+    }
+
+    /// [`Exchange::writer_factory`] for input `input` (`0` or `1`) of a vertex with two inputs
+    /// (a join): each record says which input it is for ([`HEADER_INPUT`]).
+    pub fn input_writer_factory(
+        self: &Arc<Self>,
+        parallelism: usize,
+        input: Option<usize>,
+    ) -> SinkFactory {
         self.writers.fetch_add(parallelism, Ordering::SeqCst);
         let exchange = self.clone();
+        debug_assert!(input.is_none_or(|i| i < 2), "a join has two inputs");
+        let input = input.map(|i| if i == 0 { "0" } else { "1" });
         Box::new(move |ctx: &SubtaskContext| {
-            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx)?) as Box<dyn Sink>)
+            Ok(Box::new(ExchangeWriter::new(exchange.clone(), ctx, input)?) as Box<dyn Sink>)
         })
     }
 }

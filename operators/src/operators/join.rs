@@ -548,9 +548,15 @@ impl IntervalJoin {
 }
 
 impl Operator for IntervalJoin {
-    /// Only a vertex with one input gets records this way: a join built with one.
-    fn process(&mut self, _record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        Err(super::join_results::ONE_INPUT.into())
+    /// Only a join with one input gets records this way: behind a Kafka exchange, whose
+    /// reader feeds both sides and says on each record which it is for; any other record means
+    /// a join built with one input.
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        match record.exchange_input() {
+            Some(0) => self.add(Side::Left, &record, out),
+            Some(1) => self.add(Side::Right, &record, out),
+            _ => Err(super::join_results::ONE_INPUT.into()),
+        }
     }
 
     fn process_input(

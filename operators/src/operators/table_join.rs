@@ -90,6 +90,9 @@ pub(crate) struct TableJoin {
     watermark: i64,
     /// The right input's watermark; `i64::MAX` while it is idle or ended.
     right_watermark: i64,
+    /// Both sides come over one Kafka exchange reader (its records say which side they are
+    /// for): the right side's watermark is the join's.
+    one_reader: bool,
 }
 
 impl TableJoin {
@@ -102,6 +105,7 @@ impl TableJoin {
             release: BTreeMap::new(),
             watermark: i64::MIN,
             right_watermark: i64::MIN,
+            one_reader: false,
         }
     }
 
@@ -258,9 +262,23 @@ fn trim(row: &mut Row, limit: i64) -> bool {
 }
 
 impl Operator for TableJoin {
-    /// Only a vertex with one input gets records this way: a join built with one.
-    fn process(&mut self, _record: Record, _out: &mut Output) -> Result<(), BoxError> {
-        Err(super::join_results::ONE_INPUT.into())
+    /// Only a join with one input gets records this way: behind a Kafka exchange, whose
+    /// reader feeds both sides and says on each record which it is for; any other record means
+    /// a join built with one input. The right side's watermark is then the reader's, which
+    /// covers both sides' writers ([`Operator::on_watermark`]).
+    fn process(&mut self, record: Record, out: &mut Output) -> Result<(), BoxError> {
+        match record.exchange_input() {
+            Some(0) => {
+                self.one_reader = true;
+                self.left(&record, out)
+            }
+            Some(1) => {
+                self.one_reader = true;
+                self.right(&record);
+                Ok(())
+            }
+            _ => Err(super::join_results::ONE_INPUT.into()),
+        }
     }
 
     fn process_input(
@@ -305,8 +323,13 @@ impl Operator for TableJoin {
         Ok(())
     }
 
-    fn on_watermark(&mut self, watermark: i64, _out: &mut Output) -> Result<(), BoxError> {
+    fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<(), BoxError> {
         self.watermark = self.watermark.max(watermark);
+        // Both sides over one exchange reader: its watermark is no later than the right
+        // side's, so a left record it passes has every version it joins.
+        if self.one_reader && watermark > self.right_watermark {
+            self.on_input_watermark(1, watermark, out)?;
+        }
         Ok(())
     }
 
