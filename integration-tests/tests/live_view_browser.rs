@@ -797,6 +797,244 @@ fn the_headline_writes_durations_in_human_units_and_the_lag_as_the_cards_do() {
     page.close();
 }
 
+/// An interval join of payments and clicks read from files (docs/examples/joins.yaml's shape),
+/// with a slow step behind it so that the job runs for a while (results pass the `delay` at
+/// 1 ms each per subtask: about 50 s for the 100 000 results).
+const JOIN_JOB: &str = "name: join-view
+latency: {interval: 20ms}
+sources:
+  payments:
+    type: file
+    path: payments.jsonl
+    format: json
+    timestamp: ts
+    watermarks: {max_out_of_orderness: 1s}
+  clicks:
+    type: file
+    path: clicks.jsonl
+    format: json
+    timestamp: ts
+    watermarks: {max_out_of_orderness: 1s}
+operators:
+  paid_after_click:
+    type: join
+    left: payments
+    right: clicks
+    key: user
+    between: [-10m, 0s]
+    join: left
+    parallelism: 2
+  slow: {type: delay, input: paid_after_click, per_record: 1ms, parallelism: 2}
+sinks:
+  out: {type: discard, input: slow, parallelism: 2}
+";
+
+/// 100 000 payments, one a second of event time over 1000 users, and 100 000 clicks, each 30 s
+/// before the payment of the same number and by the same user (every tenth by a user who pays
+/// nothing): 90 % of the payments match one click, the others none.
+fn payments_and_clicks() -> (String, String) {
+    const T0: u64 = 1_700_000_000_000;
+    let mut payments = String::new();
+    let mut clicks = String::new();
+    for i in 0..100_000u64 {
+        let ts = T0 + i * 1000;
+        payments.push_str(&format!(
+            "{{\"id\": {i}, \"user\": \"u{}\", \"amount\": {}, \"ts\": {ts}}}\n",
+            i % 1000,
+            i % 97
+        ));
+        let user = if i.is_multiple_of(10) {
+            format!("x{i}")
+        } else {
+            format!("u{}", i % 1000)
+        };
+        clicks.push_str(&format!(
+            "{{\"user\": \"{user}\", \"page\": \"p{}\", \"ts\": {}}}\n",
+            i % 13,
+            ts - 30_000
+        ));
+    }
+    (payments, clicks)
+}
+
+#[test]
+fn a_join_is_one_vertex_with_two_input_edges_and_its_counts_in_the_panel() {
+    const JOIN: &str = "paid_after_click";
+    let (payments, clicks) = payments_and_clicks();
+    let page = LivePage::open(
+        "live-view-join",
+        JOIN_JOB,
+        &[("payments.jsonl", &payments), ("clicks.jsonl", &clicks)],
+    );
+    let session = &page.session;
+
+    // The job document names each input edge's side.
+    let job: Value = serde_json::from_str(&http(page.addr, "GET", "/api/v1/job").body).unwrap();
+    let sides: Vec<(String, String)> = job["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["to"] == JOIN)
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().to_owned(),
+                e["side"].as_str().unwrap_or("none").to_owned(),
+            )
+        })
+        .collect();
+    let key_stage = |input: &str| format!("{JOIN}.key.{input}");
+    assert_eq!(
+        sides,
+        [
+            (key_stage("payments"), "left".to_owned()),
+            (key_stage("clicks"), "right".to_owned())
+        ],
+        "{job}"
+    );
+
+    // The join is one box; exactly two edges end at it, from two different vertices, each to
+    // its left, and their labels fill in once markers reach it.
+    session.wait_for(
+        "the join's two input edges with their labels",
+        &format!(
+            "const into = [...document.querySelectorAll('g.edge[data-to=\"{JOIN}\"]')]; \
+             return document.querySelectorAll('g[data-vertex=\"{JOIN}\"]').length === 1 \
+               && into.length === 2 \
+               && into.every(e => {{ const t = e.querySelector('text').textContent; \
+                    return t.includes('p99 ') && !t.includes('—'); }});"
+        ),
+    );
+    let edges = session.js(&format!(
+        "const box = id => document.querySelector('g[data-vertex=\"' + id + '\"] rect.box') \
+           .getBoundingClientRect(); \
+         const join = box('{JOIN}'); \
+         return [...document.querySelectorAll('g.edge[data-to=\"{JOIN}\"]')].map(e => {{ \
+           const from = document.querySelectorAll('g[data-vertex=\"' + e.dataset.from + '\"]'); \
+           return {{ from: e.dataset.from, side: e.dataset.side || null, \
+             boxes: from.length, \
+             left_of_join: from.length === 1 && box(e.dataset.from).right <= join.left, \
+             label: e.querySelector('text').textContent, \
+             title: e.querySelector('title').textContent }}; }});"
+    ));
+    let edges = edges.as_array().expect("the edges into the join");
+    assert_eq!(edges.len(), 2, "{edges:?}");
+    assert_ne!(edges[0]["from"], edges[1]["from"], "{edges:?}");
+    for (edge, (input, side)) in edges
+        .iter()
+        .zip([("payments", "left"), ("clicks", "right")])
+    {
+        assert_eq!(edge["from"], key_stage(input), "{edge}");
+        assert_eq!(edge["side"], side, "{edge}");
+        assert_eq!(edge["boxes"], 1, "{edge}");
+        assert_eq!(edge["left_of_join"], true, "{edge}");
+        let label = edge["label"].as_str().unwrap();
+        // The label names the side too: "left" over "p99 1.20 s" over "queue 46%".
+        assert!(
+            label.starts_with(&format!("{side}p99 ")) && label.contains("queue "),
+            "{edge}"
+        );
+        // Hovering says which side of the join the edge is, and where its markers come from.
+        let title = edge["title"].as_str().unwrap();
+        assert!(
+            title.contains(&format!("the {side} input ({input}) of join {JOIN}"))
+                && title.contains(&format!("markers from {input} at {JOIN}: p99 ")),
+            "{title}"
+        );
+    }
+
+    // A click on the join opens its panel with its results and held records per side, and the
+    // matched results rise above 0.
+    session.click(&format!("g[data-vertex=\"{JOIN}\"]"));
+    session.wait_for(
+        "the join's panel with its counts",
+        &format!(
+            "const j = document.getElementById('join-section'); \
+             return document.getElementById('panel').classList.contains('open') \
+               && document.getElementById('panel-title').textContent === '{JOIN}' \
+               && !j.hidden && +j.dataset.matched > 0 \
+               && document.querySelectorAll('#join-table tr.join-row').length === 3;"
+        ),
+    );
+    assert!(session.displayed("#join-section"));
+    let shown = session.js("const j = document.getElementById('join-section'); \
+         return [+j.dataset.matched, +j.dataset.unmatched, +j.dataset.heldLeft, \
+                 +j.dataset.heldRight];");
+    let shown: Vec<u64> = shown
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_f64().unwrap_or_else(|| panic!("{n}")) as u64)
+        .collect();
+    let title = session.text("#join-title");
+    assert_eq!(
+        title,
+        "Join: left interval join of payments (left) and clicks (right)"
+    );
+    let line = session.text("#join-line");
+    assert!(
+        line.starts_with("results: ")
+            && line.contains(" matched · ")
+            && line.contains(" unmatched · held now: ")
+            && line.contains(" left (payments) · ")
+            && line.ends_with(" right (clicks)"),
+        "{line}"
+    );
+    // The page shows what /api/v1/metrics says (counts only grow: the API, asked after, has at
+    // least as many results), the total the sum of the two subtasks.
+    let metrics: Value =
+        serde_json::from_str(&http(page.addr, "GET", "/api/v1/metrics").body).unwrap();
+    let join = metrics["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == JOIN)
+        .expect("the join in /api/v1/metrics");
+    let count = |v: &Value, field: &str| v[field].as_u64().unwrap_or_else(|| panic!("{v}"));
+    let api = &join["join"];
+    assert!(
+        count(api, "matched") >= shown[0],
+        "page {shown:?}, API {api}"
+    );
+    assert!(
+        count(api, "unmatched") >= shown[1],
+        "page {shown:?}, API {api}"
+    );
+    let subtasks = join["subtasks"].as_array().unwrap();
+    assert_eq!(subtasks.len(), 2);
+    for field in ["matched", "unmatched", "held_left", "held_right"] {
+        let sum: u64 = subtasks.iter().map(|s| count(&s["join"], field)).sum();
+        assert_eq!(sum, count(api, field), "{field}: {join}");
+    }
+    for other in metrics["vertices"].as_array().unwrap() {
+        if other["id"] != JOIN {
+            assert_eq!(other["join"], Value::Null, "{other}");
+        }
+    }
+    // The matched results keep rising on the page while the job runs.
+    session.wait_for(
+        "more matched results",
+        &format!(
+            "return +document.getElementById('join-section').dataset.matched > {};",
+            shown[0]
+        ),
+    );
+    // Another vertex's panel has no join section.
+    session.click("g[data-vertex=\"slow\"]");
+    session.wait_for(
+        "the panel of slow, without join counts",
+        "return document.getElementById('panel-title').textContent === 'slow' \
+           && document.getElementById('join-section').hidden;",
+    );
+    session.click(&format!("g[data-vertex=\"{JOIN}\"]"));
+    session.wait_for(
+        "the join's panel again",
+        "return !document.getElementById('join-section').hidden;",
+    );
+
+    session.screenshot(&screenshot_path().with_file_name("live-view-join.png"));
+    page.close();
+}
+
 /// A paced generator: every vertex has time to spare.
 const QUIET_JOB: &str = "name: quiet
 latency: {interval: 20ms}

@@ -80,7 +80,17 @@ struct EdgeInfo {
     partitioning: &'static str,
     /// `chained` (a function call inside one task) or `channel` (between tasks).
     exchange: &'static str,
+    /// Which input of a join the edge is (`left`, `right`); left out for any other edge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    side: Option<&'static str>,
 }
+
+/// The sides of a join's inputs, in the order the runtime numbers them: the job file's `left`
+/// is the join's first input, `right` its second.
+const JOIN_SIDES: [&str; 2] = ["left", "right"];
+
+/// The component type of a join (`type: join` in the job file).
+const JOIN_TYPE: &str = "join";
 
 #[derive(Debug, Serialize)]
 struct JobJson<'a> {
@@ -172,13 +182,24 @@ impl LiveJob {
                 .get(index)
                 .map_or(0, |v| v.subtasks.len())
         };
+        let is_join = |to: tidemark_runtime::VertexId| {
+            let id = plan.vertex_id(to);
+            components
+                .iter()
+                .any(|c| c.id == id && c.type_name == JOIN_TYPE)
+        };
         let mut edges: Vec<(usize, usize, EdgeInfo)> = Vec::new();
-        for e in &plan.edges {
-            edges.push((
-                e.from.index(),
-                e.to.index(),
-                edge(plan, e.from, e.to, e.partitioning, "channel"),
-            ));
+        for (i, e) in plan.edges.iter().enumerate() {
+            let mut info = edge(plan, e.from, e.to, e.partitioning, "channel");
+            // A vertex with several inputs has none chained: the plan keeps the graph's edge
+            // order, in which the runtime numbers a vertex's inputs. A join with one input
+            // edge (both sides through one Kafka exchange) has no edge of one side.
+            let inputs = || plan.edges.iter().filter(|o| o.to == e.to);
+            if is_join(e.to) && inputs().count() == JOIN_SIDES.len() {
+                let input = plan.edges[..i].iter().filter(|o| o.to == e.to).count();
+                info.side = JOIN_SIDES.get(input).copied();
+            }
+            edges.push((e.from.index(), e.to.index(), info));
         }
         for &(from, to, partitioning) in &plan.chained {
             edges.push((
@@ -355,6 +376,7 @@ fn edge(
         to: plan.vertex_id(to).to_owned(),
         partitioning: partitioning.as_str(),
         exchange,
+        side: None,
     }
 }
 

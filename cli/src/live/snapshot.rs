@@ -102,6 +102,43 @@ struct StateSnapshot {
     bytes: u64,
 }
 
+/// A join's results so far and the records it holds now ([`tidemark_runtime::JoinCounts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+struct JoinSnapshot {
+    /// Results of a match.
+    matched: u64,
+    /// Results of a record that matched nothing (an outer join's, the other side null).
+    unmatched: u64,
+    /// Left records held now.
+    held_left: u64,
+    /// Right records held now (a table join's versions).
+    held_right: u64,
+}
+
+impl JoinSnapshot {
+    fn of(counts: tidemark_runtime::JoinCounts) -> JoinSnapshot {
+        JoinSnapshot {
+            matched: counts.matched,
+            unmatched: counts.unmatched,
+            held_left: counts.held_left,
+            held_right: counts.held_right,
+        }
+    }
+
+    /// The sum of the subtasks' counts; `None` when none has published any.
+    fn sum<'a>(subtasks: impl IntoIterator<Item = &'a Option<JoinSnapshot>>) -> Option<Self> {
+        subtasks.into_iter().flatten().fold(None, |sum, s| {
+            let sum: JoinSnapshot = sum.unwrap_or_default();
+            Some(JoinSnapshot {
+                matched: sum.matched + s.matched,
+                unmatched: sum.unmatched + s.unmatched,
+                held_left: sum.held_left + s.held_left,
+                held_right: sum.held_right + s.held_right,
+            })
+        })
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct VertexSnapshot {
     id: String,
@@ -141,6 +178,9 @@ struct VertexSnapshot {
     /// The largest watermark lag of its subtasks; `null` where no watermark flows.
     #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
+    /// A join's counts summed over its subtasks; `null` for any other vertex (and for a join
+    /// before its subtasks first publish them, about a second after the start).
+    join: Option<JoinSnapshot>,
     /// Marker latency at this vertex, every key's window pooled.
     marker_latency: Option<Quantiles>,
     /// Record end-to-end latency at this vertex, every subtask's window pooled.
@@ -176,6 +216,8 @@ struct SubtaskSnapshot {
     watermark_holder: Option<String>,
     /// The operator's state size, for a stateful operator.
     state: Option<StateSnapshot>,
+    /// A join's counts (`null` for any other vertex).
+    join: Option<JoinSnapshot>,
     #[serde(serialize_with = "optional_number")]
     watermark_lag_seconds: Option<f64>,
     marker_latency: Option<Quantiles>,
@@ -398,6 +440,7 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
                     windows_open: z.windows_open,
                     bytes: z.bytes,
                 }),
+                join: s.join_counts().map(JoinSnapshot::of),
                 watermark_lag_seconds: watermark.map(|w| now_nanos.saturating_sub(w) as f64 / 1e9),
                 marker_latency: Quantiles::of(subtask_markers, subtask_marker_count),
                 e2e_latency: e2e,
@@ -453,6 +496,7 @@ pub fn take(job: &LiveJob) -> Snapshot<'_> {
                 .iter()
                 .filter_map(|s| s.watermark_lag_seconds)
                 .reduce(f64::max),
+            join: JoinSnapshot::sum(subtasks.iter().map(|s| &s.join)),
             marker_latency: Quantiles::of(vertex_markers, vertex_marker_count),
             e2e_latency: Quantiles::of(vertex_e2e, vertex_e2e_count),
             subtasks,

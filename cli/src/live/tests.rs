@@ -457,3 +457,148 @@ fn metrics_json_names_the_busiest_vertex_and_calls_it_a_bottleneck_only_when_bus
         assert_eq!(json["bottleneck"], Value::Null, "{json}");
     }
 }
+
+/// Counts what comes over each of its two inputs as a join's held records (left: input 0,
+/// right: input 1), and each left record as a match; emits nothing.
+#[derive(Default)]
+struct CountingJoin(tidemark_runtime::JoinCounts);
+
+impl tidemark_runtime::Operator for CountingJoin {
+    fn process(
+        &mut self,
+        _record: tidemark_runtime::Record,
+        _out: &mut tidemark_runtime::Output,
+    ) -> Result<(), tidemark_runtime::BoxError> {
+        Err("every record comes through process_input".into())
+    }
+
+    fn process_input(
+        &mut self,
+        input: usize,
+        records: &mut [tidemark_runtime::Record],
+        _out: &mut tidemark_runtime::Output,
+    ) -> Result<bool, tidemark_runtime::BoxError> {
+        let n = records.len() as u64;
+        if input == 0 {
+            self.0.held_left += n;
+            self.0.matched += n;
+        } else {
+            self.0.held_right += n;
+        }
+        Ok(true)
+    }
+
+    fn join_counts(&self) -> Option<tidemark_runtime::JoinCounts> {
+        Some(self.0)
+    }
+}
+
+/// pay (50 records) and click (20) into a join `j` at parallelism 2 (pay its left input, click
+/// its right), then a sink; `type_of_j` is the type the job file gives `j`.
+fn join_job(type_of_j: &str) -> (LiveJob, Value, Value) {
+    let mut g = JobGraph::new("live-join");
+    let pay = g
+        .add_source("pay", 1, |_| Ok(Box::new(CountingSource::new(50))))
+        .unwrap();
+    let click = g
+        .add_source("click", 1, |_| Ok(Box::new(CountingSource::new(20))))
+        .unwrap();
+    let j = g
+        .add_operator("j", 2, |_| Ok(Box::new(CountingJoin::default())))
+        .unwrap();
+    let out = g.add_sink("out", 1, |_| Ok(Box::new(DiscardSink))).unwrap();
+    g.connect(pay, j, Partitioning::Hash).unwrap();
+    g.connect(click, j, Partitioning::Hash).unwrap();
+    g.connect(j, out, Partitioning::Rebalance).unwrap();
+    let plan = ExecutionPlan::new(&g, true).unwrap();
+    let result = run(g, config(Granularity::Operator)).unwrap();
+    let components = [ComponentInfo {
+        id: "j".to_owned(),
+        type_name: type_of_j.to_owned(),
+        config: json!({"left": "pay", "right": "click"}),
+    }];
+    let queue = QueueShape {
+        channel_capacity: 8,
+        batch_size: 1024,
+    };
+    let job = LiveJob::new(result.metrics, &plan, json!({}), &components, queue);
+    job.set_outcome(&result.outcome);
+    let (job_json, metrics_json) = (parse(&job.job_json()), parse(&job.metrics_json()));
+    (job, job_json, metrics_json)
+}
+
+#[test]
+fn an_edge_into_a_join_names_its_side_and_other_edges_name_none() {
+    let (_job, json, _) = join_job("join");
+    assert_eq!(
+        json["edges"],
+        json!([
+            {"from": "pay", "to": "j", "partitioning": "hash", "exchange": "channel", "side": "left"},
+            {"from": "click", "to": "j", "partitioning": "hash", "exchange": "channel", "side": "right"},
+            {"from": "j", "to": "out", "partitioning": "rebalance", "exchange": "channel"},
+        ])
+    );
+    // Two inputs into anything but a join: no sides.
+    let (_job, json, _) = join_job("window");
+    for edge in json["edges"].as_array().unwrap() {
+        assert!(edge.get("side").is_none(), "{edge}");
+    }
+    // A join fed by one edge (both sides through one Kafka exchange): that edge is no side's.
+    let g = graph(10);
+    let plan = ExecutionPlan::new(&g, true).unwrap();
+    let result = run(g, config(Granularity::Operator)).unwrap();
+    let components = [ComponentInfo {
+        id: "out".to_owned(),
+        type_name: "join".to_owned(),
+        config: json!({}),
+    }];
+    let queue = QueueShape {
+        channel_capacity: 8,
+        batch_size: 1024,
+    };
+    let job = LiveJob::new(result.metrics, &plan, json!({}), &components, queue);
+    let json = parse(&job.job_json());
+    assert_eq!(json["edges"][1]["to"], "out", "{json}");
+    for edge in json["edges"].as_array().unwrap() {
+        assert!(edge.get("side").is_none(), "{edge}");
+    }
+}
+
+#[test]
+fn metrics_json_has_a_joins_counts_per_subtask_and_summed() {
+    let (_job, _, json) = join_job("join");
+    let vertex = |id: &str| {
+        json["vertices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("no vertex {id}: {json}"))
+            .clone()
+    };
+    let j = vertex("j");
+    // Every record of each side reached one of the two subtasks.
+    assert_eq!(
+        j["join"],
+        json!({"matched": 50, "unmatched": 0, "held_left": 50, "held_right": 20}),
+        "{j}"
+    );
+    let subtasks = j["subtasks"].as_array().unwrap();
+    assert_eq!(subtasks.len(), 2);
+    let sum = |field: &str| -> u64 {
+        subtasks
+            .iter()
+            .map(|s| s["join"][field].as_u64().unwrap_or_else(|| panic!("{s}")))
+            .sum()
+    };
+    assert_eq!(
+        [sum("matched"), sum("held_left"), sum("held_right")],
+        [50, 50, 20]
+    );
+    // Any other vertex: null, not left out.
+    for id in ["pay", "click", "out"] {
+        let v = vertex(id);
+        assert_eq!(v["join"], Value::Null, "{v}");
+        assert_eq!(v["subtasks"][0]["join"], Value::Null, "{v}");
+    }
+}
