@@ -502,7 +502,9 @@ fn event_time_in(instances: &[(&mut Proc, SocketAddr)]) -> Vec<String> {
                         || l.starts_with("tidemark_job_stalled")
                         // Only drops that happened: the zeros would hide the rest in a CI
                         // log cut short.
-                        || (l.starts_with("tidemark_records_dropped_total") && !l.ends_with(" 0"))
+                        || ((l.starts_with("tidemark_records_dropped_total")
+                            || l.starts_with("tidemark_exchange_replayed_records_total"))
+                            && !l.ends_with(" 0"))
                 })
                 .map(|l| format!("{addr} {l}"))
                 .collect::<Vec<_>>()
