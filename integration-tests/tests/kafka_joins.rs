@@ -1,6 +1,8 @@
-//! A join reading two Kafka topics and writing a third, on a mock cluster the test starts: every
+//! Joins reading Kafka topics and writing Kafka topics, on a mock cluster the tests start: every
 //! result is one message whose `tidemark-result-id` names the join, the two input messages that
-//! made it and the key, against a nested loop over the messages the test wrote.
+//! made it and the key, against a nested loop over the messages the test wrote; a compacted
+//! topic read as a table, its tombstones kept (a deletion) or dropped, and written on to another
+//! topic as tombstones.
 #![cfg(unix)]
 
 mod common;
@@ -169,14 +171,19 @@ fn write(bootstrap: &str, topic: &str, messages: &[(&str, Option<String>, i64)])
     testing::flush(&producer);
 }
 
-/// Runs a table join of `orders` with the `customers` changelog until `n` results are in `out`,
-/// the customers source with `tombstones` (keep or drop); returns each order's version (-1 for
-/// none) and the customers source's tombstone drop count.
-fn table_join_run(bootstrap: &str, tombstones: &str, n: usize) -> (Vec<(i64, i64)>, f64) {
+/// Runs a table join of `orders` with the changelog in topic `table` until `n` results are in
+/// `out-<tombstones>`, the table's source with `tombstones` (keep or drop); returns each order's
+/// version (-1 for none) and the table source's tombstone drop count.
+fn table_join_run(
+    bootstrap: &str,
+    table: &str,
+    tombstones: &str,
+    n: usize,
+) -> (Vec<(i64, i64)>, f64) {
     let dir = TempDir::new("kafka-table-join");
-    let source = |topic: &str, extra: &str| {
+    let source = |id: &str, topic: &str, extra: &str| {
         format!(
-            "  {topic}:
+            "  {id}:
     type: kafka
     brokers: {bootstrap}
     topics: [{topic}]
@@ -210,8 +217,12 @@ sinks:
     brokers: {bootstrap}
     topic: out-{tombstones}
 ",
-            source("orders", ""),
-            source("customers", &format!("    tombstones: {tombstones}\n"))
+            source("orders", "orders", ""),
+            source(
+                "customers",
+                table,
+                &format!("    tombstones: {tombstones}\n")
+            )
         ),
     );
     let mut proc = Proc::spawn(
@@ -250,6 +261,31 @@ sinks:
     (versions, dropped)
 }
 
+/// `customers`: c1's row in version 1, deleted 10 s later, then in version 2; `orders`: one
+/// order of c1 before the delete, one after it, one after version 2.
+fn write_a_deleted_row(bootstrap: &str) {
+    let v = |n: i64| Some(format!(r#"{{"v":{n}}}"#));
+    write(
+        bootstrap,
+        "customers",
+        &[
+            ("c1", v(1), BASE),
+            ("c1", None, BASE + 10_000),
+            ("c1", v(2), BASE + 20_000),
+        ],
+    );
+    let order = |id: i64| Some(format!(r#"{{"id":{id}}}"#));
+    write(
+        bootstrap,
+        "orders",
+        &[
+            ("c1", order(1), BASE + 5_000),
+            ("c1", order(2), BASE + 15_000),
+            ("c1", order(3), BASE + 25_000),
+        ],
+    );
+}
+
 /// A compacted topic read as a table: with `tombstones: keep` a message without a value deletes
 /// its key's row, so an order between the delete and the next version joins nothing; without
 /// it the tombstone is dropped and counted, and that order joins the version before.
@@ -266,30 +302,93 @@ fn a_tombstone_deletes_a_row_of_a_table_join_only_when_kept() {
     })
     .unwrap();
     let bootstrap = cluster.bootstrap_servers().to_owned();
-    let v = |n: i64| Some(format!(r#"{{"v":{n}}}"#));
-    write(
-        &bootstrap,
-        "customers",
-        &[
-            ("c1", v(1), BASE),
-            ("c1", None, BASE + 10_000),
-            ("c1", v(2), BASE + 20_000),
-        ],
-    );
-    let order = |id: i64| Some(format!(r#"{{"id":{id}}}"#));
-    write(
-        &bootstrap,
-        "orders",
-        &[
-            ("c1", order(1), BASE + 5_000),
-            ("c1", order(2), BASE + 15_000),
-            ("c1", order(3), BASE + 25_000),
-        ],
-    );
-    let (kept, dropped) = table_join_run(&bootstrap, "keep", 3);
+    write_a_deleted_row(&bootstrap);
+    let (kept, dropped) = table_join_run(&bootstrap, "customers", "keep", 3);
     assert_eq!(kept, vec![(1, 1), (2, -1), (3, 2)]);
     assert_eq!(dropped, 0.0);
-    let (ignored, dropped) = table_join_run(&bootstrap, "drop", 3);
+    let (ignored, dropped) = table_join_run(&bootstrap, "customers", "drop", 3);
     assert_eq!(ignored, vec![(1, 1), (2, 1), (3, 2)]);
     assert_eq!(dropped, 1.0);
+}
+
+/// A deletion read from a compacted topic with `tombstones: keep` and written on by a `kafka`
+/// sink is a tombstone there too: the message has the key and no value (null, not `{}`), so the
+/// topic it is written to, read as a table, deletes the row as the first one did.
+#[test]
+fn a_kept_tombstone_is_written_on_to_kafka_as_a_tombstone() {
+    let cluster = DevCluster::start(DevClusterOptions {
+        topics: vec![
+            ("orders".into(), 1),
+            ("customers".into(), 1),
+            ("customers-copy".into(), 1),
+            ("out-keep".into(), 1),
+        ],
+        ..DevClusterOptions::default()
+    })
+    .unwrap();
+    let bootstrap = cluster.bootstrap_servers().to_owned();
+    write_a_deleted_row(&bootstrap);
+    let dir = TempDir::new("kafka-tombstone-copy");
+    dir.write(
+        "job.yaml",
+        &format!(
+            "name: kafka-tombstone-copy
+parallelism: 1
+sources:
+  customers:
+    type: kafka
+    brokers: {bootstrap}
+    topics: [customers]
+    group: copy
+    start: earliest
+    format: json
+    tombstones: keep
+sinks:
+  copy:
+    type: kafka
+    input: customers
+    brokers: {bootstrap}
+    topic: customers-copy
+"
+        ),
+    );
+    let mut proc = Proc::spawn(
+        dir.path(),
+        ["run", "--metrics-addr", "127.0.0.1:0", "job.yaml"],
+    );
+    let started = Instant::now();
+    let mut copied = Vec::new();
+    while copied.len() < 3 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{copied:?}: {}",
+            proc.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        copied = testing::read_all(&bootstrap, "customers-copy", 1, DEADLINE);
+    }
+    proc.terminate();
+    assert_eq!(proc.wait_code(), 0, "{}", proc.stderr());
+    let text = |bytes: &Option<Vec<u8>>| {
+        bytes
+            .as_deref()
+            .map(|b| String::from_utf8(b.to_vec()).unwrap())
+    };
+    let copied: Vec<(Option<String>, Option<String>)> = copied
+        .iter()
+        .map(|m| (text(&m.key), text(&m.value)))
+        .collect();
+    let message = |value: Option<&str>| (Some("c1".to_owned()), value.map(str::to_owned));
+    assert_eq!(
+        copied,
+        vec![
+            message(Some(r#"{"v":1}"#)),
+            message(None),
+            message(Some(r#"{"v":2}"#)),
+        ]
+    );
+    // The copy read as a table: the order between the delete and version 2 joins nothing.
+    let (kept, dropped) = table_join_run(&bootstrap, "customers-copy", "keep", 3);
+    assert_eq!(kept, vec![(1, 1), (2, -1), (3, 2)]);
+    assert_eq!(dropped, 0.0);
 }

@@ -29,6 +29,10 @@
 //!   string is written as it is, `null` as no key, any other value as JSON (`42`). An
 //!   expression that fails on a record fails the job, naming the sink and the expression.
 //!
+//! - A tombstone ([`Record::is_tombstone`]: a deletion a `kafka` source read with
+//!   `tombstones: keep`) is written as a tombstone: its key and no value (null, not `{}`), in
+//!   any `format`, so a deletion read from one compacted topic stays one in the next.
+//!
 //! - A record that is an operator's result (a `window`'s, a `reduce`'s) carries its id in the
 //!   header [`HEADER_RESULT_ID`] ([`tidemark_runtime::provenance::write_result_id`]): a result
 //!   emitted again after a failover is the same message with the same id, so a consumer drops
@@ -426,7 +430,11 @@ impl KafkaSink {
     fn send(&mut self, record: &Record) -> Result<(), BoxError> {
         self.value.clear();
         self.key.clear();
+        // A tombstone (a deletion read with `tombstones: keep`) is written as one: its key and
+        // no value, so a compacted topic downstream deletes the key too.
+        let tombstone = record.is_tombstone();
         match &self.avro {
+            _ if tombstone => {}
             None => write_json(&mut self.value, record),
             Some((writer, id)) => {
                 if let Some(id) = id {
@@ -457,7 +465,7 @@ impl KafkaSink {
         self.result_id.clear();
         let result_id = write_result_id(record, &mut self.result_id).then_some(&self.result_id[..]);
         let message = OutMessage {
-            value: &self.value,
+            value: (!tombstone).then_some(&self.value[..]),
             key,
             timestamp_ms: ms,
             result_id,
@@ -500,7 +508,8 @@ impl KafkaSink {
 /// One message of the sink, borrowing the sink's buffers.
 #[derive(Clone, Copy)]
 struct OutMessage<'a> {
-    value: &'a [u8],
+    /// `None`: no value (a tombstone).
+    value: Option<&'a [u8]>,
     /// `None`: no key.
     key: Option<&'a [u8]>,
     timestamp_ms: i64,
@@ -554,14 +563,16 @@ impl TopicHandle {
             result_id,
         } = *message;
         use rdkafka::bindings as rd;
-        let mem = |bytes: &[u8]| rd::rd_kafka_vu_s__bindgen_ty_1 {
+        let mem = |ptr: *const u8, size: usize| rd::rd_kafka_vu_s__bindgen_ty_1 {
             mem: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
-                ptr: bytes.as_ptr() as *mut std::ffi::c_void,
-                size: bytes.len(),
+                ptr: ptr as *mut std::ffi::c_void,
+                size,
             },
         };
         let vu = |vtype, u| rd::rd_kafka_vu_t { vtype, u };
+        // A null pointer is no key, and no value: a tombstone (librdkafka writes length -1).
         let (key_ptr, key_len) = key.map_or((std::ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+        let (value_ptr, value_len) = value.map_or((std::ptr::null(), 0), |v| (v.as_ptr(), v.len()));
         let args = [
             vu(
                 rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
@@ -579,15 +590,13 @@ impl TopicHandle {
                     i: rd::RD_KAFKA_MSG_F_COPY as std::ffi::c_int,
                 },
             ),
-            vu(rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE, mem(value)),
+            vu(
+                rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                mem(value_ptr, value_len),
+            ),
             vu(
                 rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
-                rd::rd_kafka_vu_s__bindgen_ty_1 {
-                    mem: rd::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
-                        ptr: key_ptr as *mut std::ffi::c_void,
-                        size: key_len,
-                    },
-                },
+                mem(key_ptr, key_len),
             ),
             vu(
                 rd::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
