@@ -318,6 +318,17 @@ fn a_tombstone_deletes_a_row_of_a_table_join_only_when_kept() {
 /// topic it is written to, read as a table, deletes the row as the first one did.
 #[test]
 fn a_kept_tombstone_is_written_on_to_kafka_as_a_tombstone() {
+    kept_tombstone_copied(false);
+}
+
+/// The same copy with the sink behind a Kafka exchange: the tombstone crosses it as a tombstone
+/// (no value in the exchange topic either), not as an empty event.
+#[test]
+fn a_kept_tombstone_crosses_a_kafka_exchange_as_a_tombstone() {
+    kept_tombstone_copied(true);
+}
+
+fn kept_tombstone_copied(through_exchange: bool) {
     let cluster = DevCluster::start(DevClusterOptions {
         topics: vec![
             ("orders".into(), 1),
@@ -330,6 +341,13 @@ fn a_kept_tombstone_is_written_on_to_kafka_as_a_tombstone() {
     .unwrap();
     let bootstrap = cluster.bootstrap_servers().to_owned();
     write_a_deleted_row(&bootstrap);
+    let exchange = match through_exchange {
+        true => format!(
+            "    exchange: {{kafka: {{brokers: \"{bootstrap}\", partitions: 2, \
+             properties: {{fetch.wait.max.ms: 10}}}}}}\n"
+        ),
+        false => String::new(),
+    };
     let dir = TempDir::new("kafka-tombstone-copy");
     dir.write(
         "job.yaml",
@@ -351,7 +369,7 @@ sinks:
     input: customers
     brokers: {bootstrap}
     topic: customers-copy
-"
+{exchange}"
         ),
     );
     let mut proc = Proc::spawn(

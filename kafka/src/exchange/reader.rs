@@ -155,20 +155,15 @@ impl Relay {
         }
         let key = key_of(header(message, HEADER_KEY_TYPE), message.key())
             .map_err(|e| format!("{}: {e}", place()))?;
-        // Only exchange writers write this topic, and they always write a value and both
-        // timestamp headers: anything else is named, never read as a default.
-        let payload = message.payload().ok_or_else(|| {
-            format!(
-                "{}: record without a value (expected a JSON object)",
-                place()
-            )
-        })?;
-        let event = match self.parser.parse(payload) {
-            Ok(event) => event,
-            Err(EventError::Invalid(e)) => {
+        // Only exchange writers write this topic, and they always write both timestamp headers
+        // and a value, but for a tombstone: anything else is named, never read as a default.
+        let event = match message.payload().map(|p| self.parser.parse(p)) {
+            None => None,
+            Some(Ok(event)) => Some(event),
+            Some(Err(EventError::Invalid(e))) => {
                 return Err(format!("{}: value is not JSON: {e}", place()).into())
             }
-            Err(EventError::NotAnObject(_)) => {
+            Some(Err(EventError::NotAnObject(_))) => {
                 return Err(format!("{}: value is not a JSON object", place()).into())
             }
         };
@@ -186,8 +181,12 @@ impl Relay {
                     place()
                 )
             })?;
-        let mut record =
-            Record::with_event(key, event, timestamp).with_timestamp_type(timestamp_type);
+        // No value: a tombstone (a deletion read with `tombstones: keep`) written as one.
+        let mut record = match event {
+            Some(event) => Record::with_event(key, event, timestamp),
+            None => Record::tombstone(key, timestamp),
+        }
+        .with_timestamp_type(timestamp_type);
         // From here on the record comes from this exchange message: the position a next
         // exchange's reader orders it by (one reader reads a partition, in offset order, and
         // reads it again from the same offsets after a failover), and a reduce's result id.

@@ -242,12 +242,16 @@ impl ExchangeWriter {
                 value: Some(&self.origin_text[..]),
             });
         }
-        let pending = BaseRecord::to(&self.exchange.topic)
+        let mut pending: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.exchange.topic)
             .partition(partition)
             .key(&self.key[..])
-            .payload(&self.value[..])
             .timestamp(record.timestamp.div_euclid(1_000_000))
             .headers(headers);
+        // A tombstone (a deletion read with `tombstones: keep`) crosses as one: no value, and
+        // the reader makes it a tombstone again.
+        if !record.is_tombstone() {
+            pending = pending.payload(&self.value[..]);
+        }
         produce(&self.producer, &self.context, &self.what, pending)
     }
 }
