@@ -833,6 +833,15 @@ pub struct KafkaSource {
     partition_counts: Vec<(String, i32)>,
     /// This thread's task was told it has a `kafka` source at its head.
     announced: bool,
+    /// Since when the subtask waits for its consumer group's first assignment (`None` once
+    /// the group has made one, or after `--kafka-timeout`): until then, having no partition
+    /// holds event time back instead of being idle
+    /// ([`SplitWatermarks::await_splits`](tidemark_runtime::event_time::SplitWatermarks::await_splits)).
+    /// At a start or a restore the subtasks of the job are given their partitions one after
+    /// another; one given its partitions late would otherwise find event time moved past its
+    /// first records (late) and, in a table join's right input, have let left records join an
+    /// empty table.
+    awaiting_assignment: Option<std::time::Instant>,
     /// The topics' names, interned once: each record's origin names its topic without a
     /// reference count or a look-up in the process's table.
     topic_names: Vec<Name>,
@@ -1033,7 +1042,14 @@ impl KafkaSource {
             hand_overs: RefusedHandOvers::default(),
             commits_read: None,
             pending_progress: BTreeMap::new(),
-            watermarks: PartitionWatermarks::new(),
+            watermarks: {
+                // Its partitions come with the group's first assignment: until then it holds
+                // event time back rather than being idle.
+                let mut w = PartitionWatermarks::new();
+                w.tracker().await_splits(true);
+                w
+            },
+            awaiting_assignment: Some(std::time::Instant::now()),
             watch: BrokerWatch::new(timeout),
             timeout,
             config: factory.config.clone(),
@@ -2551,6 +2567,13 @@ impl KafkaSource {
             }
         }
         self.forget_revoked();
+        if let Some(since) = self.awaiting_assignment {
+            // After `forget_revoked`, which made the first assignment's partitions splits.
+            if self.rebalances() > 0 || since.elapsed() >= self.timeout {
+                self.watermarks.tracker().await_splits(false);
+                self.awaiting_assignment = None;
+            }
+        }
         self.release_hand_overs();
         self.follow_commit();
         if let Some(failure) = self

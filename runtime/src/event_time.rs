@@ -216,7 +216,9 @@ impl Split {
 /// - the subtask's watermark is the minimum over its splits that are not idle, and it never
 ///   goes back (a split that comes back behind holds it where it is until it catches up);
 /// - a subtask whose splits are all idle, or that has no split at all, is idle: its markers
-///   keep flowing, its watermark holds nothing back downstream;
+///   keep flowing, its watermark holds nothing back downstream; but one whose splits are still
+///   to come ([`SplitWatermarks::await_splits`]) holds everything back until it has some or is
+///   told none are coming;
 /// - a split that has not had a record yet holds the watermark back (until it is idle).
 ///
 /// Watermarks are made only when the source vertex has a [`WatermarkStrategy`]; without one
@@ -253,6 +255,9 @@ pub struct SplitWatermarks {
     told_holder: Option<Option<usize>>,
     /// The subtask's watermark as last sent downstream (`i64::MIN` before the first).
     emitted: i64,
+    /// Splits are still to come ([`SplitWatermarks::await_splits`]): without any, the subtask
+    /// holds everything back rather than being idle.
+    awaiting: bool,
 }
 
 /// What one split's watermark is, as the runtime last looked ([`SplitWatermarks::status`]).
@@ -287,6 +292,7 @@ impl Default for SplitWatermarks {
             holder: None,
             told_holder: None,
             emitted: i64::MIN,
+            awaiting: false,
         }
     }
 }
@@ -418,9 +424,20 @@ impl SplitWatermarks {
         self.live
     }
 
-    /// True when there is no split: the subtask is idle.
+    /// True when there is no split: the subtask is idle (unless it
+    /// [awaits its splits](SplitWatermarks::await_splits)).
     pub fn is_empty(&self) -> bool {
         self.live == 0
+    }
+
+    /// Says whether the subtask's splits are still to come (a Kafka source before its consumer
+    /// group's first assignment). While they are and it has none, the subtask holds the
+    /// watermark back instead of being idle: a subtask with no split yet knows nothing of what
+    /// it will read, and letting event time pass would make its first records late. Once it is
+    /// told they have come (the assignment was made, perhaps empty), a subtask without splits
+    /// is idle again.
+    pub fn await_splits(&mut self, awaiting: bool) {
+        self.awaiting = awaiting;
     }
 
     /// The watermark of `split` alone with the given out-of-orderness (ns), if it has one.
@@ -497,6 +514,7 @@ impl SplitWatermarks {
         }
         self.holder = holder;
         match (any, min) {
+            (false, _) if self.awaiting && self.live == 0 => Candidate::Pending,
             (false, _) => Candidate::Idle,
             (true, i64::MIN) => Candidate::Pending,
             (true, wm) => Candidate::At(wm),
@@ -1011,6 +1029,33 @@ mod tests {
         // Given one again: active at the last watermark sent.
         s.add_split();
         assert_eq!(g.poll_splits(&mut s, 6), WatermarkAction::Emit(89));
+    }
+
+    #[test]
+    fn a_subtask_awaiting_its_splits_holds_the_watermark_back_until_told_none_are_coming() {
+        let mut g = WatermarkGenerator::new(split_strategy(Some(10)));
+        let mut s = SplitWatermarks::new();
+        s.await_splits(true);
+        // No split yet, however long: not idle, so downstream waits for what it will read.
+        for now in [0, 100, 1_000] {
+            assert_eq!(g.poll_splits(&mut s, now), WatermarkAction::None);
+        }
+        // Its splits came: as any subtask with splits.
+        let p = s.add_split();
+        s.observe(p, 100);
+        assert_eq!(g.poll_splits(&mut s, 1_001), WatermarkAction::Emit(89));
+        // Told the assignment was made (without splits for it, say): no split is idle again.
+        s.remove_split(p);
+        s.await_splits(false);
+        assert_eq!(g.poll_splits(&mut s, 1_002), WatermarkAction::GoIdle);
+        // Awaiting alone does not hold back a subtask whose splits are all idle.
+        let mut s = SplitWatermarks::new();
+        let mut g = WatermarkGenerator::new(split_strategy(Some(10)));
+        s.await_splits(true);
+        let q = s.add_split();
+        s.observe(q, 100);
+        assert_eq!(g.poll_splits(&mut s, 0), WatermarkAction::Emit(89));
+        assert_eq!(g.poll_splits(&mut s, 20), WatermarkAction::GoIdle);
     }
 
     #[test]
