@@ -41,7 +41,11 @@ const FLUSH_MS: i64 = BASE_MS + 3_600_000;
 
 /// Event `i`: (topic, partition, user, ts ms). One in three is a payment.
 fn event(i: u64) -> (&'static str, i32, String, i64) {
-    let topic = if i.is_multiple_of(3) { "payments" } else { "clicks" };
+    let topic = if i.is_multiple_of(3) {
+        "payments"
+    } else {
+        "clicks"
+    };
     let user = format!("u{}", (i * 7 + i / 13) % USERS);
     (topic, (i % 4) as i32, user, BASE_MS + 50 * i as i64)
 }
