@@ -431,13 +431,13 @@ type Order = (i64, String, i64);
 /// holds the changelog's versions and deletes after it, which the second half's first orders
 /// need.
 ///
-/// The join holds no order at the kill: a table join restored with held orders gives them the
-/// restored table's versions at once, before the changelog is read again (the customers source
-/// has no partition yet when the restored job starts, so it is idle, and so is the join's right
-/// input). With `ORDERS_SPLIT_MS` at 250 s, so that the join held the first half's last 500
-/// orders at the kill, 350 orders got a version older than the reference's, on both brokers.
+/// The join holds the first half's last orders (after `CHANGES_SPLIT_MS`) at the kill: restored,
+/// they must wait for the changelog's second half. They did not while a `kafka` source subtask
+/// without a partition yet counted as idle (then the join's right input was idle when the
+/// restored job started, and 350 of them got a version older than the reference's, on both
+/// brokers).
 const CHANGES_SPLIT_MS: i64 = 200_000;
-const ORDERS_SPLIT_MS: i64 = 100_000;
+const ORDERS_SPLIT_MS: i64 = 250_000;
 const CHANGES_END_MS: i64 = 400_000;
 const ORDERS_END_MS: i64 = 350_000;
 /// Customers with rows (`c0`…`c11`); orders also go to `c12` and `c13`, which never have one.
@@ -612,11 +612,11 @@ fn table_join_with_deletes_killed_and_restored(kind: Kind) {
     let want = as_of_reference(&changes, &all_orders);
 
     // Before the kill the join gives the first half's orders the changelog has reached (its
-    // right input's watermark is its last change's time less 1 ns) and holds the others (none
-    // with these halves).
+    // right input's watermark is its last change's time less 1 ns) and holds the others.
     let reached = first_changes.last().unwrap().2;
     let (given, held): (Vec<&Order>, Vec<&Order>) =
         first_orders.iter().partition(|o| o.2 < reached);
+    assert!(!held.is_empty(), "the join holds orders at the kill");
     let after_kill: Vec<&Order> = held.iter().copied().chain(&second_orders).collect();
     // The data has what the case needs: orders given before the kill without a row because of
     // a delete; orders given after it decided by a delete and by a version of the first half
@@ -658,11 +658,8 @@ fn table_join_with_deletes_killed_and_restored(kind: Kind) {
         )
     };
     // `allowed_lateness: 1h`: the join keeps every version (so a delete between two versions
-    // is in the state at the kill, not only a row's last one), and no order is late when the
-    // customers' group assigns its partition before the orders' group does after the restore
-    // (the orders' source, without a partition yet, is idle, and the customers' partition
-    // starts from its restored watermark). No order may be late (checked), and the versions
-    // kept make no result differ.
+    // is in the state at the kill, not only a row's last one). No order may be late (checked),
+    // and the versions kept make no result differ.
     dir.write(
         "job.yaml",
         &format!(
@@ -711,21 +708,12 @@ sinks:
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    // Each half is written once both sources hold their partition: a `kafka` source subtask
-    // without a partition yet is idle, and so is the join's right input then, so the join
-    // gives an order read before the customers' partition is assigned the version its table
-    // holds at once (seen on tansu when the second half was written before the restore: four
-    // orders joined versions older than the second half's first changes).
-    let assigned = |proc: &mut Proc| {
-        wait("both sources' partitions", proc, &mut |proc| {
-            let addr = proc.metrics_addr();
-            common::partitions_held(addr, "orders") == 1
-                && common::partitions_held(addr, "customers") == 1
-        })
-    };
-
+    // Each half is written as the job starts, before its sources have their partitions: a
+    // `kafka` source subtask without a partition yet holds event time back until the group has
+    // given it its partitions (it used to count as idle, and the join gave orders read before
+    // the customers' partition was assigned the version its table held at once: seen on tansu,
+    // four orders joined versions older than the second half's first changes).
     let mut proc = run(&[]);
-    assigned(&mut proc);
     write_changes(&bootstrap, &first_changes);
     write_orders(&bootstrap, &first_orders);
     // Where the first half of the changelog ends (tansu's offsets may have gaps).
@@ -769,7 +757,6 @@ sinks:
     assert!(before.keys().any(|o| deleted_before_kill.contains(o)));
 
     let mut proc = run(&["--restore", "latest"]);
-    assigned(&mut proc);
     write_changes(&bootstrap, &second_changes);
     write_orders(&bootstrap, &second_orders);
     wait("every order's result", &mut proc, &mut |_| {
