@@ -302,6 +302,7 @@ fn build(config: serde_json::Value, env: &BuildEnv) -> Result<Built, ConfigError
                 state: KeyedState::new(),
                 expiry: BTreeMap::new(),
                 watermark: i64::MIN,
+                behind: Vec::new(),
                 pairs: Vec::new(),
             }) as Box<dyn Operator>,
             JoinKind::Table => Box::new(TableJoin::new(
@@ -363,13 +364,20 @@ struct IntervalJoin {
     pairs: Vec<(i64, Value, Option<Origin>)>,
     /// The highest watermark seen (`i64::MIN`: none yet).
     watermark: i64,
+    /// Key groups that moved here behind the subtask's event time (behind a Kafka exchange),
+    /// until they catch up ([`super::join_results::caught_up`]).
+    behind: Vec<u32>,
 }
 
 impl IntervalJoin {
     /// The time below which a record is late, and above which a held record must reach to
-    /// stay.
+    /// stay; `i64::MIN` (nothing late, nothing leaves) while key groups that moved here behind
+    /// the subtask's event time catch up.
     fn limit(&self) -> i64 {
-        self.watermark.saturating_sub(self.lateness)
+        match self.behind.is_empty() {
+            true => self.watermark.saturating_sub(self.lateness),
+            false => i64::MIN,
+        }
     }
 
     /// When a record of `side` at `t` leaves the state: the limit must pass this.
@@ -414,7 +422,7 @@ impl IntervalJoin {
         }
         let origin = record.origin();
         let matched = !pairs.is_empty();
-        let stays = leaves_after >= limit || self.watermark == i64::MIN;
+        let stays = leaves_after >= limit || self.watermark == i64::MIN || limit == i64::MIN;
         if stays {
             let own = match side {
                 Side::Left => &mut sides.left,
@@ -585,6 +593,9 @@ impl Operator for IntervalJoin {
             return Ok(());
         }
         self.watermark = watermark;
+        if !self.behind.is_empty() {
+            return Ok(());
+        }
         self.expire(Some(self.limit()), out)
     }
 
@@ -608,15 +619,38 @@ impl Operator for IntervalJoin {
         Ok(())
     }
 
-    /// Takes in the held records of this subtask's key groups and the highest watermark any
-    /// old subtask had, and makes the expiry index again.
+    /// Takes in the held records of this subtask's key groups and continues from the smallest
+    /// watermark the old subtasks had ([`super::join_results::restored_watermark`]), and makes
+    /// the expiry index again.
     fn restore_keyed(&mut self, state: KeyedSnapshot) -> Result<(), BoxError> {
         KeyedTable::restore(&mut self.state, &state)?;
         let restored: Vec<i64> = state.shared()?;
-        if let Some(w) = restored.into_iter().max() {
-            self.watermark = self.watermark.max(w);
-        }
+        self.watermark = super::join_results::restored_watermark(self.watermark, restored);
         self.index();
+        Ok(())
+    }
+
+    fn restore_keyed_behind(
+        &mut self,
+        state: KeyedSnapshot,
+        groups: &[u32],
+        _watermark: i64,
+    ) -> Result<(), BoxError> {
+        self.restore_keyed(state)?;
+        self.behind.extend_from_slice(groups);
+        Ok(())
+    }
+
+    fn key_groups_event_time(
+        &mut self,
+        _max_parallelism: u32,
+        groups: &[u32],
+        watermark: Option<i64>,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        if super::join_results::caught_up(&mut self.behind, groups, watermark, self.watermark) {
+            self.expire(Some(self.limit()), out)?;
+        }
         Ok(())
     }
 
@@ -868,6 +902,47 @@ mod tests {
         assert_eq!(op.records_dropped(DropReason::Unmatched), 0);
         // A record behind the limit is late.
         op.process_input(1, &mut [record(1, 25, 3)], &mut out)
+            .unwrap();
+        assert_eq!(op.records_dropped(DropReason::Late), 1);
+    }
+
+    /// A key group restored behind the subtask's event time (a Kafka exchange partition taken
+    /// from an owner that had not got as far): until it catches up nothing is late and nothing
+    /// leaves, so its records behind the subtask's watermark still join; then held records
+    /// leave as usual.
+    #[test]
+    fn while_a_key_group_restored_behind_catches_up_nothing_is_late_and_nothing_leaves() {
+        let mut op = join("left", -10, 0, 0);
+        let mut out = Output::with_capacity(1024);
+        op.process_input(0, &mut [record(1, 100, 1)], &mut out)
+            .unwrap();
+        op.on_watermark(100 * MS, &mut out).unwrap();
+        let empty = KeyedSnapshot::default();
+        op.restore_keyed_behind(empty, &[7], 40 * MS).unwrap();
+        // A right record at 95 (behind the watermark, on time for its partition) matches the
+        // left record at 100, which would otherwise have left; another key's left record at 50
+        // is not late.
+        op.process_input(1, &mut [record(1, 95, 2)], &mut out)
+            .unwrap();
+        op.process_input(0, &mut [record(2, 50, 3)], &mut out)
+            .unwrap();
+        assert_eq!(op.records_dropped(DropReason::Late), 0);
+        assert_eq!(out.len(), 1, "the match");
+        op.on_watermark(200 * MS, &mut out).unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 2, "nothing left yet");
+        // Behind its partition's own watermark: still waiting.
+        op.key_groups_event_time(8, &[7], Some(150 * MS), &mut out)
+            .unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 2);
+        // Caught up: both left records leave, the one without a match with its null result.
+        op.key_groups_event_time(8, &[7], Some(200 * MS), &mut out)
+            .unwrap();
+        assert_eq!(op.state_size().unwrap().keys, 0);
+        let results: Vec<_> = out.records().iter().map(result).collect();
+        assert_eq!(results, [(1, 2, 100), (3, -1, 50)]);
+        out.clear();
+        // From now on, late as usual.
+        op.process_input(0, &mut [record(3, 60, 4)], &mut out)
             .unwrap();
         assert_eq!(op.records_dropped(DropReason::Late), 1);
     }

@@ -16,6 +16,52 @@ use crate::on_error::{self, OnError};
 pub(crate) const ONE_INPUT: &str =
     "a join needs two inputs, its left (connected first) and its right: this one has one";
 
+/// The watermark a join continues from after taking in restored state whose old subtasks had
+/// the watermarks `restored`: the smallest of them, and never above the one it has (`current`,
+/// `i64::MIN` before any).
+///
+/// Not the largest: behind a Kafka exchange a subtask takes partitions from several old
+/// holders, one after another while it runs, and each holder's watermark was the minimum over
+/// *its* partitions only. The largest could lie past the event time of another partition taken
+/// in, whose records would then be dropped as late (seen: 33 records late after a new instance
+/// took partitions from the survivor). The reader's watermark, the minimum over this subtask's
+/// partitions, moves the join on from there. Restored from a directory through hash edges the
+/// old subtasks' watermarks differ by what was in flight at the barrier, so the smallest keeps
+/// no record out that the run before took in.
+pub(crate) fn restored_watermark(current: i64, restored: impl IntoIterator<Item = i64>) -> i64 {
+    let Some(smallest) = restored.into_iter().min() else {
+        return current;
+    };
+    match current {
+        i64::MIN => smallest,
+        _ => current.min(smallest),
+    }
+}
+
+/// Key groups restored behind the subtask's event time (behind a Kafka exchange: a partition
+/// that moved here from an owner that had not got as far, `runtime::state_move`): while any
+/// is catching up, a join calls no record late and lets no held record leave (a table join
+/// also joins no left record yet), for any key: it cannot tell which records belong to which
+/// partition's event time. Records that would have been late in the meantime are then taken
+/// in; nothing on time is lost, and what leaves, leaves once they caught up.
+///
+/// Whether the last of `behind` caught up, now that `groups` are at `watermark` (`None`: idle)
+/// and the subtask at `current`; those that did are taken out of `behind`.
+pub(crate) fn caught_up(
+    behind: &mut Vec<u32>,
+    groups: &[u32],
+    watermark: Option<i64>,
+    current: i64,
+) -> bool {
+    if behind.is_empty() {
+        return false;
+    }
+    if watermark.is_none_or(|w| w >= current) {
+        behind.retain(|g| !groups.contains(g));
+    }
+    behind.is_empty()
+}
+
 /// One side of a result: the record's event and its origin, if it has one.
 pub(crate) type Part<'a> = (&'a Value, Option<&'a Origin>);
 
@@ -245,5 +291,35 @@ pub(crate) fn approximate_size(v: &Value) -> u64 {
                 .sum::<u64>()
         }
         _ => 16,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_groups_behind_leave_once_at_the_subtasks_event_time_or_idle() {
+        let mut behind = vec![3, 5];
+        assert!(!caught_up(&mut behind, &[3], Some(90), 100));
+        assert_eq!(behind, [3, 5]);
+        assert!(!caught_up(&mut behind, &[3], Some(100), 100));
+        assert_eq!(behind, [5]);
+        assert!(caught_up(&mut behind, &[5], None, 100));
+        assert!(behind.is_empty());
+        assert!(
+            !caught_up(&mut behind, &[5], None, 100),
+            "nothing was behind"
+        );
+    }
+
+    #[test]
+    fn a_restore_continues_from_the_smallest_watermark_and_never_raises_one() {
+        assert_eq!(restored_watermark(i64::MIN, [30, 10, 20]), 10);
+        assert_eq!(restored_watermark(i64::MIN, []), i64::MIN);
+        // Running, with partitions taken in one after another: lowered, never raised.
+        assert_eq!(restored_watermark(15, [40]), 15);
+        assert_eq!(restored_watermark(15, [12, 40]), 12);
+        assert_eq!(restored_watermark(15, []), 15);
     }
 }

@@ -93,6 +93,9 @@ pub(crate) struct TableJoin {
     /// Both sides come over one Kafka exchange reader (its records say which side they are
     /// for): the right side's watermark is the join's.
     one_reader: bool,
+    /// Key groups that moved here behind the subtask's event time (behind a Kafka exchange),
+    /// until they catch up ([`super::join_results::caught_up`]).
+    behind: Vec<u32>,
 }
 
 impl TableJoin {
@@ -106,12 +109,27 @@ impl TableJoin {
             watermark: i64::MIN,
             right_watermark: i64::MIN,
             one_reader: false,
+            behind: Vec::new(),
         }
     }
 
-    /// The time before which no left record that is not late can come.
+    /// The time before which no left record that is not late can come; `i64::MIN` while key
+    /// groups that moved here behind the subtask's event time catch up.
     fn limit(&self) -> i64 {
-        self.watermark.saturating_sub(self.results_lateness())
+        match self.behind.is_empty() {
+            true => self.watermark.saturating_sub(self.results_lateness()),
+            false => i64::MIN,
+        }
+    }
+
+    /// The right side's watermark as far as left records may join by it: `i64::MIN` while key
+    /// groups that moved here behind the subtask's event time catch up (their versions may
+    /// still come).
+    fn right_limit(&self) -> i64 {
+        match self.behind.is_empty() {
+            true => self.right_watermark,
+            false => i64::MIN,
+        }
     }
 
     fn results_lateness(&self) -> i64 {
@@ -138,7 +156,7 @@ impl TableJoin {
                     .map(|(_, v)| v.clone());
                 self.give(&key, &left, version, t, out)
             }
-            AsOf::EventTime if t <= self.right_watermark => {
+            AsOf::EventTime if t <= self.right_limit() => {
                 let version = self.state.get(&key).and_then(|row| version_at(row, t));
                 self.give(&key, &left, version, t, out)
             }
@@ -317,7 +335,7 @@ impl Operator for TableJoin {
             return Ok(());
         }
         self.right_watermark = watermark;
-        if self.as_of == AsOf::EventTime {
+        if self.as_of == AsOf::EventTime && self.behind.is_empty() {
             self.release_until(watermark, out)?;
         }
         Ok(())
@@ -353,15 +371,45 @@ impl Operator for TableJoin {
         Ok(())
     }
 
-    /// Takes in the rows of this subtask's key groups and the highest watermarks any old
-    /// subtask had, and makes the release index again.
+    /// Takes in the rows of this subtask's key groups and continues from the smallest
+    /// watermarks the old subtasks had ([`super::join_results::restored_watermark`]), and makes
+    /// the release index again.
     fn restore_keyed(&mut self, state: KeyedSnapshot) -> Result<(), BoxError> {
         KeyedTable::restore(&mut self.state, &state)?;
-        for (w, right) in state.shared::<(i64, i64)>()? {
-            self.watermark = self.watermark.max(w);
-            self.right_watermark = self.right_watermark.max(right);
-        }
+        let restored = state.shared::<(i64, i64)>()?;
+        self.watermark =
+            super::join_results::restored_watermark(self.watermark, restored.iter().map(|r| r.0));
+        self.right_watermark = super::join_results::restored_watermark(
+            self.right_watermark,
+            restored.iter().map(|r| r.1),
+        );
         self.index();
+        Ok(())
+    }
+
+    fn restore_keyed_behind(
+        &mut self,
+        state: KeyedSnapshot,
+        groups: &[u32],
+        _watermark: i64,
+    ) -> Result<(), BoxError> {
+        self.restore_keyed(state)?;
+        self.behind.extend_from_slice(groups);
+        Ok(())
+    }
+
+    fn key_groups_event_time(
+        &mut self,
+        _max_parallelism: u32,
+        groups: &[u32],
+        watermark: Option<i64>,
+        out: &mut Output,
+    ) -> Result<(), BoxError> {
+        if super::join_results::caught_up(&mut self.behind, groups, watermark, self.watermark)
+            && self.as_of == AsOf::EventTime
+        {
+            self.release_until(self.right_watermark, out)?;
+        }
         Ok(())
     }
 
